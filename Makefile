@@ -1,0 +1,108 @@
+# torch_tpu: two commands for users (make demo, make test), the rest for us.
+#
+#   make demo    venv + build, then a tiny model on "tpu" vs CPU
+#   make test    venv + build, then the C tests of the core (plain and
+#                ASan+UBSan) and pytest
+#   make lib     the C core alone (build/libtpurt.a)
+#   make ctest   the C tests alone
+#   make format  clang-format the C and C++ sources
+
+PYTHON   ?= python3
+VENV     := .venv
+PY       := $(VENV)/bin/python
+PIP      := $(VENV)/bin/pip
+# The CPU build of torch that lies on this machine's disk; never a range.
+TORCH    := torch==2.13.0
+
+CC       ?= gcc
+CFLAGS   := -std=c11 -Wall -Wextra -Werror -fPIC -O2 -g -D_GNU_SOURCE -fvisibility=hidden
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+LDLIBS   := -ldl -lpthread -lm
+
+CORE_SRCS  := $(sort $(wildcard csrc/base/*.c csrc/pjrt/*.c csrc/ir/*.c csrc/lower/*.c csrc/engine/*.c csrc/cache/*.c))
+CORE_HDRS  := $(wildcard csrc/*/*.h)
+TEST_SRCS  := $(sort $(wildcard csrc/tests/*_test.c))
+CORE_OBJS  := $(CORE_SRCS:csrc/%.c=build/obj/%.o)
+ASAN_OBJS  := $(CORE_SRCS:csrc/%.c=build/asan/%.o)
+TEST_BINS  := $(TEST_SRCS:csrc/tests/%.c=build/tests/%)
+ASAN_BINS  := $(TEST_SRCS:csrc/tests/%.c=build/asan-tests/%)
+
+# The C tests find the CPU plugin the same way the Python package does.
+PLUGIN = $(shell $(PY) -m torch_tpu._discovery 2>/dev/null)
+
+.PHONY: demo test lib ctest ctest-asan pytest venv build format lint clean
+
+demo: build
+	$(PY) -m torch_tpu demo
+
+test: build ctest ctest-asan pytest
+
+# ---- environment -----------------------------------------------------------
+
+venv: $(VENV)/.stamp
+
+$(VENV)/.stamp: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "$(TORCH)"
+	$(PIP) install -q xla-cpu-pjrt pytest ruff numpy pybind11 setuptools wheel ninja
+	touch $@
+
+# The glue is built against the torch in the venv, never in an isolated env.
+build: venv lib
+	$(PIP) install -q --no-build-isolation --no-deps -e .
+
+# ---- the C core ------------------------------------------------------------
+
+lib: build/libtpurt.a
+
+build/libtpurt.a: $(CORE_OBJS)
+	@mkdir -p $(@D)
+	ar rcs $@ $^
+
+build/obj/%.o: csrc/%.c $(CORE_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+build/asan/%.o: csrc/%.c $(CORE_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -O1 $(SANFLAGS) -c $< -o $@
+
+build/libtpurt-asan.a: $(ASAN_OBJS)
+	@mkdir -p $(@D)
+	ar rcs $@ $^
+
+build/tests/%: csrc/tests/%.c csrc/tests/test.h build/libtpurt.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $< build/libtpurt.a -o $@ $(LDLIBS)
+
+build/asan-tests/%: csrc/tests/%.c csrc/tests/test.h build/libtpurt-asan.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -O1 $(SANFLAGS) $< build/libtpurt-asan.a -o $@ $(LDLIBS)
+
+ctest: venv $(TEST_BINS)
+	@set -e; for t in $(TEST_BINS); do \
+	  TORCH_TPU_PJRT_PLUGIN=$(PLUGIN) TPURT_TEST_DATA=csrc/tests/data $$t; done
+
+# The plugin is a large C++ library built without sanitizers: leak checking
+# covers our allocations only (suppressions for the plugin's own).
+ctest-asan: venv $(ASAN_BINS)
+	@set -e; for t in $(ASAN_BINS); do \
+	  TORCH_TPU_PJRT_PLUGIN=$(PLUGIN) TPURT_TEST_DATA=csrc/tests/data \
+	  ASAN_OPTIONS=detect_leaks=1:detect_odr_violation=0 \
+	  LSAN_OPTIONS=suppressions=csrc/tests/lsan.supp:print_suppressions=0 \
+	  UBSAN_OPTIONS=print_stacktrace=1 $$t; done
+
+pytest: build
+	$(PY) -m pytest -q tests
+
+# ---- housekeeping ----------------------------------------------------------
+
+format:
+	$(VENV)/bin/clang-format -i $(wildcard csrc/*/*.[ch]) $(wildcard torch_tpu/csrc/*.cpp torch_tpu/csrc/*.h)
+
+lint:
+	$(VENV)/bin/ruff check torch_tpu tests bench
+
+clean:
+	rm -rf build *.egg-info torch_tpu/*.so

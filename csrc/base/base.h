@@ -1,0 +1,66 @@
+/* base.h: small utilities every room of the core uses: status helpers,
+** dtype facts, a growable string buffer, an arena, and a 64-bit hash.
+*/
+#ifndef TPURT_BASE_BASE_H_
+#define TPURT_BASE_BASE_H_
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../include/tpurt.h"
+
+/* Propagates a non-OK status to the caller. */
+#define TPURT_RETURN_IF_ERROR(expr)         \
+  do {                                      \
+    tpurt_status_t status_ = (expr);        \
+    if (status_ != NULL) return status_;    \
+  } while (0)
+
+tpurt_status_t tpurt_status_vcreate(tpurt_status_code_t code, const char* fmt, va_list ap);
+
+/* dtype facts beyond the public ones. */
+bool tpurt_dtype_is_unsigned(tpurt_dtype_t dtype);
+bool tpurt_dtype_is_signed_int(tpurt_dtype_t dtype);
+
+/* Calls malloc/calloc/realloc and aborts on failure: host allocations of a
+** few bytes are not an error path the core reports. Device memory is. */
+void* tpurt_xmalloc(size_t size);
+void* tpurt_xcalloc(size_t count, size_t size);
+void* tpurt_xrealloc(void* ptr, size_t size);
+char* tpurt_xstrdup(const char* s);
+
+/* A growable NUL-terminated string. Zero-initialise, append, free data. */
+typedef struct tpurt_strbuf_s {
+  char* data;
+  size_t size;
+  size_t capacity;
+} tpurt_strbuf_t;
+void tpurt_strbuf_append(tpurt_strbuf_t* buf, const char* s, size_t n);
+void tpurt_strbuf_puts(tpurt_strbuf_t* buf, const char* s);
+void tpurt_strbuf_printf(tpurt_strbuf_t* buf, const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+void tpurt_strbuf_free(tpurt_strbuf_t* buf);
+
+/* A bump allocator: many small allocations, one free. Zeroed memory. */
+typedef struct tpurt_arena_block_s tpurt_arena_block_t;
+typedef struct tpurt_arena_s {
+  tpurt_arena_block_t* head;
+} tpurt_arena_t;
+void* tpurt_arena_alloc(tpurt_arena_t* arena, size_t size);
+char* tpurt_arena_strdup(tpurt_arena_t* arena, const char* s);
+void tpurt_arena_free(tpurt_arena_t* arena);
+
+/* FNV-1a style 64-bit hash, chained through |h| (start with TPURT_HASH_SEED). */
+#define TPURT_HASH_SEED 0xcbf29ce484222325ULL
+uint64_t tpurt_hash_bytes(uint64_t h, const void* data, size_t n);
+uint64_t tpurt_hash_u64(uint64_t h, uint64_t v);
+uint64_t tpurt_hash_str(uint64_t h, const char* s);
+
+/* Reads an environment variable as an integer; |fallback| if unset/bad. */
+int64_t tpurt_env_int(const char* name, int64_t fallback);
+
+#endif /* TPURT_BASE_BASE_H_ */

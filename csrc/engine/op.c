@@ -1,0 +1,532 @@
+/* op.c: running one aten op: signature, plan cache, lowering, launch.
+**
+** A plan is everything needed to run an op again without lowering it: the
+** executable, how its parameters are bound (storage values, scalar values,
+** RNG state) and what each output becomes (a new result storage, or the new
+** value of a written storage). Plans are keyed by the op's structural
+** signature, so only a change of op, dtype, shape, view layout or attribute
+** makes a new one; scalar values and buffer identities never do.
+*/
+#include <stdio.h>
+
+#include "../base/base.h"
+#include "../cache/cache.h"
+#include "engine.h"
+
+enum { OUTPUT_RESULT = 0, OUTPUT_WRITEBACK = 1 };
+
+typedef struct plan_output_s {
+  int32_t kind;
+  int32_t index; /* result number, or the flat arg whose storage is written */
+  ir_type_t type;
+} plan_output_t;
+
+typedef struct plan_s {
+  uint64_t hash;
+  uint64_t* sig;
+  size_t sig_len;
+  pjrt_executable_t* executable; /* borrowed from the cache */
+  int32_t num_params;
+  lower_param_t* params;
+  int32_t num_outputs;
+  plan_output_t* outputs;
+  int32_t num_results;
+  struct plan_s* next;
+} plan_t;
+
+#define PLAN_BUCKETS 8192
+static plan_t* g_plans[PLAN_BUCKETS];
+static uint64_t g_plan_hits, g_exec_hits;
+
+/*===--- signature ---===*/
+
+typedef struct sig_s {
+  uint64_t* w;
+  size_t n, cap;
+} sig_t;
+
+static void sig_push(sig_t* s, uint64_t v) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? s->cap * 2 : 256;
+    s->w = tpurt_xrealloc(s->w, s->cap * sizeof(uint64_t));
+  }
+  s->w[s->n++] = v;
+}
+
+/* The first flat arg that shares |flat|'s storage: aliasing is structural. */
+static int32_t storage_class(const tpurt_op_call_t* call, int32_t flat) {
+  const tpurt_storage_t* st = call->args[flat].u.tensor.storage;
+  for (int32_t j = 0; j < flat; ++j)
+    if (call->args[j].kind == TPURT_ARG_TENSOR && call->args[j].u.tensor.storage == st) return j;
+  return flat;
+}
+
+/* The two facts of a number the key records (see lower_scalar_is). */
+static uint64_t number_facts(const tpurt_arg_t* a) {
+  double v = tpurt_dtype_is_float(a->u.scalar.dtype) ? a->u.scalar.f : (double)a->u.scalar.i;
+  return (uint64_t)(v == 0.0) | ((uint64_t)(v == 1.0) << 1);
+}
+
+static void build_signature(const tpurt_op_call_t* call, bool numbers_in_key, sig_t* s) {
+  s->n = 0;
+  sig_push(s, tpurt_hash_str(TPURT_HASH_SEED, call->name));
+  for (int32_t i = 0; i < call->num_args; ++i) {
+    const tpurt_arg_t* a = &call->args[i];
+    sig_push(s, (uint64_t)a->kind | ((uint64_t)a->is_write << 8));
+    switch (a->kind) {
+      case TPURT_ARG_TENSOR: {
+        const tpurt_tensor_t* t = &a->u.tensor;
+        sig_push(s, (uint64_t)t->dtype | ((uint64_t)t->rank << 8) | ((uint64_t)storage_class(call, i) << 16));
+        for (int32_t d = 0; d < t->rank; ++d) {
+          sig_push(s, (uint64_t)t->sizes[d]);
+          sig_push(s, (uint64_t)t->strides[d]);
+        }
+        sig_push(s, (uint64_t)t->offset);
+        const pjrt_buffer_t* b = t->storage->buffer;
+        if (!b) {
+          sig_push(s, 0xE0E0E0E0ULL);
+          sig_push(s, t->storage->nbytes);
+        } else {
+          sig_push(s, (uint64_t)b->dtype | ((uint64_t)b->rank << 8));
+          for (int32_t d = 0; d < b->rank; ++d) sig_push(s, (uint64_t)b->dims[d]);
+        }
+        break;
+      }
+      case TPURT_ARG_SCALAR:
+      case TPURT_ARG_FLOAT:
+        sig_push(s, (uint64_t)a->u.scalar.dtype | ((uint64_t)a->u.scalar.tier << 8) | (number_facts(a) << 16));
+        if (numbers_in_key) {
+          uint64_t bits;
+          memcpy(&bits, &a->u.scalar.f, 8);
+          sig_push(s, bits);
+          sig_push(s, (uint64_t)a->u.scalar.i);
+        }
+        break;
+      case TPURT_ARG_INT:
+      case TPURT_ARG_BOOL:
+      case TPURT_ARG_DTYPE:
+        sig_push(s, (uint64_t)a->u.i);
+        break;
+      case TPURT_ARG_INT_LIST:
+        sig_push(s, (uint64_t)a->u.ints.len);
+        for (int32_t k = 0; k < a->u.ints.len; ++k) sig_push(s, (uint64_t)a->u.ints.data[k]);
+        break;
+      case TPURT_ARG_STRING:
+        sig_push(s, tpurt_hash_str(TPURT_HASH_SEED, a->u.str ? a->u.str : ""));
+        break;
+      case TPURT_ARG_TENSOR_LIST:
+        sig_push(s, (uint64_t)a->u.list_len);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+static uint64_t sig_hash(const sig_t* s) {
+  uint64_t h = TPURT_HASH_SEED;
+  for (size_t i = 0; i < s->n; ++i) h = tpurt_hash_u64(h, s->w[i]);
+  return h;
+}
+
+/*===--- lowering one op into a plan ---===*/
+
+typedef struct engine_ctx_s {
+  lower_ctx_t lower;
+  const tpurt_op_call_t* call;
+  int32_t cls[LOWER_MAX_FLAT_ARGS];
+  ir_value_t base[LOWER_MAX_FLAT_ARGS]; /* per storage class: its value now */
+} engine_ctx_t;
+
+static ir_value_t storage_base(engine_ctx_t* e, int32_t flat) {
+  int32_t c = e->cls[flat];
+  if (e->base[c] != IR_NONE) return e->base[c];
+  lower_ctx_t* ctx = &e->lower;
+  const tpurt_tensor_t* t = &e->call->args[c].u.tensor;
+  const pjrt_buffer_t* b = t->storage->buffer;
+  if (!b) {
+    e->base[c] = view_empty_base(ctx->func, t->storage, t->dtype);
+  } else {
+    if (ctx->num_params >= LOWER_MAX_PARAMS) {
+      ir_func_fail(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands"));
+      return IR_NONE;
+    }
+    ctx->params[ctx->num_params++] =
+        (lower_param_t){.arg = c, .item = -1, .kind = LOWER_PARAM_STORAGE, .dtype = b->dtype};
+    e->base[c] = ir_param(ctx->func, ir_type_make(b->dtype, b->rank, b->dims));
+  }
+  return e->base[c];
+}
+
+static ir_value_t engine_read_tensor(lower_ctx_t* ctx, int32_t flat) {
+  engine_ctx_t* e = ctx->engine;
+  if (ctx->tensor_values[flat] != IR_NONE) return ctx->tensor_values[flat];
+  ir_value_t base = storage_base(e, flat);
+  ir_value_t v = view_read(ctx->func, base, &e->call->args[flat].u.tensor);
+  ctx->tensor_values[flat] = v;
+  return v;
+}
+
+/* Writes |value| through the view of flat arg |flat|; records the output. */
+static tpurt_status_t write_back(engine_ctx_t* e, int32_t flat, ir_value_t value, plan_output_t* outputs,
+                                 int32_t* num_outputs, ir_value_t* output_values) {
+  lower_ctx_t* ctx = &e->lower;
+  const tpurt_tensor_t* t = &e->call->args[flat].u.tensor;
+  const ir_type_t* vt = ir_value_type(ctx->func, value);
+  if (!vt) return NULL; /* the sticky IR error is reported by the caller */
+  bool same = vt->rank == t->rank;
+  for (int32_t d = 0; same && d < t->rank; ++d) same = vt->dims[d] == t->sizes[d];
+  if (!same) {
+    return lower_error(TPURT_INVALID_ARGUMENT, "output with shape %s doesn't match the broadcast shape %s",
+                       lower_shape_str(t->rank, t->sizes), lower_shape_str(vt->rank, vt->dims));
+  }
+  if (vt->dtype != t->dtype && !lower_can_cast(vt->dtype, t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "result type %s can't be cast to the desired output type %s",
+                       tpurt_dtype_name(vt->dtype), tpurt_dtype_name(t->dtype));
+  value = lower_cast(ctx, value, t->dtype);
+  int32_t c = e->cls[flat];
+  ir_value_t nb;
+  if (view_is_whole(t) && e->base[c] == IR_NONE) {
+    const pjrt_buffer_t* b = t->storage->buffer;
+    nb = b ? ir_reshape(ctx->func, value, b->rank, b->dims) : value;
+  } else {
+    nb = view_write(ctx->func, storage_base(e, flat), t, value);
+  }
+  e->base[c] = nb;
+  /* one output per storage class: a second write replaces the first */
+  for (int32_t k = 0; k < *num_outputs; ++k) {
+    if (outputs[k].kind == OUTPUT_WRITEBACK && outputs[k].index == c) {
+      output_values[k] = nb;
+      return NULL;
+    }
+  }
+  outputs[*num_outputs] = (plan_output_t){.kind = OUTPUT_WRITEBACK, .index = c};
+  output_values[(*num_outputs)++] = nb;
+  return NULL;
+}
+
+static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, plan_t** out_plan) {
+  *out_plan = NULL;
+  engine_ctx_t* e = tpurt_xcalloc(1, sizeof(*e));
+  lower_ctx_t* ctx = &e->lower;
+  e->call = call;
+  ctx->func = ir_func_create();
+  ctx->op_name = call->name;
+  ctx->args = call->args;
+  ctx->engine = e;
+  ctx->read_tensor = engine_read_tensor;
+  tpurt_status_t status = NULL;
+  if (call->num_args > LOWER_MAX_FLAT_ARGS) {
+    status = lower_error(TPURT_UNIMPLEMENTED, "too many operands (%d, max %d)", call->num_args, LOWER_MAX_FLAT_ARGS);
+    goto done;
+  }
+  for (int32_t i = 0; i < call->num_args; ++i) {
+    ctx->tensor_values[i] = IR_NONE;
+    e->base[i] = IR_NONE;
+    e->cls[i] = call->args[i].kind == TPURT_ARG_TENSOR ? storage_class(call, i) : i;
+    if (call->args[i].kind == TPURT_ARG_TENSOR && call->args[i].u.tensor.storage->device != call->device) {
+      status = lower_error(TPURT_INVALID_ARGUMENT,
+                           "Expected all tensors to be on the same device, but found at least two devices, "
+                           "tpu:%d and tpu:%d!",
+                           call->device, call->args[i].u.tensor.storage->device);
+      goto done;
+    }
+  }
+  /* schema positions */
+  int32_t schema_n = 0;
+  for (int32_t i = 0; i < call->num_args; ++i) {
+    if (schema_n >= LOWER_MAX_ARGS) break;
+    ctx->arg_index[schema_n++] = i;
+    if (call->args[i].kind == TPURT_ARG_TENSOR_LIST) i += call->args[i].u.list_len;
+  }
+  int32_t num_outs = 0;
+  if (rule->variant == LOWER_OUT) {
+    while (num_outs < schema_n) {
+      const tpurt_arg_t* a = &call->args[ctx->arg_index[schema_n - 1 - num_outs]];
+      if (!a->is_write || (a->kind != TPURT_ARG_TENSOR && a->kind != TPURT_ARG_NONE)) break;
+      ++num_outs;
+    }
+  }
+  ctx->num_args = schema_n - num_outs;
+
+  status = rule->fn(ctx);
+  if (status) goto done;
+
+  plan_output_t outputs[TPURT_MAX_RESULTS + LOWER_MAX_ARGS];
+  ir_value_t values[TPURT_MAX_RESULTS + LOWER_MAX_ARGS];
+  int32_t n_out = 0;
+  if (ctx->num_results == 0 && rule->variant != LOWER_FUNCTIONAL) {
+    status = lower_error(TPURT_INTERNAL, "the rule produced no result");
+    goto done;
+  }
+  if (rule->variant == LOWER_FUNCTIONAL) {
+    for (int32_t k = 0; k < ctx->num_results; ++k) {
+      outputs[n_out] = (plan_output_t){.kind = OUTPUT_RESULT, .index = k};
+      values[n_out++] = ctx->results[k];
+    }
+  } else if (rule->variant == LOWER_INPLACE) {
+    status = write_back(e, ctx->arg_index[0], ctx->results[0], outputs, &n_out, values);
+  } else {
+    for (int32_t k = 0; k < num_outs && !status; ++k) {
+      int32_t schema = ctx->num_args + k;
+      int32_t flat = ctx->arg_index[schema];
+      if (k >= ctx->num_results || call->args[flat].kind != TPURT_ARG_TENSOR) continue;
+      const ir_type_t* vt = ir_value_type(ctx->func, ctx->results[k]);
+      const tpurt_tensor_t* t = &call->args[flat].u.tensor;
+      if (vt) {
+        bool same = vt->rank == t->rank;
+        for (int32_t d = 0; same && d < t->rank; ++d) same = vt->dims[d] == t->sizes[d];
+        if (!same) { /* the glue resizes the out= tensor and calls again */
+          call->resize_arg = schema;
+          call->resize_rank = vt->rank;
+          for (int32_t d = 0; d < vt->rank; ++d) call->resize_sizes[d] = vt->dims[d];
+          status = tpurt_status_create(TPURT_NEEDS_RESIZE, "out= argument %d needs resizing", schema);
+          break;
+        }
+      }
+      status = write_back(e, flat, ctx->results[k], outputs, &n_out, values);
+    }
+  }
+  if (status) goto done;
+  if (ir_func_status(ctx->func)) {
+    status = tpurt_status_create(TPURT_INTERNAL, "internal error while lowering: %s",
+                                 tpurt_status_message(ir_func_status(ctx->func)));
+    goto done;
+  }
+  for (int32_t k = 0; k < n_out; ++k) {
+    const ir_type_t* t = ir_value_type(ctx->func, values[k]);
+    if (!t) {
+      status = tpurt_status_create(TPURT_INTERNAL, "the rule left result %d unset", k);
+      goto done;
+    }
+    outputs[k].type = *t;
+  }
+  ir_func_set_results(ctx->func, values, n_out);
+
+  char* text = NULL;
+  size_t size = 0;
+  status = ir_func_print(ctx->func, &text, &size);
+  if (status) goto done;
+  if (getenv("TORCH_TPU_PRINT_MLIR")) fprintf(stderr, "// %s\n%s\n", call->name, text);
+  pjrt_executable_t* exe = NULL;
+  bool hit = false;
+  status = cache_get_or_compile(text, size, &exe, &hit);
+  if (status) {
+    status = tpurt_status_annotate(status, "compiling the lowered program failed");
+    free(text);
+    goto done;
+  }
+  free(text);
+  if (hit) ++g_exec_hits;
+
+  plan_t* p = tpurt_xcalloc(1, sizeof(*p));
+  p->executable = exe;
+  p->num_params = ctx->num_params;
+  p->params = tpurt_xmalloc(sizeof(lower_param_t) * (size_t)(ctx->num_params ? ctx->num_params : 1));
+  memcpy(p->params, ctx->params, sizeof(lower_param_t) * (size_t)ctx->num_params);
+  p->num_outputs = n_out;
+  p->outputs = tpurt_xmalloc(sizeof(plan_output_t) * (size_t)(n_out ? n_out : 1));
+  memcpy(p->outputs, outputs, sizeof(plan_output_t) * (size_t)n_out);
+  p->num_results = rule->variant == LOWER_FUNCTIONAL ? ctx->num_results : 0;
+  *out_plan = p;
+
+done:
+  ir_func_destroy(ctx->func);
+  free(e);
+  return status;
+}
+
+/*===--- launching a plan ---===*/
+
+/* Host bytes of a number in |dtype| (PyTorch's static_cast semantics). */
+static void scalar_bytes(const tpurt_arg_t* a, tpurt_dtype_t dtype, unsigned char* out) {
+  bool is_f = (a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT) && tpurt_dtype_is_float(a->u.scalar.dtype);
+  int64_t iv = (a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT) ? a->u.scalar.i : a->u.i;
+  double fv = is_f ? a->u.scalar.f : (double)iv;
+  if (!is_f && !tpurt_dtype_is_float(dtype)) fv = 0; /* ints stay exact */
+  switch (dtype) {
+    case TPURT_DTYPE_F32: { float v = (float)fv; memcpy(out, &v, 4); break; }
+    case TPURT_DTYPE_F64: memcpy(out, &fv, 8); break;
+    case TPURT_DTYPE_F16: { _Float16 v = (_Float16)fv; memcpy(out, &v, 2); break; }
+    case TPURT_DTYPE_BF16: {
+      float f = (float)fv;
+      uint32_t bits;
+      memcpy(&bits, &f, 4);
+      uint16_t h = (f != f) ? 0x7FC0 : (uint16_t)((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+      memcpy(out, &h, 2);
+      break;
+    }
+    case TPURT_DTYPE_BOOL: out[0] = is_f ? fv != 0.0 : iv != 0; break;
+    default: {
+      int64_t v = is_f ? (int64_t)fv : iv;
+      memcpy(out, &v, tpurt_dtype_size(dtype)); /* little-endian truncation */
+      break;
+    }
+  }
+}
+
+/* THREE_FRY state from (seed, offset): every offset gets its own key, so
+** calls never share a stream. */
+static void rng_state(const tpurt_arg_t* a, uint64_t out[2]) {
+  uint64_t key = tpurt_hash_u64(tpurt_hash_u64(TPURT_HASH_SEED, a->u.rng.seed), a->u.rng.offset);
+  out[0] = key;
+  out[1] = 0;
+}
+
+static tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* call) {
+  pjrt_buffer_t* stack_args[32];
+  bool stack_owned[32];
+  pjrt_buffer_t** bufs = p->num_params <= 32 ? stack_args : tpurt_xmalloc(sizeof(void*) * (size_t)p->num_params);
+  bool* owned = p->num_params <= 32 ? stack_owned : tpurt_xmalloc(sizeof(bool) * (size_t)p->num_params);
+  tpurt_status_t status = NULL;
+  int32_t made = 0;
+  for (; made < p->num_params && !status; ++made) {
+    const lower_param_t* prm = &p->params[made];
+    const tpurt_arg_t* a = &call->args[prm->arg];
+    owned[made] = false;
+    bufs[made] = NULL;
+    if (prm->kind == LOWER_PARAM_STORAGE) {
+      bufs[made] = a->u.tensor.storage->buffer;
+    } else if (prm->kind == LOWER_PARAM_SCALAR) {
+      unsigned char bytes[8] = {0};
+      scalar_bytes(a, prm->dtype, bytes);
+      status = pjrt_buffer_from_host(call->device, prm->dtype, 0, NULL, bytes, &bufs[made]);
+      owned[made] = true;
+    } else {
+      uint64_t st[2];
+      rng_state(a, st);
+      int64_t two = 2;
+      status = pjrt_buffer_from_host(call->device, TPURT_DTYPE_U64, 1, &two, st, &bufs[made]);
+      owned[made] = true;
+    }
+  }
+  pjrt_buffer_t* outs_stack[32];
+  pjrt_buffer_t** outs = p->num_outputs <= 32 ? outs_stack : tpurt_xmalloc(sizeof(void*) * (size_t)p->num_outputs);
+  if (!status)
+    status = pjrt_execute(p->executable, call->device, bufs, (size_t)p->num_params, outs, (size_t)p->num_outputs,
+                          call->name);
+  for (int32_t k = 0; k < made; ++k)
+    if (owned[k]) pjrt_buffer_release(bufs[k]);
+  if (!status) {
+    call->num_results = p->num_results;
+    for (int32_t k = 0; k < p->num_outputs; ++k) {
+      const plan_output_t* o = &p->outputs[k];
+      if (o->kind == OUTPUT_RESULT) {
+        tpurt_result_t* r = &call->results[o->index];
+        r->storage = storage_wrap_buffer(outs[k]);
+        r->dtype = o->type.dtype;
+        r->rank = o->type.rank;
+        memcpy(r->sizes, o->type.dims, sizeof(int64_t) * (size_t)o->type.rank);
+        r->device = call->device;
+      } else {
+        storage_set_buffer(call->args[o->index].u.tensor.storage, outs[k]);
+      }
+    }
+  }
+  if (bufs != stack_args) free(bufs);
+  if (owned != stack_owned) free(owned);
+  if (outs != outs_stack) free(outs);
+  return status;
+}
+
+/*===--- entry points ---===*/
+
+/* copy_ of a whole storage into a whole storage of the same type shares the
+** immutable buffer instead of running a program. */
+static bool try_share_copy(const tpurt_op_call_t* call) {
+  if (strcmp(call->name, "aten::copy_") != 0 || call->num_args < 2) return false;
+  const tpurt_arg_t *d = &call->args[0], *s = &call->args[1];
+  if (d->kind != TPURT_ARG_TENSOR || s->kind != TPURT_ARG_TENSOR) return false;
+  const tpurt_tensor_t *dt = &d->u.tensor, *st = &s->u.tensor;
+  pjrt_buffer_t* sb = st->storage->buffer;
+  if (!sb || dt->dtype != st->dtype || dt->storage->device != st->storage->device) return false;
+  if (!view_is_whole(dt) || !view_is_whole(st) || dt->rank != st->rank) return false;
+  for (int32_t i = 0; i < dt->rank; ++i)
+    if (dt->sizes[i] != st->sizes[i]) return false;
+  pjrt_buffer_retain(sb);
+  storage_set_buffer(dt->storage, sb);
+  return true;
+}
+
+static sig_t g_sig;
+
+tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call) {
+  call->num_results = 0;
+  lower_rule_t scratch;
+  const lower_rule_t* rule = lower_find(call->name, &scratch);
+  if (!rule) return tpurt_status_create(TPURT_UNIMPLEMENTED, "no tpu lowering for %s", call->name);
+  if (try_share_copy(call)) return NULL;
+  build_signature(call, rule->numbers_in_key, &g_sig);
+  uint64_t h = sig_hash(&g_sig);
+  plan_t** bucket = &g_plans[h % PLAN_BUCKETS];
+  plan_t* p = NULL;
+  for (plan_t* q = *bucket; q; q = q->next) {
+    if (q->hash == h && q->sig_len == g_sig.n && memcmp(q->sig, g_sig.w, g_sig.n * sizeof(uint64_t)) == 0) {
+      p = q;
+      break;
+    }
+  }
+  if (p) {
+    ++g_plan_hits;
+  } else {
+    TPURT_RETURN_IF_ERROR(lower_op(rule, call, &p));
+    p->hash = h;
+    p->sig_len = g_sig.n;
+    p->sig = tpurt_xmalloc(g_sig.n * sizeof(uint64_t));
+    memcpy(p->sig, g_sig.w, g_sig.n * sizeof(uint64_t));
+    p->next = *bucket;
+    *bucket = p;
+  }
+  return launch(p, call);
+}
+
+tpurt_status_t tpurt_op_run(tpurt_op_call_t* call) {
+  TPURT_RETURN_IF_ERROR(tpurt_runtime_init());
+  engine_lock();
+  tpurt_status_t status = engine_op_run_locked(call);
+  engine_unlock();
+  return status;
+}
+
+bool tpurt_op_supported(const char* name) {
+  lower_rule_t scratch;
+  return lower_find(name, &scratch) != NULL;
+}
+
+tpurt_status_t tpurt_synchronize(int device) { return pjrt_synchronize(device); }
+
+/*===--- metrics ---===*/
+
+void tpurt_metrics_get(tpurt_metrics_t* m) {
+  memset(m, 0, sizeof(*m));
+  pjrt_counters_t* c = pjrt_counters();
+  m->compiles = c->compiles;
+  m->executions = c->executions;
+  m->bytes_to_device = c->bytes_to_device;
+  m->bytes_from_device = c->bytes_from_device;
+  m->compile_seconds = c->compile_seconds;
+  m->live_buffers = c->live_buffers;
+  m->cache_hits = g_plan_hits + g_exec_hits;
+  m->live_storages = (uint64_t)__atomic_load_n(&engine_live_storages, __ATOMIC_RELAXED);
+  for (int d = 0; d < 64; ++d) {
+    m->bytes_in_use += c->bytes_in_use[d];
+    m->peak_bytes_in_use += c->peak_bytes_in_use[d];
+  }
+}
+
+void tpurt_metrics_reset(void) {
+  pjrt_counters_t* c = pjrt_counters();
+  c->compiles = c->executions = c->bytes_to_device = c->bytes_from_device = 0;
+  c->compile_seconds = 0;
+  g_plan_hits = g_exec_hits = 0;
+}
+
+uint64_t tpurt_memory_allocated(int device) {
+  return (device >= 0 && device < 64) ? pjrt_counters()->bytes_in_use[device] : 0;
+}
+uint64_t tpurt_max_memory_allocated(int device) {
+  return (device >= 0 && device < 64) ? pjrt_counters()->peak_bytes_in_use[device] : 0;
+}
+void tpurt_reset_peak_memory(int device) {
+  if (device >= 0 && device < 64) pjrt_counters()->peak_bytes_in_use[device] = pjrt_counters()->bytes_in_use[device];
+}

@@ -1,0 +1,265 @@
+/* storage.c: storage objects and host/device transfers through views.
+**
+** A storage never changes identity: PyTorch's DataPtr context points at it
+** for its whole life. Its value (an immutable PJRT buffer) is swapped on
+** every write, which is how in-place ops and aliases work.
+*/
+#include <stdio.h>
+
+#include "../base/base.h"
+#include "engine.h"
+
+int64_t engine_live_storages;
+
+static pthread_mutex_t g_engine_mutex = PTHREAD_MUTEX_INITIALIZER;
+void engine_lock(void) { pthread_mutex_lock(&g_engine_mutex); }
+void engine_unlock(void) { pthread_mutex_unlock(&g_engine_mutex); }
+
+/* Fake addresses start high and only grow, so ranges never overlap. They
+** are never dereferenced. */
+static uint64_t g_next_address = 0x100000000000ULL;
+
+tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t** out_storage) {
+  *out_storage = NULL;
+  TPURT_RETURN_IF_ERROR(tpurt_runtime_init());
+  if (device < 0 || device >= pjrt_device_count())
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "device tpu:%d does not exist (%d device(s) available)",
+                               device, pjrt_device_count());
+  tpurt_storage_t* s = tpurt_xcalloc(1, sizeof(*s));
+  s->refcount = 1;
+  s->device = device;
+  s->nbytes = nbytes;
+  uint64_t span = ((uint64_t)nbytes + 4096) & ~(uint64_t)4095;
+  s->address = (uintptr_t)__atomic_fetch_add(&g_next_address, span, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&engine_live_storages, 1, __ATOMIC_RELAXED);
+  *out_storage = s;
+  return NULL;
+}
+
+void tpurt_storage_retain(tpurt_storage_t* storage) {
+  if (storage) __atomic_add_fetch(&storage->refcount, 1, __ATOMIC_RELAXED);
+}
+
+void tpurt_storage_release(tpurt_storage_t* storage) {
+  if (!storage) return;
+  if (__atomic_sub_fetch(&storage->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  pjrt_buffer_release(storage->buffer);
+  __atomic_sub_fetch(&engine_live_storages, 1, __ATOMIC_RELAXED);
+  free(storage);
+}
+
+size_t tpurt_storage_nbytes(const tpurt_storage_t* storage) { return storage->nbytes; }
+int tpurt_storage_device(const tpurt_storage_t* storage) { return storage->device; }
+void* tpurt_storage_address(const tpurt_storage_t* storage) { return (void*)storage->address; }
+
+void storage_set_buffer(tpurt_storage_t* storage, pjrt_buffer_t* buffer) {
+  pjrt_buffer_t* old = storage->buffer;
+  storage->buffer = buffer;
+  pjrt_buffer_release(old);
+}
+
+tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer) {
+  tpurt_storage_t* s = NULL;
+  tpurt_status_t st = tpurt_storage_create(buffer->device, buffer->nbytes, &s);
+  if (st) { /* the runtime is up if a buffer exists; cannot fail */
+    tpurt_status_free(st);
+    abort();
+  }
+  s->buffer = buffer;
+  return s;
+}
+
+/* A storage keeps its natural shape when resized: growing reads the old
+** bytes as a flat prefix (see view_read), so a resize only drops the value
+** when it shrinks below it. */
+tpurt_status_t tpurt_storage_resize(tpurt_storage_t* storage, size_t nbytes) {
+  if (nbytes == storage->nbytes) return NULL;
+  engine_lock();
+  tpurt_status_t status = NULL;
+  pjrt_buffer_t* b = storage->buffer;
+  if (b && b->nbytes != nbytes) {
+    /* Re-materialise as a flat buffer of the new size: read the old bytes
+    ** back and upload (rare: PyTorch resizes out= tensors that were empty). */
+    char* host = tpurt_xcalloc(1, nbytes ? nbytes : 1);
+    size_t keep = b->nbytes < nbytes ? b->nbytes : nbytes;
+    char* old = tpurt_xmalloc(b->nbytes ? b->nbytes : 1);
+    status = pjrt_buffer_to_host(b, old, b->nbytes);
+    if (!status) {
+      memcpy(host, old, keep);
+      size_t esize = tpurt_dtype_size(b->dtype);
+      int64_t n = (int64_t)(nbytes / esize);
+      pjrt_buffer_t* nb = NULL;
+      if (nbytes % esize == 0) {
+        status = pjrt_buffer_from_host(storage->device, b->dtype, 1, &n, host, &nb);
+      } else {
+        n = (int64_t)nbytes;
+        status = pjrt_buffer_from_host(storage->device, TPURT_DTYPE_U8, 1, &n, host, &nb);
+      }
+      if (!status) storage_set_buffer(storage, nb);
+    }
+    free(old);
+    free(host);
+  }
+  if (!status) storage->nbytes = nbytes;
+  engine_unlock();
+  return status;
+}
+
+/*===--- views ---===*/
+
+int64_t view_numel(const tpurt_tensor_t* v) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < v->rank; ++i) n *= v->sizes[i];
+  return n;
+}
+
+bool view_is_contiguous(const tpurt_tensor_t* v) {
+  int64_t expected = 1;
+  for (int32_t i = v->rank - 1; i >= 0; --i) {
+    if (v->sizes[i] == 1) continue;
+    if (v->strides[i] != expected) return false;
+    expected *= v->sizes[i];
+  }
+  return true;
+}
+
+bool view_is_whole(const tpurt_tensor_t* v) {
+  const tpurt_storage_t* s = v->storage;
+  if (v->offset != 0 || !view_is_contiguous(v)) return false;
+  if ((size_t)view_numel(v) * tpurt_dtype_size(v->dtype) != s->nbytes) return false;
+  return !s->buffer || s->buffer->dtype == v->dtype;
+}
+
+/*===--- transfers ---===*/
+
+static tpurt_status_t check_host_size(const tpurt_tensor_t* view, size_t host_nbytes) {
+  size_t need = (size_t)view_numel(view) * tpurt_dtype_size(view->dtype);
+  if (need != host_nbytes)
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "host buffer has %zu bytes, the tensor needs %zu", host_nbytes,
+                               need);
+  size_t end = (size_t)(view->offset + 1) * tpurt_dtype_size(view->dtype);
+  for (int32_t i = 0; i < view->rank; ++i)
+    end += (size_t)((view->sizes[i] > 0 ? view->sizes[i] - 1 : 0) * view->strides[i]) * tpurt_dtype_size(view->dtype);
+  if (view_numel(view) > 0 && end > view->storage->nbytes)
+    return tpurt_status_create(TPURT_OUT_OF_RANGE, "view reaches byte %zu of a storage of %zu bytes", end,
+                               view->storage->nbytes);
+  return NULL;
+}
+
+/* A storage holding one new buffer made from host bytes. */
+static tpurt_status_t upload(int device, tpurt_dtype_t dtype, int32_t rank, const int64_t* sizes, const void* host,
+                             tpurt_storage_t** out) {
+  pjrt_buffer_t* b = NULL;
+  TPURT_RETURN_IF_ERROR(pjrt_buffer_from_host(device, dtype, rank, sizes, host, &b));
+  *out = storage_wrap_buffer(b);
+  return NULL;
+}
+
+tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* host, size_t host_nbytes) {
+  TPURT_RETURN_IF_ERROR(check_host_size(view, host_nbytes));
+  engine_lock();
+  tpurt_status_t status = NULL;
+  if (view_is_whole(view)) {
+    pjrt_buffer_t* b = NULL;
+    status = pjrt_buffer_from_host(view->storage->device, view->dtype, view->rank, view->sizes, host, &b);
+    if (!status) storage_set_buffer(view->storage, b);
+  } else {
+    /* Upload densely, then copy through the view on the device. */
+    tpurt_storage_t* tmp = NULL;
+    status = upload(view->storage->device, view->dtype, view->rank, view->sizes, host, &tmp);
+    if (!status) {
+      tpurt_arg_t args[3] = {{.kind = TPURT_ARG_TENSOR, .is_write = true, .u.tensor = *view},
+                             {.kind = TPURT_ARG_TENSOR, .u.tensor = *view},
+                             {.kind = TPURT_ARG_BOOL, .u.i = 0}};
+      args[1].u.tensor.storage = tmp;
+      args[1].u.tensor.offset = 0;
+      int64_t stride = 1;
+      for (int32_t i = view->rank - 1; i >= 0; --i) {
+        args[1].u.tensor.strides[i] = stride;
+        stride *= view->sizes[i];
+      }
+      tpurt_op_call_t call = {.name = "aten::copy_", .args = args, .num_args = 3, .device = view->storage->device};
+      status = engine_op_run_locked(&call);
+      tpurt_storage_release(tmp);
+    }
+  }
+  engine_unlock();
+  return status;
+}
+
+tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes) {
+  TPURT_RETURN_IF_ERROR(check_host_size(view, host_nbytes));
+  if (host_nbytes == 0) return NULL;
+  engine_lock();
+  tpurt_status_t status = NULL;
+  pjrt_buffer_t* b = view->storage->buffer;
+  if (!b) {
+    memset(host, 0, host_nbytes); /* never written: reads as zeros */
+  } else if (b->dtype == view->dtype && view_is_contiguous(view) && (size_t)view_numel(view) * tpurt_dtype_size(view->dtype) == b->nbytes &&
+             view->offset == 0) {
+    pjrt_buffer_retain(b);
+    engine_unlock();
+    status = pjrt_buffer_to_host(b, host, host_nbytes);
+    pjrt_buffer_release(b);
+    return status;
+  } else {
+    /* Materialise the view densely on the device, then read that. */
+    tpurt_arg_t arg = {.kind = TPURT_ARG_TENSOR, .u.tensor = *view};
+    tpurt_op_call_t call = {.name = "aten::clone", .args = &arg, .num_args = 1, .device = view->storage->device};
+    status = engine_op_run_locked(&call);
+    if (!status) {
+      tpurt_storage_t* dense = call.results[0].storage;
+      pjrt_buffer_t* db = dense->buffer;
+      pjrt_buffer_retain(db);
+      engine_unlock();
+      status = pjrt_buffer_to_host(db, host, host_nbytes);
+      pjrt_buffer_release(db);
+      tpurt_storage_release(dense);
+      return status;
+    }
+  }
+  engine_unlock();
+  return status;
+}
+
+tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t* src) {
+  if (dst->rank != src->rank)
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "copy: destination has rank %d, source rank %d", dst->rank,
+                               src->rank);
+  engine_lock();
+  tpurt_status_t status = NULL;
+  tpurt_tensor_t s = *src;
+  tpurt_storage_t* moved = NULL;
+  if (src->storage->device != dst->storage->device) {
+    /* Densify on the source device, then move the buffer across. */
+    tpurt_arg_t arg = {.kind = TPURT_ARG_TENSOR, .u.tensor = *src};
+    tpurt_op_call_t call = {.name = "aten::clone", .args = &arg, .num_args = 1, .device = src->storage->device};
+    status = engine_op_run_locked(&call);
+    if (!status) {
+      tpurt_storage_t* dense = call.results[0].storage;
+      pjrt_buffer_t* nb = NULL;
+      status = pjrt_buffer_copy_to_device(dense->buffer, dst->storage->device, &nb);
+      tpurt_storage_release(dense);
+      if (!status) {
+        moved = storage_wrap_buffer(nb);
+        s.storage = moved;
+        s.offset = 0;
+        int64_t stride = 1;
+        for (int32_t i = s.rank - 1; i >= 0; --i) {
+          s.strides[i] = stride;
+          stride *= s.sizes[i];
+        }
+      }
+    }
+  }
+  if (!status) {
+    tpurt_arg_t args[3] = {{.kind = TPURT_ARG_TENSOR, .is_write = true, .u.tensor = *dst},
+                           {.kind = TPURT_ARG_TENSOR, .u.tensor = s},
+                           {.kind = TPURT_ARG_BOOL, .u.i = 0}};
+    tpurt_op_call_t call = {.name = "aten::copy_", .args = args, .num_args = 3, .device = dst->storage->device};
+    status = engine_op_run_locked(&call);
+  }
+  tpurt_storage_release(moved);
+  engine_unlock();
+  return status;
+}

@@ -1,0 +1,196 @@
+/* view.c: reading and writing strided views inside a program.
+**
+** Values of storages keep their natural N-d shape. A view (sizes, strides,
+** offset over the storage's elements) is read as:
+**   - the value itself, when the view is the whole storage;
+**   - a slice of the flattened value, when it is a contiguous range;
+**   - a slice/reshape/transpose chain, when its strides nest (each stride a
+**     multiple of the next smaller one, without overlap): the usual case for
+**     transposes, column slices, selects and steps;
+**   - a gather with computed indices otherwise (overlapping as_strided).
+** Writes are the mirror image: a whole write replaces the value, a
+** contiguous range is a dynamic_update_slice, anything else a scatter.
+*/
+#include "../base/base.h"
+#include "engine.h"
+
+static ir_value_t flatten(ir_func_t* f, ir_value_t x) {
+  const ir_type_t* t = ir_value_type(f, x);
+  if (!t) return IR_NONE;
+  if (t->rank == 1) return x;
+  int64_t n = ir_type_numel(t);
+  return ir_reshape(f, x, 1, &n);
+}
+
+/* Reinterprets a flat value as |dtype| (same element size, or bool<->byte). */
+static ir_value_t reinterpret_flat(ir_func_t* f, ir_value_t flat, tpurt_dtype_t dtype) {
+  const ir_type_t* t = ir_value_type(f, flat);
+  if (!t || t->dtype == dtype) return flat;
+  if (t->dtype == TPURT_DTYPE_BOOL || dtype == TPURT_DTYPE_BOOL) return ir_convert(f, flat, dtype);
+  if (tpurt_dtype_size(t->dtype) == tpurt_dtype_size(dtype)) {
+    ir_type_t nt = *t;
+    nt.dtype = dtype;
+    return ir_bitcast_convert(f, flat, nt);
+  }
+  ir_func_fail(f, tpurt_status_create(TPURT_UNIMPLEMENTED,
+                                      "reading a tpu storage of dtype %s as dtype %s (different element sizes) "
+                                      "is not supported",
+                                      tpurt_dtype_name(t->dtype), tpurt_dtype_name(dtype)));
+  return IR_NONE;
+}
+
+/* offset + sum_d iota_d * stride_d, shaped [sizes..., 1], as i64. */
+static ir_value_t strided_indices(ir_func_t* f, const tpurt_tensor_t* v) {
+  int64_t dims[TPURT_MAX_RANK + 1];
+  for (int32_t i = 0; i < v->rank; ++i) dims[i] = v->sizes[i];
+  ir_type_t t = ir_type_make(TPURT_DTYPE_I64, v->rank, dims);
+  ir_value_t idx = ir_broadcast_in_dim(f, ir_constant_i64(f, TPURT_DTYPE_I64, v->offset), v->rank, dims, NULL);
+  for (int32_t d = 0; d < v->rank; ++d) {
+    if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
+    ir_value_t io = ir_iota(f, t, d);
+    ir_value_t st = ir_broadcast_in_dim(f, ir_constant_i64(f, TPURT_DTYPE_I64, v->strides[d]), v->rank, dims, NULL);
+    idx = ir_binary(f, "stablehlo.add", idx, ir_binary(f, "stablehlo.multiply", io, st));
+  }
+  dims[v->rank] = 1;
+  return ir_reshape(f, idx, v->rank + 1, dims);
+}
+
+/* The nested-strides decomposition; IR_NONE (no error) if it does not apply. */
+static ir_value_t read_nested(ir_func_t* f, ir_value_t flat, int64_t n, const tpurt_tensor_t* v) {
+  int32_t order[TPURT_MAX_RANK], k = 0;
+  for (int32_t d = 0; d < v->rank; ++d) {
+    if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
+    if (v->strides[d] < 0) return IR_NONE;
+    order[k++] = d;
+  }
+  /* sort by stride, largest first (insertion sort; rank <= 8) */
+  for (int32_t i = 1; i < k; ++i)
+    for (int32_t j = i; j > 0 && v->strides[order[j]] > v->strides[order[j - 1]]; --j) {
+      int32_t tmp = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = tmp;
+    }
+  for (int32_t j = 1; j < k; ++j) {
+    int64_t outer = v->strides[order[j - 1]], inner = v->strides[order[j]];
+    if (inner == 0 || outer % inner != 0 || v->sizes[order[j]] * inner > outer) return IR_NONE;
+  }
+  ir_value_t x;
+  int64_t shape[TPURT_MAX_RANK + 1];
+  if (k == 0) {
+    int64_t start = v->offset, limit = v->offset + 1, one = 1;
+    x = ir_reshape(f, ir_slice(f, flat, &start, &limit, &one), 0, NULL);
+  } else {
+    int64_t s0 = v->strides[order[0]];
+    int64_t span = v->sizes[order[0]] * s0;
+    if (v->offset + span > n) {
+      int64_t lo = 0, hi = v->offset + span - n, in = 0;
+      const ir_type_t* ft = ir_value_type(f, flat);
+      if (!ft) return IR_NONE;
+      ir_value_t zero = tpurt_dtype_is_float(ft->dtype) ? ir_constant_f64(f, ft->dtype, 0.0)
+                                                         : ir_constant_i64(f, ft->dtype, 0);
+      flat = ir_pad(f, flat, zero, &lo, &hi, &in);
+    }
+    int64_t start = v->offset, limit = v->offset + span, one = 1;
+    x = ir_slice(f, flat, &start, &limit, &one);
+    shape[0] = v->sizes[order[0]];
+    for (int32_t j = 1; j < k; ++j) shape[j] = v->strides[order[j - 1]] / v->strides[order[j]];
+    shape[k] = v->strides[order[k - 1]];
+    x = ir_reshape(f, x, k + 1, shape);
+    int64_t st[TPURT_MAX_RANK + 1], li[TPURT_MAX_RANK + 1], ones[TPURT_MAX_RANK + 1];
+    bool need_slice = false;
+    for (int32_t j = 0; j <= k; ++j) {
+      st[j] = 0;
+      ones[j] = 1;
+      li[j] = j == k ? 1 : v->sizes[order[j]];
+      need_slice |= li[j] != shape[j];
+    }
+    if (need_slice) x = ir_slice(f, x, st, li, ones);
+    for (int32_t j = 0; j < k; ++j) shape[j] = v->sizes[order[j]];
+    x = ir_reshape(f, x, k, shape);
+    /* axes are in stride order; put them back in dim order */
+    int64_t perm[TPURT_MAX_RANK];
+    bool identity = true;
+    int32_t p = 0;
+    for (int32_t d = 0; d < v->rank; ++d)
+      for (int32_t j = 0; j < k; ++j)
+        if (order[j] == d) {
+          identity &= j == p;
+          perm[p++] = j;
+        }
+    if (!identity) x = ir_transpose(f, x, perm);
+  }
+  /* re-insert size-1 and broadcast (stride 0) dims */
+  int64_t bdims[TPURT_MAX_RANK];
+  int32_t j = 0;
+  for (int32_t d = 0; d < v->rank; ++d)
+    if (!(v->sizes[d] == 1 || v->strides[d] == 0)) bdims[j++] = d;
+  if (j == v->rank) return x;
+  return ir_broadcast_in_dim(f, x, v->rank, v->sizes, bdims);
+}
+
+ir_value_t view_read(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v) {
+  const ir_type_t* bt = ir_value_type(f, base);
+  if (!bt) return IR_NONE;
+  int64_t numel = view_numel(v);
+  if (numel == 0) {
+    ir_value_t z = tpurt_dtype_is_float(v->dtype) ? ir_constant_f64(f, v->dtype, 0.0) : ir_constant_i64(f, v->dtype, 0);
+    return ir_broadcast_in_dim(f, z, v->rank, v->sizes, NULL);
+  }
+  int64_t n = ir_type_numel(bt);
+  if (bt->dtype == v->dtype && v->offset == 0 && numel == n && view_is_contiguous(v)) {
+    bool same = bt->rank == v->rank;
+    for (int32_t i = 0; same && i < v->rank; ++i) same = bt->dims[i] == v->sizes[i];
+    return same ? base : ir_reshape(f, base, v->rank, v->sizes);
+  }
+  ir_value_t flat = reinterpret_flat(f, flatten(f, base), v->dtype);
+  if (view_is_contiguous(v)) {
+    int64_t start = v->offset, limit = v->offset + numel, one = 1;
+    return ir_reshape(f, ir_slice(f, flat, &start, &limit, &one), v->rank, v->sizes);
+  }
+  ir_value_t x = read_nested(f, flat, n, v);
+  if (x != IR_NONE || ir_func_status(f)) return x;
+  ir_gather_dims_t g = {.num_collapsed = 1,
+                        .collapsed_slice_dims = {0},
+                        .num_start_index_map = 1,
+                        .start_index_map = {0},
+                        .index_vector_dim = v->rank,
+                        .slice_sizes = {1}};
+  return ir_gather(f, flat, strided_indices(f, v), &g);
+}
+
+ir_value_t view_write(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v, ir_value_t update) {
+  const ir_type_t* bt0 = ir_value_type(f, base);
+  if (!bt0) return IR_NONE;
+  ir_type_t bt = *bt0;
+  int64_t numel = view_numel(v);
+  int64_t n = ir_type_numel(&bt);
+  if (numel == 0) return base;
+  if (bt.dtype == v->dtype && v->offset == 0 && numel == n && view_is_contiguous(v))
+    return ir_reshape(f, update, bt.rank, bt.dims);
+  ir_value_t flat = flatten(f, base);
+  ir_value_t upd = reinterpret_flat(f, ir_reshape(f, update, 1, &numel), bt.dtype);
+  ir_value_t out;
+  if (view_is_contiguous(v)) {
+    ir_value_t start = ir_constant_i64(f, TPURT_DTYPE_I64, v->offset);
+    out = ir_dynamic_update_slice(f, flat, upd, &start);
+  } else {
+    int64_t dims[TPURT_MAX_RANK];
+    for (int32_t i = 0; i < v->rank; ++i) dims[i] = v->sizes[i];
+    ir_value_t shaped = ir_reshape(f, upd, v->rank, dims);
+    ir_scatter_dims_t s = {.num_inserted = 1,
+                           .inserted_window_dims = {0},
+                           .num_scatter_dims_to_operand = 1,
+                           .scatter_dims_to_operand_dims = {0},
+                           .index_vector_dim = v->rank};
+    ir_value_t block[2];
+    out = ir_scatter_begin(f, flat, strided_indices(f, v), shaped, &s, block);
+    ir_region_end(f, &block[1], 1); /* replace: the update wins */
+  }
+  return bt.rank == 1 ? out : ir_reshape(f, out, bt.rank, bt.dims);
+}
+
+ir_value_t view_empty_base(ir_func_t* f, const tpurt_storage_t* storage, tpurt_dtype_t dtype) {
+  int64_t n = (int64_t)(storage->nbytes / tpurt_dtype_size(dtype));
+  ir_value_t z = tpurt_dtype_is_float(dtype) ? ir_constant_f64(f, dtype, 0.0) : ir_constant_i64(f, dtype, 0);
+  return ir_broadcast_in_dim(f, z, 1, &n, NULL);
+}

@@ -1,0 +1,300 @@
+/* tpurt.h: the one public header of libtpurt, the C core of torch_tpu.
+**
+** The PyTorch glue (torch_tpu/csrc) includes only this file. Everything here
+** is plain C11 and knows nothing of PyTorch or Python.
+**
+** Conventions (see research/aesthetics.md):
+**  - Every fallible call returns a tpurt_status_t. NULL means OK. A non-NULL
+**    status is owned by the caller, who frees it with tpurt_status_free().
+**  - Objects returned by *_create / *_retain belong to the caller, who drops
+**    them with the matching *_release. Accessors return borrowed pointers.
+**  - Output parameters are named out_*.
+*/
+#ifndef TPURT_H_
+#define TPURT_H_
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*===------------------------------------------------------------------===*/
+/* Status                                                                 */
+/*===------------------------------------------------------------------===*/
+
+/* Codes 0..16 are the abseil codes PJRT uses, one to one. */
+typedef enum tpurt_status_code_e {
+  TPURT_OK = 0,
+  TPURT_CANCELLED = 1,
+  TPURT_UNKNOWN = 2,
+  TPURT_INVALID_ARGUMENT = 3, /* bad shapes, dtypes, values from the caller */
+  TPURT_DEADLINE_EXCEEDED = 4,
+  TPURT_NOT_FOUND = 5, /* plugin file, symbol, op rule missing */
+  TPURT_ALREADY_EXISTS = 6,
+  TPURT_PERMISSION_DENIED = 7,
+  TPURT_RESOURCE_EXHAUSTED = 8, /* out of device or host memory */
+  TPURT_FAILED_PRECONDITION = 9,
+  TPURT_ABORTED = 10,
+  TPURT_OUT_OF_RANGE = 11, /* index out of bounds */
+  TPURT_UNIMPLEMENTED = 12, /* no lowering rule for this op or form */
+  TPURT_INTERNAL = 13,
+  TPURT_UNAVAILABLE = 14,
+  TPURT_DATA_LOSS = 15,
+  TPURT_UNAUTHENTICATED = 16,
+  /* Not an error: an out= argument must be resized first (see op call). */
+  TPURT_NEEDS_RESIZE = 100,
+} tpurt_status_code_t;
+
+typedef struct tpurt_status_s* tpurt_status_t;
+
+/* Creates a status with a printf-style message. Never returns NULL unless
+** |code| is TPURT_OK. */
+tpurt_status_t tpurt_status_create(tpurt_status_code_t code, const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+tpurt_status_code_t tpurt_status_code(tpurt_status_t status);
+/* The message; lives as long as |status|. "" for NULL. */
+const char* tpurt_status_message(tpurt_status_t status);
+/* Frees |status|; NULL is fine. */
+void tpurt_status_free(tpurt_status_t status);
+/* Prepends "<prefix>: " to the message; returns |status|. */
+tpurt_status_t tpurt_status_annotate(tpurt_status_t status, const char* prefix);
+
+/*===------------------------------------------------------------------===*/
+/* Element types                                                          */
+/*===------------------------------------------------------------------===*/
+
+/* Our own numbering (not PJRT's, not PyTorch's). Ordered for promotion
+** tables: bool < unsigned/signed ints < floats. */
+typedef enum tpurt_dtype_e {
+  TPURT_DTYPE_INVALID = 0,
+  TPURT_DTYPE_BOOL,
+  TPURT_DTYPE_U8,
+  TPURT_DTYPE_I8,
+  TPURT_DTYPE_I16,
+  TPURT_DTYPE_I32,
+  TPURT_DTYPE_I64,
+  TPURT_DTYPE_F16,
+  TPURT_DTYPE_BF16,
+  TPURT_DTYPE_F32,
+  TPURT_DTYPE_F64,
+  /* Unsigned wide ints: PyTorch has them as limited types; the core uses
+  ** them for RNG state and bits. */
+  TPURT_DTYPE_U16,
+  TPURT_DTYPE_U32,
+  TPURT_DTYPE_U64,
+  TPURT_DTYPE_COUNT,
+} tpurt_dtype_t;
+
+size_t tpurt_dtype_size(tpurt_dtype_t dtype);
+/* PyTorch-style name for messages: "Float", "BFloat16", "Long"... */
+const char* tpurt_dtype_name(tpurt_dtype_t dtype);
+bool tpurt_dtype_is_float(tpurt_dtype_t dtype);
+bool tpurt_dtype_is_integral(tpurt_dtype_t dtype); /* ints, not bool */
+
+#define TPURT_MAX_RANK 8
+
+/*===------------------------------------------------------------------===*/
+/* Runtime                                                                */
+/*===------------------------------------------------------------------===*/
+
+/* Loads the PJRT plugin and creates the client, once per process. Safe to
+** call many times; later calls return the first result again (a failed
+** initialisation is remembered and reported every time). The plugin is
+** found by TORCH_TPU_PJRT_PLUGIN, then libtpu, then the CPU plugin package;
+** TORCH_TPU_NUM_DEVICES sets the CPU plugin's device count (default 1). */
+tpurt_status_t tpurt_runtime_init(void);
+
+/* The plugin to load when TORCH_TPU_PJRT_PLUGIN is unset. The Python
+** package discovers it (libtpu, a CUDA plugin, the CPU plugin package) and
+** tells the core before the first init; C programs may call it too. */
+void tpurt_runtime_set_default_plugin(const char* path);
+
+/* Number of addressable devices; 0 (never an error) if init failed. */
+int tpurt_device_count(void);
+
+typedef struct tpurt_runtime_info_s {
+  const char* plugin_path;      /* the .so that was loaded */
+  int api_major, api_minor;     /* PJRT_Api version the plugin reports */
+  const char* platform_name;    /* "cpu", "tpu", "cuda" */
+  const char* platform_version; /* free text from the plugin */
+  const char* device_kind;      /* kind of device 0 */
+  int device_count;
+} tpurt_runtime_info_t;
+
+/* Fills |out_info| with borrowed strings that live for the process. */
+tpurt_status_t tpurt_runtime_info(tpurt_runtime_info_t* out_info);
+
+/* Kind string of device |device| ("cpu", "TPU v5 lite"...). */
+tpurt_status_t tpurt_device_kind(int device, const char** out_kind);
+
+/* Waits for all work queued on |device| (-1: every device). Reports the first
+** asynchronous error since the last sync, naming the op that caused it. */
+tpurt_status_t tpurt_synchronize(int device);
+
+/*===------------------------------------------------------------------===*/
+/* Storage                                                                */
+/*===------------------------------------------------------------------===*/
+
+/* A storage is the device memory behind one PyTorch StorageImpl. It holds a
+** reference to a value (an immutable PJRT buffer, or a value of the pending
+** graph, or nothing yet). Writes swap in a new value, so every alias sees
+** them. Reference counted; thread-safe retain/release. */
+typedef struct tpurt_storage_s tpurt_storage_t;
+
+/* Creates an empty storage of |nbytes| on |device|. */
+tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t** out_storage);
+void tpurt_storage_retain(tpurt_storage_t* storage);
+void tpurt_storage_release(tpurt_storage_t* storage);
+size_t tpurt_storage_nbytes(const tpurt_storage_t* storage);
+int tpurt_storage_device(const tpurt_storage_t* storage);
+/* A unique, never dereferenced address that stands for the storage's first
+** byte: PyTorch compares data pointers, so distinct storages get disjoint
+** [address, address + nbytes) ranges. */
+void* tpurt_storage_address(const tpurt_storage_t* storage);
+/* Grows or shrinks the storage to |nbytes|, keeping the common prefix. */
+tpurt_status_t tpurt_storage_resize(tpurt_storage_t* storage, size_t nbytes);
+
+/* A strided view of a storage: what a PyTorch tensor is. Sizes and strides
+** are in elements of |dtype|; |offset| too. */
+typedef struct tpurt_tensor_s {
+  tpurt_storage_t* storage; /* borrowed */
+  tpurt_dtype_t dtype;
+  int32_t rank;
+  int64_t sizes[TPURT_MAX_RANK];
+  int64_t strides[TPURT_MAX_RANK];
+  int64_t offset;
+} tpurt_tensor_t;
+
+/* Host -> device: copies |host| (dense, row-major, |view|'s sizes and dtype)
+** into the region of the storage that |view| describes. Asynchronous: the
+** core copies the host bytes before returning. */
+tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* host, size_t host_nbytes);
+/* Device -> host: waits for the value and writes |view| densely (row-major)
+** into |host|. Surfaces pending asynchronous errors. */
+tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes);
+/* Device -> device: dst = src (dtype conversion included), any devices. */
+tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t* src);
+
+/*===------------------------------------------------------------------===*/
+/* Ops                                                                    */
+/*===------------------------------------------------------------------===*/
+
+/* One argument of an aten op, as its schema types it. */
+typedef enum tpurt_arg_kind_e {
+  TPURT_ARG_NONE = 0,    /* an absent optional */
+  TPURT_ARG_TENSOR,      /* a device tensor: .tensor */
+  TPURT_ARG_TENSOR_LIST, /* .list: a run of .list_len TPURT_ARG_TENSOR args */
+  TPURT_ARG_SCALAR,      /* a number that becomes a runtime parameter */
+  TPURT_ARG_INT,         /* int / SymInt: a program attribute */
+  TPURT_ARG_FLOAT,       /* float: a runtime parameter, like SCALAR */
+  TPURT_ARG_BOOL,        /* bool: a program attribute */
+  TPURT_ARG_INT_LIST,    /* int[]: a program attribute */
+  TPURT_ARG_DTYPE,       /* ScalarType: a program attribute */
+  TPURT_ARG_STRING,      /* str: a program attribute (e.g. "tanh") */
+  TPURT_ARG_GENERATOR,   /* RNG state: a runtime parameter */
+  TPURT_ARG_OTHER,       /* something the core ignores (layout, device...) */
+} tpurt_arg_kind_t;
+
+/* The three tiers of PyTorch's type promotion. */
+typedef enum tpurt_scalar_tier_e {
+  TPURT_TIER_TENSOR = 0,  /* a tensor with dim > 0 */
+  TPURT_TIER_ZERO_DIM,    /* a 0-d tensor that is not a wrapped number */
+  TPURT_TIER_WRAPPED,     /* a Python number */
+} tpurt_scalar_tier_t;
+
+typedef struct tpurt_arg_s {
+  tpurt_arg_kind_t kind;
+  bool is_write; /* the schema marks this argument as mutated, Tensor(a!) */
+  union {
+    tpurt_tensor_t tensor;
+    struct { /* SCALAR, FLOAT: the value; dtype is Bool, Long, Double, or a
+             ** 0-d CPU tensor's own dtype. */
+      tpurt_dtype_t dtype;
+      tpurt_scalar_tier_t tier;
+      double f;
+      int64_t i;
+    } scalar;
+    int64_t i;  /* INT, BOOL (0/1), DTYPE */
+    struct {
+      const int64_t* data;
+      int32_t len;
+    } ints;
+    const char* str;
+    struct {
+      uint64_t seed;
+      uint64_t offset; /* counter, advanced by the caller after the call */
+    } rng;
+    int32_t list_len; /* TENSOR_LIST: the next list_len args are its items */
+  } u;
+} tpurt_arg_t;
+
+/* A tensor result of an op: a new storage (owned by the caller, retained
+** once) viewed densely with |sizes|. */
+typedef struct tpurt_result_s {
+  tpurt_storage_t* storage;
+  tpurt_dtype_t dtype;
+  int32_t rank;
+  int64_t sizes[TPURT_MAX_RANK];
+  int device;
+} tpurt_result_t;
+
+#define TPURT_MAX_RESULTS 16
+
+typedef struct tpurt_op_call_s {
+  const char* name; /* "aten::add.Tensor" */
+  const tpurt_arg_t* args;
+  int32_t num_args;
+  int device; /* device the op runs on */
+  /* Outputs. For ops whose schema returns new tensors. */
+  tpurt_result_t results[TPURT_MAX_RESULTS];
+  int32_t num_results;
+  /* Set with TPURT_NEEDS_RESIZE: resize args[resize_arg] to resize_sizes
+  ** and call again. */
+  int32_t resize_arg;
+  int32_t resize_rank;
+  int64_t resize_sizes[TPURT_MAX_RANK];
+} tpurt_op_call_t;
+
+/* True if the core has a native rule for |name|. */
+bool tpurt_op_supported(const char* name);
+
+/* Runs the op. In-place and out= variants write into their is_write tensor
+** args (every alias of those storages sees the new values) and produce no
+** results; functional ops fill call->results. */
+tpurt_status_t tpurt_op_run(tpurt_op_call_t* call);
+
+/*===------------------------------------------------------------------===*/
+/* Metrics                                                                */
+/*===------------------------------------------------------------------===*/
+
+typedef struct tpurt_metrics_s {
+  uint64_t compiles;          /* compilations done by the plugin */
+  uint64_t cache_hits;        /* executable reuses */
+  uint64_t executions;        /* PJRT program launches */
+  uint64_t bytes_to_device;
+  uint64_t bytes_from_device;
+  double compile_seconds;
+  uint64_t live_buffers;      /* PJRT buffers held now */
+  uint64_t live_storages;     /* storage objects alive now */
+  uint64_t bytes_in_use;      /* bytes of live buffers, all devices */
+  uint64_t peak_bytes_in_use;
+} tpurt_metrics_t;
+
+void tpurt_metrics_get(tpurt_metrics_t* out_metrics);
+void tpurt_metrics_reset(void);
+/* Per device memory: bytes held by live buffers now and at peak. */
+uint64_t tpurt_memory_allocated(int device);
+uint64_t tpurt_max_memory_allocated(int device);
+void tpurt_reset_peak_memory(int device);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TPURT_H_ */

@@ -1,0 +1,168 @@
+/* ir.h: the StableHLO room: an SSA builder with shape inference, and a
+** deterministic MLIR text printer.
+**
+** A function (ir_func_t) owns everything built into it (types, values, ops,
+** regions) in one arena, freed with the function. Values are small integers.
+**
+** Errors are sticky: a builder call that gets inconsistent operands records
+** the first error in the function and returns IR_NONE; later calls that see
+** IR_NONE return IR_NONE too. Check ir_func_status() once at the end.
+** (Lowering rules validate user input themselves and give PyTorch's own
+** messages; a sticky error here is an internal bug in a rule.)
+*/
+#ifndef TPURT_IR_IR_H_
+#define TPURT_IR_IR_H_
+
+#include "../include/tpurt.h"
+
+typedef int32_t ir_value_t;
+#define IR_NONE ((ir_value_t)-1)
+
+/* A ranked tensor type: tensor<2x3xbf16>. Rank 0 is a scalar tensor. */
+typedef struct ir_type_s {
+  tpurt_dtype_t dtype;
+  int32_t rank;
+  int64_t dims[TPURT_MAX_RANK];
+} ir_type_t;
+
+ir_type_t ir_type_make(tpurt_dtype_t dtype, int32_t rank, const int64_t* dims);
+ir_type_t ir_type_scalar(tpurt_dtype_t dtype);
+int64_t ir_type_numel(const ir_type_t* type);
+bool ir_type_equal(const ir_type_t* a, const ir_type_t* b);
+/* MLIR element type name: "f32", "bf16", "i1", "ui8", "i64"... */
+const char* ir_dtype_mlir_name(tpurt_dtype_t dtype);
+
+typedef struct ir_func_s ir_func_t;
+
+/*===------------------------------------------------------------------===*/
+/* Functions                                                              */
+/*===------------------------------------------------------------------===*/
+
+ir_func_t* ir_func_create(void);
+void ir_func_destroy(ir_func_t* func);
+/* Adds a parameter of @main; parameters print in the order added. */
+ir_value_t ir_param(ir_func_t* func, ir_type_t type);
+/* Sets the values @main returns (copied). */
+void ir_func_set_results(ir_func_t* func, const ir_value_t* values, int32_t count);
+int32_t ir_func_num_params(const ir_func_t* func);
+int32_t ir_func_num_ops(const ir_func_t* func);
+/* The type of |value| (borrowed, lives with the function). */
+const ir_type_t* ir_value_type(const ir_func_t* func, ir_value_t value);
+/* First sticky error, or NULL. Borrowed; do not free. */
+tpurt_status_t ir_func_status(const ir_func_t* func);
+/* Records an error unless one is already recorded (takes ownership). */
+void ir_func_fail(ir_func_t* func, tpurt_status_t status);
+
+/* Prints the whole module (module { func.func public @main ... }) as MLIR
+** text. The same function always prints to the same bytes. The caller
+** frees *out_text with free(). */
+tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out_size);
+
+/*===------------------------------------------------------------------===*/
+/* Ops. Each infers its result type from its operands and attributes.     */
+/*===------------------------------------------------------------------===*/
+
+/* Constants. Rank-0 tensors of |dtype|; broadcast them for shapes. */
+ir_value_t ir_constant_f64(ir_func_t* func, tpurt_dtype_t dtype, double value);
+ir_value_t ir_constant_i64(ir_func_t* func, tpurt_dtype_t dtype, int64_t value);
+/* A dense constant of type |type| holding numel int64 values (ints only). */
+ir_value_t ir_constant_i64_array(ir_func_t* func, ir_type_t type, const int64_t* values);
+ir_value_t ir_iota(ir_func_t* func, ir_type_t type, int32_t dimension);
+
+/* Elementwise ops on same-typed operands. |op| is the StableHLO op name,
+** e.g. "stablehlo.exponential", "stablehlo.add". Result type = operand's. */
+ir_value_t ir_unary(ir_func_t* func, const char* op, ir_value_t x);
+ir_value_t ir_binary(ir_func_t* func, const char* op, ir_value_t a, ir_value_t b);
+/* stablehlo.is_finite: result is bool (i1) of the same shape. */
+ir_value_t ir_is_finite(ir_func_t* func, ir_value_t x);
+
+typedef enum ir_compare_dir_e { IR_EQ, IR_NE, IR_LT, IR_LE, IR_GT, IR_GE } ir_compare_dir_t;
+/* Bool result; compare_type (FLOAT/SIGNED/UNSIGNED) follows the dtype. */
+ir_value_t ir_compare(ir_func_t* func, ir_compare_dir_t dir, ir_value_t a, ir_value_t b);
+ir_value_t ir_select(ir_func_t* func, ir_value_t pred, ir_value_t on_true, ir_value_t on_false);
+/* |min| and |max| are rank-0 or the same shape as |x|. */
+ir_value_t ir_clamp(ir_func_t* func, ir_value_t min, ir_value_t x, ir_value_t max);
+ir_value_t ir_convert(ir_func_t* func, ir_value_t x, tpurt_dtype_t dtype);
+/* Reinterprets bits; element sizes may differ (then the last dim grows or
+** shrinks as StableHLO defines). */
+ir_value_t ir_bitcast_convert(ir_func_t* func, ir_value_t x, ir_type_t type);
+
+/* Shape ops. */
+ir_value_t ir_broadcast_in_dim(ir_func_t* func, ir_value_t x, int32_t rank, const int64_t* dims,
+                               const int64_t* broadcast_dimensions);
+ir_value_t ir_reshape(ir_func_t* func, ir_value_t x, int32_t rank, const int64_t* dims);
+ir_value_t ir_transpose(ir_func_t* func, ir_value_t x, const int64_t* permutation);
+ir_value_t ir_slice(ir_func_t* func, ir_value_t x, const int64_t* start, const int64_t* limit,
+                    const int64_t* strides);
+/* |starts| are rank-0 integer values, one per dim. */
+ir_value_t ir_dynamic_slice(ir_func_t* func, ir_value_t x, const ir_value_t* starts, const int64_t* sizes);
+ir_value_t ir_dynamic_update_slice(ir_func_t* func, ir_value_t x, ir_value_t update, const ir_value_t* starts);
+ir_value_t ir_concatenate(ir_func_t* func, const ir_value_t* xs, int32_t count, int64_t dimension);
+ir_value_t ir_pad(ir_func_t* func, ir_value_t x, ir_value_t pad_value, const int64_t* low, const int64_t* high,
+                  const int64_t* interior);
+ir_value_t ir_reverse(ir_func_t* func, ir_value_t x, const int64_t* dims, int32_t num_dims);
+
+/* dot_general with batching and contracting dims; result dims are batch,
+** then lhs free, then rhs free. |result_dtype| may differ (f32 accumulate). */
+typedef struct ir_dot_dims_s {
+  int32_t num_batch;
+  int64_t lhs_batch[TPURT_MAX_RANK], rhs_batch[TPURT_MAX_RANK];
+  int32_t num_contract;
+  int64_t lhs_contract[TPURT_MAX_RANK], rhs_contract[TPURT_MAX_RANK];
+} ir_dot_dims_t;
+ir_value_t ir_dot_general(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const ir_dot_dims_t* dims,
+                          tpurt_dtype_t result_dtype);
+
+/* Gather and scatter with explicit dimension numbers (StableHLO meaning).
+** Gather infers its result type; batching dims are not used. */
+typedef struct ir_gather_dims_s {
+  int32_t num_offset_dims;
+  int64_t offset_dims[TPURT_MAX_RANK];
+  int32_t num_collapsed;
+  int64_t collapsed_slice_dims[TPURT_MAX_RANK];
+  int32_t num_start_index_map;
+  int64_t start_index_map[TPURT_MAX_RANK];
+  int64_t index_vector_dim;
+  int64_t slice_sizes[TPURT_MAX_RANK]; /* one per operand dim */
+  bool indices_are_sorted;
+} ir_gather_dims_t;
+ir_value_t ir_gather(ir_func_t* func, ir_value_t operand, ir_value_t indices, const ir_gather_dims_t* dims);
+
+typedef struct ir_scatter_dims_s {
+  int32_t num_update_window_dims;
+  int64_t update_window_dims[TPURT_MAX_RANK];
+  int32_t num_inserted;
+  int64_t inserted_window_dims[TPURT_MAX_RANK];
+  int32_t num_scatter_dims_to_operand;
+  int64_t scatter_dims_to_operand_dims[TPURT_MAX_RANK];
+  int64_t index_vector_dim;
+  bool indices_are_sorted;
+  bool unique_indices;
+} ir_scatter_dims_t;
+
+/* Regions. ir_*_begin creates the op and opens its (first) region; until the
+** matching ir_region_end, built ops go into that region's block. Region
+** block arguments are rank-0 tensors of the element types given. */
+typedef enum ir_reducer_e { IR_REDUCE_ADD, IR_REDUCE_MUL, IR_REDUCE_MAX, IR_REDUCE_MIN, IR_REDUCE_AND, IR_REDUCE_OR } ir_reducer_t;
+
+/* Reduce |x| over |dims| with a one-op body (the common case). */
+ir_value_t ir_reduce(ir_func_t* func, ir_value_t x, ir_value_t init, const int64_t* dims, int32_t num_dims,
+                     ir_reducer_t reducer);
+
+/* Multi-operand reduce with a custom body. Writes the op's results to
+** |out_results| (count = num_inputs) and the region's block arguments to
+** |out_block_args| (2 * num_inputs: accumulators first, then elements). */
+void ir_reduce_begin(ir_func_t* func, const ir_value_t* inputs, const ir_value_t* inits, int32_t num_inputs,
+                     const int64_t* dims, int32_t num_dims, ir_value_t* out_results, ir_value_t* out_block_args);
+/* Scatter of one operand; the region gets 2 block args (current, update). */
+ir_value_t ir_scatter_begin(ir_func_t* func, ir_value_t operand, ir_value_t indices, ir_value_t updates,
+                            const ir_scatter_dims_t* dims, ir_value_t* out_block_args);
+/* Ends the innermost open region with stablehlo.return |values|. */
+void ir_region_end(ir_func_t* func, const ir_value_t* values, int32_t count);
+
+/* stablehlo.rng_bit_generator THREE_FRY: |state| is tensor<2xui64>.
+** Writes the new state and |bits_type| random bits. */
+void ir_rng_bit_generator(ir_func_t* func, ir_value_t state, ir_type_t bits_type, ir_value_t* out_state,
+                          ir_value_t* out_bits);
+
+#endif /* TPURT_IR_IR_H_ */

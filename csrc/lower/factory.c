@@ -1,0 +1,86 @@
+/* factory.c: ops that write whole values: fill_, zero_, copy_, arange.
+** (empty and empty_strided are allocations, done by the glue; full, zeros,
+** ones and the *_like forms are PyTorch composites of empty and fill_.) */
+#include <math.h>
+
+#include "../base/base.h"
+#include "lower.h"
+
+/* fill_.Scalar(self, value) / fill_.Tensor(self, value 0-d) */
+static tpurt_status_t lower_fill(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  ir_value_t v;
+  if (lower_meta(ctx, 1)) {
+    const tpurt_tensor_t* vt = lower_meta(ctx, 1);
+    if (vt->rank != 0)
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "fill_ only supports 0-dimension value tensor but got tensor with %d dimensions.", vt->rank);
+    v = lower_cast(ctx, lower_tensor(ctx, 1), t->dtype);
+  } else {
+    v = lower_scalar(ctx, 1, t->dtype);
+  }
+  lower_set_result(ctx, 0, t->rank ? ir_broadcast_in_dim(ctx->func, v, t->rank, t->sizes, NULL) : v);
+  return NULL;
+}
+
+static tpurt_status_t lower_zero(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, t->rank, t->sizes, 0.0));
+  return NULL;
+}
+
+/* copy_(self, src, non_blocking): src broadcast to self, any dtype. */
+static tpurt_status_t lower_copy(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *dst = lower_meta(ctx, 0), *src = lower_meta(ctx, 1);
+  int32_t r;
+  int64_t dims[TPURT_MAX_RANK];
+  TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(dst->rank, dst->sizes, src->rank, src->sizes, &r, dims));
+  bool same = r == dst->rank;
+  for (int32_t i = 0; same && i < r; ++i) same = dims[i] == dst->sizes[i];
+  if (!same)
+    return lower_error(TPURT_INVALID_ARGUMENT, "output with shape %s doesn't match the broadcast shape %s",
+                       lower_shape_str(dst->rank, dst->sizes), lower_shape_str(r, dims));
+  ir_value_t v = lower_cast(ctx, lower_tensor(ctx, 1), dst->dtype);
+  lower_set_result(ctx, 0, lower_broadcast_to(ctx, v, dst->rank, dst->sizes));
+  return NULL;
+}
+
+/* arange.start_out(start, end, step, *, out): the length depends on the
+** values, so this row keys on them; start and step still enter as values. */
+static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
+  double start = lower_scalar_value(ctx, 0), end = lower_scalar_value(ctx, 1), step = lower_scalar_value(ctx, 2);
+  if (step == 0) return lower_error(TPURT_INVALID_ARGUMENT, "step must be nonzero");
+  if (!isfinite(start) || !isfinite(end))
+    return lower_error(TPURT_INVALID_ARGUMENT, "unsupported range: %g -> %g", start, end);
+  if ((step > 0 && end < start) || (step < 0 && end > start))
+    return lower_error(TPURT_INVALID_ARGUMENT, "upper bound and larger bound inconsistent with step sign");
+  /* the out= tensor decides the dtype (PyTorch's arange sets it before) */
+  const tpurt_arg_t* out = &ctx->args[ctx->arg_index[ctx->num_args]];
+  tpurt_dtype_t dt = out->kind == TPURT_ARG_TENSOR ? out->u.tensor.dtype : TPURT_DTYPE_I64;
+  int64_t n;
+  if (tpurt_dtype_is_float(dt) || tpurt_dtype_is_float(lower_arg(ctx, 0)->u.scalar.dtype) ||
+      tpurt_dtype_is_float(lower_arg(ctx, 1)->u.scalar.dtype) || tpurt_dtype_is_float(lower_arg(ctx, 2)->u.scalar.dtype))
+    n = (int64_t)ceil((end - start) / step);
+  else {
+    int64_t s = (int64_t)start, e = (int64_t)end, st = (int64_t)step;
+    n = (e - s + st + (st > 0 ? -1 : 1)) / st;
+  }
+  if (n < 0) n = 0;
+  tpurt_dtype_t math = tpurt_dtype_is_float(dt) ? (dt == TPURT_DTYPE_F64 ? TPURT_DTYPE_F64 : TPURT_DTYPE_F32)
+                                                : TPURT_DTYPE_I64;
+  ir_func_t* f = ctx->func;
+  ir_value_t io = ir_iota(f, ir_type_make(math, 1, &n), 0);
+  ir_value_t v = ir_binary(f, "stablehlo.add", lower_broadcast_to(ctx, lower_scalar(ctx, 0, math), 1, &n),
+                           ir_binary(f, "stablehlo.multiply", io, lower_broadcast_to(ctx, lower_scalar(ctx, 2, math), 1, &n)));
+  lower_set_result(ctx, 0, lower_cast(ctx, v, dt));
+  return NULL;
+}
+
+const lower_rule_t lower_factory_rules[] = {
+    {"aten::arange.start_out", lower_arange, LOWER_OUT, true},
+    LOWER_INPLACE_FN("aten::copy_", lower_copy),
+    LOWER_INPLACE_FN("aten::fill_.Scalar", lower_fill),
+    LOWER_INPLACE_FN("aten::fill_.Tensor", lower_fill),
+    LOWER_INPLACE_FN("aten::zero_", lower_zero),
+    LOWER_END,
+};

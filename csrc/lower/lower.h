@@ -1,0 +1,166 @@
+/* lower.h: the lowering room: aten op -> StableHLO rules, one family per
+** file, all reached through one table (lower_find).
+**
+** A rule is a C function over a lowering context. It reads its operands
+** (already read through their views: a rule never sees strides), validates
+** them with PyTorch's own error wording, emits ops into ctx->func and sets
+** its results. The engine does everything around it: parameters, views,
+** in-place and out= write-back, caching, execution. The same rule serves
+** every execution mode.
+*/
+#ifndef TPURT_LOWER_LOWER_H_
+#define TPURT_LOWER_LOWER_H_
+
+#include "../ir/ir.h"
+
+typedef struct lower_ctx_s lower_ctx_t;
+typedef tpurt_status_t (*lower_fn_t)(lower_ctx_t* ctx);
+
+/* How a table row relates to the op's schema. */
+typedef enum lower_variant_e {
+  LOWER_FUNCTIONAL = 0, /* returns new tensors */
+  LOWER_INPLACE,        /* result 0 is written into arg 0 (self) */
+  LOWER_OUT,            /* results are written into the trailing out= args */
+} lower_variant_t;
+
+typedef struct lower_rule_s {
+  const char* name; /* "aten::add.Tensor" */
+  lower_fn_t fn;
+  lower_variant_t variant;
+  /* The values of number args shape the program (arange's length): put
+  ** them in the cache key instead of treating them as parameters. */
+  bool numbers_in_key;
+} lower_rule_t;
+
+/* Table rows, one line per aten overload. */
+#define LOWER_FN(name, fn) {name, fn, LOWER_FUNCTIONAL, false}
+#define LOWER_INPLACE_FN(name, fn) {name, fn, LOWER_INPLACE, false}
+#define LOWER_OUT_FN(name, fn) {name, fn, LOWER_OUT, false}
+#define LOWER_END {NULL, NULL, LOWER_FUNCTIONAL, false}
+
+/* Finds the rule for |name|. "aten::x_.ov" with no row of its own resolves to
+** the functional "aten::x.ov" as LOWER_INPLACE. NULL if there is none. */
+const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch);
+
+/*===------------------------------------------------------------------===*/
+/* The context a rule works in                                            */
+/*===------------------------------------------------------------------===*/
+
+/* Filled by the engine; rules use the accessors below. */
+typedef struct lower_param_s {
+  int32_t arg;     /* index into ctx->args (flattened) it comes from */
+  int32_t item;    /* list item, -1 if not a list */
+  int32_t kind;    /* LOWER_PARAM_* */
+  tpurt_dtype_t dtype;
+} lower_param_t;
+
+enum { LOWER_PARAM_STORAGE = 0, LOWER_PARAM_SCALAR = 1, LOWER_PARAM_RNG = 2 };
+
+#define LOWER_MAX_ARGS 64
+#define LOWER_MAX_PARAMS 256
+#define LOWER_MAX_FLAT_ARGS 256
+
+struct lower_ctx_s {
+  ir_func_t* func;
+  const char* op_name;
+  const tpurt_arg_t* args;    /* flattened, as the glue passed them */
+  int32_t num_args;           /* schema arguments (lists count once) */
+  int32_t arg_index[LOWER_MAX_ARGS]; /* schema arg -> index into args */
+  /* Values of tensor args read through their views, made on first use. */
+  ir_value_t tensor_values[LOWER_MAX_FLAT_ARGS];
+  /* Results the rule sets. */
+  int32_t num_results;
+  ir_value_t results[TPURT_MAX_RESULTS];
+  /* Runtime parameters, in @main order (owned by the engine). */
+  int32_t num_params;
+  lower_param_t params[LOWER_MAX_PARAMS];
+  /* Engine hooks: how a tensor arg becomes a value. */
+  void* engine;
+  ir_value_t (*read_tensor)(lower_ctx_t* ctx, int32_t flat_index);
+};
+
+/* Arguments. |i| is the schema position. */
+const tpurt_arg_t* lower_arg(const lower_ctx_t* ctx, int32_t i);
+bool lower_is_none(const lower_ctx_t* ctx, int32_t i);
+int64_t lower_int(const lower_ctx_t* ctx, int32_t i, int64_t if_none);
+bool lower_bool(const lower_ctx_t* ctx, int32_t i, bool if_none);
+/* An int[] arg; a single INT is returned as a 1-list. */
+int32_t lower_ints(const lower_ctx_t* ctx, int32_t i, int64_t* out, int32_t max);
+tpurt_dtype_t lower_dtype(const lower_ctx_t* ctx, int32_t i, tpurt_dtype_t if_none);
+const char* lower_str(const lower_ctx_t* ctx, int32_t i, const char* if_none);
+/* Tensor metadata (dtype, rank, sizes) of a tensor arg / list item. */
+const tpurt_tensor_t* lower_meta(const lower_ctx_t* ctx, int32_t i);
+int32_t lower_list_len(const lower_ctx_t* ctx, int32_t i);
+const tpurt_tensor_t* lower_list_meta(const lower_ctx_t* ctx, int32_t i, int32_t k);
+
+/* Values. A tensor arg read through its view (cached). */
+ir_value_t lower_tensor(lower_ctx_t* ctx, int32_t i);
+ir_value_t lower_list_tensor(lower_ctx_t* ctx, int32_t i, int32_t k);
+/* A Scalar / float arg (or a CPU 0-d tensor) as a runtime 0-d parameter of
+** |dtype|: its value is not part of the program, so changing it does not
+** recompile. */
+ir_value_t lower_scalar(lower_ctx_t* ctx, int32_t i, tpurt_dtype_t dtype);
+/* A Generator arg as a tensor<2xui64> THREE_FRY state parameter. */
+ir_value_t lower_rng_state(lower_ctx_t* ctx, int32_t i);
+/* A scalar arg's value at lowering time, for rules that must specialise on
+** it; using this puts nothing in the cache key, so only use it for checks
+** (errors) or through lower_scalar_attr. */
+double lower_scalar_value(const lower_ctx_t* ctx, int32_t i);
+/* True if number arg |i| equals |value|, for value 0 or 1 only: the cache
+** key records exactly these two facts of every number, so a rule may skip
+** `alpha * x` when alpha is 1 without baking any other value in. */
+bool lower_scalar_is(const lower_ctx_t* ctx, int32_t i, double value);
+
+void lower_set_result(lower_ctx_t* ctx, int32_t k, ir_value_t value);
+
+/* A status naming nothing (the engine prefixes the op name). */
+tpurt_status_t lower_error(tpurt_status_code_t code, const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/*===------------------------------------------------------------------===*/
+/* Helpers shared by the families (lower_util.c)                          */
+/*===------------------------------------------------------------------===*/
+
+/* PyTorch's promote_types and result_type (three tiers). */
+tpurt_dtype_t lower_promote(tpurt_dtype_t a, tpurt_dtype_t b);
+/* Result type of the given schema args (tensors and scalars; NONE skipped). */
+tpurt_dtype_t lower_result_type(const lower_ctx_t* ctx, const int32_t* args, int32_t n);
+/* The dtype a Python float becomes: float32. */
+#define LOWER_DEFAULT_FLOAT TPURT_DTYPE_F32
+/* True if PyTorch's can_cast(from, to) (in-place / out= result casting). */
+bool lower_can_cast(tpurt_dtype_t from, tpurt_dtype_t to);
+
+/* Broadcast shapes as PyTorch does; error names both shapes. */
+tpurt_status_t lower_broadcast_shapes(int32_t rank_a, const int64_t* a, int32_t rank_b, const int64_t* b,
+                                      int32_t* out_rank, int64_t* out);
+/* Broadcasts |x| to |rank|/|dims| (numpy rules: align right). */
+ir_value_t lower_broadcast_to(lower_ctx_t* ctx, ir_value_t x, int32_t rank, const int64_t* dims);
+/* Converts |x| to |dtype| if needed. */
+ir_value_t lower_cast(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype);
+/* A rank-0 constant of |dtype| broadcast to |like|'s shape. */
+ir_value_t lower_full_like(lower_ctx_t* ctx, ir_value_t like, double value);
+ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims, double value);
+/* Wraps a possibly negative dim; error "Dimension out of range (expected to
+** be in range of [-r, r-1], but got d)". */
+tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim);
+/* The shape string "[2, 3]" for messages (static buffer per thread). */
+const char* lower_shape_str(int32_t rank, const int64_t* dims);
+/* The computation dtype for a reduction/softmax over |dtype|: f32 for
+** bf16/f16 (XLA:CPU accumulates bf16 in bf16 otherwise), else itself. */
+tpurt_dtype_t lower_acc_dtype(tpurt_dtype_t dtype);
+
+/* The family tables, one per file; lower_find searches them all. */
+extern const lower_rule_t lower_elementwise_rules[];
+extern const lower_rule_t lower_reduction_rules[];
+extern const lower_rule_t lower_linalg_rules[];
+extern const lower_rule_t lower_norm_rules[];
+extern const lower_rule_t lower_shape_rules[];
+extern const lower_rule_t lower_factory_rules[];
+extern const lower_rule_t lower_indexing_rules[];
+extern const lower_rule_t lower_random_rules[];
+extern const lower_rule_t lower_activation_rules[];
+
+#endif /* TPURT_LOWER_LOWER_H_ */

@@ -1,0 +1,313 @@
+/* lower_util.c: the rule context accessors and the helpers every family
+** shares: type promotion, broadcasting, casts, dims, messages. */
+#include <math.h>
+#include <stdio.h>
+
+#include "../base/base.h"
+#include "lower.h"
+
+/*===--- arguments ---===*/
+
+const tpurt_arg_t* lower_arg(const lower_ctx_t* ctx, int32_t i) {
+  static const tpurt_arg_t kNone = {.kind = TPURT_ARG_NONE};
+  if (i < 0 || i >= ctx->num_args) return &kNone;
+  return &ctx->args[ctx->arg_index[i]];
+}
+
+bool lower_is_none(const lower_ctx_t* ctx, int32_t i) { return lower_arg(ctx, i)->kind == TPURT_ARG_NONE; }
+
+int64_t lower_int(const lower_ctx_t* ctx, int32_t i, int64_t if_none) {
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  switch (a->kind) {
+    case TPURT_ARG_INT:
+    case TPURT_ARG_BOOL:
+    case TPURT_ARG_DTYPE:
+      return a->u.i;
+    case TPURT_ARG_SCALAR:
+      return a->u.scalar.dtype == TPURT_DTYPE_F64 ? (int64_t)a->u.scalar.f : a->u.scalar.i;
+    case TPURT_ARG_INT_LIST:
+      return a->u.ints.len > 0 ? a->u.ints.data[0] : if_none;
+    default:
+      return if_none;
+  }
+}
+
+bool lower_bool(const lower_ctx_t* ctx, int32_t i, bool if_none) {
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  return a->kind == TPURT_ARG_BOOL ? a->u.i != 0 : if_none;
+}
+
+int32_t lower_ints(const lower_ctx_t* ctx, int32_t i, int64_t* out, int32_t max) {
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  if (a->kind == TPURT_ARG_INT) {
+    if (max > 0) out[0] = a->u.i;
+    return 1;
+  }
+  if (a->kind != TPURT_ARG_INT_LIST) return 0;
+  int32_t n = a->u.ints.len < max ? a->u.ints.len : max;
+  for (int32_t k = 0; k < n; ++k) out[k] = a->u.ints.data[k];
+  return a->u.ints.len;
+}
+
+tpurt_dtype_t lower_dtype(const lower_ctx_t* ctx, int32_t i, tpurt_dtype_t if_none) {
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  return a->kind == TPURT_ARG_DTYPE ? (tpurt_dtype_t)a->u.i : if_none;
+}
+
+const char* lower_str(const lower_ctx_t* ctx, int32_t i, const char* if_none) {
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  return a->kind == TPURT_ARG_STRING ? a->u.str : if_none;
+}
+
+const tpurt_tensor_t* lower_meta(const lower_ctx_t* ctx, int32_t i) {
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  return a->kind == TPURT_ARG_TENSOR ? &a->u.tensor : NULL;
+}
+
+int32_t lower_list_len(const lower_ctx_t* ctx, int32_t i) {
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  return a->kind == TPURT_ARG_TENSOR_LIST ? a->u.list_len : 0;
+}
+
+const tpurt_tensor_t* lower_list_meta(const lower_ctx_t* ctx, int32_t i, int32_t k) {
+  if (k < 0 || k >= lower_list_len(ctx, i)) return NULL;
+  const tpurt_arg_t* a = &ctx->args[ctx->arg_index[i] + 1 + k];
+  return a->kind == TPURT_ARG_TENSOR ? &a->u.tensor : NULL;
+}
+
+ir_value_t lower_tensor(lower_ctx_t* ctx, int32_t i) {
+  if (lower_arg(ctx, i)->kind != TPURT_ARG_TENSOR) return IR_NONE;
+  return ctx->read_tensor(ctx, ctx->arg_index[i]);
+}
+
+ir_value_t lower_list_tensor(lower_ctx_t* ctx, int32_t i, int32_t k) {
+  if (!lower_list_meta(ctx, i, k)) return IR_NONE;
+  return ctx->read_tensor(ctx, ctx->arg_index[i] + 1 + k);
+}
+
+static ir_value_t add_param(lower_ctx_t* ctx, int32_t arg, int32_t kind, tpurt_dtype_t dtype, ir_type_t type) {
+  if (ctx->num_params >= LOWER_MAX_PARAMS) {
+    ir_func_fail(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands (max %d)", LOWER_MAX_PARAMS));
+    return IR_NONE;
+  }
+  ctx->params[ctx->num_params++] = (lower_param_t){.arg = ctx->arg_index[arg], .item = -1, .kind = kind, .dtype = dtype};
+  return ir_param(ctx->func, type);
+}
+
+ir_value_t lower_scalar(lower_ctx_t* ctx, int32_t i, tpurt_dtype_t dtype) {
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  if (a->kind != TPURT_ARG_SCALAR && a->kind != TPURT_ARG_FLOAT && a->kind != TPURT_ARG_INT &&
+      a->kind != TPURT_ARG_BOOL) {
+    ir_func_fail(ctx->func, tpurt_status_create(TPURT_INTERNAL, "argument %d is not a number", i));
+    return IR_NONE;
+  }
+  return add_param(ctx, i, LOWER_PARAM_SCALAR, dtype, ir_type_scalar(dtype));
+}
+
+ir_value_t lower_rng_state(lower_ctx_t* ctx, int32_t i) {
+  int64_t two = 2;
+  return add_param(ctx, i, LOWER_PARAM_RNG, TPURT_DTYPE_U64, ir_type_make(TPURT_DTYPE_U64, 1, &two));
+}
+
+double lower_scalar_value(const lower_ctx_t* ctx, int32_t i) {
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  switch (a->kind) {
+    case TPURT_ARG_SCALAR:
+    case TPURT_ARG_FLOAT:
+      return tpurt_dtype_is_float(a->u.scalar.dtype) ? a->u.scalar.f : (double)a->u.scalar.i;
+    case TPURT_ARG_INT:
+    case TPURT_ARG_BOOL:
+      return (double)a->u.i;
+    default:
+      return NAN;
+  }
+}
+
+bool lower_scalar_is(const lower_ctx_t* ctx, int32_t i, double value) {
+  return (value == 0.0 || value == 1.0) && lower_scalar_value(ctx, i) == value;
+}
+
+void lower_set_result(lower_ctx_t* ctx, int32_t k, ir_value_t value) {
+  if (k < 0 || k >= TPURT_MAX_RESULTS) return;
+  ctx->results[k] = value;
+  if (k + 1 > ctx->num_results) ctx->num_results = k + 1;
+}
+
+tpurt_status_t lower_error(tpurt_status_code_t code, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  tpurt_status_t s = tpurt_status_vcreate(code, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+/*===--- type promotion (PyTorch's c10::promoteTypes and result_type) ---===*/
+
+static int int_rank(tpurt_dtype_t d) {
+  switch (d) {
+    case TPURT_DTYPE_I8: case TPURT_DTYPE_U8: return 1;
+    case TPURT_DTYPE_I16: case TPURT_DTYPE_U16: return 2;
+    case TPURT_DTYPE_I32: case TPURT_DTYPE_U32: return 4;
+    default: return 8;
+  }
+}
+
+tpurt_dtype_t lower_promote(tpurt_dtype_t a, tpurt_dtype_t b) {
+  if (a == b) return a;
+  if (a == TPURT_DTYPE_INVALID) return b;
+  if (b == TPURT_DTYPE_INVALID) return a;
+  if (a == TPURT_DTYPE_BOOL) return b;
+  if (b == TPURT_DTYPE_BOOL) return a;
+  bool fa = tpurt_dtype_is_float(a), fb = tpurt_dtype_is_float(b);
+  if (fa && !fb) return a;
+  if (fb && !fa) return b;
+  if (fa && fb) {
+    if ((a == TPURT_DTYPE_F16 && b == TPURT_DTYPE_BF16) || (a == TPURT_DTYPE_BF16 && b == TPURT_DTYPE_F16))
+      return TPURT_DTYPE_F32;
+    return tpurt_dtype_size(a) >= tpurt_dtype_size(b) ? a : b;
+  }
+  /* two different ints */
+  bool ua = tpurt_dtype_is_unsigned(a), ub = tpurt_dtype_is_unsigned(b);
+  if (ua == ub) return int_rank(a) >= int_rank(b) ? a : b;
+  tpurt_dtype_t s = ua ? b : a, u = ua ? a : b;
+  if (int_rank(s) > int_rank(u)) return s;
+  /* u8 with i8 -> i16; wider unsigned with a signed int -> the next signed */
+  switch (int_rank(u)) {
+    case 1: return TPURT_DTYPE_I16;
+    case 2: return TPURT_DTYPE_I32;
+    default: return TPURT_DTYPE_I64;
+  }
+}
+
+static int category(tpurt_dtype_t d) {
+  if (d == TPURT_DTYPE_INVALID) return -1;
+  if (d == TPURT_DTYPE_BOOL) return 0;
+  if (tpurt_dtype_is_float(d)) return 2;
+  return 1;
+}
+
+/* c10's combine_categories: a higher tier wins unless it is of a lower
+** category (bool < int < float) than the lower tier. */
+static tpurt_dtype_t combine_categories(tpurt_dtype_t higher, tpurt_dtype_t lower) {
+  if (higher == TPURT_DTYPE_INVALID) return lower;
+  if (lower == TPURT_DTYPE_INVALID) return higher;
+  if (category(higher) == 2) return higher;
+  if (higher == TPURT_DTYPE_BOOL || category(lower) == 2) return lower_promote(higher, lower);
+  return higher;
+}
+
+tpurt_dtype_t lower_result_type(const lower_ctx_t* ctx, const int32_t* args, int32_t n) {
+  tpurt_dtype_t tier[3] = {TPURT_DTYPE_INVALID, TPURT_DTYPE_INVALID, TPURT_DTYPE_INVALID};
+  for (int32_t k = 0; k < n; ++k) {
+    const tpurt_arg_t* a = lower_arg(ctx, args[k]);
+    if (a->kind == TPURT_ARG_TENSOR) {
+      int t = a->u.tensor.rank == 0 ? TPURT_TIER_ZERO_DIM : TPURT_TIER_TENSOR;
+      tier[t] = lower_promote(tier[t], a->u.tensor.dtype);
+    } else if (a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT) {
+      tpurt_dtype_t d = a->u.scalar.dtype;
+      int t = a->u.scalar.tier;
+      if (t == TPURT_TIER_WRAPPED && tpurt_dtype_is_float(d)) d = LOWER_DEFAULT_FLOAT;
+      if (t == TPURT_TIER_TENSOR) t = TPURT_TIER_ZERO_DIM;
+      tier[t] = lower_promote(tier[t], d);
+    } else if (a->kind == TPURT_ARG_INT) {
+      tier[TPURT_TIER_WRAPPED] = lower_promote(tier[TPURT_TIER_WRAPPED], TPURT_DTYPE_I64);
+    } else if (a->kind == TPURT_ARG_BOOL) {
+      tier[TPURT_TIER_WRAPPED] = lower_promote(tier[TPURT_TIER_WRAPPED], TPURT_DTYPE_BOOL);
+    }
+  }
+  return combine_categories(tier[0], combine_categories(tier[1], tier[2]));
+}
+
+bool lower_can_cast(tpurt_dtype_t from, tpurt_dtype_t to) {
+  /* floats may not go to ints, non-bool may not go to bool */
+  if (tpurt_dtype_is_float(from) && !tpurt_dtype_is_float(to)) return false;
+  if (from != TPURT_DTYPE_BOOL && to == TPURT_DTYPE_BOOL) return false;
+  return true;
+}
+
+/*===--- shapes ---===*/
+
+const char* lower_shape_str(int32_t rank, const int64_t* dims) {
+  static _Thread_local char buf[4][160];
+  static _Thread_local int next;
+  char* s = buf[next++ & 3];
+  size_t n = 0;
+  n += (size_t)snprintf(s + n, 160 - n, "[");
+  for (int32_t i = 0; i < rank && n < 150; ++i)
+    n += (size_t)snprintf(s + n, 160 - n, "%s%lld", i ? ", " : "", (long long)dims[i]);
+  snprintf(s + n, 160 - n, "]");
+  return s;
+}
+
+tpurt_status_t lower_broadcast_shapes(int32_t rank_a, const int64_t* a, int32_t rank_b, const int64_t* b,
+                                      int32_t* out_rank, int64_t* out) {
+  int32_t r = rank_a > rank_b ? rank_a : rank_b;
+  int64_t tmp[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < r; ++i) {
+    int32_t ia = i - (r - rank_a), ib = i - (r - rank_b);
+    int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
+    if (da != db && da != 1 && db != 1)
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "The size of tensor a (%lld) must match the size of tensor b (%lld) at non-singleton "
+                         "dimension %d",
+                         (long long)da, (long long)db, i);
+    tmp[i] = da == 1 ? db : da;
+  }
+  for (int32_t i = 0; i < r; ++i) out[i] = tmp[i];
+  *out_rank = r;
+  return NULL;
+}
+
+ir_value_t lower_broadcast_to(lower_ctx_t* ctx, ir_value_t x, int32_t rank, const int64_t* dims) {
+  const ir_type_t* t = ir_value_type(ctx->func, x);
+  if (!t) return IR_NONE;
+  if (t->rank == rank) {
+    bool same = true;
+    for (int32_t i = 0; i < rank; ++i) same &= t->dims[i] == dims[i];
+    if (same) return x;
+  }
+  /* Size-1 dims that broadcast are dropped first (broadcast_in_dim needs
+  ** operand dim == 1 or equal; both work, but a reshape keeps it simple). */
+  int64_t bdims[TPURT_MAX_RANK];
+  int32_t off = rank - t->rank;
+  for (int32_t i = 0; i < t->rank; ++i) bdims[i] = i + off;
+  return ir_broadcast_in_dim(ctx->func, x, rank, dims, bdims);
+}
+
+ir_value_t lower_cast(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype) {
+  const ir_type_t* t = ir_value_type(ctx->func, x);
+  if (!t || t->dtype == dtype) return x;
+  if (dtype == TPURT_DTYPE_BOOL) {
+    /* PyTorch: nonzero -> true (convert would truncate for floats) */
+    ir_value_t zero = lower_full_like(ctx, x, 0.0);
+    return ir_compare(ctx->func, IR_NE, x, zero);
+  }
+  return ir_convert(ctx->func, x, dtype);
+}
+
+ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims, double value) {
+  ir_value_t c = tpurt_dtype_is_float(dtype) ? ir_constant_f64(ctx->func, dtype, value)
+                                             : ir_constant_i64(ctx->func, dtype, (int64_t)value);
+  if (rank == 0) return c;
+  return ir_broadcast_in_dim(ctx->func, c, rank, dims, NULL);
+}
+
+ir_value_t lower_full_like(lower_ctx_t* ctx, ir_value_t like, double value) {
+  const ir_type_t* t = ir_value_type(ctx->func, like);
+  if (!t) return IR_NONE;
+  ir_type_t copy = *t;
+  return lower_splat(ctx, copy.dtype, copy.rank, copy.dims, value);
+}
+
+tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim) {
+  int32_t r = rank > 0 ? rank : 1;
+  if (dim < -r || dim >= r)
+    return lower_error(TPURT_OUT_OF_RANGE, "Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
+                       -r, r - 1, (long long)dim);
+  *out_dim = dim < 0 ? dim + r : dim;
+  return NULL;
+}
+
+tpurt_dtype_t lower_acc_dtype(tpurt_dtype_t dtype) {
+  return (dtype == TPURT_DTYPE_BF16 || dtype == TPURT_DTYPE_F16) ? TPURT_DTYPE_F32 : dtype;
+}

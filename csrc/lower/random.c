@@ -1,0 +1,6 @@
+/* random.c: placeholder until the family lands. */
+#include "lower.h"
+
+const lower_rule_t lower_random_rules[] = {
+    LOWER_END,
+};

@@ -1,0 +1,348 @@
+/* reduction.c: sum, mean, amax/amin, max/min, argmax/argmin, var/std,
+** any/all, prod. bf16/f16 inputs accumulate in f32 (XLA:CPU would
+** accumulate them in bf16 element by element otherwise). */
+#include <math.h>
+#include <stdint.h>
+
+#include "../base/base.h"
+#include "lower.h"
+
+/* The reduced dims of a dim argument: None or [] mean every dim. Fills
+** |mask| (1 = reduced) and |dims| (sorted). */
+static tpurt_status_t reduce_dims(lower_ctx_t* ctx, int32_t arg, int32_t rank, bool* mask, int64_t* dims, int32_t* n) {
+  int64_t raw[TPURT_MAX_RANK * 2];
+  int32_t m = lower_is_none(ctx, arg) ? 0 : lower_ints(ctx, arg, raw, TPURT_MAX_RANK * 2);
+  for (int32_t i = 0; i < rank; ++i) mask[i] = m == 0;
+  for (int32_t i = 0; i < m; ++i) {
+    int64_t d;
+    TPURT_RETURN_IF_ERROR(lower_wrap_dim(raw[i], rank, &d));
+    if (rank == 0) continue;
+    if (mask[d])
+      return lower_error(TPURT_INVALID_ARGUMENT, "dim %lld appears multiple times in the list of dims", (long long)d);
+    mask[d] = true;
+  }
+  *n = 0;
+  for (int32_t i = 0; i < rank; ++i)
+    if (mask[i]) dims[(*n)++] = i;
+  return NULL;
+}
+
+/* Reshapes a reduced value back to rank with ones where dims were reduced. */
+static ir_value_t keep_dims(lower_ctx_t* ctx, ir_value_t v, const tpurt_tensor_t* t, const bool* mask, bool keepdim) {
+  if (!keepdim) return v;
+  int64_t shape[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < t->rank; ++i) shape[i] = mask[i] ? 1 : t->sizes[i];
+  return ir_reshape(ctx->func, v, t->rank, shape);
+}
+
+static double lowest(tpurt_dtype_t d) {
+  if (tpurt_dtype_is_float(d)) return -INFINITY;
+  switch (d) {
+    case TPURT_DTYPE_BOOL: case TPURT_DTYPE_U8: case TPURT_DTYPE_U16: case TPURT_DTYPE_U32: case TPURT_DTYPE_U64: return 0;
+    case TPURT_DTYPE_I8: return INT8_MIN;
+    case TPURT_DTYPE_I16: return INT16_MIN;
+    case TPURT_DTYPE_I32: return INT32_MIN;
+    default: return (double)INT64_MIN;
+  }
+}
+
+static double highest(tpurt_dtype_t d) {
+  if (tpurt_dtype_is_float(d)) return INFINITY;
+  switch (d) {
+    case TPURT_DTYPE_BOOL: return 1;
+    case TPURT_DTYPE_U8: return UINT8_MAX;
+    case TPURT_DTYPE_I8: return INT8_MAX;
+    case TPURT_DTYPE_I16: return INT16_MAX;
+    case TPURT_DTYPE_U16: return UINT16_MAX;
+    case TPURT_DTYPE_I32: return INT32_MAX;
+    case TPURT_DTYPE_U32: return UINT32_MAX;
+    default: return (double)INT64_MAX;
+  }
+}
+
+/* A rank-0 constant; int64 extremes are exact only through the i64 path. */
+static ir_value_t scalar_const(lower_ctx_t* ctx, tpurt_dtype_t d, double v) {
+  if (tpurt_dtype_is_float(d)) return ir_constant_f64(ctx->func, d, v);
+  if (d == TPURT_DTYPE_I64 && v <= (double)INT64_MIN) return ir_constant_i64(ctx->func, d, INT64_MIN);
+  if (d == TPURT_DTYPE_I64 && v >= (double)INT64_MAX) return ir_constant_i64(ctx->func, d, INT64_MAX);
+  return ir_constant_i64(ctx->func, d, (int64_t)v);
+}
+
+/*===--- sum / mean / prod ---===*/
+
+static tpurt_status_t sum_like(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_arg, int32_t dtype_arg, bool mean,
+                               bool prod) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  tpurt_dtype_t out = lower_dtype(ctx, dtype_arg, TPURT_DTYPE_INVALID);
+  if (out == TPURT_DTYPE_INVALID)
+    out = (tpurt_dtype_is_float(t->dtype)) ? t->dtype : (mean ? TPURT_DTYPE_INVALID : TPURT_DTYPE_I64);
+  if (mean && (out == TPURT_DTYPE_INVALID || !tpurt_dtype_is_float(out)))
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
+                       "dtype. Got: %s",
+                       tpurt_dtype_name(out == TPURT_DTYPE_INVALID ? t->dtype : out));
+  bool mask[TPURT_MAX_RANK];
+  int64_t dims[TPURT_MAX_RANK];
+  int32_t n = 0;
+  TPURT_RETURN_IF_ERROR(reduce_dims(ctx, dim_arg, t->rank, mask, dims, &n));
+  tpurt_dtype_t acc = lower_acc_dtype(out);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  ir_value_t r = ir_reduce(ctx->func, x, scalar_const(ctx, acc, prod ? 1.0 : 0.0), dims, n,
+                           prod ? IR_REDUCE_MUL : IR_REDUCE_ADD);
+  if (mean) {
+    int64_t count = 1;
+    for (int32_t i = 0; i < n; ++i) count *= t->sizes[dims[i]];
+    r = ir_binary(ctx->func, "stablehlo.divide", r, lower_full_like(ctx, r, (double)count));
+  }
+  lower_set_result(ctx, 0, keep_dims(ctx, lower_cast(ctx, r, out), t, mask, lower_bool(ctx, keep_arg, false)));
+  return NULL;
+}
+
+/* sum.dim_IntList(self, dim, keepdim, dtype) / sum(self, dtype) */
+static tpurt_status_t lower_sum_dim(lower_ctx_t* ctx) { return sum_like(ctx, 1, 2, 3, false, false); }
+static tpurt_status_t lower_sum(lower_ctx_t* ctx) { return sum_like(ctx, -1, -1, 1, false, false); }
+static tpurt_status_t lower_mean_dim(lower_ctx_t* ctx) { return sum_like(ctx, 1, 2, 3, true, false); }
+static tpurt_status_t lower_mean(lower_ctx_t* ctx) { return sum_like(ctx, -1, -1, 1, true, false); }
+static tpurt_status_t lower_prod(lower_ctx_t* ctx) { return sum_like(ctx, -1, -1, 1, false, true); }
+/* prod.dim_int(self, dim, keepdim, dtype) */
+static tpurt_status_t lower_prod_dim(lower_ctx_t* ctx) { return sum_like(ctx, 1, 2, 3, false, true); }
+
+/*===--- amax / amin / max / min / any / all ---===*/
+
+static tpurt_status_t extreme(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_arg, bool is_max) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  bool mask[TPURT_MAX_RANK];
+  int64_t dims[TPURT_MAX_RANK];
+  int32_t n = 0;
+  TPURT_RETURN_IF_ERROR(reduce_dims(ctx, dim_arg, t->rank, mask, dims, &n));
+  for (int32_t i = 0; i < n; ++i)
+    if (t->sizes[dims[i]] == 0)
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "%s(): Expected reduction dim %lld to have non-zero size.", is_max ? "amax" : "amin",
+                         (long long)dims[i]);
+  ir_value_t x = lower_tensor(ctx, 0);
+  tpurt_dtype_t d = t->dtype;
+  ir_value_t init = scalar_const(ctx, d, is_max ? lowest(d) : highest(d));
+  ir_value_t r = ir_reduce(ctx->func, x, init, dims, n, is_max ? IR_REDUCE_MAX : IR_REDUCE_MIN);
+  lower_set_result(ctx, 0, keep_dims(ctx, r, t, mask, lower_bool(ctx, keep_arg, false)));
+  return NULL;
+}
+
+static tpurt_status_t lower_amax(lower_ctx_t* ctx) { return extreme(ctx, 1, 2, true); }
+static tpurt_status_t lower_amin(lower_ctx_t* ctx) { return extreme(ctx, 1, 2, false); }
+
+static tpurt_status_t full_extreme(lower_ctx_t* ctx, bool is_max) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t numel = 1;
+  for (int32_t i = 0; i < t->rank; ++i) numel *= t->sizes[i];
+  if (numel == 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "%s(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim "
+                       "with the 'dim' argument.",
+                       is_max ? "max" : "min");
+  return extreme(ctx, -1, -1, is_max);
+}
+
+static tpurt_status_t lower_max(lower_ctx_t* ctx) { return full_extreme(ctx, true); }
+static tpurt_status_t lower_min(lower_ctx_t* ctx) { return full_extreme(ctx, false); }
+
+static tpurt_status_t any_all(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_arg, bool any) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  bool mask[TPURT_MAX_RANK];
+  int64_t dims[TPURT_MAX_RANK];
+  int32_t n = 0;
+  TPURT_RETURN_IF_ERROR(reduce_dims(ctx, dim_arg, t->rank, mask, dims, &n));
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL);
+  ir_value_t r = ir_reduce(ctx->func, x, ir_constant_i64(ctx->func, TPURT_DTYPE_BOOL, any ? 0 : 1), dims, n,
+                           any ? IR_REDUCE_OR : IR_REDUCE_AND);
+  /* PyTorch: uint8 in, uint8 out; everything else gives bool */
+  if (t->dtype == TPURT_DTYPE_U8) r = ir_convert(ctx->func, r, TPURT_DTYPE_U8);
+  lower_set_result(ctx, 0, keep_dims(ctx, r, t, mask, lower_bool(ctx, keep_arg, false)));
+  return NULL;
+}
+
+static tpurt_status_t lower_any(lower_ctx_t* ctx) { return any_all(ctx, -1, -1, true); }
+static tpurt_status_t lower_all(lower_ctx_t* ctx) { return any_all(ctx, -1, -1, false); }
+static tpurt_status_t lower_any_dims(lower_ctx_t* ctx) { return any_all(ctx, 1, 2, true); }
+static tpurt_status_t lower_all_dims(lower_ctx_t* ctx) { return any_all(ctx, 1, 2, false); }
+
+/*===--- argmax / argmin / max.dim / min.dim ---===*/
+
+/* Reduces (value, index) pairs along |dim|: the larger (smaller) value
+** wins, nan beats everything, ties go to the smaller index. */
+static void arg_reduce(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool is_max, ir_value_t* out_value,
+                       ir_value_t* out_index) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* xt = ir_value_type(f, x);
+  ir_type_t it = *xt;
+  it.dtype = TPURT_DTYPE_I64;
+  ir_value_t iota = ir_iota(f, it, (int32_t)dim);
+  tpurt_dtype_t d = xt->dtype;
+  ir_value_t inputs[2] = {x, iota};
+  ir_value_t inits[2] = {scalar_const(ctx, d, is_max ? lowest(d) : highest(d)),
+                         ir_constant_i64(f, TPURT_DTYPE_I64, INT64_MAX)};
+  ir_value_t res[2], blk[4];
+  ir_reduce_begin(f, inputs, inits, 2, &dim, 1, res, blk);
+  ir_value_t a = blk[0], ia = blk[1], b = blk[2], ib = blk[3];
+  ir_value_t better = ir_compare(f, is_max ? IR_GT : IR_LT, a, b);
+  ir_value_t eq = ir_compare(f, IR_EQ, a, b);
+  if (tpurt_dtype_is_float(d)) {
+    ir_value_t a_nan = ir_compare(f, IR_NE, a, a), b_nan = ir_compare(f, IR_NE, b, b);
+    better = ir_binary(f, "stablehlo.or", better, ir_binary(f, "stablehlo.and", a_nan, ir_unary(f, "stablehlo.not", b_nan)));
+    eq = ir_binary(f, "stablehlo.or", eq, ir_binary(f, "stablehlo.and", a_nan, b_nan));
+  }
+  ir_value_t first = ir_binary(f, "stablehlo.and", eq, ir_compare(f, IR_LT, ia, ib));
+  ir_value_t pick_a = ir_binary(f, "stablehlo.or", better, first);
+  ir_value_t ret[2] = {ir_select(f, pick_a, a, b), ir_select(f, pick_a, ia, ib)};
+  ir_region_end(f, ret, 2);
+  *out_value = res[0];
+  *out_index = res[1];
+}
+
+/* argmax(self, dim=None, keepdim=False) */
+static tpurt_status_t arg_extreme(lower_ctx_t* ctx, bool is_max) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  ir_value_t x = lower_tensor(ctx, 0);
+  bool keep = lower_bool(ctx, 2, false);
+  if (lower_is_none(ctx, 1)) {
+    int64_t n = 1;
+    for (int32_t i = 0; i < t->rank; ++i) n *= t->sizes[i];
+    if (n == 0)
+      return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected reduction dim to be specified for input.numel() == 0.",
+                         is_max ? "argmax" : "argmin");
+    x = ir_reshape(ctx->func, x, 1, &n);
+    ir_value_t v, idx;
+    arg_reduce(ctx, x, 0, is_max, &v, &idx);
+    if (keep) {
+      int64_t ones[TPURT_MAX_RANK];
+      for (int32_t i = 0; i < t->rank; ++i) ones[i] = 1;
+      idx = ir_reshape(ctx->func, idx, t->rank, ones);
+    }
+    lower_set_result(ctx, 0, idx);
+    return NULL;
+  }
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  if (t->rank == 0) {
+    lower_set_result(ctx, 0, ir_constant_i64(ctx->func, TPURT_DTYPE_I64, 0));
+    return NULL;
+  }
+  if (t->sizes[dim] == 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected reduction dim %lld to have non-zero size.",
+                       is_max ? "argmax" : "argmin", (long long)dim);
+  ir_value_t v, idx;
+  arg_reduce(ctx, x, dim, is_max, &v, &idx);
+  bool mask[TPURT_MAX_RANK] = {0};
+  mask[dim] = true;
+  lower_set_result(ctx, 0, keep_dims(ctx, idx, t, mask, keep));
+  return NULL;
+}
+
+static tpurt_status_t lower_argmax(lower_ctx_t* ctx) { return arg_extreme(ctx, true); }
+static tpurt_status_t lower_argmin(lower_ctx_t* ctx) { return arg_extreme(ctx, false); }
+
+/* max.dim(self, dim, keepdim) -> (values, indices) */
+static tpurt_status_t extreme_dim(lower_ctx_t* ctx, bool is_max) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  bool keep = lower_bool(ctx, 2, false);
+  ir_value_t x = lower_tensor(ctx, 0);
+  if (t->rank == 0) {
+    lower_set_result(ctx, 0, x);
+    lower_set_result(ctx, 1, ir_constant_i64(ctx->func, TPURT_DTYPE_I64, 0));
+    return NULL;
+  }
+  if (t->sizes[dim] == 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected reduction dim %lld to have non-zero size.",
+                       is_max ? "max" : "min", (long long)dim);
+  ir_value_t v, idx;
+  arg_reduce(ctx, x, dim, is_max, &v, &idx);
+  bool mask[TPURT_MAX_RANK] = {0};
+  mask[dim] = true;
+  lower_set_result(ctx, 0, keep_dims(ctx, v, t, mask, keep));
+  lower_set_result(ctx, 1, keep_dims(ctx, idx, t, mask, keep));
+  return NULL;
+}
+
+static tpurt_status_t lower_max_dim(lower_ctx_t* ctx) { return extreme_dim(ctx, true); }
+static tpurt_status_t lower_min_dim(lower_ctx_t* ctx) { return extreme_dim(ctx, false); }
+
+/*===--- var / std ---===*/
+
+/* var.correction(self, dim=None, *, correction=None, keepdim=False) */
+static tpurt_status_t var_like(lower_ctx_t* ctx, bool take_sqrt, bool with_mean) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!tpurt_dtype_is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "std and var only support floating point and complex dtypes");
+  bool mask[TPURT_MAX_RANK];
+  int64_t dims[TPURT_MAX_RANK];
+  int32_t n = 0;
+  TPURT_RETURN_IF_ERROR(reduce_dims(ctx, 1, t->rank, mask, dims, &n));
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  int64_t count = 1;
+  for (int32_t i = 0; i < n; ++i) count *= t->sizes[dims[i]];
+  ir_value_t zero = ir_constant_f64(f, acc, 0.0);
+  ir_value_t mean = ir_reduce(f, x, zero, dims, n, IR_REDUCE_ADD);
+  mean = ir_binary(f, "stablehlo.divide", mean, lower_full_like(ctx, mean, (double)count));
+  int64_t bdims[TPURT_MAX_RANK], shape[TPURT_MAX_RANK];
+  int32_t j = 0;
+  for (int32_t i = 0; i < t->rank; ++i) {
+    shape[i] = t->sizes[i];
+    if (!mask[i]) bdims[j++] = i;
+  }
+  ir_value_t dev = ir_binary(f, "stablehlo.subtract", x, ir_broadcast_in_dim(f, mean, t->rank, shape, bdims));
+  ir_value_t ss = ir_reduce(f, ir_binary(f, "stablehlo.multiply", dev, dev), zero, dims, n, IR_REDUCE_ADD);
+  /* correction: None means 1; its value becomes a runtime parameter */
+  ir_value_t corr = lower_is_none(ctx, 2) ? ir_constant_f64(f, acc, 1.0) : lower_scalar(ctx, 2, acc);
+  ir_value_t denom = ir_binary(f, "stablehlo.subtract", ir_constant_f64(f, acc, (double)count), corr);
+  denom = ir_binary(f, "stablehlo.maximum", denom, ir_constant_f64(f, acc, 0.0));
+  const ir_type_t* st = ir_value_type(f, ss);
+  ir_value_t var = ir_binary(f, "stablehlo.divide", ss, ir_broadcast_in_dim(f, denom, st->rank, st->dims, NULL));
+  if (take_sqrt) var = ir_unary(f, "stablehlo.sqrt", var);
+  bool keep = lower_bool(ctx, 3, false);
+  lower_set_result(ctx, 0, keep_dims(ctx, lower_cast(ctx, var, t->dtype), t, mask, keep));
+  if (with_mean) lower_set_result(ctx, 1, keep_dims(ctx, lower_cast(ctx, mean, t->dtype), t, mask, keep));
+  return NULL;
+}
+
+static tpurt_status_t lower_var(lower_ctx_t* ctx) { return var_like(ctx, false, false); }
+static tpurt_status_t lower_std(lower_ctx_t* ctx) { return var_like(ctx, true, false); }
+static tpurt_status_t lower_var_mean(lower_ctx_t* ctx) { return var_like(ctx, false, true); }
+static tpurt_status_t lower_std_mean(lower_ctx_t* ctx) { return var_like(ctx, true, true); }
+
+const lower_rule_t lower_reduction_rules[] = {
+    LOWER_FN("aten::all", lower_all),
+    LOWER_FN("aten::all.dims", lower_all_dims),
+    LOWER_FN("aten::amax", lower_amax),
+    LOWER_OUT_FN("aten::amax.out", lower_amax),
+    LOWER_FN("aten::amin", lower_amin),
+    LOWER_OUT_FN("aten::amin.out", lower_amin),
+    LOWER_FN("aten::any", lower_any),
+    LOWER_FN("aten::any.dims", lower_any_dims),
+    LOWER_FN("aten::argmax", lower_argmax),
+    LOWER_OUT_FN("aten::argmax.out", lower_argmax),
+    LOWER_FN("aten::argmin", lower_argmin),
+    LOWER_OUT_FN("aten::argmin.out", lower_argmin),
+    LOWER_FN("aten::max", lower_max),
+    LOWER_FN("aten::max.dim", lower_max_dim),
+    LOWER_OUT_FN("aten::max.dim_max", lower_max_dim),
+    LOWER_FN("aten::mean", lower_mean),
+    LOWER_FN("aten::mean.dim", lower_mean_dim),
+    LOWER_OUT_FN("aten::mean.out", lower_mean_dim),
+    LOWER_FN("aten::min", lower_min),
+    LOWER_FN("aten::min.dim", lower_min_dim),
+    LOWER_OUT_FN("aten::min.dim_min", lower_min_dim),
+    LOWER_FN("aten::prod", lower_prod),
+    LOWER_FN("aten::prod.dim_int", lower_prod_dim),
+    LOWER_FN("aten::std.correction", lower_std),
+    LOWER_FN("aten::std_mean.correction", lower_std_mean),
+    LOWER_FN("aten::sum", lower_sum),
+    LOWER_OUT_FN("aten::sum.IntList_out", lower_sum_dim),
+    LOWER_FN("aten::sum.dim_IntList", lower_sum_dim),
+    LOWER_FN("aten::var.correction", lower_var),
+    LOWER_FN("aten::var_mean.correction", lower_var_mean),
+    LOWER_END,
+};

@@ -1,0 +1,134 @@
+/* shape.c: ops that move data between shapes: cat, clone, flip, roll,
+** tril/triu. View ops never come here: they stay PyTorch's own metadata
+** kernels, and the engine reads strided views inside programs. */
+#include "../base/base.h"
+#include "lower.h"
+
+/* cat(Tensor[] tensors, int dim=0) with type promotion; 1-D empty tensors
+** are skipped, as PyTorch does for legacy reasons. */
+static tpurt_status_t lower_cat(lower_ctx_t* ctx) {
+  int32_t n = lower_list_len(ctx, 0);
+  if (n == 0) return lower_error(TPURT_INVALID_ARGUMENT, "torch.cat(): expected a non-empty list of Tensors");
+  tpurt_dtype_t dt = TPURT_DTYPE_INVALID;
+  const tpurt_tensor_t* ref = NULL;
+  for (int32_t k = 0; k < n; ++k) {
+    const tpurt_tensor_t* t = lower_list_meta(ctx, 0, k);
+    dt = lower_promote(dt, t->dtype);
+    if (!ref && !(t->rank == 1 && t->sizes[0] == 0)) ref = t;
+  }
+  if (!ref) ref = lower_list_meta(ctx, 0, 0);
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), ref->rank, &dim));
+  if (ref->rank == 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "zero-dimensional tensor (at position 0) cannot be concatenated");
+  ir_value_t parts[LOWER_MAX_FLAT_ARGS];
+  int32_t m = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    const tpurt_tensor_t* t = lower_list_meta(ctx, 0, k);
+    if (t->rank == 1 && t->sizes[0] == 0 && t != ref) continue;
+    if (t->rank != ref->rank)
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "Tensors must have same number of dimensions: got %d and %d", ref->rank, t->rank);
+    for (int32_t d = 0; d < t->rank; ++d)
+      if (d != dim && t->sizes[d] != ref->sizes[d])
+        return lower_error(TPURT_INVALID_ARGUMENT,
+                           "Sizes of tensors must match except in dimension %lld. Expected size %lld but got size "
+                           "%lld for tensor number %d in the list.",
+                           (long long)dim, (long long)ref->sizes[d], (long long)t->sizes[d], k);
+    parts[m++] = lower_cast(ctx, lower_list_tensor(ctx, 0, k), dt);
+  }
+  lower_set_result(ctx, 0, m == 1 ? parts[0] : ir_concatenate(ctx->func, parts, m, dim));
+  return NULL;
+}
+
+/* clone(self, memory_format=None): the value read through the view. */
+static tpurt_status_t lower_clone(lower_ctx_t* ctx) {
+  lower_set_result(ctx, 0, lower_tensor(ctx, 0));
+  return NULL;
+}
+
+/* flip(self, dims) */
+static tpurt_status_t lower_flip(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t raw[TPURT_MAX_RANK], dims[TPURT_MAX_RANK];
+  int32_t n = lower_ints(ctx, 1, raw, TPURT_MAX_RANK);
+  for (int32_t i = 0; i < n; ++i) TPURT_RETURN_IF_ERROR(lower_wrap_dim(raw[i], t->rank, &dims[i]));
+  ir_value_t x = lower_tensor(ctx, 0);
+  lower_set_result(ctx, 0, (n == 0 || t->rank == 0) ? x : ir_reverse(ctx->func, x, dims, n));
+  return NULL;
+}
+
+/* roll(self, shifts, dims): slices and a concatenate per dim. */
+static tpurt_status_t lower_roll(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t shifts[TPURT_MAX_RANK], raw[TPURT_MAX_RANK];
+  int32_t ns = lower_ints(ctx, 1, shifts, TPURT_MAX_RANK);
+  int32_t nd = lower_ints(ctx, 2, raw, TPURT_MAX_RANK);
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_tensor(ctx, 0);
+  if (nd == 0) { /* flatten, roll, restore */
+    if (ns != 1) return lower_error(TPURT_INVALID_ARGUMENT, "shifts and dimensions must align. shifts: %d, dims:0", ns);
+    int64_t numel = 1;
+    for (int32_t i = 0; i < t->rank; ++i) numel *= t->sizes[i];
+    x = ir_reshape(f, x, 1, &numel);
+    raw[0] = 0;
+    nd = 1;
+  } else if (ns != nd) {
+    return lower_error(TPURT_INVALID_ARGUMENT, "shifts and dimensions must align. shifts: %d, dims:%d", ns, nd);
+  }
+  for (int32_t i = 0; i < nd; ++i) {
+    const ir_type_t* xt = ir_value_type(f, x);
+    if (!xt) break;
+    ir_type_t ty = *xt;
+    int64_t d;
+    TPURT_RETURN_IF_ERROR(lower_wrap_dim(raw[i], ty.rank, &d));
+    int64_t len = ty.dims[d];
+    if (len == 0) continue;
+    int64_t s = ((shifts[i] % len) + len) % len;
+    if (s == 0) continue;
+    int64_t st[TPURT_MAX_RANK] = {0}, li[TPURT_MAX_RANK], one[TPURT_MAX_RANK];
+    for (int32_t k = 0; k < ty.rank; ++k) {
+      li[k] = ty.dims[k];
+      one[k] = 1;
+    }
+    st[d] = len - s;
+    ir_value_t tailv = ir_slice(f, x, st, li, one);
+    st[d] = 0;
+    li[d] = len - s;
+    ir_value_t head = ir_slice(f, x, st, li, one);
+    ir_value_t parts[2] = {tailv, head};
+    x = ir_concatenate(f, parts, 2, d);
+  }
+  lower_set_result(ctx, 0, ir_reshape(f, x, t->rank, t->sizes));
+  return NULL;
+}
+
+/* tril/triu(self, diagonal): a mask from two iotas over the last dims. */
+static tpurt_status_t triangle(lower_ctx_t* ctx, bool lower) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (t->rank < 2)
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s: input tensor must have at least 2 dimensions", lower ? "tril" : "triu");
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_tensor(ctx, 0);
+  ir_type_t it = ir_type_make(TPURT_DTYPE_I64, t->rank, t->sizes);
+  ir_value_t row = ir_iota(f, it, t->rank - 2), col = ir_iota(f, it, t->rank - 1);
+  ir_value_t diag = lower_broadcast_to(ctx, ir_constant_i64(f, TPURT_DTYPE_I64, lower_int(ctx, 1, 0)), t->rank, t->sizes);
+  ir_value_t delta = ir_binary(f, "stablehlo.subtract", col, row);
+  ir_value_t keep = ir_compare(f, lower ? IR_LE : IR_GE, delta, diag);
+  lower_set_result(ctx, 0, ir_select(f, keep, x, lower_full_like(ctx, x, 0.0)));
+  return NULL;
+}
+
+static tpurt_status_t lower_tril(lower_ctx_t* ctx) { return triangle(ctx, true); }
+static tpurt_status_t lower_triu(lower_ctx_t* ctx) { return triangle(ctx, false); }
+
+const lower_rule_t lower_shape_rules[] = {
+    LOWER_FN("aten::cat", lower_cat),
+    LOWER_OUT_FN("aten::cat.out", lower_cat),
+    LOWER_FN("aten::clone", lower_clone),
+    LOWER_FN("aten::flip", lower_flip),
+    LOWER_FN("aten::roll", lower_roll),
+    LOWER_FN("aten::tril", lower_tril),
+    LOWER_FN("aten::triu", lower_triu),
+    LOWER_END,
+};

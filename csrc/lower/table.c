@@ -1,0 +1,48 @@
+/* table.c: the one table from aten overload names to rules, built once
+** from the per-family tables into a hash map. */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "../base/base.h"
+#include "lower.h"
+
+static const lower_rule_t* const kFamilies[] = {
+    lower_elementwise_rules, lower_activation_rules, lower_reduction_rules, lower_linalg_rules,
+    lower_norm_rules,        lower_shape_rules,      lower_factory_rules,   lower_indexing_rules,
+    lower_random_rules,
+};
+
+#define MAP_SIZE 2048 /* power of two, > 2x the number of rules */
+static const lower_rule_t* g_map[MAP_SIZE];
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static const lower_rule_t** slot(const char* name) {
+  uint64_t h = tpurt_hash_str(TPURT_HASH_SEED, name);
+  for (uint64_t i = 0;; ++i) {
+    const lower_rule_t** s = &g_map[(h + i) & (MAP_SIZE - 1)];
+    if (!*s || strcmp((*s)->name, name) == 0) return s;
+  }
+}
+
+static void build_map(void) {
+  for (size_t f = 0; f < sizeof(kFamilies) / sizeof(kFamilies[0]); ++f)
+    for (const lower_rule_t* r = kFamilies[f]; r->name; ++r) *slot(r->name) = r;
+}
+
+const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch) {
+  pthread_once(&g_once, build_map);
+  const lower_rule_t* r = *slot(name);
+  if (r) return r;
+  /* "aten::add_.Tensor" -> "aten::add.Tensor", run in place */
+  const char* dot = strchr(name, '.');
+  size_t base = dot ? (size_t)(dot - name) : strlen(name);
+  if (base < 2 || name[base - 1] != '_' || base + 1 > 200) return NULL;
+  char functional[256];
+  memcpy(functional, name, base - 1);
+  snprintf(functional + base - 1, sizeof(functional) - (base - 1), "%s", dot ? dot : "");
+  r = *slot(functional);
+  if (!r || r->variant != LOWER_FUNCTIONAL) return NULL;
+  *scratch = *r;
+  scratch->variant = LOWER_INPLACE;
+  return scratch;
+}

@@ -1,0 +1,241 @@
+/* buffer.c: device buffers: upload, download, device-to-device copies,
+** reference counts, and the memory counters. */
+#include "pjrt_internal.h"
+
+/* tpurt_dtype_t -> PJRT_Buffer_Type. */
+static const int kToPjrtType[TPURT_DTYPE_COUNT] = {
+    [TPURT_DTYPE_INVALID] = PJRTABI_TYPE_INVALID, [TPURT_DTYPE_BOOL] = PJRTABI_TYPE_PRED,
+    [TPURT_DTYPE_U8] = PJRTABI_TYPE_U8,           [TPURT_DTYPE_I8] = PJRTABI_TYPE_S8,
+    [TPURT_DTYPE_I16] = PJRTABI_TYPE_S16,         [TPURT_DTYPE_I32] = PJRTABI_TYPE_S32,
+    [TPURT_DTYPE_I64] = PJRTABI_TYPE_S64,         [TPURT_DTYPE_F16] = PJRTABI_TYPE_F16,
+    [TPURT_DTYPE_BF16] = PJRTABI_TYPE_BF16,       [TPURT_DTYPE_F32] = PJRTABI_TYPE_F32,
+    [TPURT_DTYPE_F64] = PJRTABI_TYPE_F64,         [TPURT_DTYPE_U16] = PJRTABI_TYPE_U16,
+    [TPURT_DTYPE_U32] = PJRTABI_TYPE_U32,         [TPURT_DTYPE_U64] = PJRTABI_TYPE_U64,
+};
+
+static tpurt_dtype_t from_pjrt_type(int type) {
+  for (int d = 1; d < TPURT_DTYPE_COUNT; ++d) {
+    if (kToPjrtType[d] == type) return (tpurt_dtype_t)d;
+  }
+  return TPURT_DTYPE_INVALID;
+}
+
+void pjrt_launch_release(pjrt_launch_t* launch) {
+  if (launch && __atomic_sub_fetch(&launch->refcount, 1, __ATOMIC_ACQ_REL) == 0) free(launch);
+}
+
+/* Dense byte size of |rank| |dims| of |dtype|, checking for negative sizes
+** and overflow. */
+static tpurt_status_t dense_size(tpurt_dtype_t dtype, int32_t rank, const int64_t* dims, size_t* out_nbytes) {
+  if (rank < 0 || rank > TPURT_MAX_RANK) {
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "buffer rank must be 0..%d, got %d", TPURT_MAX_RANK,
+                               (int)rank);
+  }
+  size_t n = tpurt_dtype_size(dtype);
+  for (int32_t i = 0; i < rank; ++i) {
+    if (dims[i] < 0) {
+      return tpurt_status_create(TPURT_INVALID_ARGUMENT, "buffer dimension %d must be >= 0, got %lld", (int)i,
+                                 (long long)dims[i]);
+    }
+    if (dims[i] != 0 && n > SIZE_MAX / (size_t)dims[i]) {
+      return tpurt_status_create(TPURT_RESOURCE_EXHAUSTED,
+                                 "buffer of %s with dimension %d = %lld overflows size_t",
+                                 tpurt_dtype_name(dtype), (int)i, (long long)dims[i]);
+    }
+    n *= (size_t)dims[i];
+  }
+  *out_nbytes = n;
+  return NULL;
+}
+
+static pjrt_buffer_t* new_buffer(pjrt_abi_buffer_t* raw, int device, tpurt_dtype_t dtype, int32_t rank,
+                                 const int64_t* dims, size_t nbytes) {
+  pjrt_buffer_t* b = tpurt_xcalloc(1, sizeof(*b));
+  b->raw = raw;
+  b->device = device;
+  b->dtype = dtype;
+  b->rank = rank;
+  if (rank) memcpy(b->dims, dims, sizeof(int64_t) * (size_t)rank);
+  b->nbytes = nbytes;
+  b->refcount = 1;
+  return b;
+}
+
+void pjrt_count_buffer_locked(const pjrt_buffer_t* buffer) {
+  pjrt_counters_t* c = &pjrt_g.counters;
+  c->live_buffers++;
+  uint64_t in_use = c->bytes_in_use[buffer->device] += buffer->nbytes;
+  if (in_use > c->peak_bytes_in_use[buffer->device]) c->peak_bytes_in_use[buffer->device] = in_use;
+}
+
+void pjrt_destroy_raw_buffer_locked(pjrt_abi_buffer_t* raw) {
+  PJRT_ARGS(pjrt_abi_buffer_destroy_args_t, a);
+  a.buffer = raw;
+  tpurt_status_free(PJRT_CALL(PJRTABI_BUFFER_DESTROY, "Buffer_Destroy", &a));
+}
+
+tpurt_status_t pjrt_wrap_buffer_locked(pjrt_abi_buffer_t* raw, int device, pjrt_launch_t* launch,
+                                       pjrt_buffer_t** out_buffer) {
+  *out_buffer = NULL;
+  PJRT_ARGS(pjrt_abi_buffer_element_type_args_t, t);
+  t.buffer = raw;
+  tpurt_status_t status = PJRT_CALL(PJRTABI_BUFFER_ELEMENT_TYPE, "Buffer_ElementType", &t);
+  PJRT_ARGS(pjrt_abi_buffer_dimensions_args_t, d);
+  d.buffer = raw;
+  if (!status) status = PJRT_CALL(PJRTABI_BUFFER_DIMENSIONS, "Buffer_Dimensions", &d);
+  tpurt_dtype_t dtype = from_pjrt_type(t.type);
+  if (!status && dtype == TPURT_DTYPE_INVALID) {
+    status = tpurt_status_create(TPURT_UNIMPLEMENTED,
+                                 "a program produced a buffer of PJRT element type %d, which "
+                                 "torch_tpu does not support",
+                                 t.type);
+  }
+  if (!status && d.num_dims > TPURT_MAX_RANK) {
+    status =
+        tpurt_status_create(TPURT_UNIMPLEMENTED, "a program produced a buffer of rank %zu; the maximum is %d",
+                            d.num_dims, TPURT_MAX_RANK);
+  }
+  size_t nbytes = 0;
+  if (!status) status = dense_size(dtype, (int32_t)d.num_dims, d.dims, &nbytes);
+  if (status) {
+    pjrt_destroy_raw_buffer_locked(raw);
+    return status;
+  }
+  pjrt_buffer_t* b = new_buffer(raw, device, dtype, (int32_t)d.num_dims, d.dims, nbytes);
+  if (launch) {
+    __atomic_add_fetch(&launch->refcount, 1, __ATOMIC_RELAXED);
+    b->launch = launch;
+  }
+  pjrt_count_buffer_locked(b);
+  *out_buffer = b;
+  return NULL;
+}
+
+tpurt_status_t pjrt_buffer_from_host(int device, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
+                                     const void* data, pjrt_buffer_t** out_buffer) {
+  *out_buffer = NULL;
+  TPURT_RETURN_IF_ERROR(pjrt_init());
+  TPURT_RETURN_IF_ERROR(pjrt_check_device(device));
+  if (dtype <= TPURT_DTYPE_INVALID || dtype >= TPURT_DTYPE_COUNT) {
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "cannot make a device buffer of dtype %d", (int)dtype);
+  }
+  size_t nbytes;
+  TPURT_RETURN_IF_ERROR(dense_size(dtype, rank, dims, &nbytes));
+  static const char kEmpty[8];
+  if (nbytes == 0 || !data) data = kEmpty; /* the plugin wants a pointer even for no bytes */
+  if (nbytes && data == kEmpty) {
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "NULL host data for a buffer of %zu bytes", nbytes);
+  }
+  PJRT_ARGS(pjrt_abi_buffer_from_host_args_t, a);
+  a.client = pjrt_g.client;
+  a.data = data;
+  a.type = kToPjrtType[dtype];
+  a.dims = dims;
+  a.num_dims = (size_t)rank;
+  a.host_buffer_semantics = PJRTABI_HOST_BUFFER_IMMUTABLE_ONLY_DURING_CALL;
+  a.device = pjrt_g.devices[device];
+  pthread_mutex_lock(&pjrt_g.lock);
+  tpurt_status_t status =
+      PJRT_CALL(PJRTABI_CLIENT_BUFFER_FROM_HOST_BUFFER, "Client_BufferFromHostBuffer", &a);
+  pjrt_buffer_t* b = NULL;
+  if (!status) {
+    b = new_buffer(a.buffer, device, dtype, rank, dims, nbytes);
+    pjrt_count_buffer_locked(b);
+    pjrt_g.counters.bytes_to_device += nbytes;
+  }
+  pthread_mutex_unlock(&pjrt_g.lock);
+  /* kImmutableOnlyDuringCall: the host bytes were copied before the call
+  ** returned, so the event is (or is about to be) ready; its error, if any,
+  ** is the transfer's. */
+  tpurt_status_t done = pjrt_api_event_await(&pjrt_g.api, a.done_with_host_buffer);
+  if (status) return tpurt_status_annotate(status, "uploading a buffer to the device");
+  if (done) {
+    pjrt_buffer_release(b);
+    return tpurt_status_annotate(done, "uploading a buffer to the device");
+  }
+  *out_buffer = b;
+  return NULL;
+}
+
+void pjrt_buffer_retain(pjrt_buffer_t* buffer) {
+  if (buffer) __atomic_add_fetch(&buffer->refcount, 1, __ATOMIC_RELAXED);
+}
+
+void pjrt_buffer_release(pjrt_buffer_t* buffer) {
+  if (!buffer || __atomic_sub_fetch(&buffer->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  pthread_mutex_lock(&pjrt_g.lock);
+  pjrt_destroy_raw_buffer_locked(buffer->raw);
+  pjrt_counters_t* c = &pjrt_g.counters;
+  c->live_buffers--;
+  c->bytes_in_use[buffer->device] -= buffer->nbytes;
+  pthread_mutex_unlock(&pjrt_g.lock);
+  pjrt_launch_release(buffer->launch);
+  free(buffer);
+}
+
+/* Names the op that produced |buffer| in an asynchronous error. */
+static tpurt_status_t blame(pjrt_buffer_t* buffer, tpurt_status_t status) {
+  if (status && buffer->launch) tpurt_status_annotate(status, buffer->launch->op_name);
+  return status;
+}
+
+tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer) {
+  PJRT_ARGS(pjrt_abi_buffer_ready_event_args_t, a);
+  a.buffer = buffer->raw;
+  pthread_mutex_lock(&pjrt_g.lock);
+  tpurt_status_t status = PJRT_CALL(PJRTABI_BUFFER_READY_EVENT, "Buffer_ReadyEvent", &a);
+  pthread_mutex_unlock(&pjrt_g.lock);
+  if (status) return status;
+  return blame(buffer, pjrt_api_event_await(&pjrt_g.api, a.event));
+}
+
+tpurt_status_t pjrt_buffer_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_size) {
+  if (dst_size < buffer->nbytes) {
+    return tpurt_status_create(
+        TPURT_INVALID_ARGUMENT,
+        "reading a %s buffer of %zu bytes to the host needs %zu bytes of space, got %zu",
+        tpurt_dtype_name(buffer->dtype), buffer->nbytes, buffer->nbytes, dst_size);
+  }
+  /* dst == NULL would ask the plugin for the size instead of copying. */
+  if (buffer->nbytes == 0) return pjrt_buffer_await(buffer);
+  PJRT_ARGS(pjrt_abi_buffer_to_host_args_t, a);
+  a.src = buffer->raw;
+  a.dst = dst;
+  a.dst_size = buffer->nbytes;
+  pthread_mutex_lock(&pjrt_g.lock);
+  tpurt_status_t status = PJRT_CALL(PJRTABI_BUFFER_TO_HOST_BUFFER, "Buffer_ToHostBuffer", &a);
+  if (!status) pjrt_g.counters.bytes_from_device += buffer->nbytes;
+  pthread_mutex_unlock(&pjrt_g.lock);
+  if (!status) status = pjrt_api_event_await(&pjrt_g.api, a.event);
+  return blame(buffer, status);
+}
+
+tpurt_status_t pjrt_buffer_copy_to_device(pjrt_buffer_t* buffer, int device, pjrt_buffer_t** out_buffer) {
+  *out_buffer = NULL;
+  TPURT_RETURN_IF_ERROR(pjrt_check_device(device));
+  if (device == buffer->device) { /* buffers are immutable: share it */
+    pjrt_buffer_retain(buffer);
+    *out_buffer = buffer;
+    return NULL;
+  }
+  PJRT_ARGS(pjrt_abi_buffer_copy_to_device_args_t, a);
+  a.buffer = buffer->raw;
+  a.dst_device = pjrt_g.devices[device];
+  pthread_mutex_lock(&pjrt_g.lock);
+  tpurt_status_t status = PJRT_CALL(PJRTABI_BUFFER_COPY_TO_DEVICE, "Buffer_CopyToDevice", &a);
+  pjrt_buffer_t* b = NULL;
+  if (!status) {
+    b = new_buffer(a.dst_buffer, device, buffer->dtype, buffer->rank, buffer->dims, buffer->nbytes);
+    pjrt_count_buffer_locked(b);
+  }
+  pthread_mutex_unlock(&pjrt_g.lock);
+  if (status) {
+    return tpurt_status_annotate(blame(buffer, status), "copying a buffer between devices");
+  }
+  if (buffer->launch) {
+    __atomic_add_fetch(&buffer->launch->refcount, 1, __ATOMIC_RELAXED);
+    b->launch = buffer->launch;
+  }
+  *out_buffer = b;
+  return NULL;
+}

@@ -1,0 +1,207 @@
+/* client.c: the process-wide PJRT client: finding and initialising the
+** plugin once, creating the client, and what it says about its devices. */
+#include <stdio.h>
+#include <time.h>
+
+#include "pjrt_internal.h"
+
+pjrt_state_t pjrt_g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static tpurt_status_code_t g_init_code = TPURT_OK;
+static char* g_init_message; /* the remembered failure, or NULL */
+
+static pthread_mutex_t g_default_lock = PTHREAD_MUTEX_INITIALIZER;
+static char* g_default_plugin;
+
+void tpurt_runtime_set_default_plugin(const char* path) {
+  pthread_mutex_lock(&g_default_lock);
+  free(g_default_plugin);
+  g_default_plugin = path && *path ? tpurt_xstrdup(path) : NULL;
+  pthread_mutex_unlock(&g_default_lock);
+}
+
+static char* copy_text(const char* s, size_t n) {
+  char* out = tpurt_xmalloc(n + 1);
+  if (n) memcpy(out, s, n);
+  out[n] = '\0';
+  return out;
+}
+
+/* Creates the client: with cpu_device_count first (the CPU plugin's option),
+** then, if the plugin rejects that as an unknown option, with none. */
+static tpurt_status_t create_client(void) {
+  int64_t count = tpurt_env_int("TORCH_TPU_NUM_DEVICES", 1);
+  const char* env = getenv("TORCH_TPU_NUM_DEVICES");
+  if (count < 1 || count > PJRT_MAX_DEVICES) {
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT,
+                               "TORCH_TPU_NUM_DEVICES must be an integer from 1 to %d, got '%s'",
+                               PJRT_MAX_DEVICES, env ? env : "");
+  }
+  static const char kName[] = "cpu_device_count";
+  pjrt_abi_named_value_t option = {.struct_size = pjrt_abi_named_value_t_SIZE,
+                                   .name = kName,
+                                   .name_size = sizeof(kName) - 1,
+                                   .type = PJRTABI_NAMED_VALUE_INT64,
+                                   .value.int64_value = count,
+                                   .value_size = 1};
+  PJRT_ARGS(pjrt_abi_client_create_args_t, a);
+  a.create_options = &option;
+  a.num_options = 1;
+  tpurt_status_t status = PJRT_CALL(PJRTABI_CLIENT_CREATE, "Client_Create", &a);
+  if (tpurt_status_code(status) == TPURT_INVALID_ARGUMENT) {
+    /* Not the CPU plugin: it validates option names and knows no such one. */
+    tpurt_status_t first = status;
+    PJRT_ARGS(pjrt_abi_client_create_args_t, b);
+    status = PJRT_CALL(PJRTABI_CLIENT_CREATE, "Client_Create", &b);
+    if (!status) {
+      a.client = b.client;
+      if (env && *env) {
+        fprintf(stderr,
+                "torch_tpu: TORCH_TPU_NUM_DEVICES ignored: the plugin does not take cpu_device_count (%s)\n",
+                tpurt_status_message(first));
+      }
+    }
+    tpurt_status_free(first);
+  }
+  if (status) return tpurt_status_annotate(status, "creating the PJRT client");
+  pjrt_g.client = a.client;
+  return NULL;
+}
+
+static tpurt_status_t client_string(int slot, const char* name, char** out) {
+  PJRT_ARGS(pjrt_abi_client_string_args_t, a);
+  a.client = pjrt_g.client;
+  TPURT_RETURN_IF_ERROR(PJRT_CALL(slot, name, &a));
+  *out = copy_text(a.text ? a.text : "", a.text ? a.text_size : 0);
+  return NULL;
+}
+
+static tpurt_status_t read_devices(void) {
+  PJRT_ARGS(pjrt_abi_client_addressable_devices_args_t, a);
+  a.client = pjrt_g.client;
+  TPURT_RETURN_IF_ERROR(PJRT_CALL(PJRTABI_CLIENT_ADDRESSABLE_DEVICES, "Client_AddressableDevices", &a));
+  if (a.num_addressable_devices == 0) {
+    return tpurt_status_create(TPURT_UNAVAILABLE, "PJRT plugin '%s' has no addressable devices",
+                               pjrt_g.api.path);
+  }
+  size_t n = a.num_addressable_devices;
+  if (n > PJRT_MAX_DEVICES) {
+    fprintf(stderr, "torch_tpu: the PJRT client has %zu devices; using the first %d\n", n, PJRT_MAX_DEVICES);
+    n = PJRT_MAX_DEVICES;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    pjrt_g.devices[i] = a.addressable_devices[i];
+    PJRT_ARGS(pjrt_abi_device_get_description_args_t, d);
+    d.device = pjrt_g.devices[i];
+    TPURT_RETURN_IF_ERROR(PJRT_CALL(PJRTABI_DEVICE_GET_DESCRIPTION, "Device_GetDescription", &d));
+    PJRT_ARGS(pjrt_abi_device_description_kind_args_t, k);
+    k.device_description = d.device_description;
+    TPURT_RETURN_IF_ERROR(PJRT_CALL(PJRTABI_DEVICE_DESCRIPTION_KIND, "DeviceDescription_Kind", &k));
+    pjrt_g.device_kinds[i] =
+        copy_text(k.device_kind ? k.device_kind : "", k.device_kind ? k.device_kind_size : 0);
+  }
+  pjrt_g.num_devices = (int)n;
+  return NULL;
+}
+
+static tpurt_status_t init_runtime(void) {
+  const char* env = getenv("TORCH_TPU_PJRT_PLUGIN");
+  char* path = NULL;
+  if (env && *env) {
+    path = tpurt_xstrdup(env);
+  } else {
+    pthread_mutex_lock(&g_default_lock);
+    if (g_default_plugin) path = tpurt_xstrdup(g_default_plugin);
+    pthread_mutex_unlock(&g_default_lock);
+  }
+  if (!path) {
+    return tpurt_status_create(TPURT_NOT_FOUND,
+                               "no PJRT plugin found: set TORCH_TPU_PJRT_PLUGIN to a plugin .so (libtpu.so, "
+                               "xla_cpu_pjrt.so...) or `pip install xla-cpu-pjrt`");
+  }
+  tpurt_status_t status = pjrt_api_load(path, &pjrt_g.api);
+  free(path);
+  if (status) return status;
+  PJRT_ARGS(pjrt_abi_plugin_initialize_args_t, init);
+  TPURT_RETURN_IF_ERROR(tpurt_status_annotate(
+      PJRT_CALL(PJRTABI_PLUGIN_INITIALIZE, "Plugin_Initialize", &init), "initialising the PJRT plugin"));
+  TPURT_RETURN_IF_ERROR(create_client());
+  TPURT_RETURN_IF_ERROR(
+      client_string(PJRTABI_CLIENT_PLATFORM_NAME, "Client_PlatformName", &pjrt_g.platform_name));
+  TPURT_RETURN_IF_ERROR(
+      client_string(PJRTABI_CLIENT_PLATFORM_VERSION, "Client_PlatformVersion", &pjrt_g.platform_version));
+  TPURT_RETURN_IF_ERROR(read_devices());
+  tpurt_strbuf_t id = {0};
+  tpurt_strbuf_printf(&id, "%s|%d.%d|%s|%s", pjrt_g.api.path, pjrt_g.api.major, pjrt_g.api.minor,
+                      pjrt_g.platform_name, pjrt_g.platform_version);
+  pjrt_g.identity = id.data;
+  return NULL;
+}
+
+static void init_once(void) {
+  tpurt_status_t status = init_runtime();
+  if (status) {
+    /* The client, if any, stays: a half-made runtime is never used. */
+    g_init_code = tpurt_status_code(status);
+    g_init_message = tpurt_xstrdup(tpurt_status_message(status));
+    pjrt_g.num_devices = 0;
+    tpurt_status_free(status);
+  }
+}
+
+tpurt_status_t pjrt_init(void) {
+  pthread_once(&g_once, init_once);
+  if (g_init_message) return tpurt_status_create(g_init_code, "%s", g_init_message);
+  return NULL;
+}
+
+int pjrt_device_count(void) {
+  tpurt_status_t status = pjrt_init();
+  if (status) {
+    tpurt_status_free(status);
+    return 0;
+  }
+  return pjrt_g.num_devices;
+}
+
+tpurt_status_t pjrt_check_device(int device) {
+  if (device < 0 || device >= pjrt_g.num_devices) {
+    return tpurt_status_create(TPURT_OUT_OF_RANGE,
+                               "device index %d is out of range: the PJRT client has %d device%s", device,
+                               pjrt_g.num_devices, pjrt_g.num_devices == 1 ? "" : "s");
+  }
+  return NULL;
+}
+
+tpurt_status_t pjrt_info(tpurt_runtime_info_t* out_info) {
+  memset(out_info, 0, sizeof(*out_info));
+  TPURT_RETURN_IF_ERROR(pjrt_init());
+  out_info->plugin_path = pjrt_g.api.path;
+  out_info->api_major = pjrt_g.api.major;
+  out_info->api_minor = pjrt_g.api.minor;
+  out_info->platform_name = pjrt_g.platform_name;
+  out_info->platform_version = pjrt_g.platform_version;
+  out_info->device_kind = pjrt_g.device_kinds[0];
+  out_info->device_count = pjrt_g.num_devices;
+  return NULL;
+}
+
+tpurt_status_t pjrt_device_kind(int device, const char** out_kind) {
+  *out_kind = NULL;
+  TPURT_RETURN_IF_ERROR(pjrt_init());
+  TPURT_RETURN_IF_ERROR(pjrt_check_device(device));
+  *out_kind = pjrt_g.device_kinds[device];
+  return NULL;
+}
+
+const char* pjrt_identity(void) {
+  tpurt_status_t status = pjrt_init();
+  if (status) {
+    tpurt_status_free(status);
+    return "";
+  }
+  return pjrt_g.identity;
+}
+
+pjrt_counters_t* pjrt_counters(void) { return &pjrt_g.counters; }

@@ -1,0 +1,133 @@
+/* loader.c: opening a PJRT plugin, checking its api table, and calling its
+** slots with PJRT errors turned into status objects. */
+#include <dlfcn.h>
+#include <stdio.h>
+
+#include "pjrt_internal.h"
+
+tpurt_status_t pjrt_api_load(const char* path, pjrt_api_t* out_api) {
+  memset(out_api, 0, sizeof(*out_api));
+  dlerror();
+  /* Never dlclosed: plugins keep static registries that must not unload. */
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = dlerror();
+    return tpurt_status_create(TPURT_NOT_FOUND, "cannot open PJRT plugin '%s': %s", path,
+                               why ? why : "unknown error");
+  }
+  typedef const void* (*get_api_fn_t)(void);
+  get_api_fn_t get_api;
+  void* sym = dlsym(handle, "GetPjrtApi");
+  memcpy(&get_api, &sym, sizeof(get_api));
+  if (!sym) {
+    return tpurt_status_create(TPURT_NOT_FOUND,
+                               "PJRT plugin '%s' does not export GetPjrtApi: not a PJRT plugin", path);
+  }
+  const pjrt_abi_api_head_t* head = get_api();
+  if (!head) return tpurt_status_create(TPURT_INTERNAL, "PJRT plugin '%s': GetPjrtApi returned NULL", path);
+  if (head->struct_size < sizeof(pjrt_abi_api_head_t) + 8 * (PJRTABI_ERROR_GET_CODE + 1)) {
+    return tpurt_status_create(
+        TPURT_FAILED_PRECONDITION,
+        "PJRT plugin '%s': PJRT_Api is %zu bytes, expected at least %zu (not a PJRT api table?)", path,
+        head->struct_size, sizeof(pjrt_abi_api_head_t) + 8 * 3);
+  }
+  int major = head->version.major, minor = head->version.minor;
+  if (major != 0 || minor < PJRT_MIN_MINOR) {
+    return tpurt_status_create(
+        TPURT_FAILED_PRECONDITION,
+        "PJRT plugin '%s' reports PJRT C API %d.%d; torch_tpu needs 0.%d or newer with major "
+        "version 0",
+        path, major, minor, PJRT_MIN_MINOR);
+  }
+  out_api->path = tpurt_xstrdup(path);
+  out_api->table = (const unsigned char*)head;
+  out_api->size = head->struct_size;
+  out_api->major = major;
+  out_api->minor = minor;
+  return NULL;
+}
+
+void* pjrt_api_slot(const pjrt_api_t* api, int slot) {
+  size_t offset = PJRTABI_SLOT_OFFSET(slot);
+  if (!api->table || offset + 8 > api->size) return NULL;
+  void* fn;
+  memcpy(&fn, api->table + offset, sizeof(fn));
+  return fn;
+}
+
+static pjrt_abi_fn_t slot_fn(const pjrt_api_t* api, int slot) {
+  pjrt_abi_fn_t fn;
+  void* p = pjrt_api_slot(api, slot);
+  memcpy(&fn, &p, sizeof(fn));
+  return fn;
+}
+
+static void destroy_error(const pjrt_api_t* api, pjrt_abi_error_t* error) {
+  pjrt_abi_error_destroy_args_t d = {.struct_size = pjrt_abi_error_destroy_args_t_SIZE, .error = error};
+  pjrt_abi_void_fn_t destroy_fn;
+  void* p = pjrt_api_slot(api, PJRTABI_ERROR_DESTROY);
+  memcpy(&destroy_fn, &p, sizeof(destroy_fn));
+  if (destroy_fn) destroy_fn(&d);
+}
+
+tpurt_status_t pjrt_api_take_error(const pjrt_api_t* api, pjrt_abi_error_t* error) {
+  if (!error) return NULL;
+  /* Slots 0..2 are checked present by pjrt_api_load. */
+  pjrt_abi_error_message_args_t m = {.struct_size = pjrt_abi_error_message_args_t_SIZE, .error = error};
+  pjrt_abi_void_fn_t message_fn;
+  void* p = pjrt_api_slot(api, PJRTABI_ERROR_MESSAGE);
+  memcpy(&message_fn, &p, sizeof(message_fn));
+  if (message_fn) message_fn(&m);
+  pjrt_abi_error_get_code_args_t c = {.struct_size = pjrt_abi_error_get_code_args_t_SIZE, .error = error};
+  int code = TPURT_UNKNOWN;
+  pjrt_abi_fn_t code_fn = slot_fn(api, PJRTABI_ERROR_GET_CODE);
+  if (code_fn) {
+    pjrt_abi_error_t* e2 = code_fn(&c);
+    if (e2) {
+      destroy_error(api, e2); /* an error about an error is not worth more */
+    } else {
+      code = c.code;
+    }
+  }
+  if (code <= TPURT_OK || code > TPURT_UNAUTHENTICATED) code = TPURT_UNKNOWN;
+  size_t n = m.message ? m.message_size : 0;
+  while (n && (m.message[n - 1] == '\n' || m.message[n - 1] == ' ')) --n; /* plugins end some with "\n" */
+  tpurt_status_t status =
+      n ? tpurt_status_create((tpurt_status_code_t)code, "%.*s", (int)n, m.message)
+        : tpurt_status_create((tpurt_status_code_t)code, "PJRT error with no message (code %d)", code);
+  destroy_error(api, error);
+  return status;
+}
+
+tpurt_status_t pjrt_api_call(const pjrt_api_t* api, int slot, const char* name, void* args) {
+  pjrt_abi_fn_t fn = slot_fn(api, slot);
+  if (!fn) {
+    return tpurt_status_create(TPURT_UNIMPLEMENTED,
+                               "PJRT plugin '%s' (C API %d.%d) does not implement PJRT_%s", api->path,
+                               api->major, api->minor, name);
+  }
+  return pjrt_api_take_error(api, fn(args));
+}
+
+void pjrt_api_event_destroy(const pjrt_api_t* api, pjrt_abi_event_t* event) {
+  if (!event) return;
+  pjrt_abi_event_args_t a = {.struct_size = pjrt_abi_event_args_t_SIZE, .event = event};
+  tpurt_status_free(pjrt_api_call(api, PJRTABI_EVENT_DESTROY, "Event_Destroy", &a));
+}
+
+tpurt_status_t pjrt_api_event_await(const pjrt_api_t* api, pjrt_abi_event_t* event) {
+  if (!event) return NULL;
+  pjrt_abi_event_args_t a = {.struct_size = pjrt_abi_event_args_t_SIZE, .event = event};
+  tpurt_status_t status = pjrt_api_call(api, PJRTABI_EVENT_AWAIT, "Event_Await", &a);
+  pjrt_api_event_destroy(api, event);
+  return status;
+}
+
+tpurt_status_t pjrt_probe_plugin(const char* path, int* out_major, int* out_minor) {
+  pjrt_api_t api;
+  TPURT_RETURN_IF_ERROR(pjrt_api_load(path, &api));
+  if (out_major) *out_major = api.major;
+  if (out_minor) *out_minor = api.minor;
+  free(api.path);
+  return NULL;
+}

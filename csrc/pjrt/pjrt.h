@@ -1,0 +1,89 @@
+/* pjrt.h: the PJRT runtime room: plugin loading, client, buffers,
+** transfers, compile, execute, events. The only folder that talks to the
+** plugin; everything above it sees these types and never a PJRT_* one.
+**
+** Thread safety: every function here may be called from any thread; calls
+** into the plugin are serialised by one lock per client.
+*/
+#ifndef TPURT_PJRT_PJRT_H_
+#define TPURT_PJRT_PJRT_H_
+
+#include "../include/tpurt.h"
+
+/* A device buffer: an immutable PJRT buffer plus its shape. Reference
+** counted; the PJRT buffer is destroyed when the last reference goes. */
+typedef struct pjrt_buffer_s {
+  void* raw; /* PJRT_Buffer* */
+  int device;
+  tpurt_dtype_t dtype;
+  int32_t rank;
+  int64_t dims[TPURT_MAX_RANK];
+  size_t nbytes; /* dense byte size: numel * dtype size */
+  int refcount;  /* atomic (__atomic builtins) */
+  /* The execution that produced the buffer (NULL: uploaded or copied), so
+  ** that an asynchronous error names its op. Private to the room. */
+  struct pjrt_launch_s* launch;
+} pjrt_buffer_t;
+
+/* A compiled, loaded program. */
+typedef struct pjrt_executable_s pjrt_executable_t;
+
+/* Loads the plugin and creates the client once (see tpurt_runtime_init). */
+tpurt_status_t pjrt_init(void);
+int pjrt_device_count(void);
+tpurt_status_t pjrt_info(tpurt_runtime_info_t* out_info);
+tpurt_status_t pjrt_device_kind(int device, const char** out_kind);
+/* Plugin identity for cache keys: "<path>|<api major.minor>|<platform
+** name>|<platform version>"; "" if init failed. */
+const char* pjrt_identity(void);
+/* Opens |path| and checks that it is a usable PJRT plugin (GetPjrtApi,
+** api version), without initialising it or touching the process's runtime.
+** For tests and diagnostics. The library stays loaded. */
+tpurt_status_t pjrt_probe_plugin(const char* path, int* out_major, int* out_minor);
+
+/* Host -> device. The host bytes (dense row-major) are copied before this
+** returns; the transfer itself is asynchronous. */
+tpurt_status_t pjrt_buffer_from_host(int device, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
+                                     const void* data, pjrt_buffer_t** out_buffer);
+/* Device -> host: waits, then writes the whole buffer densely into |dst|. */
+tpurt_status_t pjrt_buffer_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_size);
+/* Device -> other device (same contents). */
+tpurt_status_t pjrt_buffer_copy_to_device(pjrt_buffer_t* buffer, int device, pjrt_buffer_t** out_buffer);
+void pjrt_buffer_retain(pjrt_buffer_t* buffer);
+void pjrt_buffer_release(pjrt_buffer_t* buffer);
+/* Waits until |buffer| is computed; returns its asynchronous error, if any. */
+tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer);
+
+/* Compiles StableHLO text (format "mlir") for one device, synchronously.
+** Counts a compile in the metrics and adds its wall time. */
+tpurt_status_t pjrt_compile(const char* mlir, size_t mlir_size, pjrt_executable_t** out_executable);
+void pjrt_executable_release(pjrt_executable_t* executable);
+size_t pjrt_executable_num_outputs(const pjrt_executable_t* executable);
+/* Serialised form (PJRT_Executable_Serialize); caller frees *out_bytes. */
+tpurt_status_t pjrt_executable_serialize(pjrt_executable_t* executable, char** out_bytes, size_t* out_size);
+tpurt_status_t pjrt_executable_deserialize(const char* bytes, size_t size,
+                                           pjrt_executable_t** out_executable);
+
+/* Launches |executable| on |device| asynchronously. |outputs| receives
+** num_outputs new buffers (refcount 1, owned by the caller), whose dtypes
+** and dims are read from the plugin. |op_name| is remembered with the
+** completion event, so an error the plugin reports later names the op. */
+tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buffer_t* const* args,
+                            size_t num_args, pjrt_buffer_t** outputs, size_t num_outputs,
+                            const char* op_name);
+
+/* Waits for everything launched on |device| (-1: all). Returns the first
+** asynchronous error seen since the last call, as "<op>: <message>". */
+tpurt_status_t pjrt_synchronize(int device);
+
+/* Counters kept by this room, read by tpurt_metrics_get. */
+typedef struct pjrt_counters_s {
+  uint64_t compiles, executions, bytes_to_device, bytes_from_device;
+  double compile_seconds;
+  uint64_t live_buffers;
+  uint64_t bytes_in_use[64];
+  uint64_t peak_bytes_in_use[64];
+} pjrt_counters_t;
+pjrt_counters_t* pjrt_counters(void);
+
+#endif /* TPURT_PJRT_PJRT_H_ */

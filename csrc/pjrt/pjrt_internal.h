@@ -1,0 +1,83 @@
+/* pjrt_internal.h: what the files of the pjrt room share and nobody else
+** sees: the loaded api table, the process-wide client state, and the call
+** helper that turns a PJRT_Error into a status.
+*/
+#ifndef TPURT_PJRT_PJRT_INTERNAL_H_
+#define TPURT_PJRT_PJRT_INTERNAL_H_
+
+#include <pthread.h>
+
+#include "../base/base.h"
+#include "pjrt.h"
+#include "pjrt_abi.h"
+
+#define PJRT_MIN_MINOR 57   /* 0.57 rearranged PJRT_Api: older is unsupported */
+#define PJRT_MAX_DEVICES 64 /* the size of the per-device counters */
+
+/* A loaded plugin: its api table and version. */
+typedef struct pjrt_api_s {
+  char* path;
+  const unsigned char* table; /* the PJRT_Api struct */
+  size_t size;                /* its struct_size */
+  int major, minor;
+} pjrt_api_t;
+
+/* Loads |path| and checks its api table (version, size). Does not
+** initialise the plugin. Never dlcloses. */
+tpurt_status_t pjrt_api_load(const char* path, pjrt_api_t* out_api);
+/* The function in |slot|, or NULL if the plugin's table lacks it. */
+void* pjrt_api_slot(const pjrt_api_t* api, int slot);
+/* Calls slot |slot| (named |name| in messages, e.g. "Client_Compile") with
+** |args|; a missing slot is UNIMPLEMENTED, a PJRT error is converted to a
+** status with the same code and message and destroyed. */
+tpurt_status_t pjrt_api_call(const pjrt_api_t* api, int slot, const char* name, void* args);
+/* Converts and destroys |error| (NULL: returns NULL). */
+tpurt_status_t pjrt_api_take_error(const pjrt_api_t* api, pjrt_abi_error_t* error);
+/* Destroys |event|, ignoring NULL. */
+void pjrt_api_event_destroy(const pjrt_api_t* api, pjrt_abi_event_t* event);
+/* Waits for |event|, destroys it, and returns its error. */
+tpurt_status_t pjrt_api_event_await(const pjrt_api_t* api, pjrt_abi_event_t* event);
+
+/* Declares |var|, an args struct of |type| zeroed with our 0.114
+** STRUCT_SIZE set. */
+#define PJRT_ARGS(type, var) type var = {.struct_size = type##_SIZE}
+/* Calls |slot| of the process-wide api. */
+#define PJRT_CALL(slot, name, args) pjrt_api_call(&pjrt_g.api, (slot), (name), (args))
+
+/* The execution that produced a buffer: the op name for error messages. */
+typedef struct pjrt_launch_s {
+  int refcount; /* atomic */
+  int device;
+  char op_name[];
+} pjrt_launch_t;
+void pjrt_launch_release(pjrt_launch_t* launch);
+
+/* The process-wide runtime, set up once by pjrt_init. */
+typedef struct pjrt_state_s {
+  pthread_mutex_t lock; /* serialises calls into the plugin */
+  pjrt_api_t api;
+  pjrt_abi_client_t* client;
+  int num_devices;
+  pjrt_abi_device_t* devices[PJRT_MAX_DEVICES];
+  char* device_kinds[PJRT_MAX_DEVICES];
+  char* platform_name;
+  char* platform_version;
+  char* identity;
+  pjrt_counters_t counters;
+} pjrt_state_t;
+extern pjrt_state_t pjrt_g;
+
+/* Index of |device| among the addressable devices, or an OUT_OF_RANGE
+** status. Requires a successful pjrt_init. */
+tpurt_status_t pjrt_check_device(int device);
+
+/* Records a new buffer in the counters (lock held). */
+void pjrt_count_buffer_locked(const pjrt_buffer_t* buffer);
+/* Wraps a plugin buffer (lock held): reads its type and dims. On error the
+** plugin buffer is destroyed. */
+tpurt_status_t pjrt_wrap_buffer_locked(pjrt_abi_buffer_t* raw, int device, pjrt_launch_t* launch,
+                                       pjrt_buffer_t** out_buffer);
+/* Destroys the plugin buffer of |raw| (lock held). */
+void pjrt_destroy_raw_buffer_locked(pjrt_abi_buffer_t* raw);
+
+#endif /* TPURT_PJRT_PJRT_INTERNAL_H_ */

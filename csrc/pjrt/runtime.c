@@ -1,0 +1,13 @@
+/* runtime.c: the public runtime calls of tpurt.h, thin wrappers over the
+** pjrt room. */
+#include "pjrt_internal.h"
+
+tpurt_status_t tpurt_runtime_init(void) { return pjrt_init(); }
+
+int tpurt_device_count(void) { return pjrt_device_count(); }
+
+tpurt_status_t tpurt_runtime_info(tpurt_runtime_info_t* out_info) { return pjrt_info(out_info); }
+
+tpurt_status_t tpurt_device_kind(int device, const char** out_kind) {
+  return pjrt_device_kind(device, out_kind);
+}
