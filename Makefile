@@ -28,7 +28,7 @@ TEST_BINS  := $(TEST_SRCS:csrc/tests/%.c=build/tests/%)
 ASAN_BINS  := $(TEST_SRCS:csrc/tests/%.c=build/asan-tests/%)
 
 # The C tests find the CPU plugin the same way the Python package does.
-PLUGIN = $(shell $(PY) -m torch_tpu._discovery 2>/dev/null)
+PLUGIN = $(shell $(PY) torch_tpu/_discovery.py 2>/dev/null)
 
 .PHONY: demo test lib ctest ctest-asan pytest venv build format lint clean
 

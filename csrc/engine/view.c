@@ -22,21 +22,38 @@ static ir_value_t flatten(ir_func_t* f, ir_value_t x) {
   return ir_reshape(f, x, 1, &n);
 }
 
-/* Reinterprets a flat value as |dtype| (same element size, or bool<->byte). */
+/* Reinterprets a flat value as |dtype|, as PyTorch's tensor.view(dtype) and
+** byte views of storages do. Element sizes may differ: wider to narrower
+** splits each element, narrower to wider joins groups of them. */
 static ir_value_t reinterpret_flat(ir_func_t* f, ir_value_t flat, tpurt_dtype_t dtype) {
-  const ir_type_t* t = ir_value_type(f, flat);
-  if (!t || t->dtype == dtype) return flat;
-  if (t->dtype == TPURT_DTYPE_BOOL || dtype == TPURT_DTYPE_BOOL) return ir_convert(f, flat, dtype);
-  if (tpurt_dtype_size(t->dtype) == tpurt_dtype_size(dtype)) {
-    ir_type_t nt = *t;
-    nt.dtype = dtype;
-    return ir_bitcast_convert(f, flat, nt);
+  const ir_type_t* t0 = ir_value_type(f, flat);
+  if (!t0 || t0->dtype == dtype) return flat;
+  ir_type_t t = *t0;
+  if (t.dtype == TPURT_DTYPE_BOOL) { /* bool is a byte holding 0 or 1 */
+    flat = ir_convert(f, flat, TPURT_DTYPE_U8);
+    t.dtype = TPURT_DTYPE_U8;
+    if (dtype == TPURT_DTYPE_U8) return flat;
   }
-  ir_func_fail(f, tpurt_status_create(TPURT_UNIMPLEMENTED,
-                                      "reading a tpu storage of dtype %s as dtype %s (different element sizes) "
-                                      "is not supported",
-                                      tpurt_dtype_name(t->dtype), tpurt_dtype_name(dtype)));
-  return IR_NONE;
+  if (dtype == TPURT_DTYPE_BOOL) return ir_convert(f, reinterpret_flat(f, flat, TPURT_DTYPE_U8), TPURT_DTYPE_BOOL);
+  size_t from = tpurt_dtype_size(t.dtype), to = tpurt_dtype_size(dtype);
+  int64_t n = t.dims[0];
+  if (from == to) {
+    t.dtype = dtype;
+    return ir_bitcast_convert(f, flat, t);
+  }
+  if (from > to) {
+    int64_t k = (int64_t)(from / to), dims[2] = {n, k}, total = n * k;
+    return ir_reshape(f, ir_bitcast_convert(f, flat, ir_type_make(dtype, 2, dims)), 1, &total);
+  }
+  int64_t k = (int64_t)(to / from);
+  if (n % k != 0) {
+    ir_func_fail(f, tpurt_status_create(TPURT_INVALID_ARGUMENT,
+                                        "a storage of %lld %s elements cannot be viewed as %s", (long long)n,
+                                        tpurt_dtype_name(t.dtype), tpurt_dtype_name(dtype)));
+    return IR_NONE;
+  }
+  int64_t dims[2] = {n / k, k};
+  return ir_bitcast_convert(f, ir_reshape(f, flat, 2, dims), ir_type_make(dtype, 1, dims));
 }
 
 /* offset + sum_d iota_d * stride_d, shaped [sizes..., 1], as i64. */
@@ -143,6 +160,9 @@ ir_value_t view_read(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v) {
     return same ? base : ir_reshape(f, base, v->rank, v->sizes);
   }
   ir_value_t flat = reinterpret_flat(f, flatten(f, base), v->dtype);
+  const ir_type_t* ft = ir_value_type(f, flat);
+  if (!ft) return IR_NONE;
+  n = ft->dims[0];
   if (view_is_contiguous(v)) {
     int64_t start = v->offset, limit = v->offset + numel, one = 1;
     return ir_reshape(f, ir_slice(f, flat, &start, &limit, &one), v->rank, v->sizes);
@@ -167,8 +187,9 @@ ir_value_t view_write(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v, ir
   if (numel == 0) return base;
   if (bt.dtype == v->dtype && v->offset == 0 && numel == n && view_is_contiguous(v))
     return ir_reshape(f, update, bt.rank, bt.dims);
-  ir_value_t flat = flatten(f, base);
-  ir_value_t upd = reinterpret_flat(f, ir_reshape(f, update, 1, &numel), bt.dtype);
+  /* work in the view's element type; convert back at the end */
+  ir_value_t flat = reinterpret_flat(f, flatten(f, base), v->dtype);
+  ir_value_t upd = ir_reshape(f, update, 1, &numel);
   ir_value_t out;
   if (view_is_contiguous(v)) {
     ir_value_t start = ir_constant_i64(f, TPURT_DTYPE_I64, v->offset);
@@ -186,6 +207,7 @@ ir_value_t view_write(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v, ir
     out = ir_scatter_begin(f, flat, strided_indices(f, v), shaped, &s, block);
     ir_region_end(f, &block[1], 1); /* replace: the update wins */
   }
+  out = reinterpret_flat(f, out, bt.dtype);
   return bt.rank == 1 ? out : ir_reshape(f, out, bt.rank, bt.dims);
 }
 

@@ -1,6 +1,658 @@
-/* indexing.c: placeholder until the family lands. */
+/* indexing.c: index_select, gather, scatter, index (advanced indexing),
+** index_put, index_add, masked_fill, embedding_dense_backward.
+**
+** Out-of-range indices: PyTorch raises on the host, which a device cannot
+** do without a sync. These rules follow StableHLO instead: gathers clamp
+** their start indices into range, scatters skip updates that fall outside.
+** Strict eager follows this TPU behaviour; debug eager checks the bounds.
+** Negative indices are wrapped where PyTorch accepts them (index,
+** index_put); where PyTorch rejects them (index_select, gather, scatter,
+** index_add) they are out of range like any other.
+*/
+#include "../base/base.h"
 #include "lower.h"
 
+static int64_t numel_of(int32_t rank, const int64_t* dims) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < rank; ++i) n *= dims[i];
+  return n;
+}
+
+static bool is_index_dtype(tpurt_dtype_t d) { return d == TPURT_DTYPE_I32 || d == TPURT_DTYPE_I64; }
+
+/* The dtype name PyTorch prints for a caffe2 TypeMeta ("long int"). */
+static const char* typemeta_name(tpurt_dtype_t d) {
+  switch (d) {
+    case TPURT_DTYPE_BOOL:
+      return "bool";
+    case TPURT_DTYPE_U8:
+      return "unsigned char";
+    case TPURT_DTYPE_I8:
+      return "signed char";
+    case TPURT_DTYPE_I16:
+      return "short int";
+    case TPURT_DTYPE_I32:
+      return "int";
+    case TPURT_DTYPE_I64:
+      return "long int";
+    case TPURT_DTYPE_F16:
+      return "c10::Half";
+    case TPURT_DTYPE_BF16:
+      return "c10::BFloat16";
+    case TPURT_DTYPE_F32:
+      return "float";
+    case TPURT_DTYPE_F64:
+      return "double";
+    default:
+      return tpurt_dtype_name(d);
+  }
+}
+
+/* A tensor or number arg as a value of |dtype|. */
+static ir_value_t value_of(lower_ctx_t* ctx, int32_t arg, tpurt_dtype_t dtype) {
+  return lower_meta(ctx, arg) ? lower_cast(ctx, lower_tensor(ctx, arg), dtype)
+                              : lower_scalar(ctx, arg, dtype);
+}
+
+/* The scatter combiner for (current, update). */
+typedef enum combine_e { COMBINE_REPLACE, COMBINE_ADD, COMBINE_MUL } combine_t;
+
+static ir_value_t scatter(lower_ctx_t* ctx, ir_value_t operand, ir_value_t indices, ir_value_t updates,
+                          const ir_scatter_dims_t* dims, combine_t combine) {
+  const ir_type_t* t = ir_value_type(ctx->func, operand);
+  bool is_bool = t && t->dtype == TPURT_DTYPE_BOOL;
+  ir_value_t args[2];
+  ir_value_t r = ir_scatter_begin(ctx->func, operand, indices, updates, dims, args);
+  ir_value_t body = args[1];
+  if (combine == COMBINE_ADD)
+    body = ir_binary(ctx->func, is_bool ? "stablehlo.or" : "stablehlo.add", args[0], args[1]);
+  if (combine == COMBINE_MUL)
+    body = ir_binary(ctx->func, is_bool ? "stablehlo.and" : "stablehlo.multiply", args[0], args[1]);
+  ir_region_end(ctx->func, &body, 1);
+  return r;
+}
+
+/* Appends a trailing dim of size 1: [S...] -> [S..., 1]. */
+static ir_value_t add_unit_dim(lower_ctx_t* ctx, ir_value_t x) {
+  const ir_type_t* t = ir_value_type(ctx->func, x);
+  if (!t) return IR_NONE;
+  int64_t dims[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < t->rank; ++i) dims[i] = t->dims[i];
+  dims[t->rank] = 1;
+  return ir_reshape(ctx->func, x, t->rank + 1, dims);
+}
+
+/*===--- index_select ---===*/
+
+/* index_select(Tensor self, int dim, Tensor index) */
+static tpurt_status_t lower_index_select(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* it = lower_meta(ctx, 2);
+  if (!it)
+    return lower_error(TPURT_INVALID_ARGUMENT, "index_select(): Expected dtype int32 or int64 for index");
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  int64_t n = numel_of(it->rank, it->sizes);
+  if (it->rank > 1)
+    return lower_error(TPURT_OUT_OF_RANGE, "index_select(): Index is supposed to be a vector");
+  if (t->rank == 0 && n != 1)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_select(): Index to scalar can have only 1 value, got %lld value(s)",
+                       (long long)n);
+  if (!is_index_dtype(it->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "index_select(): Expected dtype int32 or int64 for index");
+  ir_value_t self = lower_tensor(ctx, 0);
+  if (t->rank == 0) { /* the one index can only be 0 */
+    lower_set_result(ctx, 0, self);
+    return NULL;
+  }
+  int64_t out[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < t->rank; ++i) out[i] = i == dim ? n : t->sizes[i];
+  if (n > 0 && t->sizes[dim] == 0) return lower_error(TPURT_OUT_OF_RANGE, "index out of range in self");
+  if (numel_of(t->rank, out) == 0) {
+    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, t->rank, out, 0.0));
+    return NULL;
+  }
+  ir_value_t index = ir_reshape(ctx->func, lower_tensor(ctx, 2), 1, &n);
+  ir_gather_dims_t g = {0};
+  for (int32_t i = 0; i < t->rank; ++i) {
+    if (i != dim) g.offset_dims[g.num_offset_dims++] = i;
+    g.slice_sizes[i] = i == dim ? 1 : t->sizes[i];
+  }
+  g.num_collapsed = 1;
+  g.collapsed_slice_dims[0] = dim;
+  g.num_start_index_map = 1;
+  g.start_index_map[0] = dim;
+  g.index_vector_dim = 1;
+  lower_set_result(ctx, 0, ir_gather(ctx->func, self, index, &g));
+  return NULL;
+}
+
+/*===--- gather / scatter along a dim ---===*/
+
+/* Full coordinates [S..., r] (i64) for index of shape S along |dim|: the
+** index itself at |dim|, the position elsewhere. */
+static ir_value_t dim_coords(lower_ctx_t* ctx, ir_value_t index, int32_t rank, const int64_t* sizes,
+                             int64_t dim) {
+  ir_value_t parts[TPURT_MAX_RANK];
+  ir_type_t it = ir_type_make(TPURT_DTYPE_I64, rank, sizes);
+  for (int32_t d = 0; d < rank; ++d) {
+    ir_value_t c = d == dim ? lower_cast(ctx, index, TPURT_DTYPE_I64) : ir_iota(ctx->func, it, d);
+    parts[d] = add_unit_dim(ctx, c);
+  }
+  return rank == 1 ? parts[0] : ir_concatenate(ctx->func, parts, rank, rank);
+}
+
+/* The checks gather and the scatters share; fills the effective rank and
+** the index shape (a 0-d self or index counts as 1-d, as in PyTorch). */
+static tpurt_status_t dim_index_checks(lower_ctx_t* ctx, const char* op, int32_t index_arg, int32_t src_arg,
+                                       int64_t* dim, int32_t* rank, int64_t* isizes) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* it = lower_meta(ctx, index_arg);
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, dim));
+  if (!it || !is_index_dtype(it->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected dtype int32/int64 for index", op);
+  int32_t r = t->rank > 0 ? t->rank : 1;
+  int32_t ir = it->rank > 0 ? it->rank : 1;
+  int64_t n = numel_of(it->rank, it->sizes);
+  if (n > 0 && ir != r)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Index tensor must have the same number of dimensions as %s tensor",
+                       strcmp(op, "gather") == 0 ? "input" : "self");
+  const tpurt_tensor_t* st = src_arg >= 0 ? lower_meta(ctx, src_arg) : NULL;
+  if (st && n > 0 && (st->rank > 0 ? st->rank : 1) != r)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Index tensor must have the same number of dimensions as src tensor");
+  for (int32_t d = 0; d < r; ++d) isizes[d] = it->rank > 0 ? it->sizes[d < it->rank ? d : 0] : 1;
+  if (n > 0) {
+    bool gather = strcmp(op, "gather") == 0, wrong = false;
+    for (int32_t d = 0; d < r && !wrong; ++d) {
+      int64_t sd = t->rank > 0 ? t->sizes[d] : 1;
+      int64_t ss = st ? (st->rank > 0 ? st->sizes[d] : 1) : isizes[d];
+      if (gather && d != *dim && isizes[d] > sd)
+        return lower_error(
+            TPURT_INVALID_ARGUMENT,
+            "Size does not match at dimension %d expected index %s to be no larger than self %s apart "
+            "from dimension %lld",
+            d, lower_shape_str(it->rank, it->sizes), lower_shape_str(t->rank, t->sizes), (long long)*dim);
+      wrong = (d != *dim && isizes[d] > sd) || isizes[d] > ss;
+    }
+    if (wrong && st)
+      return lower_error(
+          TPURT_INVALID_ARGUMENT,
+          "Expected index %s to be no larger than self %s apart from dimension %lld and to be no larger "
+          "size than src %s",
+          lower_shape_str(it->rank, it->sizes), lower_shape_str(t->rank, t->sizes), (long long)*dim,
+          lower_shape_str(st->rank, st->sizes));
+    if (wrong)
+      return lower_error(
+          TPURT_INVALID_ARGUMENT, "Expected index %s to be no larger than self %s apart from dimension %lld",
+          lower_shape_str(it->rank, it->sizes), lower_shape_str(t->rank, t->sizes), (long long)*dim);
+  }
+  *rank = r;
+  return NULL;
+}
+
+/* A tensor arg reshaped to at least rank 1. */
+static ir_value_t at_least_1d(lower_ctx_t* ctx, int32_t arg) {
+  const tpurt_tensor_t* t = lower_meta(ctx, arg);
+  ir_value_t v = lower_tensor(ctx, arg);
+  if (t->rank > 0) return v;
+  int64_t one = 1;
+  return ir_reshape(ctx->func, v, 1, &one);
+}
+
+/* gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) */
+static tpurt_status_t lower_gather(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* it = lower_meta(ctx, 2);
+  int64_t dim, isizes[TPURT_MAX_RANK];
+  int32_t r;
+  TPURT_RETURN_IF_ERROR(dim_index_checks(ctx, "gather", 2, -1, &dim, &r, isizes));
+  int64_t n = numel_of(it->rank, it->sizes);
+  if (n == 0) {
+    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, it->rank, it->sizes, 0.0));
+    return NULL;
+  }
+  if (r >= TPURT_MAX_RANK) return lower_error(TPURT_UNIMPLEMENTED, "gather of a rank-%d tensor on tpu", r);
+  if ((t->rank > 0 ? t->sizes[dim] : 1) == 0)
+    return lower_error(TPURT_OUT_OF_RANGE, "index %d is out of bounds for dimension %lld with size 0", 0,
+                       (long long)dim);
+  ir_value_t self = at_least_1d(ctx, 0);
+  ir_value_t index = ir_reshape(ctx->func, lower_tensor(ctx, 2), r, isizes);
+  ir_value_t coords = dim_coords(ctx, index, r, isizes, dim);
+  ir_gather_dims_t g = {0};
+  for (int32_t d = 0; d < r; ++d) {
+    g.collapsed_slice_dims[g.num_collapsed++] = d;
+    g.start_index_map[g.num_start_index_map++] = d;
+    g.slice_sizes[d] = 1;
+  }
+  g.index_vector_dim = r;
+  ir_value_t out = ir_gather(ctx->func, self, coords, &g);
+  lower_set_result(ctx, 0, ir_reshape(ctx->func, out, it->rank, it->sizes));
+  return NULL;
+}
+
+/* scatter(self, dim, index, src|value) with a combiner: the index-shaped
+** corner of src (or the value) lands at self[index along dim]. */
+static tpurt_status_t scatter_dim(lower_ctx_t* ctx, const char* op, combine_t combine) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* it = lower_meta(ctx, 2);
+  const tpurt_tensor_t* st = lower_meta(ctx, 3);
+  int64_t dim, isizes[TPURT_MAX_RANK];
+  int32_t r;
+  TPURT_RETURN_IF_ERROR(dim_index_checks(ctx, op, 2, st ? 3 : -1, &dim, &r, isizes));
+  if (st && st->dtype != t->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected self.dtype to be equal to src.dtype", op);
+  ir_value_t self = lower_tensor(ctx, 0);
+  int64_t n = numel_of(it->rank, it->sizes);
+  if (n == 0) {
+    lower_set_result(ctx, 0, self);
+    return NULL;
+  }
+  if (r >= TPURT_MAX_RANK) return lower_error(TPURT_UNIMPLEMENTED, "%s of a rank-%d tensor on tpu", op, r);
+  ir_value_t operand = at_least_1d(ctx, 0);
+  ir_value_t updates;
+  if (st) {
+    updates = at_least_1d(ctx, 3);
+    int64_t zeros[TPURT_MAX_RANK] = {0}, ones[TPURT_MAX_RANK];
+    bool whole = true;
+    for (int32_t d = 0; d < r; ++d) {
+      ones[d] = 1;
+      whole &= isizes[d] == (st->rank > 0 ? st->sizes[d] : 1);
+    }
+    if (!whole) updates = ir_slice(ctx->func, updates, zeros, isizes, ones);
+  } else {
+    updates = lower_broadcast_to(ctx, lower_scalar(ctx, 3, t->dtype), r, isizes);
+  }
+  ir_value_t index = ir_reshape(ctx->func, lower_tensor(ctx, 2), r, isizes);
+  ir_value_t coords = dim_coords(ctx, index, r, isizes, dim);
+  ir_scatter_dims_t s = {0};
+  for (int32_t d = 0; d < r; ++d) {
+    s.inserted_window_dims[s.num_inserted++] = d;
+    s.scatter_dims_to_operand_dims[s.num_scatter_dims_to_operand++] = d;
+  }
+  s.index_vector_dim = r;
+  ir_value_t out = scatter(ctx, operand, coords, updates, &s, combine);
+  lower_set_result(ctx, 0, ir_reshape(ctx->func, out, t->rank, t->sizes));
+  return NULL;
+}
+
+/* scatter.src(Tensor self, int dim, Tensor index, Tensor src)
+** scatter.value(Tensor self, int dim, Tensor index, Scalar value) */
+static tpurt_status_t lower_scatter(lower_ctx_t* ctx) { return scatter_dim(ctx, "scatter", COMBINE_REPLACE); }
+/* scatter_add(Tensor self, int dim, Tensor index, Tensor src) */
+static tpurt_status_t lower_scatter_add(lower_ctx_t* ctx) {
+  return scatter_dim(ctx, "scatter_add", COMBINE_ADD);
+}
+
+/* scatter.reduce(self, dim, index, src, *, str reduce) /
+** scatter.value_reduce(self, dim, index, value, *, str reduce):
+** reduce is "add" or "multiply". */
+static tpurt_status_t lower_scatter_reduce(lower_ctx_t* ctx) {
+  const char* reduce = lower_str(ctx, 4, "");
+  if (strcmp(reduce, "add") == 0) return scatter_dim(ctx, "scatter", COMBINE_ADD);
+  if (strcmp(reduce, "multiply") == 0) return scatter_dim(ctx, "scatter", COMBINE_MUL);
+  return lower_error(TPURT_INVALID_ARGUMENT, "reduce argument must be either add or multiply.");
+}
+
+/*===--- index_add ---===*/
+
+/* index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) */
+static tpurt_status_t lower_index_add(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* it = lower_meta(ctx, 2);
+  const tpurt_tensor_t* st = lower_meta(ctx, 3);
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  if (!it || !is_index_dtype(it->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_add_(): Expected dtype int32/int64 for index but got: %s",
+                       tpurt_dtype_name(it ? it->dtype : TPURT_DTYPE_INVALID));
+  if (it->rank > 1) return lower_error(TPURT_OUT_OF_RANGE, "index_add_(): Index is supposed to be a vector");
+  if (!st) return lower_error(TPURT_INVALID_ARGUMENT, "index_add_(): source must be a tensor");
+  if (st->dtype != t->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_add_(): self (%s) and source (%s) must have the same scalar type",
+                       tpurt_dtype_name(t->dtype), tpurt_dtype_name(st->dtype));
+  int64_t n = numel_of(it->rank, it->sizes);
+  if (!(dim == 0 || dim < st->rank))
+    return lower_error(TPURT_OUT_OF_RANGE,
+                       "index_add_(): Indexing dim %lld is out of bounds of the source tensor with dim %d",
+                       (long long)dim, st->rank);
+  int64_t src_n = st->rank == 0 ? 1 : st->sizes[dim];
+  if (n != src_n)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "index_add_(): Number of indices (%lld) should be equal to source.size(dim): (%lld), for dim: %lld",
+        (long long)n, (long long)src_n, (long long)dim);
+  /* self and source agree except along dim (a 0-d one only with a 0-d one) */
+  bool same = t->rank == st->rank;
+  for (int32_t d = 0; same && d < t->rank; ++d) same = d == dim || t->sizes[d] == st->sizes[d];
+  if (!same)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "source tensor shape must match self tensor shape, excluding the specified dimension. Got "
+        "self.shape = %s source.shape = %s",
+        lower_shape_str(t->rank, t->sizes), lower_shape_str(st->rank, st->sizes));
+  int32_t r = t->rank > 0 ? t->rank : 1;
+  int64_t want[TPURT_MAX_RANK];
+  for (int32_t d = 0; d < r; ++d) want[d] = d == dim ? n : (t->rank > 0 ? t->sizes[d] : 1);
+  if (numel_of(r, want) != numel_of(st->rank, st->sizes))
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "source tensor shape must match self tensor shape, excluding the specified dimension. Got "
+        "self.shape = %s source.shape = %s",
+        lower_shape_str(t->rank, t->sizes), lower_shape_str(st->rank, st->sizes));
+  ir_value_t self = lower_tensor(ctx, 0);
+  if (n == 0 || numel_of(r, want) == 0) {
+    lower_set_result(ctx, 0, self);
+    return NULL;
+  }
+  ir_value_t operand = at_least_1d(ctx, 0);
+  ir_value_t src = ir_reshape(ctx->func, lower_tensor(ctx, 3), r, want);
+  if (!lower_is_none(ctx, 4) && !lower_scalar_is(ctx, 4, 1.0)) {
+    ir_value_t alpha = lower_broadcast_to(ctx, lower_scalar(ctx, 4, t->dtype), r, want);
+    src = ir_binary(ctx->func, t->dtype == TPURT_DTYPE_BOOL ? "stablehlo.and" : "stablehlo.multiply", src,
+                    alpha);
+  }
+  ir_value_t index = ir_reshape(ctx->func, lower_tensor(ctx, 2), 1, &n);
+  ir_scatter_dims_t s = {0};
+  for (int32_t d = 0; d < r; ++d)
+    if (d != dim) s.update_window_dims[s.num_update_window_dims++] = d;
+  s.num_inserted = 1;
+  s.inserted_window_dims[0] = dim;
+  s.num_scatter_dims_to_operand = 1;
+  s.scatter_dims_to_operand_dims[0] = dim;
+  s.index_vector_dim = 1;
+  ir_value_t out = scatter(ctx, operand, index, src, &s, COMBINE_ADD);
+  lower_set_result(ctx, 0, ir_reshape(ctx->func, out, t->rank, t->sizes));
+  return NULL;
+}
+
+/*===--- advanced indexing: index.Tensor, index_put ---===*/
+
+/* What a Tensor?[] of indices selects. */
+typedef struct adv_s {
+  int32_t k;                       /* number of indexed dims */
+  int64_t indexed[TPURT_MAX_RANK]; /* which dims of self, increasing */
+  int32_t b;                       /* rank of the broadcast index shape */
+  int64_t bshape[TPURT_MAX_RANK];
+  int32_t rank; /* rank of the indexing result */
+  int64_t shape[TPURT_MAX_RANK];
+  int32_t num_window;             /* self's other dims, and where they sit */
+  int64_t window[TPURT_MAX_RANK]; /* positions in the result */
+} adv_t;
+
+static tpurt_status_t adv_plan(lower_ctx_t* ctx, int32_t list_arg, adv_t* a) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int32_t len = lower_list_len(ctx, list_arg);
+  memset(a, 0, sizeof(*a));
+  if (len > t->rank)
+    return lower_error(TPURT_OUT_OF_RANGE, "too many indices for tensor of dimension %d (got %d)", t->rank,
+                       len);
+  for (int32_t i = 0; i < len; ++i) {
+    const tpurt_tensor_t* it = lower_list_meta(ctx, list_arg, i);
+    if (!it) continue;
+    if (it->dtype == TPURT_DTYPE_BOOL || it->dtype == TPURT_DTYPE_U8)
+      return lower_error(
+          TPURT_UNIMPLEMENTED,
+          "indexing with a boolean mask needs nonzero (a data-dependent shape), which tpu programs "
+          "cannot express");
+    if (!is_index_dtype(it->dtype) && it->dtype != TPURT_DTYPE_I8 && it->dtype != TPURT_DTYPE_I16)
+      return lower_error(TPURT_OUT_OF_RANGE,
+                         "tensors used as indices must be long, int, byte or bool tensors");
+    TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(a->b, a->bshape, it->rank, it->sizes, &a->b, a->bshape));
+    a->indexed[a->k++] = i;
+  }
+  if (a->k == 0) return lower_error(TPURT_UNIMPLEMENTED, "indexing with no index tensors");
+  bool adjacent = a->indexed[a->k - 1] - a->indexed[0] == a->k - 1;
+  int32_t first = adjacent ? (int32_t)a->indexed[0] : 0;
+  a->rank = t->rank - a->k + a->b;
+  if (a->rank > TPURT_MAX_RANK)
+    return lower_error(TPURT_UNIMPLEMENTED, "indexing result of rank %d on tpu (max %d)", a->rank,
+                       TPURT_MAX_RANK);
+  /* self dims before |first| stay in front, then the index shape, then the
+  ** rest (adjacent indices); otherwise the index shape comes first. */
+  int32_t pos = 0, next_index_dim = 0;
+  for (int32_t d = 0; d < t->rank; ++d) {
+    if (d == first && next_index_dim == 0) {
+      for (int32_t j = 0; j < a->b; ++j) a->shape[pos++] = a->bshape[j];
+      next_index_dim = 1;
+    }
+    bool is_indexed = false;
+    for (int32_t j = 0; j < a->k; ++j) is_indexed |= a->indexed[j] == d;
+    if (is_indexed) continue;
+    a->window[a->num_window++] = pos;
+    a->shape[pos++] = t->sizes[d];
+  }
+  if (next_index_dim == 0)
+    for (int32_t j = 0; j < a->b; ++j) a->shape[pos++] = a->bshape[j];
+  return NULL;
+}
+
+/* The start indices [B..., k] of an adv_t: each index broadcast, wrapped
+** when negative, stacked along a new last dim. */
+static ir_value_t adv_indices(lower_ctx_t* ctx, int32_t list_arg, const adv_t* a) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  tpurt_dtype_t dt = TPURT_DTYPE_I32;
+  for (int32_t j = 0; j < a->k; ++j)
+    if (lower_list_meta(ctx, list_arg, (int32_t)a->indexed[j])->dtype == TPURT_DTYPE_I64)
+      dt = TPURT_DTYPE_I64;
+  ir_value_t parts[TPURT_MAX_RANK];
+  for (int32_t j = 0; j < a->k; ++j) {
+    int32_t d = (int32_t)a->indexed[j];
+    ir_value_t v = lower_cast(ctx, lower_list_tensor(ctx, list_arg, d), dt);
+    v = lower_broadcast_to(ctx, v, a->b, a->bshape);
+    ir_value_t zero = lower_splat(ctx, dt, a->b, a->bshape, 0.0);
+    ir_value_t size = lower_splat(ctx, dt, a->b, a->bshape, (double)t->sizes[d]);
+    v = ir_select(ctx->func, ir_compare(ctx->func, IR_LT, v, zero),
+                  ir_binary(ctx->func, "stablehlo.add", v, size), v);
+    parts[j] = add_unit_dim(ctx, v);
+  }
+  return a->k == 1 ? parts[0] : ir_concatenate(ctx->func, parts, a->k, a->b);
+}
+
+static bool adv_indexes_empty_dim(const lower_ctx_t* ctx, const adv_t* a) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  for (int32_t j = 0; j < a->k; ++j)
+    if (t->sizes[a->indexed[j]] == 0) return true;
+  return false;
+}
+
+/* index.Tensor(Tensor self, Tensor?[] indices) */
+static tpurt_status_t lower_index(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  adv_t a;
+  TPURT_RETURN_IF_ERROR(adv_plan(ctx, 1, &a));
+  if (numel_of(a.rank, a.shape) == 0) {
+    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, a.rank, a.shape, 0.0));
+    return NULL;
+  }
+  if (adv_indexes_empty_dim(ctx, &a))
+    return lower_error(TPURT_OUT_OF_RANGE, "index is out of bounds for dimension with size 0");
+  ir_gather_dims_t g = {0};
+  for (int32_t i = 0; i < a.num_window; ++i) g.offset_dims[g.num_offset_dims++] = a.window[i];
+  for (int32_t j = 0; j < a.k; ++j) {
+    g.collapsed_slice_dims[g.num_collapsed++] = a.indexed[j];
+    g.start_index_map[g.num_start_index_map++] = a.indexed[j];
+  }
+  for (int32_t d = 0; d < t->rank; ++d) g.slice_sizes[d] = t->sizes[d];
+  for (int32_t j = 0; j < a.k; ++j) g.slice_sizes[a.indexed[j]] = 1;
+  g.index_vector_dim = a.b;
+  ir_value_t out = ir_gather(ctx->func, lower_tensor(ctx, 0), adv_indices(ctx, 1, &a), &g);
+  lower_set_result(ctx, 0, out);
+  return NULL;
+}
+
+/* index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False)
+** and _index_put_impl_(self, indices, values, accumulate, unsafe): values
+** broadcast to what self[indices] would be; accumulate adds. */
+static tpurt_status_t lower_index_put(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* vt = lower_meta(ctx, 2);
+  if (vt && vt->dtype != t->dtype)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "Index put requires the source and destination dtypes match, got %s for the destination and %s "
+        "for the source.",
+        tpurt_dtype_name(t->dtype), tpurt_dtype_name(vt->dtype));
+  adv_t a;
+  TPURT_RETURN_IF_ERROR(adv_plan(ctx, 1, &a));
+  if (vt) {
+    int32_t rank;
+    int64_t dims[TPURT_MAX_RANK];
+    tpurt_status_t s = lower_broadcast_shapes(a.rank, a.shape, vt->rank, vt->sizes, &rank, dims);
+    if (s || rank != a.rank || numel_of(rank, dims) != numel_of(a.rank, a.shape)) {
+      tpurt_status_free(s);
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "shape mismatch: value tensor of shape %s cannot be broadcast to "
+                         "indexing result of shape %s",
+                         lower_shape_str(vt->rank, vt->sizes), lower_shape_str(a.rank, a.shape));
+    }
+  }
+  ir_value_t self = lower_tensor(ctx, 0);
+  if (numel_of(a.rank, a.shape) == 0) {
+    lower_set_result(ctx, 0, self);
+    return NULL;
+  }
+  if (adv_indexes_empty_dim(ctx, &a))
+    return lower_error(TPURT_OUT_OF_RANGE, "index is out of bounds for dimension with size 0");
+  ir_value_t updates = lower_broadcast_to(ctx, value_of(ctx, 2, t->dtype), a.rank, a.shape);
+  ir_scatter_dims_t s = {0};
+  for (int32_t i = 0; i < a.num_window; ++i) s.update_window_dims[s.num_update_window_dims++] = a.window[i];
+  for (int32_t j = 0; j < a.k; ++j) {
+    s.inserted_window_dims[s.num_inserted++] = a.indexed[j];
+    s.scatter_dims_to_operand_dims[s.num_scatter_dims_to_operand++] = a.indexed[j];
+  }
+  s.index_vector_dim = a.b;
+  combine_t c = lower_bool(ctx, 3, false) ? COMBINE_ADD : COMBINE_REPLACE;
+  lower_set_result(ctx, 0, scatter(ctx, self, adv_indices(ctx, 1, &a), updates, &s, c));
+  return NULL;
+}
+
+/*===--- masked_fill ---===*/
+
+/* masked_fill.Scalar(Tensor self, Tensor mask, Scalar value)
+** masked_fill.Tensor(Tensor self, Tensor mask, Tensor value): value 0-d.
+** The mask broadcasts to self (the in-place forms keep self's shape). */
+static tpurt_status_t lower_masked_fill(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* mt = lower_meta(ctx, 1);
+  if (!mt || mt->dtype != TPURT_DTYPE_BOOL)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "masked_fill_ only supports boolean masks, but got mask with dtype %s",
+                       typemeta_name(mt ? mt->dtype : TPURT_DTYPE_INVALID));
+  const tpurt_tensor_t* vt = lower_meta(ctx, 2);
+  if (vt && vt->rank != 0)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "masked_fill_ only supports a 0-dimensional value tensor, but got tensor with %d dimension(s).",
+        vt->rank);
+  int32_t rank;
+  int64_t dims[TPURT_MAX_RANK];
+  TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(t->rank, t->sizes, mt->rank, mt->sizes, &rank, dims));
+  if (rank != t->rank || numel_of(rank, dims) != numel_of(t->rank, t->sizes))
+    return lower_error(TPURT_INVALID_ARGUMENT, "output with shape %s doesn't match the broadcast shape %s",
+                       lower_shape_str(t->rank, t->sizes), lower_shape_str(rank, dims));
+  ir_value_t mask = lower_broadcast_to(ctx, lower_tensor(ctx, 1), t->rank, t->sizes);
+  ir_value_t value = lower_broadcast_to(ctx, value_of(ctx, 2, t->dtype), t->rank, t->sizes);
+  lower_set_result(ctx, 0, ir_select(ctx->func, mask, value, lower_tensor(ctx, 0)));
+  return NULL;
+}
+
+/*===--- embedding_dense_backward ---===*/
+
+/* embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt
+** num_weights, SymInt padding_idx, bool scale_grad_by_freq): the grad rows
+** summed into [num_weights, D] by index; the padding row gets nothing;
+** scale_grad_by_freq divides each row by how often its index occurs. Half
+** types accumulate in f32. */
+static tpurt_status_t lower_embedding_dense_backward(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* gt = lower_meta(ctx, 0);
+  const tpurt_tensor_t* it = lower_meta(ctx, 1);
+  if (!it || !is_index_dtype(it->dtype))
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "Expected tensor for argument #1 'indices' to have one of the following scalar types: Long, "
+        "Int; but got %s instead",
+        it ? tpurt_dtype_name(it->dtype) : "None");
+  int64_t w = lower_int(ctx, 2, 0), pad = lower_int(ctx, 3, -1);
+  bool scale = lower_bool(ctx, 4, false);
+  int64_t n = numel_of(it->rank, it->sizes);
+  int64_t dsize = gt->rank > 0 ? gt->sizes[gt->rank - 1] : 1;
+  if (numel_of(gt->rank, gt->sizes) != n * dsize)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "embedding_dense_backward: grad_output %s does not match indices %s",
+                       lower_shape_str(gt->rank, gt->sizes), lower_shape_str(it->rank, it->sizes));
+  tpurt_dtype_t acc = lower_acc_dtype(gt->dtype);
+  int64_t out_dims[2] = {w, dsize};
+  ir_value_t zeros = lower_splat(ctx, acc, 2, out_dims, 0.0);
+  if (n == 0 || w == 0 || dsize == 0) {
+    lower_set_result(ctx, 0, lower_cast(ctx, zeros, gt->dtype));
+    return NULL;
+  }
+  ir_func_t* f = ctx->func;
+  int64_t gdims[2] = {n, dsize};
+  ir_value_t grad = lower_cast(ctx, ir_reshape(f, lower_tensor(ctx, 0), 2, gdims), acc);
+  ir_value_t idx = ir_reshape(f, lower_tensor(ctx, 1), 1, &n);
+  if (pad >= 0) {
+    ir_value_t keep = ir_compare(f, IR_NE, idx, lower_splat(ctx, it->dtype, 1, &n, (double)pad));
+    keep = ir_broadcast_in_dim(f, keep, 2, gdims, (const int64_t[]){0});
+    grad = ir_select(f, keep, grad, lower_full_like(ctx, grad, 0.0));
+  }
+  if (scale) { /* counts[idx] by a scatter-add of ones, then one gather */
+    ir_value_t counts = lower_splat(ctx, acc, 1, &w, 0.0);
+    ir_scatter_dims_t cs = {0};
+    cs.num_inserted = 1;
+    cs.num_scatter_dims_to_operand = 1;
+    cs.index_vector_dim = 1;
+    counts = scatter(ctx, counts, idx, lower_splat(ctx, acc, 1, &n, 1.0), &cs, COMBINE_ADD);
+    ir_gather_dims_t g = {0};
+    g.num_collapsed = 1;
+    g.num_start_index_map = 1;
+    g.index_vector_dim = 1;
+    g.slice_sizes[0] = 1;
+    ir_value_t per_row = ir_gather(f, counts, idx, &g);
+    per_row = ir_broadcast_in_dim(f, per_row, 2, gdims, (const int64_t[]){0});
+    grad = ir_binary(f, "stablehlo.divide", grad, per_row);
+  }
+  ir_scatter_dims_t s = {0};
+  s.num_update_window_dims = 1;
+  s.update_window_dims[0] = 1;
+  s.num_inserted = 1;
+  s.num_scatter_dims_to_operand = 1;
+  s.index_vector_dim = 1;
+  ir_value_t out = scatter(ctx, zeros, idx, grad, &s, COMBINE_ADD);
+  lower_set_result(ctx, 0, lower_cast(ctx, out, gt->dtype));
+  return NULL;
+}
+
+/* Sorted by name. In-place forms (scatter_.src, masked_fill_.Scalar,
+** index_add_...) resolve to these rows. */
 const lower_rule_t lower_indexing_rules[] = {
+    LOWER_INPLACE_FN("aten::_index_put_impl_", lower_index_put),
+    LOWER_FN("aten::embedding_dense_backward", lower_embedding_dense_backward),
+    LOWER_FN("aten::gather", lower_gather),
+    LOWER_OUT_FN("aten::gather.out", lower_gather),
+    LOWER_FN("aten::index.Tensor", lower_index),
+    LOWER_OUT_FN("aten::index.Tensor_out", lower_index),
+    LOWER_FN("aten::index_add", lower_index_add),
+    LOWER_OUT_FN("aten::index_add.out", lower_index_add),
+    LOWER_FN("aten::index_put", lower_index_put),
+    LOWER_FN("aten::index_select", lower_index_select),
+    LOWER_OUT_FN("aten::index_select.out", lower_index_select),
+    LOWER_FN("aten::masked_fill.Scalar", lower_masked_fill),
+    LOWER_FN("aten::masked_fill.Tensor", lower_masked_fill),
+    LOWER_FN("aten::scatter.reduce", lower_scatter_reduce),
+    LOWER_OUT_FN("aten::scatter.reduce_out", lower_scatter_reduce),
+    LOWER_FN("aten::scatter.src", lower_scatter),
+    LOWER_OUT_FN("aten::scatter.src_out", lower_scatter),
+    LOWER_FN("aten::scatter.value", lower_scatter),
+    LOWER_OUT_FN("aten::scatter.value_out", lower_scatter),
+    LOWER_FN("aten::scatter.value_reduce", lower_scatter_reduce),
+    LOWER_OUT_FN("aten::scatter.value_reduce_out", lower_scatter_reduce),
+    LOWER_FN("aten::scatter_add", lower_scatter_add),
+    LOWER_OUT_FN("aten::scatter_add.out", lower_scatter_add),
     LOWER_END,
 };

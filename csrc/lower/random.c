@@ -1,6 +1,412 @@
-/* random.c: placeholder until the family lands. */
+/* random.c: uniform_, normal_ and normal, random_, bernoulli.
+**
+** Every rule draws its bits with stablehlo.rng_bit_generator (THREE_FRY)
+** from the Generator argument: the engine turns the generator's (seed,
+** offset) into a fresh key, and the glue advances the offset by one per
+** call, so each call gets an independent stream and a seed replays exactly.
+** The numbers are not PyTorch's CPU numbers (a different generator); their
+** distributions are.
+**
+** Floats in [0, 1) come from the mantissa trick: 23 random bits under the
+** exponent of 1.0 give [1, 2), minus one (52 bits for f64). Half types
+** draw and compute in f32 and round once.
+*/
+#include <math.h>
+#include <stdint.h>
+
+#include "../base/base.h"
 #include "lower.h"
 
+static bool is_float(tpurt_dtype_t d) { return tpurt_dtype_is_float(d); }
+
+static int64_t numel_of(int32_t rank, const int64_t* dims) {
+  int64_t n = 1;
+  for (int32_t i = 0; i < rank; ++i) n *= dims[i];
+  return n;
+}
+
+/* A rank-0 integer constant of |dtype| broadcast to |rank|/|dims|. */
+static ir_value_t splat_int(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
+                            int64_t v) {
+  ir_value_t c = ir_constant_i64(ctx->func, dtype, v);
+  return rank == 0 ? c : ir_broadcast_in_dim(ctx->func, c, rank, dims, NULL);
+}
+
+/* |n| random bits of |dtype| (U32 or U64) as a flat [n] value, advancing
+** *state. Bits are always drawn flat (rank-0 and empty shapes included). */
+static ir_value_t draw_bits(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtype_t dtype, int64_t n) {
+  ir_value_t new_state, bits;
+  ir_rng_bit_generator(ctx->func, *state, ir_type_make(dtype, 1, &n), &new_state, &bits);
+  *state = new_state;
+  return bits;
+}
+
+/* Uniform floats in [0, 1) of |fdt| (F32 or F64) shaped |rank|/|dims|. */
+static ir_value_t uniform01(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtype_t fdt, int32_t rank,
+                            const int64_t* dims) {
+  int64_t n = numel_of(rank, dims);
+  bool wide = fdt == TPURT_DTYPE_F64;
+  tpurt_dtype_t bdt = wide ? TPURT_DTYPE_U64 : TPURT_DTYPE_U32;
+  ir_value_t bits = draw_bits(ctx, state, bdt, n);
+  ir_value_t shift = splat_int(ctx, bdt, 1, &n, wide ? 12 : 9);
+  ir_value_t one_bits = splat_int(ctx, bdt, 1, &n, wide ? (int64_t)0x3FF0000000000000LL : 0x3F800000);
+  ir_value_t m = ir_binary(ctx->func, "stablehlo.shift_right_logical", bits, shift);
+  m = ir_binary(ctx->func, "stablehlo.or", m, one_bits);
+  ir_value_t f = ir_bitcast_convert(ctx->func, m, ir_type_make(fdt, 1, &n));
+  f = ir_binary(ctx->func, "stablehlo.subtract", f, lower_full_like(ctx, f, 1.0));
+  return ir_reshape(ctx->func, f, rank, dims);
+}
+
+/* The dtype random floats are computed in for a result of |dtype|. */
+static tpurt_dtype_t draw_dtype(tpurt_dtype_t dtype) {
+  return dtype == TPURT_DTYPE_F64 ? TPURT_DTYPE_F64 : TPURT_DTYPE_F32;
+}
+
+/* A number arg as a runtime parameter broadcast to |like|'s shape. */
+static ir_value_t scalar_like(lower_ctx_t* ctx, int32_t arg, ir_value_t like) {
+  const ir_type_t* t = ir_value_type(ctx->func, like);
+  if (!t) return IR_NONE;
+  ir_type_t copy = *t;
+  return lower_broadcast_to(ctx, lower_scalar(ctx, arg, copy.dtype), copy.rank, copy.dims);
+}
+
+/*===--- uniform_ ---===*/
+
+/* uniform_(Tensor(a!) self, float from=0, float to=1, *, Generator? generator=None) */
+static tpurt_status_t lower_uniform_(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!is_float(t->dtype))
+    return lower_error(TPURT_UNIMPLEMENTED, "\"check_uniform_bounds\" not implemented for '%s'",
+                       tpurt_dtype_name(t->dtype));
+  double from = lower_scalar_value(ctx, 1), to = lower_scalar_value(ctx, 2);
+  if (!(from <= to))
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "uniform_ expects to return a [from, to) range, but found from=%g > to=%g", from, to);
+  tpurt_dtype_t cd = draw_dtype(t->dtype);
+  ir_value_t state = lower_rng_state(ctx, 3);
+  ir_value_t u = uniform01(ctx, &state, cd, t->rank, t->sizes);
+  ir_value_t lo = scalar_like(ctx, 1, u), hi = scalar_like(ctx, 2, u);
+  ir_value_t r =
+      ir_binary(ctx->func, "stablehlo.multiply", ir_binary(ctx->func, "stablehlo.subtract", hi, lo), u);
+  r = lower_cast(ctx, ir_binary(ctx->func, "stablehlo.add", lo, r), t->dtype);
+  /* Rounding (f32 math, or the final cast to a half type) can reach |to|:
+  ** those draws become |from| instead, so the range stays [from, to). */
+  ir_value_t lo_t = lower_cast(ctx, lo, t->dtype), hi_t = lower_cast(ctx, hi, t->dtype);
+  r = ir_select(ctx->func, ir_compare(ctx->func, IR_GE, r, hi_t), lo_t, r);
+  lower_set_result(ctx, 0, r);
+  return NULL;
+}
+
+/*===--- normal ---===*/
+
+/* Standard normal samples of |fdt| by Box-Muller: sqrt(-2 log(1 - u1)) *
+** cos(2 pi u2); 1 - u1 is in (0, 1], so the log is finite. */
+static ir_value_t std_normal(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtype_t fdt, int32_t rank,
+                             const int64_t* dims) {
+  ir_func_t* f = ctx->func;
+  ir_value_t u1 = uniform01(ctx, state, fdt, rank, dims);
+  ir_value_t u2 = uniform01(ctx, state, fdt, rank, dims);
+  ir_value_t l =
+      ir_unary(f, "stablehlo.log", ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, u1, 1.0), u1));
+  ir_value_t r =
+      ir_unary(f, "stablehlo.sqrt", ir_binary(f, "stablehlo.multiply", lower_full_like(ctx, l, -2.0), l));
+  ir_value_t c = ir_unary(f, "stablehlo.cosine",
+                          ir_binary(f, "stablehlo.multiply", lower_full_like(ctx, u2, 2.0 * M_PI), u2));
+  return ir_binary(f, "stablehlo.multiply", r, c);
+}
+
+static tpurt_status_t check_std(double std) {
+  if (!(std >= 0.0))
+    return lower_error(TPURT_INVALID_ARGUMENT, "normal expects std >= 0.0, but found std %g", std);
+  return NULL;
+}
+
+static tpurt_status_t need_float_out(tpurt_dtype_t d) {
+  if (!is_float(d))
+    return lower_error(TPURT_UNIMPLEMENTED, "\"normal_kernel_cpu\" not implemented for '%s'",
+                       tpurt_dtype_name(d));
+  return NULL;
+}
+
+/* normal_(Tensor(a!) self, float mean=0, float std=1, *, Generator? generator=None) */
+static tpurt_status_t lower_normal_(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  TPURT_RETURN_IF_ERROR(need_float_out(t->dtype));
+  TPURT_RETURN_IF_ERROR(check_std(lower_scalar_value(ctx, 2)));
+  tpurt_dtype_t cd = draw_dtype(t->dtype);
+  ir_value_t state = lower_rng_state(ctx, 3);
+  ir_value_t z = std_normal(ctx, &state, cd, t->rank, t->sizes);
+  ir_value_t r = ir_binary(ctx->func, "stablehlo.multiply", z, scalar_like(ctx, 2, z));
+  r = ir_binary(ctx->func, "stablehlo.add", r, scalar_like(ctx, 1, z));
+  lower_set_result(ctx, 0, lower_cast(ctx, r, t->dtype));
+  return NULL;
+}
+
+/* normal.Tensor_float(Tensor mean, float std=1, *, Generator? generator=None)
+** normal.float_Tensor(float mean, Tensor std, *, Generator? generator=None)
+** normal.Tensor_Tensor(Tensor mean, Tensor std, *, Generator? generator=None)
+** The result has the broadcast shape and the dtype of mean (of std when
+** mean is a number): PyTorch fills it with N(0, 1), then mul_(std) and
+** add_(mean). A negative element of a std tensor is not reported (that
+** check needs the values on the host). */
+static tpurt_status_t lower_normal_tensor(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* mt = lower_meta(ctx, 0);
+  const tpurt_tensor_t* st = lower_meta(ctx, 1);
+  tpurt_dtype_t dt = mt ? mt->dtype : st->dtype;
+  TPURT_RETURN_IF_ERROR(need_float_out(dt));
+  if (!st) TPURT_RETURN_IF_ERROR(check_std(lower_scalar_value(ctx, 1)));
+  int32_t rank = 0;
+  int64_t dims[TPURT_MAX_RANK];
+  for (int32_t k = 0; k < 2; ++k) {
+    const tpurt_tensor_t* t = lower_meta(ctx, k);
+    if (t) TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(rank, dims, t->rank, t->sizes, &rank, dims));
+  }
+  tpurt_dtype_t cd = draw_dtype(dt);
+  ir_value_t state = lower_rng_state(ctx, 2);
+  ir_value_t z = std_normal(ctx, &state, cd, rank, dims);
+  ir_value_t v[2];
+  for (int32_t k = 0; k < 2; ++k) {
+    v[k] = lower_meta(ctx, k) ? lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, k), cd), rank, dims)
+                              : scalar_like(ctx, k, z);
+  }
+  ir_value_t r =
+      ir_binary(ctx->func, "stablehlo.add", ir_binary(ctx->func, "stablehlo.multiply", z, v[1]), v[0]);
+  lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
+  return NULL;
+}
+
+/*===--- random_ ---===*/
+
+/* The largest value random_() draws for |d|, inclusive: 2^digits for
+** floats (every integer up to it is exact), the type's maximum for ints. */
+static uint64_t random_max(tpurt_dtype_t d) {
+  switch (d) {
+    case TPURT_DTYPE_BOOL:
+      return 1;
+    case TPURT_DTYPE_U8:
+      return UINT8_MAX;
+    case TPURT_DTYPE_I8:
+      return INT8_MAX;
+    case TPURT_DTYPE_I16:
+      return INT16_MAX;
+    case TPURT_DTYPE_U16:
+      return UINT16_MAX;
+    case TPURT_DTYPE_I32:
+      return INT32_MAX;
+    case TPURT_DTYPE_U32:
+      return UINT32_MAX;
+    case TPURT_DTYPE_F16:
+      return 1ULL << 11;
+    case TPURT_DTYPE_BF16:
+      return 1ULL << 8;
+    case TPURT_DTYPE_F32:
+      return 1ULL << 24;
+    case TPURT_DTYPE_F64:
+      return 1ULL << 53;
+    default:
+      return INT64_MAX;
+  }
+}
+
+/* The bounds random_'s from and to - 1 must lie in, as PyTorch checks them:
+** the type's own limits (floats beyond 2^digits only warn there). */
+static bool in_type_bounds(tpurt_dtype_t d, int64_t v) {
+  switch (d) {
+    case TPURT_DTYPE_BOOL:
+      return v >= 0 && v <= 1;
+    case TPURT_DTYPE_U8:
+      return v >= 0 && v <= UINT8_MAX;
+    case TPURT_DTYPE_I8:
+      return v >= INT8_MIN && v <= INT8_MAX;
+    case TPURT_DTYPE_I16:
+      return v >= INT16_MIN && v <= INT16_MAX;
+    case TPURT_DTYPE_I32:
+      return v >= INT32_MIN && v <= INT32_MAX;
+    case TPURT_DTYPE_F16:
+      return v >= -65504 && v <= 65504;
+    default:
+      return true;
+  }
+}
+
+/* Fills self with from + (bits mod range); range 0 stands for 2^64. */
+static tpurt_status_t random_fill(lower_ctx_t* ctx, int32_t gen_arg, int64_t from, uint64_t range) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t n = numel_of(t->rank, t->sizes);
+  ir_func_t* f = ctx->func;
+  ir_value_t state = lower_rng_state(ctx, gen_arg);
+  ir_value_t v;
+  if (range != 0 && range <= (1ULL << 32)) {
+    ir_value_t bits = draw_bits(ctx, &state, TPURT_DTYPE_U32, n);
+    if (range < (1ULL << 32))
+      bits =
+          ir_binary(f, "stablehlo.remainder", bits, splat_int(ctx, TPURT_DTYPE_U32, 1, &n, (int64_t)range));
+    v = ir_convert(f, bits, TPURT_DTYPE_I64);
+  } else {
+    ir_value_t bits = draw_bits(ctx, &state, TPURT_DTYPE_U64, n);
+    if (range != 0)
+      bits =
+          ir_binary(f, "stablehlo.remainder", bits, splat_int(ctx, TPURT_DTYPE_U64, 1, &n, (int64_t)range));
+    v = ir_bitcast_convert(f, bits, ir_type_make(TPURT_DTYPE_I64, 1, &n));
+  }
+  if (from != 0) v = ir_binary(f, "stablehlo.add", v, splat_int(ctx, TPURT_DTYPE_I64, 1, &n, from));
+  v = ir_reshape(f, v, t->rank, t->sizes);
+  lower_set_result(ctx, 0, lower_cast(ctx, v, t->dtype));
+  return NULL;
+}
+
+/* The C++ type name PyTorch prints in random_'s bound errors. */
+static const char* ctype_name(tpurt_dtype_t d) {
+  switch (d) {
+    case TPURT_DTYPE_BOOL:
+      return "bool";
+    case TPURT_DTYPE_U8:
+      return "unsigned char";
+    case TPURT_DTYPE_I8:
+      return "signed char";
+    case TPURT_DTYPE_I16:
+      return "short int";
+    case TPURT_DTYPE_I32:
+      return "int";
+    case TPURT_DTYPE_I64:
+      return "long";
+    case TPURT_DTYPE_F16:
+      return "c10::Half";
+    case TPURT_DTYPE_BF16:
+      return "c10::BFloat16";
+    case TPURT_DTYPE_F32:
+      return "float";
+    case TPURT_DTYPE_F64:
+      return "double";
+    default:
+      return tpurt_dtype_name(d);
+  }
+}
+
+static tpurt_status_t check_from_to(tpurt_dtype_t d, int64_t from, int64_t to, bool to_given) {
+  if (to_given && from >= to)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
+                       (long long)from, (long long)to);
+  if (!in_type_bounds(d, from))
+    return lower_error(TPURT_INVALID_ARGUMENT, "from is out of bounds for %s", ctype_name(d));
+  if (to_given && !in_type_bounds(d, to - 1))
+    return lower_error(TPURT_INVALID_ARGUMENT, "to - 1 is out of bounds for %s", ctype_name(d));
+  if (!to_given && from > 0 && (uint64_t)from > random_max(d))
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "random_ expects 'from' casted to dtype to be less than or equal to 'to_inc' casted to dtype, "
+        "but got from=%lld > to_inc=%llu",
+        (long long)from, (unsigned long long)random_max(d));
+  return NULL;
+}
+
+/* random_(Tensor(a!) self, *, Generator? generator=None): [0, random_max] */
+static tpurt_status_t lower_random_(lower_ctx_t* ctx) {
+  uint64_t max = random_max(lower_meta(ctx, 0)->dtype);
+  return random_fill(ctx, 1, 0, max + 1);
+}
+
+/* random_.to(Tensor(a!) self, int to, *, Generator? generator=None): [0, to) */
+static tpurt_status_t lower_random_to(lower_ctx_t* ctx) {
+  int64_t to = lower_int(ctx, 1, 0);
+  TPURT_RETURN_IF_ERROR(check_from_to(lower_meta(ctx, 0)->dtype, 0, to, true));
+  return random_fill(ctx, 2, 0, (uint64_t)to);
+}
+
+/* random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None):
+** [from, to), or [from, random_max] when to is None. */
+static tpurt_status_t lower_random_from(lower_ctx_t* ctx) {
+  tpurt_dtype_t d = lower_meta(ctx, 0)->dtype;
+  int64_t from = lower_int(ctx, 1, 0);
+  bool to_given = !lower_is_none(ctx, 2);
+  int64_t to = lower_int(ctx, 2, 0);
+  TPURT_RETURN_IF_ERROR(check_from_to(d, from, to, to_given));
+  uint64_t range = to_given ? (uint64_t)to - (uint64_t)from : random_max(d) - (uint64_t)from + 1;
+  return random_fill(ctx, 3, from, range);
+}
+
+/*===--- bernoulli ---===*/
+
+/* self's shape, 1 where u < p else 0, in |dtype|; |p| has the draw dtype
+** and self's shape. */
+static ir_value_t bernoulli_of(lower_ctx_t* ctx, ir_value_t* state, ir_value_t p, tpurt_dtype_t dtype) {
+  const ir_type_t* pt = ir_value_type(ctx->func, p);
+  if (!pt) return IR_NONE;
+  ir_type_t copy = *pt;
+  ir_value_t u = uniform01(ctx, state, copy.dtype, copy.rank, copy.dims);
+  return lower_cast(ctx, ir_compare(ctx->func, IR_LT, u, p), dtype);
+}
+
+static tpurt_status_t check_p(double p) {
+  if (!(p >= 0.0 && p <= 1.0))
+    return lower_error(TPURT_INVALID_ARGUMENT, "bernoulli_ expects p to be in [0, 1], but got p=%g", p);
+  return NULL;
+}
+
+/* bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None)
+** bernoulli.p(Tensor self, float p, *, Generator? generator=None) */
+static tpurt_status_t lower_bernoulli_float(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  TPURT_RETURN_IF_ERROR(check_p(lower_scalar_value(ctx, 1)));
+  tpurt_dtype_t cd = draw_dtype(t->dtype);
+  ir_value_t p = lower_broadcast_to(ctx, lower_scalar(ctx, 1, cd), t->rank, t->sizes);
+  ir_value_t state = lower_rng_state(ctx, 2);
+  lower_set_result(ctx, 0, bernoulli_of(ctx, &state, p, t->dtype));
+  return NULL;
+}
+
+/* bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None):
+** p broadcasts to self. Probabilities outside [0, 1] are not reported
+** (that check needs the values on the host). */
+static tpurt_status_t lower_bernoulli_tensor_(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* pm = lower_meta(ctx, 1);
+  tpurt_dtype_t cd = draw_dtype(t->dtype);
+  ir_value_t p;
+  if (pm) {
+    int32_t rank;
+    int64_t dims[TPURT_MAX_RANK];
+    TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(t->rank, t->sizes, pm->rank, pm->sizes, &rank, dims));
+    if (rank != t->rank || numel_of(rank, dims) != numel_of(t->rank, t->sizes))
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "expand: the shape %s of p cannot be expanded to the shape %s of self",
+                         lower_shape_str(pm->rank, pm->sizes), lower_shape_str(t->rank, t->sizes));
+    p = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), cd), t->rank, t->sizes);
+  } else {
+    TPURT_RETURN_IF_ERROR(check_p(lower_scalar_value(ctx, 1)));
+    p = lower_broadcast_to(ctx, lower_scalar(ctx, 1, cd), t->rank, t->sizes);
+  }
+  ir_value_t state = lower_rng_state(ctx, 2);
+  lower_set_result(ctx, 0, bernoulli_of(ctx, &state, p, t->dtype));
+  return NULL;
+}
+
+/* bernoulli(Tensor self, *, Generator? generator=None): p = self */
+static tpurt_status_t lower_bernoulli(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!is_float(t->dtype))
+    return lower_error(TPURT_UNIMPLEMENTED, "\"bernoulli_tensor_cpu_self_\" not implemented for '%s'",
+                       tpurt_dtype_name(t->dtype));
+  ir_value_t p = lower_cast(ctx, lower_tensor(ctx, 0), draw_dtype(t->dtype));
+  ir_value_t state = lower_rng_state(ctx, 1);
+  lower_set_result(ctx, 0, bernoulli_of(ctx, &state, p, t->dtype));
+  return NULL;
+}
+
+/* Sorted by name. */
 const lower_rule_t lower_random_rules[] = {
+    LOWER_FN("aten::bernoulli", lower_bernoulli),
+    LOWER_FN("aten::bernoulli.p", lower_bernoulli_float),
+    LOWER_INPLACE_FN("aten::bernoulli_.Tensor", lower_bernoulli_tensor_),
+    LOWER_INPLACE_FN("aten::bernoulli_.float", lower_bernoulli_float),
+    LOWER_FN("aten::normal.Tensor_Tensor", lower_normal_tensor),
+    LOWER_FN("aten::normal.Tensor_float", lower_normal_tensor),
+    LOWER_FN("aten::normal.float_Tensor", lower_normal_tensor),
+    LOWER_INPLACE_FN("aten::normal_", lower_normal_),
+    LOWER_INPLACE_FN("aten::random_", lower_random_),
+    LOWER_INPLACE_FN("aten::random_.from", lower_random_from),
+    LOWER_INPLACE_FN("aten::random_.to", lower_random_to),
+    LOWER_INPLACE_FN("aten::uniform_", lower_uniform_),
     LOWER_END,
 };

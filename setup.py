@@ -1,0 +1,35 @@
+"""Builds torch_tpu._C: the C++ glue (torch_tpu/csrc) linked with the C core (build/libtpurt.a)."""
+
+import glob
+import os
+import subprocess
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+LIBTPURT = os.path.join("build", "libtpurt.a")
+
+
+class BuildTpuExtension(BuildExtension):
+    """Rebuilds the core first (make is incremental), then the extension."""
+
+    def run(self) -> None:
+        subprocess.check_call(["make", "lib"], cwd=ROOT)
+        super().run()
+
+
+setup(
+    ext_modules=[
+        CppExtension(
+            name="torch_tpu._C",
+            sources=sorted(glob.glob("torch_tpu/csrc/*.cpp")),
+            include_dirs=[os.path.join(ROOT, "csrc", "include")],
+            extra_compile_args=["-std=c++20", "-O2", "-Wall"],
+            extra_objects=[LIBTPURT],
+            libraries=["dl", "pthread"],
+            depends=[LIBTPURT, *glob.glob("torch_tpu/csrc/*.h"), "csrc/include/tpurt.h"],
+        )
+    ],
+    cmdclass={"build_ext": BuildTpuExtension},
+)

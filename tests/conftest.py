@@ -1,0 +1,62 @@
+"""Shared pytest fixtures: every test starts with fresh metrics and checks
+that nothing it ran on "tpu" fell back to the CPU unless it says so."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import torch_tpu
+
+
+@pytest.fixture
+def no_fallback():
+    """Asserts that the test body took no CPU fallback."""
+    torch_tpu.reset_metrics()
+    yield
+    fallbacks = torch_tpu.metrics()["cpu_fallbacks"]
+    assert fallbacks == {}, f"ops fell back to the CPU: {fallbacks}"
+
+
+def to_tpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.to("tpu")
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_tpu(v) for v in x)
+    return x
+
+
+def to_cpu(x):
+    if isinstance(x, torch.Tensor):
+        return x.cpu()
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_cpu(v) for v in x)
+    return x
+
+
+TOL = {
+    torch.float32: dict(rtol=1.3e-6 * 10, atol=1e-5),
+    torch.bfloat16: dict(rtol=1.6e-2, atol=1e-2),
+    torch.float16: dict(rtol=1e-3, atol=1e-3),
+    torch.float64: dict(rtol=1e-7, atol=1e-7),
+}
+
+
+def assert_same(actual, expected, **kw):
+    """Compares a tpu result (moved back to CPU) with the CPU result:
+    same dtype and shape, values within the dtype's tolerance."""
+    if isinstance(expected, (list, tuple)):
+        assert len(actual) == len(expected)
+        for a, e in zip(actual, expected):
+            assert_same(a, e, **kw)
+        return
+    if not isinstance(expected, torch.Tensor):
+        assert actual == expected
+        return
+    assert actual.device.type == "tpu", f"result is on {actual.device}, not tpu"
+    actual = actual.cpu()
+    assert actual.dtype == expected.dtype, f"dtype {actual.dtype} != {expected.dtype}"
+    assert actual.shape == expected.shape, f"shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    tol = dict(TOL.get(expected.dtype, dict(rtol=0, atol=0)))
+    tol.update(kw)
+    torch.testing.assert_close(actual, expected, equal_nan=True, **tol)

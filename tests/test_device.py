@@ -1,0 +1,373 @@
+"""Device basics: registration, factories, copies, generators, errors, the CPU fallback."""
+
+from __future__ import annotations
+
+import io
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+
+import torch_tpu
+
+DTYPES = [
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+    torch.int64,
+    torch.int32,
+    torch.int16,
+    torch.int8,
+    torch.uint8,
+    torch.bool,
+]
+
+
+def sample(shape: tuple[int, ...], dtype: torch.dtype, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=g).to(dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    info = torch.iinfo(dtype)
+    return torch.randint(info.min, info.max, shape, generator=g, dtype=torch.int64).to(dtype)
+
+
+def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+# ---- registration ------------------------------------------------------------------
+
+
+def test_device_is_registered() -> None:
+    assert torch.device("tpu").type == "tpu"
+    assert torch.device("tpu:0").index == 0
+    assert torch.tpu.device_count() >= 1
+    assert torch.tpu.is_available()
+    assert torch_tpu.__version__ == "0.1.0"
+    assert torch._C._get_privateuse1_backend_name() == "tpu"
+
+
+def test_torch_accelerator() -> None:
+    assert torch.accelerator.current_accelerator().type == "tpu"
+    assert torch.accelerator.device_count() == torch.tpu.device_count()
+    assert torch.accelerator.current_device_index() == torch.tpu.current_device()
+    torch.accelerator.synchronize()
+    torch.tpu.synchronize()
+
+
+def test_device_properties() -> None:
+    props = torch.tpu.get_device_properties(0)
+    assert props.name == torch.tpu.get_device_name(0)
+    assert props.platform
+    with torch.tpu.device(0):
+        assert torch.tpu.current_device() == 0
+
+
+def test_discovery_prints_only_the_path() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "torch_tpu._discovery"], capture_output=True, text=True, check=True
+    ).stdout
+    assert len(out.splitlines()) == 1
+    assert os.path.exists(out.strip())
+
+
+# ---- factories and copies ----------------------------------------------------------
+
+
+def test_empty_and_zeros() -> None:
+    x = torch.empty(2, 3, device="tpu")
+    assert x.device == torch.device("tpu:0") and x.shape == (2, 3) and x.dtype == torch.float32
+    z = torch.zeros(4, 5, dtype=torch.int32, device="tpu")
+    assert torch.equal(z.cpu(), torch.zeros(4, 5, dtype=torch.int32))
+    e = torch.empty_strided((2, 3), (1, 2), device="tpu")
+    assert e.stride() == (1, 2)
+    assert torch.empty(0, device="tpu").numel() == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_round_trip_bit_exact(dtype: torch.dtype) -> None:
+    x = sample((6, 8), dtype)
+    sources = {
+        "contiguous": x,
+        "transposed": x.t(),
+        "sliced": x[1:5, 2:7],
+        "stepped": x[::2, ::3],
+        "scalar": x[2, 3],
+    }
+    for name, src in sources.items():
+        back = src.to("tpu").cpu()
+        assert back.dtype == dtype and back.shape == src.shape, name
+        assert torch.equal(back, src), name
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.bool], ids=str)
+def test_tpu_views_read_back(dtype: torch.dtype) -> None:
+    x = sample((5, 6), dtype)
+    t = x.to("tpu")
+    assert torch.equal(t.t().cpu(), x.t())
+    assert torch.equal(t[1].cpu(), x[1])
+    assert torch.equal(t[:, 2].cpu(), x[:, 2])
+    assert torch.equal(t[::2, 1::2].cpu(), x[::2, 1::2])
+    assert torch.equal(t.view(-1).cpu(), x.view(-1))
+    assert torch.equal(t[0].expand(3, 6).cpu(), x[0].expand(3, 6))
+    assert torch.equal(t.unfold(1, 2, 2).cpu(), x.unfold(1, 2, 2))
+
+
+def test_views_alias_their_base() -> None:
+    t = torch.zeros(4, 4, device="tpu")
+    v = t[1:3]
+    v.copy_(torch.ones(2, 4))
+    expected = torch.zeros(4, 4)
+    expected[1:3] = 1
+    assert torch.equal(t.cpu(), expected)
+    assert v.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+    t.t()[0] = torch.full((4,), 7.0)  # a strided write
+    expected.t()[0] = 7.0
+    assert torch.equal(t.cpu(), expected)
+
+
+def test_copy_converts_dtypes() -> None:
+    x = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    t = torch.empty(2, 3, dtype=torch.float32, device="tpu")
+    t.copy_(x)
+    assert torch.equal(t.cpu(), x.float())
+    h = torch.empty(2, 3, dtype=torch.int64)
+    h.copy_(t)
+    assert torch.equal(h, x.long())
+    assert torch.equal(x.to("tpu", torch.bfloat16).cpu(), x.to(torch.bfloat16))
+
+
+def test_resize_and_set() -> None:
+    t = torch.arange(4.0).to("tpu")
+    t.resize_(2, 3)
+    assert t.shape == (2, 3)
+    assert torch.equal(t.view(-1)[:4].cpu(), torch.arange(4.0))
+    s = torch.empty(0, device="tpu")
+    s.set_(t)
+    assert s.shape == t.shape and s.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()
+
+
+def test_tensor_literal_item_and_print() -> None:
+    t = torch.tensor([[1.0, 2.5], [3.0, 4.0]], device="tpu")
+    assert t.device.type == "tpu"
+    assert t[0, 1].item() == 2.5
+    assert torch.tensor(7, device="tpu").item() == 7
+    assert torch.tensor(True, device="tpu").item() is True
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # printing may use the CPU fallback until ops land
+        text = str(t)
+    assert "device='tpu:0'" in text and "2.5000" in text
+
+
+def test_state_dict_round_trip() -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.LayerNorm(8))
+    reference = {k: v.clone() for k, v in model.state_dict().items()}
+    model.to("tpu")
+    assert all(p.device.type == "tpu" for p in model.parameters())
+    for k, v in model.state_dict().items():
+        assert torch.equal(v.cpu(), reference[k]), k
+    buf = io.BytesIO()
+    torch.save(model.state_dict(), buf)
+    buf.seek(0)
+    on_cpu = torch.load(buf, map_location="cpu")
+    assert all(torch.equal(on_cpu[k], reference[k]) for k in reference)
+    buf.seek(0)
+    on_tpu = torch.load(buf)
+    assert all(v.device.type == "tpu" for v in on_tpu.values())
+    fresh = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.LayerNorm(8)).to("tpu")
+    fresh.load_state_dict(reference)
+    assert all(torch.equal(v.cpu(), reference[k]) for k, v in fresh.state_dict().items())
+
+
+def test_copy_between_devices() -> None:
+    code = """
+import torch, torch_tpu
+assert torch.tpu.device_count() == 2, torch.tpu.device_count()
+x = torch.arange(12, dtype=torch.float32).reshape(3, 4)
+a = x.to("tpu:0")
+b = a.to("tpu:1")
+assert b.device == torch.device("tpu:1")
+assert torch.equal(b.cpu(), x)
+c = torch.empty(4, 3, device="tpu:1")
+c.copy_(a.t())
+assert torch.equal(c.cpu(), x.t())
+with torch.tpu.device(1):
+    assert torch.empty(1, device="tpu").device.index == 1
+print("OK")
+"""
+    proc = run_python(code, TORCH_TPU_NUM_DEVICES="2")
+    assert proc.returncode == 0 and "OK" in proc.stdout, proc.stderr
+
+
+# ---- generators --------------------------------------------------------------------
+
+
+def test_generator_api() -> None:
+    g = torch.Generator(device="tpu")
+    assert g.device.type == "tpu"
+    g.manual_seed(1234)
+    assert g.initial_seed() == 1234
+    state = g.get_state()
+    assert state.dtype == torch.uint8 and state.numel() == 16
+    g2 = torch.Generator(device="tpu")
+    g2.set_state(state)
+    assert g2.initial_seed() == 1234
+
+    torch.tpu.manual_seed(7)
+    assert torch.tpu.initial_seed() == 7
+    words = torch.tpu.get_rng_state().view(torch.int64).tolist()
+    assert words == [7, 0]  # [seed, offset]
+    torch.tpu.set_rng_state(torch.tensor([9, 3], dtype=torch.int64).view(torch.uint8))
+    assert torch.tpu.initial_seed() == 9
+    torch.manual_seed(11)  # seeds every device's default generator too
+    assert torch.tpu.initial_seed() == 11
+    assert len(torch.tpu.default_generators) == torch.tpu.device_count()
+    assert torch_tpu._C._default_generator(0).initial_seed() == 11
+
+
+# ---- errors ------------------------------------------------------------------------
+
+
+def test_missing_plugin_is_a_clear_error() -> None:
+    code = """
+import torch, torch_tpu
+assert torch.tpu.device_count() == 0 and not torch.tpu.is_available()
+try:
+    torch.empty(1, device="tpu")
+except RuntimeError as e:
+    print("ERROR:", e)
+"""
+    proc = run_python(code, TORCH_TPU_PJRT_PLUGIN="/nonexistent/pjrt_plugin.so")
+    assert proc.returncode == 0, proc.stderr
+    assert "ERROR:" in proc.stdout and "/nonexistent/pjrt_plugin.so" in proc.stdout
+
+
+def test_not_a_plugin_is_a_clear_error(tmp_path: object) -> None:
+    fake = os.path.join(str(tmp_path), "not_a_plugin.so")
+    with open(fake, "wb") as f:
+        f.write(b"\x7fELF this is not a PJRT plugin")
+    code = """
+import torch, torch_tpu
+try:
+    torch.ones(2).to("tpu")
+except RuntimeError as e:
+    print("ERROR:", e)
+"""
+    proc = run_python(code, TORCH_TPU_PJRT_PLUGIN=fake)
+    assert proc.returncode == 0, proc.stderr
+    assert "ERROR:" in proc.stdout and fake in proc.stdout
+
+
+def test_mixed_devices_error() -> None:
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+        torch.ones(3, device="tpu") + torch.ones(3)
+
+
+def test_complex_dtype_error() -> None:
+    with pytest.raises(RuntimeError, match="tpu does not support dtype ComplexFloat"):
+        torch.empty(2, dtype=torch.complex64, device="tpu")
+    with pytest.raises(RuntimeError, match="ComplexFloat"):
+        torch.ones(2, dtype=torch.complex64).to("tpu")
+
+
+def test_fallback_disabled_raises_naming_the_op() -> None:
+    x = torch.ones(3, device="tpu")
+    with torch_tpu.cpu_fallback_mode(False):
+        assert not torch_tpu._C._get_cpu_fallback_enabled()
+        with pytest.raises(NotImplementedError, match=r"aten::special_zeta.*CPU fallback is disabled"):
+            torch.special.zeta(x, x)
+    assert torch_tpu._C._get_cpu_fallback_enabled()
+
+
+def test_fallback_disabled_by_environment() -> None:
+    code = """
+import torch, torch_tpu
+x = torch.ones(3, device="tpu")
+try:
+    torch.special.zeta(x, x)
+except NotImplementedError as e:
+    print("ERROR:", e)
+"""
+    proc = run_python(code, TORCH_TPU_CPU_FALLBACK="0")
+    assert proc.returncode == 0, proc.stderr
+    assert "aten::special_zeta" in proc.stdout and "TORCH_TPU_CPU_FALLBACK=0" in proc.stdout
+
+
+def test_fallback_warns_once_and_counts() -> None:
+    torch_tpu.reset_metrics()
+    x = torch.full((3,), 2.0).to("tpu")
+    with pytest.warns(UserWarning, match=r"aten::igamma.* is not lowered for tpu; running it on the CPU"):
+        y = torch.igamma(x, x)
+    assert torch.allclose(y.cpu(), torch.igamma(torch.full((3,), 2.0), torch.full((3,), 2.0)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the second call must not warn again
+        torch.igamma(x, x)
+    counts = {k: v for k, v in torch_tpu.metrics()["cpu_fallbacks"].items() if k.startswith("aten::igamma")}
+    assert sum(counts.values()) == 2, counts
+    assert "aten::igamma" in torch_tpu.metrics_report()
+
+
+def test_metrics_keys() -> None:
+    m = torch_tpu.metrics()
+    for key in (
+        "compiles",
+        "cache_hits",
+        "executions",
+        "bytes_to_device",
+        "bytes_from_device",
+        "compile_seconds",
+        "live_buffers",
+        "live_storages",
+        "bytes_in_use",
+        "peak_bytes_in_use",
+        "cpu_fallbacks",
+    ):
+        assert key in m, key
+    before = torch_tpu.metrics()["bytes_to_device"]
+    torch.ones(256).to("tpu")
+    assert torch_tpu.metrics()["bytes_to_device"] >= before + 1024
+    assert torch.tpu.memory_allocated() >= 0
+    assert torch.tpu.max_memory_allocated() >= torch.tpu.memory_allocated()
+
+
+def test_bare_import_torch_autoloads() -> None:
+    proc = run_python("import torch; print(torch.ones(2, 3, device='tpu') * 2 + 1)")
+    assert proc.returncode == 0, proc.stderr
+    assert "tensor([[3., 3., 3.]," in proc.stdout and "device='tpu:0'" in proc.stdout
+
+
+def test_import_is_idempotent() -> None:
+    import importlib
+
+    importlib.reload(torch_tpu)
+    assert torch.tpu is torch_tpu.device or torch.tpu.__name__ == "torch_tpu.device"
+    assert torch.empty(1, device="tpu").device.type == "tpu"
+
+
+# ---- ops (need the core's lowering rules) -------------------------------------------
+
+
+def test_elementwise_ops_do_not_fall_back() -> None:
+    torch_tpu.reset_metrics()
+    a = torch.randn(4, 5)
+    b = torch.randn(4, 5)
+    with torch_tpu.cpu_fallback_mode(False):
+        ta, tb = a.to("tpu"), b.to("tpu")
+        torch.testing.assert_close((ta + tb).cpu(), a + b)
+        torch.testing.assert_close((ta * tb).cpu(), a * b)
+        torch.testing.assert_close((ta * 2 + 1).cpu(), a * 2 + 1)
+        torch.testing.assert_close((ta @ tb.t()).cpu(), a @ b.t())
+    assert torch_tpu.metrics()["cpu_fallbacks"] == {}

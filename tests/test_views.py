@@ -1,0 +1,149 @@
+"""Views and in-place semantics match PyTorch: writes through views are
+seen by every alias, out= works, versions bump."""
+
+from __future__ import annotations
+
+import torch
+
+from conftest import assert_same
+
+
+def both(fn):
+    """Runs |fn(device)| on CPU and tpu and compares what it returns."""
+    torch.manual_seed(0)
+    expected = fn("cpu")
+    actual = fn("tpu")
+    assert_same(actual, expected)
+
+
+def base(device):
+    return torch.arange(12, dtype=torch.float32).reshape(3, 4).to(device)
+
+
+def test_setitem_column(no_fallback):
+    def f(d):
+        x = base(d)
+        x[:, 1] = torch.tensor([10.0, 20.0, 30.0]).to(d)
+        return x
+
+    both(f)
+
+
+def test_transpose_inplace_seen_through_base(no_fallback):
+    def f(d):
+        x = base(d)
+        x.t().add_(1)
+        return x
+
+    both(f)
+
+
+def test_flat_view_slice_zero(no_fallback):
+    def f(d):
+        x = base(d)
+        x.view(-1)[3:7].zero_()
+        return x
+
+    both(f)
+
+
+def test_out_variants(no_fallback):
+    def f(d):
+        a, b = base(d), base(d) * 2
+        out = torch.empty(3, 4, device=d)
+        torch.add(a, b, out=out)
+        torch.mul(a, 3, out=a)
+        return out, a
+
+    both(f)
+
+
+def test_out_into_a_row_of_an_operand(no_fallback):
+    def f(d):
+        a = base(d)
+        b = torch.ones(4, device=d)
+        torch.add(a[0], b, out=a[0])
+        return a
+
+    both(f)
+
+
+def test_out_resizes_an_empty_tensor(no_fallback):
+    def f(d):
+        a = base(d)
+        out = torch.empty(0, device=d)
+        torch.mul(a, a, out=out)
+        return out
+
+    both(f)
+
+
+def test_two_views_share_a_storage(no_fallback):
+    def f(d):
+        x = torch.zeros(6, device=d)
+        a = x[:3]
+        b = x.view(2, 3)
+        a.fill_(5)
+        b[1].add_(2)
+        return x, a, b
+
+    both(f)
+
+
+def test_strided_and_stepped_views(no_fallback):
+    def f(d):
+        x = torch.arange(60, dtype=torch.float32).reshape(3, 4, 5).to(d)
+        return [
+            x[:, ::2, 1:4] * 1,
+            x.permute(2, 0, 1) + 0,
+            x[1].t() - 0,
+            x.expand(2, 3, 4, 5) * 1,
+            x[..., 2].unsqueeze(-1) * 1,
+            x.diagonal(dim1=1, dim2=2) + 0,
+            x.narrow(2, 1, 3).reshape(-1) * 1,
+        ]
+
+    both(f)
+
+
+def test_inplace_on_stepped_view(no_fallback):
+    def f(d):
+        x = torch.arange(20, dtype=torch.float32).reshape(4, 5).to(d)
+        x[::2, 1::2].mul_(-1)
+        x[1:3].t()[2:].add_(100)
+        return x
+
+    both(f)
+
+
+def test_version_bumps(no_fallback):
+    x = torch.zeros(3, device="tpu")
+    v0 = x._version
+    x.add_(1)
+    assert x._version > v0
+    v1 = x._version
+    x[0] = 5
+    assert x._version > v1
+
+
+def test_scalars_compile_once():
+    import torch_tpu
+
+    x = torch.randn(16, device="tpu")
+    _ = (x * 0.123).cpu()  # warm: the first call compiles
+    torch_tpu.reset_metrics()
+    for i in range(50):
+        y = x * (0.5 + i / 7)
+        assert torch.allclose(y.cpu(), x.cpu() * (0.5 + i / 7))
+    assert torch_tpu.metrics()["compiles"] == 0
+
+
+def test_scalars_compile_once_from_cold():
+    import torch_tpu
+
+    x = torch.randn(17, device="tpu")
+    torch_tpu.reset_metrics()
+    for i in range(50):
+        _ = x * (0.25 + i)
+    torch.tpu.synchronize()
+    assert torch_tpu.metrics()["compiles"] == 1

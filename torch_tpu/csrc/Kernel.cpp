@@ -1,0 +1,373 @@
+// Kernel.cpp: THE boxed kernel. Every aten op that reaches PrivateUse1 without
+// an explicit registration comes here; it is translated into a tpurt op call
+// (arguments as the schema types them) and run by the core. Ops the core has
+// no rule for go to the CPU fallback (or raise, if it is disabled).
+#include <ATen/ATen.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/util/env.h>
+#include <torch/library.h>
+
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <set>
+
+#include "Common.h"
+
+namespace torch_tpu {
+namespace {
+
+// ---- CPU fallback -------------------------------------------------------------
+
+std::atomic<int> g_fallback_enabled{-1};  // -1: not decided yet (TORCH_TPU_CPU_FALLBACK)
+std::mutex g_fallback_mutex;
+std::map<std::string, uint64_t> g_fallback_counts;
+std::set<std::string> g_fallback_warned;
+
+void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const std::string& name) {
+  TORCH_CHECK_NOT_IMPLEMENTED(cpu_fallback_enabled(), name,
+                              ": no tpu lowering for this op, and the CPU fallback is disabled "
+                              "(TORCH_TPU_CPU_FALLBACK=0 / torch_tpu.cpu_fallback_mode(False))");
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(g_fallback_mutex);
+    ++g_fallback_counts[name];
+    first = g_fallback_warned.insert(name).second;
+  }
+  if (first) {
+    TORCH_WARN(name,
+               " is not lowered for tpu; running it on the CPU (slow). "
+               "Set TORCH_TPU_CPU_FALLBACK=0 to make this an error.");
+  }
+  at::native::cpu_fallback(op, stack);
+}
+
+// ---- arguments ----------------------------------------------------------------
+
+[[noreturn]] void different_devices(c10::DeviceIndex device, const at::Tensor& t) {
+  TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ",
+              c10::Device(kTpu, device), " and ", t.device(), "!");
+}
+
+// One op call being assembled: args for the core, and what keeps them alive.
+struct Call {
+  std::string name;
+  c10::DeviceIndex device = 0;
+  std::vector<tpurt_arg_t> args;
+  std::vector<at::Tensor> tensors;  // parallel to args: the tensor behind a TENSOR arg
+  std::vector<at::Tensor> writes;   // the is_write tensors, in order
+  std::deque<std::vector<int64_t>> int_lists;
+  at::Generator generator;
+  std::unique_lock<std::mutex> generator_lock;
+
+  void push(const tpurt_arg_t& arg, at::Tensor t = {}) {
+    args.push_back(arg);
+    tensors.push_back(std::move(t));
+  }
+
+  // A tensor argument; a 0-d CPU tensor becomes a SCALAR when |scalar_ok|.
+  void add_tensor(const at::Tensor& t, bool is_write, bool scalar_ok) {
+    tpurt_arg_t arg{};
+    arg.is_write = is_write;
+    if (!t.defined()) {
+      arg.kind = TPURT_ARG_NONE;
+    } else if (t.device().type() == kTpu) {
+      if (t.device().index() != device) different_devices(device, t);
+      arg.kind = TPURT_ARG_TENSOR;
+      arg.u.tensor = describe(t, name);
+    } else if (scalar_ok && t.device().is_cpu() && t.dim() == 0) {
+      arg.kind = TPURT_ARG_SCALAR;
+      arg.u.scalar.dtype = to_tpurt_dtype(t.scalar_type(), name);
+      arg.u.scalar.tier =
+          t.unsafeGetTensorImpl()->is_wrapped_number() ? TPURT_TIER_WRAPPED : TPURT_TIER_ZERO_DIM;
+      const c10::Scalar value = t.item();
+      if (value.isFloatingPoint()) {
+        arg.u.scalar.f = value.toDouble();
+      } else {
+        arg.u.scalar.i = value.toLong();
+      }
+    } else {
+      different_devices(device, t);
+    }
+    if (is_write && t.defined()) writes.push_back(t);
+    push(arg, t);
+  }
+
+  void add_scalar(const c10::Scalar& s) {
+    tpurt_arg_t arg{.kind = TPURT_ARG_SCALAR};
+    arg.u.scalar.tier = TPURT_TIER_WRAPPED;
+    TORCH_CHECK(!s.isComplex(), name, ": tpu does not support complex scalars");
+    TORCH_CHECK(!s.isSymbolic(), name, ": dynamic shapes are not supported on tpu");
+    if (s.isFloatingPoint()) {
+      arg.u.scalar.dtype = TPURT_DTYPE_F64;
+      arg.u.scalar.f = s.toDouble();
+    } else if (s.isBoolean()) {
+      arg.u.scalar.dtype = TPURT_DTYPE_BOOL;
+      arg.u.scalar.i = s.toBool();
+    } else {
+      arg.u.scalar.dtype = TPURT_DTYPE_I64;
+      arg.u.scalar.i = s.toLong();
+    }
+    push(arg);
+  }
+
+  int64_t as_int(const c10::IValue& v) {
+    if (v.isInt()) return v.toInt();
+    TORCH_CHECK(v.isSymInt() && v.toSymInt().maybe_as_int().has_value(), name,
+                ": dynamic shapes are not supported on tpu (got a symbolic int; use dynamic=False)");
+    return *v.toSymInt().maybe_as_int();
+  }
+
+  void add_generator(const c10::IValue& v) {
+    generator = v.isNone() ? default_generator(device) : v.toGenerator();
+    TORCH_CHECK(generator.device().type() == kTpu, name, ": expected a tpu generator, got one for ",
+                generator.device());
+    generator_lock = std::unique_lock<std::mutex>(generator.mutex());
+    auto* impl = generator.get<TpuGeneratorImpl>();
+    tpurt_arg_t arg{.kind = TPURT_ARG_GENERATOR};
+    arg.u.rng.seed = impl->current_seed();
+    arg.u.rng.offset = impl->get_offset();
+    push(arg);
+  }
+
+  void add(const c10::Argument& schema_arg, const c10::IValue& v) {
+    c10::TypePtr type = schema_arg.real_type();
+    if (auto inner = type->castRaw<c10::OptionalType>()) type = inner->getElementType();
+    const bool is_write = schema_arg.alias_info() != nullptr && schema_arg.alias_info()->isWrite();
+    if (type->kind() == c10::TypeKind::GeneratorType) return add_generator(v);
+    if (v.isNone()) return push({.kind = TPURT_ARG_NONE});
+    switch (type->kind()) {
+      case c10::TypeKind::TensorType:
+        return add_tensor(v.toTensor(), is_write, /*scalar_ok=*/true);
+      case c10::TypeKind::NumberType:
+        return add_scalar(v.toScalar());
+      case c10::TypeKind::FloatType: {
+        TORCH_CHECK(v.isDouble(), name, ": dynamic shapes are not supported on tpu (symbolic float)");
+        tpurt_arg_t arg{.kind = TPURT_ARG_FLOAT};
+        arg.u.scalar = {.dtype = TPURT_DTYPE_F64, .tier = TPURT_TIER_WRAPPED, .f = v.toDouble(), .i = 0};
+        return push(arg);
+      }
+      case c10::TypeKind::IntType:
+      case c10::TypeKind::SymIntType:
+        return push({.kind = TPURT_ARG_INT, .u = {.i = as_int(v)}});
+      case c10::TypeKind::BoolType:
+        return push({.kind = TPURT_ARG_BOOL, .u = {.i = v.toBool()}});
+      case c10::TypeKind::ScalarTypeType: {
+        const tpurt_dtype_t dtype = to_tpurt_dtype(static_cast<c10::ScalarType>(v.toInt()), name);
+        return push({.kind = TPURT_ARG_DTYPE, .u = {.i = dtype}});
+      }
+      case c10::TypeKind::StringType:
+        return push({.kind = TPURT_ARG_STRING, .u = {.str = v.toStringRef().c_str()}});
+      case c10::TypeKind::ListType:
+        return add_list(type->expectRef<c10::ListType>().getElementType(), v, is_write);
+      default:
+        return push({.kind = TPURT_ARG_OTHER});
+    }
+  }
+
+  void add_list(const c10::TypePtr& elem, const c10::IValue& v, bool is_write) {
+    c10::TypePtr inner = elem;
+    if (auto opt = elem->castRaw<c10::OptionalType>()) inner = opt->getElementType();
+    if (inner->kind() == c10::TypeKind::TensorType) {
+      const auto items = v.toListRef();
+      push({.kind = TPURT_ARG_TENSOR_LIST, .u = {.list_len = static_cast<int32_t>(items.size())}});
+      for (const c10::IValue& item : items) {
+        add_tensor(item.isNone() ? at::Tensor() : item.toTensor(), is_write, /*scalar_ok=*/false);
+      }
+      return;
+    }
+    if (inner->kind() == c10::TypeKind::IntType || inner->kind() == c10::TypeKind::SymIntType) {
+      std::vector<int64_t>& ints = int_lists.emplace_back();
+      for (const c10::IValue& item : v.toListRef()) ints.push_back(as_int(item));
+      tpurt_arg_t arg{.kind = TPURT_ARG_INT_LIST};
+      arg.u.ints = {.data = ints.data(), .len = static_cast<int32_t>(ints.size())};
+      return push(arg);
+    }
+    push({.kind = TPURT_ARG_OTHER});  // bool[], float[]...: nothing the core reads today
+  }
+};
+
+// The device of the first tpu tensor among the inputs, else the current one.
+c10::DeviceIndex call_device(c10::ArrayRef<c10::IValue> inputs) {
+  auto tpu_index = [](const c10::IValue& v) -> std::optional<c10::DeviceIndex> {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == kTpu) {
+      return v.toTensor().device().index();
+    }
+    return std::nullopt;
+  };
+  for (const c10::IValue& v : inputs) {
+    if (auto index = tpu_index(v)) return *index;
+    if (v.isList()) {
+      for (const c10::IValue& item : v.toListRef()) {
+        if (auto index = tpu_index(item)) return *index;
+      }
+    }
+  }
+  return current_device();
+}
+
+// ---- results ------------------------------------------------------------------
+
+c10::IValue host_scalar(const at::Tensor& t, const c10::TypePtr& type) {
+  const c10::Scalar s = t.item();  // a sync point, through _local_scalar_dense
+  switch (type->kind()) {
+    case c10::TypeKind::BoolType:
+      return s.toBool();
+    case c10::TypeKind::IntType:
+      return s.toLong();
+    case c10::TypeKind::FloatType:
+      return s.toDouble();
+    default:
+      return s;
+  }
+}
+
+void push_returns(const c10::FunctionSchema& schema, Call& call, tpurt_op_call_t& op,
+                  torch::jit::Stack* stack) {
+  std::vector<at::Tensor> results;
+  for (int32_t k = 0; k < op.num_results; ++k) {
+    try {
+      results.push_back(adopt_result(op.results[k]));
+    } catch (...) {
+      for (int32_t j = k; j < op.num_results; ++j) tpurt_storage_release(op.results[j].storage);
+      throw;
+    }
+  }
+  size_t next_result = 0;
+  size_t next_write = 0;
+  auto take_result = [&]() -> at::Tensor {
+    TORCH_CHECK(next_result < results.size(), call.name, ": the core returned ", results.size(),
+                " results, the schema wants more");
+    return results[next_result++];
+  };
+  for (const c10::Argument& ret : schema.returns()) {
+    const c10::TypePtr& type = ret.real_type();
+    if (ret.alias_info() != nullptr && ret.alias_info()->isWrite()) {
+      TORCH_CHECK(next_write < call.writes.size(), call.name,
+                  ": schema returns more written tensors than it takes");
+      torch::jit::push(stack, call.writes[next_write++]);
+    } else if (type->kind() == c10::TypeKind::TensorType) {
+      torch::jit::push(stack, take_result());
+    } else if (type->kind() == c10::TypeKind::ListType) {
+      std::vector<at::Tensor> rest(results.begin() + next_result, results.end());
+      next_result = results.size();
+      torch::jit::push(stack, std::move(rest));
+    } else {
+      torch::jit::push(stack, host_scalar(take_result(), type));
+    }
+  }
+}
+
+// ---- the kernel ---------------------------------------------------------------
+
+void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  std::string name = schema.name();
+  if (!schema.overload_name().empty()) name += "." + schema.overload_name();
+  if (!tpurt_op_supported(name.c_str())) return run_on_cpu(op, stack, name);
+
+  const size_t num_inputs = schema.arguments().size();
+  const auto inputs = torch::jit::last(*stack, num_inputs);
+  Call call;
+  call.name = name;
+  call.device = call_device(inputs);
+  const c10::DeviceGuard guard(c10::Device(kTpu, call.device));
+  for (size_t i = 0; i < num_inputs; ++i) call.add(schema.arguments()[i], inputs[i]);
+
+  tpurt_op_call_t run{};
+  run.name = call.name.c_str();
+  run.args = call.args.data();
+  run.num_args = static_cast<int32_t>(call.args.size());
+  run.device = call.device;
+  for (int attempt = 0;; ++attempt) {
+    tpurt_status_t status = tpurt_op_run(&run);
+    if (status == nullptr) break;
+    if (tpurt_status_code(status) != TPURT_NEEDS_RESIZE || attempt >= 3) raise_status(status, name);
+    tpurt_status_free(status);
+    const int32_t i = run.resize_arg;
+    TORCH_CHECK(i >= 0 && i < run.num_args && call.args[i].kind == TPURT_ARG_TENSOR, name,
+                ": the core asked to resize argument ", i, ", which is not a tensor");
+    at::native::resize_output(call.tensors[i], c10::IntArrayRef(run.resize_sizes, run.resize_rank));
+    call.args[i].u.tensor = describe(call.tensors[i], name);
+    run.num_results = 0;
+  }
+  if (call.generator.defined()) {
+    auto* impl = call.generator.get<TpuGeneratorImpl>();
+    impl->set_offset(impl->get_offset() + 1);
+    call.generator_lock.unlock();
+  }
+  torch::jit::drop(*stack, num_inputs);
+  push_returns(schema, call, run, stack);
+}
+
+}  // namespace
+
+namespace {
+
+// Ops whose PyTorch kernel must stay: copies that cross devices (they reach
+// _copy_from), and views (they must alias, never compute).
+bool keeps_pytorch_kernel(const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.operator_name();
+  if (name.name == "aten::copy_" || name.name == "aten::_to_copy") return true;
+  for (const c10::Argument& ret : op.schema().returns()) {
+    if (ret.alias_info() != nullptr && !ret.alias_info()->isWrite()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+void register_core_ops() {
+  // PyTorch gives many ops a composite kernel for every backend (add.Tensor
+  // computes its meta and calls add.out; abs calls abs.out), and a composite
+  // wins over a backend fallback. An op the core lowers itself is registered
+  // here by name so that it reaches the core as it is. Ops with an explicit
+  // PrivateUse1 kernel (views, copies, factories) keep it.
+  static auto* library =
+      new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  static std::once_flag once;
+  std::call_once(once, [] {
+    c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+    for (const c10::OperatorName& op : dispatcher.getAllOpNames()) {
+      if (op.name.rfind("aten::", 0) != 0) continue;
+      const std::string name = op.overload_name.empty() ? op.name : op.name + "." + op.overload_name;
+      if (!tpurt_op_supported(name.c_str())) continue;
+      const auto handle = dispatcher.findOp(op);
+      if (!handle || handle->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1) ||
+          keeps_pytorch_kernel(*handle)) {
+        continue;
+      }
+      library->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&tpu_boxed_kernel>());
+    }
+  });
+}
+
+bool cpu_fallback_enabled() {
+  int enabled = g_fallback_enabled.load();
+  if (enabled < 0) {
+    const auto env = c10::utils::get_env("TORCH_TPU_CPU_FALLBACK");
+    enabled = !(env.has_value() && (*env == "0" || *env == "false" || *env == "off"));
+    g_fallback_enabled.store(enabled);
+  }
+  return enabled != 0;
+}
+
+void set_cpu_fallback_enabled(bool enabled) { g_fallback_enabled.store(enabled ? 1 : 0); }
+
+std::map<std::string, uint64_t> cpu_fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  return g_fallback_counts;
+}
+
+void reset_cpu_fallback_counts() {
+  std::lock_guard<std::mutex> lock(g_fallback_mutex);
+  g_fallback_counts.clear();
+}
+
+}  // namespace torch_tpu
+
+TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&torch_tpu::tpu_boxed_kernel>());
+}

@@ -1,0 +1,48 @@
+"""Counters of the runtime: compiles, cache hits, transfers, memory, CPU fallbacks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch_tpu import _C
+
+_LABELS = {
+    "compiles": "compiles",
+    "cache_hits": "executable cache hits",
+    "executions": "executions",
+    "compile_seconds": "time compiling (s)",
+    "bytes_to_device": "bytes to device",
+    "bytes_from_device": "bytes from device",
+    "live_buffers": "live buffers",
+    "live_storages": "live storages",
+    "bytes_in_use": "bytes in use",
+    "peak_bytes_in_use": "peak bytes in use",
+}
+
+
+def metrics() -> dict[str, Any]:
+    """A snapshot: the keys of ``_LABELS`` plus ``cpu_fallbacks`` (op name -> count)."""
+    return dict(_C._metrics())
+
+
+def reset_metrics() -> None:
+    """Zeroes the counters (and the CPU-fallback counts); live objects stay counted."""
+    _C._reset_metrics()
+
+
+def metrics_report() -> str:
+    """The metrics as readable text, one item per line."""
+    m = metrics()
+    lines = ["torch_tpu metrics"]
+    for key, label in _LABELS.items():
+        value = m.get(key, 0)
+        text = f"{value:.3f}" if isinstance(value, float) else f"{value:,}"
+        lines.append(f"  {label + ':':<24}{text}")
+    fallbacks: dict[str, int] = m.get("cpu_fallbacks", {})
+    if fallbacks:
+        lines.append(f"  CPU fallbacks ({sum(fallbacks.values())} calls, {len(fallbacks)} ops):")
+        for op, count in sorted(fallbacks.items(), key=lambda kv: (-kv[1], kv[0])):
+            lines.append(f"    {op:<40}{count:>8}")
+    else:
+        lines.append("  CPU fallbacks:          none")
+    return "\n".join(lines)
