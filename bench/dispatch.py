@@ -30,9 +30,9 @@ def main() -> None:
     for n in (4, 256, 4096):
         a_cpu, b_cpu = torch.randn(n), torch.randn(n)
         a, b = a_cpu.to("tpu"), b_cpu.to("tpu")
-        cpu = per_op_us(lambda: a_cpu + b_cpu, 20000, lambda: None)
-        tpu = per_op_us(lambda: a + b, 5000, torch.tpu.synchronize)
-        tpu_s = per_op_us(lambda: a * 0.5, 5000, torch.tpu.synchronize)
+        cpu = per_op_us(lambda x=a_cpu, y=b_cpu: x + y, 20000, lambda: None)
+        tpu = per_op_us(lambda x=a, y=b: x + y, 5000, torch.tpu.synchronize)
+        tpu_s = per_op_us(lambda x=a: x * 0.5, 5000, torch.tpu.synchronize)
         rows.append((n, cpu, tpu, tpu_s))
     info = torch_tpu._C._runtime_info()
     print(f"strict eager dispatch, cached programs, plugin platform={info['platform_name']}")

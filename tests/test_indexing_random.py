@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import assert_same, to_cpu, to_tpu
 
 import torch_tpu
+
+from conftest import assert_same, to_cpu, to_tpu
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.int32, torch.bool]
 

@@ -10,7 +10,9 @@ from conftest import assert_same
 
 def mlp() -> nn.Module:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(64, 256), nn.GELU(approximate="tanh"), nn.LayerNorm(256), nn.Linear(256, 64))
+    return nn.Sequential(
+        nn.Linear(64, 256), nn.GELU(approximate="tanh"), nn.LayerNorm(256), nn.Linear(256, 64)
+    )
 
 
 def test_mlp_block_matches_cpu(no_fallback):
