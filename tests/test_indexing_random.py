@@ -99,15 +99,21 @@ def test_gather_scatter_small_cases(no_fallback):
         run_both(lambda x, i, s: x.scatter(0, i, s, reduce="add"), x, i, src)
     run_both(lambda x, i, s: x.scatter(0, i, s, reduce="multiply"), x, i, src)
     run_both(lambda x, i: x.scatter(0, i, 2.0, reduce="add"), x, i)
-    run_both(lambda x, i, s: x.scatter_add(0, i, s), torch.zeros(3, dtype=torch.bool), torch.tensor([0, 0]),
-             torch.tensor([True, False]))
+    run_both(
+        lambda x, i, s: x.scatter_add(0, i, s),
+        torch.zeros(3, dtype=torch.bool),
+        torch.tensor([0, 0]),
+        torch.tensor([True, False]),
+    )
 
 
 def test_gather_scatter_errors():
     same_error(lambda x, i: torch.gather(x, 0, i), torch.zeros(2, 3), torch.tensor([0]))
     same_error(lambda x, i: torch.gather(x, 0, i), torch.zeros(2, 3), torch.tensor([[0, 0, 0, 0]]))
     same_error(lambda x, i: torch.gather(x, 0, i), torch.zeros(2, 3), torch.tensor([[0.0]]))
-    same_error(lambda x, i, s: x.scatter(0, i, s), torch.zeros(3), torch.tensor([0]), torch.ones(3, dtype=torch.long))
+    same_error(
+        lambda x, i, s: x.scatter(0, i, s), torch.zeros(3), torch.tensor([0]), torch.ones(3, dtype=torch.long)
+    )
     same_error(lambda x, i, s: x.scatter(0, i, s), torch.zeros(3), torch.tensor([0, 1]), torch.ones(1))
     same_error(lambda x, i, s: x.scatter(0, i, s), torch.zeros(3), torch.tensor([[0]]), torch.ones(1))
 
@@ -118,7 +124,7 @@ def test_index_add(no_fallback, dtype):
     i = torch.tensor([3, 0, 1, 1, 3])
     run_both(lambda x, i, s: x.index_add(0, i, s), x, i, src, exact=False)
     run_both(lambda x, i, s: x.clone().index_add_(0, i, s, alpha=2), x, i, src, exact=False)
-    run_both(lambda x, i, s: x.index_add(1, i[:2] % 3, s), x, i, make((4, 2), dtype, 9))
+    run_both(lambda x, i, s: x.index_add(1, i[:2] % 3, s), x, i, make((4, 2), dtype, 9), exact=False)
     same_error(lambda x, i, s: x.index_add(0, i, s), torch.zeros(3), torch.tensor([0]), torch.ones(2))
     same_error(lambda x, i, s: x.index_add(0, i, s), torch.zeros(3), torch.tensor([0]), torch.ones(1).long())
 
@@ -158,8 +164,13 @@ def test_index_put(no_fallback, dtype):
     run_both(put, x, torch.tensor([-1]), v[0])  # broadcast, negative index
     run_both(setitem, x, torch.tensor([[0], [1]]), torch.tensor([1, 4, 0]), make((4,), dtype, 13))
     if dtype != torch.bool:
-        run_both(lambda x, i, v: x.clone().index_put_((i,), v, accumulate=True), x, torch.tensor([1, 1, 0]),
-                 make((3, 4, 5), dtype, 14), exact=False)
+        run_both(
+            lambda x, i, v: x.clone().index_put_((i,), v, accumulate=True),
+            x,
+            torch.tensor([1, 1, 0]),
+            make((3, 4, 5), dtype, 14),
+            exact=False,
+        )
 
     def setitem_scalar(x, i):
         y = x.clone()
@@ -173,14 +184,21 @@ def test_index_errors():
     same_error(lambda x, i: x[i, i], torch.zeros(3), torch.tensor([0]))
     same_error(lambda x, i: x[i], torch.zeros(3), torch.tensor([0.0]))
     same_error(lambda x, i, v: x.index_put_((i,), v), torch.zeros(3), torch.tensor([0]), torch.tensor([1]))
-    same_error(lambda x, i, v: x.index_put_((i,), v), torch.zeros(3), torch.tensor([0]), torch.tensor([1.0, 2.0]))
+    same_error(
+        lambda x, i, v: x.index_put_((i,), v), torch.zeros(3), torch.tensor([0]), torch.tensor([1.0, 2.0])
+    )
 
 
 def test_bool_mask_index_is_not_lowered():
-    # A mask makes a data-dependent shape (nonzero): the rule declines it.
+    # A mask makes a data-dependent shape (nonzero): the rule declines it with
+    # UNIMPLEMENTED; the glue either raises that or runs the op on the CPU.
     x = torch.arange(6.0, device="tpu")
-    with pytest.raises(Exception, match="nonzero"):
-        x[x > 2]
+    try:
+        y = x[x > 2]
+    except NotImplementedError as e:
+        assert "nonzero" in str(e)
+    else:
+        assert torch.equal(y.cpu(), torch.tensor([3.0, 4.0, 5.0]))
 
 
 # ---- masked_fill ------------------------------------------------------------------------
@@ -199,8 +217,12 @@ def test_masked_fill(no_fallback, dtype):
 
 def test_masked_fill_errors():
     same_error(lambda x, m: x.masked_fill(m, 1.0), torch.zeros(3), torch.tensor([1, 0, 1]))
-    same_error(lambda x, m, v: x.masked_fill(m, v), torch.zeros(3), torch.tensor([True, False, True]),
-               torch.tensor([1.0, 2.0]))
+    same_error(
+        lambda x, m, v: x.masked_fill(m, v),
+        torch.zeros(3),
+        torch.tensor([True, False, True]),
+        torch.tensor([1.0, 2.0]),
+    )
     same_error(lambda x, m: x.masked_fill_(m, 1.0), torch.zeros(3), torch.tensor([[True, False, True]]))
 
 
@@ -221,10 +243,15 @@ def test_embedding_backward(no_fallback, padding_idx, scale, dtype):
         (out * weights).sum().backward()
         return w.grad
 
+    # tpu sums the rows of half types in f32, PyTorch's CPU kernel in bf16
     expected, actual = grad(w, idx), grad(*to_tpu([w, idx]))
     assert_same(actual, expected)
-    run_both(lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 7, -1, False), make((2, 3, 4), dtype, 18),
-             idx)
+    run_both(
+        lambda g, i: torch.ops.aten.embedding_dense_backward(g, i, 7, -1, False),
+        make((2, 3, 4), dtype, 18),
+        idx,
+        exact=False,
+    )
 
 
 # ---- random -----------------------------------------------------------------------------
@@ -275,7 +302,7 @@ def test_normal(no_fallback, dtype):
     n = torch.empty(100_000, dtype=dtype, device="tpu").normal_(2.0, 3.0).cpu().double()
     assert torch.isfinite(n).all()
     assert abs(n.mean() - 2) < 0.05 and abs(n.std() - 3) < 0.05
-    mean = torch.linspace(-5, 5, 100_000, device="tpu").to(dtype)
+    mean = (torch.arange(100_000, device="tpu") / 10_000.0 - 5).to(dtype)
     m = torch.normal(mean, 0.5).cpu().double()
     assert m.dtype == torch.float64 and m.shape == mean.shape
     assert abs((m - mean.cpu().double()).std() - 0.5) < 0.02
@@ -301,7 +328,8 @@ def test_random_(no_fallback, dtype):
     if dtype == torch.bool:
         assert set(r.long().unique().tolist()) == {0, 1}
     elif dtype.is_floating_point:
-        assert r.min() >= 0 and r.max() <= 2 ** torch.finfo(dtype).nmant + 1
+        digits = {torch.float32: 24, torch.bfloat16: 8}[dtype]
+        assert r.min() >= 0 and r.max() <= 2**digits
     else:
         assert r.long().min() >= 0
     i = torch.randint(5, 8, (1000,), device="tpu").cpu()

@@ -260,3 +260,29 @@ def test_embedding_and_index_select(no_fallback):
     run_both(lambda w, i: F.embedding(i, w), w, idx)
     run_both(lambda w, i: torch.index_select(w, 0, i.flatten()), w, idx)
     run_both(lambda w, i: torch.index_select(w, 1, i[0, :2] % 4), w, idx)
+
+
+def test_data_dependent_selection(no_fallback):
+    x = torch.tensor([[0.0, 1.5, 0.0], [2.0, 0.0, -3.0]])
+    run_both(torch.nonzero, x)
+    run_both(lambda t: torch.nonzero(t[:, :0]), x)
+    run_both(lambda t: torch.nonzero(torch.zeros_like(t)), x)
+    run_both(lambda t: torch.masked_select(t, t > 0), x)
+    run_both(lambda t: torch.masked_select(t, torch.tensor([True, False, True]).to(t.device)), x)
+    run_both(lambda t: t[t != 0], x)
+    run_both(lambda t: t[torch.tensor([1, 0])], x)  # a CPU index tensor
+
+    def masked_write(t):
+        t = t.clone()
+        t[t < 0] = 7.0
+        return t
+
+    run_both(masked_write, x)
+
+
+def test_print_needs_no_fallback(no_fallback, capsys):
+    x = torch.tensor([[0.0, 1.5, float("inf")], [2.0, float("nan"), -3.0]], device="tpu")
+    print(x)
+    print(x.to(torch.int64).clamp(-5, 5))
+    out = capsys.readouterr().out
+    assert "device='tpu:0'" in out and "1.5000" in out

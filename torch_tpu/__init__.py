@@ -6,6 +6,12 @@ registers the device. Nothing is loaded until the device is first used.
 
 from __future__ import annotations
 
+import os
+
+# XLA inside the plugin logs INFO lines to stderr at start-up; keep warnings
+# and errors only unless the user asked for more.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
 
 def _autoload() -> None:
     """Entry point of PyTorch's device-backend autoload (``torch.backends`` group).

@@ -450,12 +450,8 @@ static bool try_share_copy(const tpurt_op_call_t* call) {
 
 static sig_t g_sig;
 
-tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call) {
-  call->num_results = 0;
-  lower_rule_t scratch;
-  const lower_rule_t* rule = lower_find(call->name, &scratch);
-  if (!rule) return tpurt_status_create(TPURT_UNIMPLEMENTED, "no tpu lowering for %s", call->name);
-  if (try_share_copy(call)) return NULL;
+/* Finds or builds the plan for |call| under |rule| and launches it. */
+static tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op_call_t* call) {
   build_signature(call, rule->numbers_in_key, &g_sig);
   uint64_t h = sig_hash(&g_sig);
   plan_t** bucket = &g_plans[h % PLAN_BUCKETS];
@@ -478,6 +474,48 @@ tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call) {
     *bucket = p;
   }
   return launch(p, call);
+}
+
+/* Data-dependent sizes: count the nonzeros of one tensor arg on the device,
+** wait for that number, then run the op with it as a trailing INT arg. */
+static tpurt_status_t run_counted(const lower_rule_t* rule, tpurt_op_call_t* call) {
+  int32_t flat = -1, schema = 0;
+  for (int32_t i = 0; i < call->num_args; ++i, ++schema) {
+    if (schema == rule->count_arg) flat = i;
+    if (call->args[i].kind == TPURT_ARG_TENSOR_LIST) i += call->args[i].u.list_len;
+  }
+  if (flat < 0 || call->args[flat].kind != TPURT_ARG_TENSOR)
+    return tpurt_status_create(TPURT_INTERNAL, "%s: argument %d is not a tensor", call->name, rule->count_arg);
+  tpurt_op_call_t count_call = {.name = "tpurt::count_nonzero", .args = &call->args[flat], .num_args = 1,
+                                .device = call->device};
+  lower_rule_t scratch;
+  TPURT_RETURN_IF_ERROR(run_rule(lower_find(count_call.name, &scratch), &count_call));
+  tpurt_storage_t* counted = count_call.results[0].storage;
+  int64_t count = 0;
+  tpurt_status_t status = pjrt_buffer_to_host(counted->buffer, &count, sizeof(count));
+  tpurt_storage_release(counted);
+  if (status) return status;
+  tpurt_arg_t* args = tpurt_xmalloc(sizeof(tpurt_arg_t) * (size_t)(call->num_args + 1));
+  memcpy(args, call->args, sizeof(tpurt_arg_t) * (size_t)call->num_args);
+  args[call->num_args] = (tpurt_arg_t){.kind = TPURT_ARG_INT, .u.i = count};
+  tpurt_op_call_t counted_call = *call;
+  counted_call.args = args;
+  counted_call.num_args = call->num_args + 1;
+  status = run_rule(rule, &counted_call);
+  free(args);
+  call->num_results = counted_call.num_results;
+  memcpy(call->results, counted_call.results, sizeof(call->results));
+  return status;
+}
+
+tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call) {
+  call->num_results = 0;
+  lower_rule_t scratch;
+  const lower_rule_t* rule = lower_find(call->name, &scratch);
+  if (!rule) return tpurt_status_create(TPURT_UNIMPLEMENTED, "no tpu lowering for %s", call->name);
+  if (try_share_copy(call)) return NULL;
+  if (rule->count_arg >= 0) return run_counted(rule, call);
+  return run_rule(rule, call);
 }
 
 tpurt_status_t tpurt_op_run(tpurt_op_call_t* call) {

@@ -77,7 +77,7 @@ static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
 }
 
 const lower_rule_t lower_factory_rules[] = {
-    {"aten::arange.start_out", lower_arange, LOWER_OUT, true},
+    LOWER_KEYED_OUT_FN("aten::arange.start_out", lower_arange),
     LOWER_INPLACE_FN("aten::copy_", lower_copy),
     LOWER_INPLACE_FN("aten::fill_.Scalar", lower_fill),
     LOWER_INPLACE_FN("aten::fill_.Tensor", lower_fill),

@@ -30,13 +30,22 @@ typedef struct lower_rule_s {
   /* The values of number args shape the program (arange's length): put
   ** them in the cache key instead of treating them as parameters. */
   bool numbers_in_key;
+  /* Data-dependent output size (nonzero, masked_select): the engine first
+  ** counts the nonzeros of this tensor arg on the device, syncs, and passes
+  ** the count as one extra trailing INT arg (so it is part of the key).
+  ** -1 for ordinary ops. */
+  int8_t count_arg;
 } lower_rule_t;
 
 /* Table rows, one line per aten overload. */
-#define LOWER_FN(name, fn) {name, fn, LOWER_FUNCTIONAL, false}
-#define LOWER_INPLACE_FN(name, fn) {name, fn, LOWER_INPLACE, false}
-#define LOWER_OUT_FN(name, fn) {name, fn, LOWER_OUT, false}
-#define LOWER_END {NULL, NULL, LOWER_FUNCTIONAL, false}
+#define LOWER_FN(name, fn) {name, fn, LOWER_FUNCTIONAL, false, -1}
+#define LOWER_INPLACE_FN(name, fn) {name, fn, LOWER_INPLACE, false, -1}
+#define LOWER_OUT_FN(name, fn) {name, fn, LOWER_OUT, false, -1}
+/* A row whose number args are program attributes (see numbers_in_key). */
+#define LOWER_KEYED_OUT_FN(name, fn) {name, fn, LOWER_OUT, true, -1}
+/* A row whose output size is the nonzero count of tensor arg |arg|. */
+#define LOWER_COUNTED_FN(name, fn, arg) {name, fn, LOWER_FUNCTIONAL, false, arg}
+#define LOWER_END {NULL, NULL, LOWER_FUNCTIONAL, false, -1}
 
 /* Finds the rule for |name|. "aten::x_.ov" with no row of its own resolves to
 ** the functional "aten::x.ov" as LOWER_INPLACE. NULL if there is none. */
@@ -113,6 +122,10 @@ bool lower_scalar_is(const lower_ctx_t* ctx, int32_t i, double value);
 
 void lower_set_result(lower_ctx_t* ctx, int32_t k, ir_value_t value);
 
+/* Emits an inclusive prefix sum of |x| along |dim| (log-step shifted adds:
+** O(n log n) work, no host round trip). */
+ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim);
+
 /* A status naming nothing (the engine prefixes the op name). */
 tpurt_status_t lower_error(tpurt_status_code_t code, const char* fmt, ...)
 #if defined(__GNUC__)
@@ -162,5 +175,6 @@ extern const lower_rule_t lower_factory_rules[];
 extern const lower_rule_t lower_indexing_rules[];
 extern const lower_rule_t lower_random_rules[];
 extern const lower_rule_t lower_activation_rules[];
+extern const lower_rule_t lower_selection_rules[];
 
 #endif /* TPURT_LOWER_LOWER_H_ */

@@ -311,3 +311,25 @@ tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim) {
 tpurt_dtype_t lower_acc_dtype(tpurt_dtype_t dtype) {
   return (dtype == TPURT_DTYPE_BF16 || dtype == TPURT_DTYPE_F16) ? TPURT_DTYPE_F32 : dtype;
 }
+
+ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t0 = ir_value_type(f, x);
+  if (!t0) return IR_NONE;
+  ir_type_t t = *t0;
+  int64_t n = t.dims[dim];
+  ir_value_t zero = tpurt_dtype_is_float(t.dtype) ? ir_constant_f64(f, t.dtype, 0.0) : ir_constant_i64(f, t.dtype, 0);
+  for (int64_t shift = 1; shift < n; shift *= 2) {
+    /* x += x shifted right by |shift| along dim, zeros shifted in */
+    int64_t lo[TPURT_MAX_RANK] = {0}, hi[TPURT_MAX_RANK] = {0}, in[TPURT_MAX_RANK] = {0};
+    int64_t st[TPURT_MAX_RANK] = {0}, li[TPURT_MAX_RANK], one[TPURT_MAX_RANK];
+    for (int32_t i = 0; i < t.rank; ++i) {
+      li[i] = t.dims[i];
+      one[i] = 1;
+    }
+    lo[dim] = shift;
+    ir_value_t padded = ir_pad(f, x, zero, lo, hi, in);
+    x = ir_binary(f, "stablehlo.add", x, ir_slice(f, padded, st, li, one));
+  }
+  return x;
+}

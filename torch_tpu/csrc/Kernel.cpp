@@ -167,9 +167,31 @@ struct Call {
     }
   }
 
+  // Tensor?[] is always an index list (index, index_put). As PyTorch does
+  // for CUDA: CPU index tensors move to the device, and a boolean mask of
+  // rank k becomes the k long index tensors of its nonzero() (a sync: the
+  // number of selected elements is data).
+  void add_indices(const c10::IValue& v) {
+    std::vector<at::Tensor> items;
+    for (const c10::IValue& item : v.toListRef()) {
+      at::Tensor t = item.isNone() ? at::Tensor() : item.toTensor();
+      if (t.defined() && t.device().type() != kTpu) t = t.to(c10::Device(kTpu, device));
+      if (t.defined() && (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte)) {
+        for (const at::Tensor& column : t.nonzero().unbind(1)) items.push_back(column);
+      } else {
+        items.push_back(t);
+      }
+    }
+    push({.kind = TPURT_ARG_TENSOR_LIST, .u = {.list_len = static_cast<int32_t>(items.size())}});
+    for (const at::Tensor& t : items) add_tensor(t, /*is_write=*/false, /*scalar_ok=*/false);
+  }
+
   void add_list(const c10::TypePtr& elem, const c10::IValue& v, bool is_write) {
     c10::TypePtr inner = elem;
     if (auto opt = elem->castRaw<c10::OptionalType>()) inner = opt->getElementType();
+    if (inner->kind() == c10::TypeKind::TensorType && elem->castRaw<c10::OptionalType>()) {
+      return add_indices(v);
+    }
     if (inner->kind() == c10::TypeKind::TensorType) {
       const auto items = v.toListRef();
       push({.kind = TPURT_ARG_TENSOR_LIST, .u = {.list_len = static_cast<int32_t>(items.size())}});
@@ -284,6 +306,13 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   for (int attempt = 0;; ++attempt) {
     tpurt_status_t status = tpurt_op_run(&run);
     if (status == nullptr) break;
+    if (tpurt_status_code(status) == TPURT_UNIMPLEMENTED && attempt == 0) {
+      // The rule declined this form of the op before anything ran: the
+      // CPU fallback can still do it (or say clearly that it is disabled).
+      tpurt_status_free(status);
+      if (call.generator_lock.owns_lock()) call.generator_lock.unlock();
+      return run_on_cpu(op, stack, name);
+    }
     if (tpurt_status_code(status) != TPURT_NEEDS_RESIZE || attempt >= 3) raise_status(status, name);
     tpurt_status_free(status);
     const int32_t i = run.resize_arg;

@@ -1,0 +1,102 @@
+/* selection.c: ops whose output size depends on the data (nonzero,
+** masked_select). The engine counts first (a device-to-host sync, as on
+** CUDA) and hands the count in as a trailing INT arg, so each distinct
+** count is its own program shape. */
+#include "../base/base.h"
+#include "lower.h"
+
+/* tpurt::count_nonzero(self) -> i64 scalar: the engine's counting pass. */
+static tpurt_status_t lower_count_nonzero(lower_ctx_t* ctx) {
+  ir_value_t x = lower_tensor(ctx, 0);
+  ir_value_t nz = lower_cast(ctx, lower_cast(ctx, x, TPURT_DTYPE_BOOL), TPURT_DTYPE_I64);
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t dims[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < t->rank; ++i) dims[i] = i;
+  lower_set_result(ctx, 0, ir_reduce(ctx->func, nz, ir_constant_i64(ctx->func, TPURT_DTYPE_I64, 0), dims, t->rank,
+                                     IR_REDUCE_ADD));
+  return NULL;
+}
+
+/* Packs the |values| (flat, [n]) where |mask| (flat bool, [n]) is true into
+** a [count] array, in order: a prefix sum gives each kept element its slot,
+** the others scatter out of bounds and are dropped. */
+static ir_value_t compact(lower_ctx_t* ctx, ir_value_t mask, ir_value_t values, int64_t count) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* vt = ir_value_type(f, values);
+  if (!vt) return IR_NONE;
+  tpurt_dtype_t dt = vt->dtype;
+  int64_t n = vt->dims[0];
+  ir_value_t m = lower_cast(ctx, mask, TPURT_DTYPE_I64);
+  ir_value_t pos = ir_binary(f, "stablehlo.subtract", lower_cumsum(ctx, m, 0), lower_full_like(ctx, m, 1.0));
+  ir_value_t target = ir_select(f, mask, pos, lower_full_like(ctx, pos, (double)count));
+  int64_t idx_dims[2] = {n, 1};
+  target = ir_reshape(f, target, 2, idx_dims);
+  ir_value_t base = lower_splat(ctx, dt, 1, &count, 0.0);
+  ir_scatter_dims_t s = {.num_inserted = 1,
+                         .inserted_window_dims = {0},
+                         .num_scatter_dims_to_operand = 1,
+                         .scatter_dims_to_operand_dims = {0},
+                         .index_vector_dim = 1};
+  ir_value_t blk[2];
+  ir_value_t out = ir_scatter_begin(f, base, target, values, &s, blk);
+  ir_region_end(f, &blk[1], 1);
+  return out;
+}
+
+/* nonzero(self) -> [count, rank] int64 */
+static tpurt_status_t lower_nonzero(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t count = lower_int(ctx, 1, 0);
+  ir_func_t* f = ctx->func;
+  int64_t out_dims[2] = {count, t->rank};
+  int64_t n = 1;
+  for (int32_t i = 0; i < t->rank; ++i) n *= t->sizes[i];
+  if (count == 0 || t->rank == 0 || n == 0) {
+    lower_set_result(ctx, 0, lower_splat(ctx, TPURT_DTYPE_I64, 2, out_dims, 0.0));
+    return NULL;
+  }
+  ir_value_t mask = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL), 1, &n);
+  ir_value_t flat = compact(ctx, mask, ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 1, &n), 0), count);
+  ir_value_t cols[TPURT_MAX_RANK];
+  int64_t stride = 1;
+  int64_t col_dims[2] = {count, 1};
+  for (int32_t d = t->rank - 1; d >= 0; --d) {
+    ir_value_t c = ir_binary(f, "stablehlo.divide", flat, lower_full_like(ctx, flat, (double)stride));
+    c = ir_binary(f, "stablehlo.remainder", c, lower_full_like(ctx, c, (double)t->sizes[d]));
+    cols[d] = ir_reshape(f, c, 2, col_dims);
+    stride *= t->sizes[d];
+  }
+  lower_set_result(ctx, 0, t->rank == 1 ? cols[0] : ir_concatenate(f, cols, t->rank, 1));
+  return NULL;
+}
+
+/* masked_select(self, mask) -> [count]: the count is of |mask| alone and
+** scales with broadcasting, which only repeats it. */
+static tpurt_status_t lower_masked_select(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *t = lower_meta(ctx, 0), *m = lower_meta(ctx, 1);
+  if (m->dtype != TPURT_DTYPE_BOOL)
+    return lower_error(TPURT_INVALID_ARGUMENT, "masked_select: expected BoolTensor for mask");
+  int32_t rank;
+  int64_t dims[TPURT_MAX_RANK];
+  TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(t->rank, t->sizes, m->rank, m->sizes, &rank, dims));
+  int64_t n = 1, mn = 1;
+  for (int32_t i = 0; i < rank; ++i) n *= dims[i];
+  for (int32_t i = 0; i < m->rank; ++i) mn *= m->sizes[i];
+  int64_t count = mn ? lower_int(ctx, 2, 0) * (n / mn) : 0;
+  if (count == 0 || n == 0) {
+    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, 1, &count, 0.0));
+    return NULL;
+  }
+  ir_func_t* f = ctx->func;
+  ir_value_t values = ir_reshape(f, lower_broadcast_to(ctx, lower_tensor(ctx, 0), rank, dims), 1, &n);
+  ir_value_t mask = ir_reshape(f, lower_broadcast_to(ctx, lower_tensor(ctx, 1), rank, dims), 1, &n);
+  lower_set_result(ctx, 0, compact(ctx, mask, values, count));
+  return NULL;
+}
+
+const lower_rule_t lower_selection_rules[] = {
+    LOWER_COUNTED_FN("aten::masked_select", lower_masked_select, 1),
+    LOWER_COUNTED_FN("aten::nonzero", lower_nonzero, 0),
+    LOWER_FN("tpurt::count_nonzero", lower_count_nonzero),
+    LOWER_END,
+};
