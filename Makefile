@@ -30,7 +30,7 @@ ASAN_BINS  := $(TEST_SRCS:csrc/tests/%.c=build/asan-tests/%)
 # The C tests find the CPU plugin the same way the Python package does.
 PLUGIN = $(shell $(PY) torch_tpu/_discovery.py 2>/dev/null)
 
-.PHONY: demo test lib ctest ctest-asan pytest venv build format lint clean
+.PHONY: demo test lib ctest ctest-asan pytest venv build dev format lint clean
 
 demo: build
 	$(PY) -m torch_tpu demo
@@ -46,11 +46,17 @@ $(VENV)/.stamp: pyproject.toml
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH)"
 	$(PIP) install -q xla-cpu-pjrt pytest ruff numpy pybind11 setuptools wheel ninja
+	$(PIP) install -q "diffusers==0.42.1" "transformers==5.23.0" pillow
 	touch $@
 
 # The glue is built against the torch in the venv, never in an isolated env.
 build: venv lib
 	$(PIP) install -q --no-build-isolation --no-deps -e .
+
+# Incremental rebuild for development (after one `make build`): the core,
+# then only the glue files that changed (ninja), into the source tree.
+dev: lib
+	$(PY) setup.py -q build_ext --inplace
 
 # ---- the C core ------------------------------------------------------------
 

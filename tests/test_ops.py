@@ -286,3 +286,21 @@ def test_print_needs_no_fallback(no_fallback, capsys):
     print(x.to(torch.int64).clamp(-5, 5))
     out = capsys.readouterr().out
     assert "device='tpu:0'" in out and "1.5000" in out
+
+
+def test_bad_shapes_and_dtypes_raise_pytorch_errors():
+    a, b = torch.ones(3, device="tpu"), torch.ones(4, device="tpu")
+    with pytest.raises(RuntimeError, match=r"aten::add.Tensor: The size of tensor a \(3\) must match"):
+        a + b
+    m1, m2 = torch.ones(2, 3, device="tpu"), torch.ones(4, 5, device="tpu")
+    with pytest.raises(RuntimeError, match=r"mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
+        torch.mm(m1, m2)
+    with pytest.raises(RuntimeError, match="expected m1 and m2 to have the same dtype"):
+        torch.mm(m1, torch.ones(3, 2, device="tpu", dtype=torch.bfloat16))
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        a.sum(dim=3)
+    x = torch.ones(2, 2, dtype=torch.int64, device="tpu")
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired output type Long"):
+        x.add_(0.5)
+    # the device is still healthy afterwards
+    assert (a * 2).sum().item() == 6

@@ -11,10 +11,10 @@
 #include "../include/tpurt.h"
 
 /* Propagates a non-OK status to the caller. */
-#define TPURT_RETURN_IF_ERROR(expr)         \
-  do {                                      \
-    tpurt_status_t status_ = (expr);        \
-    if (status_ != NULL) return status_;    \
+#define TPURT_RETURN_IF_ERROR(expr)      \
+  do {                                   \
+    tpurt_status_t status_ = (expr);     \
+    if (status_ != NULL) return status_; \
   } while (0)
 
 tpurt_status_t tpurt_status_vcreate(tpurt_status_code_t code, const char* fmt, va_list ap);

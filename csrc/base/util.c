@@ -56,7 +56,9 @@ static void* check_alloc(void* p, size_t size) {
 }
 
 void* tpurt_xmalloc(size_t size) { return check_alloc(malloc(size ? size : 1), size); }
-void* tpurt_xcalloc(size_t count, size_t size) { return check_alloc(calloc(count ? count : 1, size ? size : 1), count * size); }
+void* tpurt_xcalloc(size_t count, size_t size) {
+  return check_alloc(calloc(count ? count : 1, size ? size : 1), count * size);
+}
 void* tpurt_xrealloc(void* ptr, size_t size) { return check_alloc(realloc(ptr, size ? size : 1), size); }
 char* tpurt_xstrdup(const char* s) {
   size_t n = strlen(s) + 1;

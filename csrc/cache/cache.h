@@ -9,7 +9,8 @@
 
 /* Returns the executable for |mlir|, compiling it on a miss. *out_hit says
 ** whether it came from the cache. The executable is borrowed. */
-tpurt_status_t cache_get_or_compile(const char* mlir, size_t size, pjrt_executable_t** out_executable, bool* out_hit);
+tpurt_status_t cache_get_or_compile(const char* mlir, size_t size, pjrt_executable_t** out_executable,
+                                    bool* out_hit);
 
 typedef struct cache_stats_s {
   uint64_t requests, hits_memory, entries;

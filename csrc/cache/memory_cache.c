@@ -15,7 +15,8 @@ typedef struct entry_s {
 static entry_t* g_buckets[NUM_BUCKETS];
 static cache_stats_t g_stats;
 
-tpurt_status_t cache_get_or_compile(const char* mlir, size_t size, pjrt_executable_t** out_executable, bool* out_hit) {
+tpurt_status_t cache_get_or_compile(const char* mlir, size_t size, pjrt_executable_t** out_executable,
+                                    bool* out_hit) {
   *out_executable = NULL;
   *out_hit = false;
   ++g_stats.requests;

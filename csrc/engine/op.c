@@ -94,7 +94,8 @@ static void build_signature(const tpurt_op_call_t* call, bool numbers_in_key, si
       }
       case TPURT_ARG_SCALAR:
       case TPURT_ARG_FLOAT:
-        sig_push(s, (uint64_t)a->u.scalar.dtype | ((uint64_t)a->u.scalar.tier << 8) | (number_facts(a) << 16));
+        sig_push(s,
+                 (uint64_t)a->u.scalar.dtype | ((uint64_t)a->u.scalar.tier << 8) | (number_facts(a) << 16));
         if (numbers_in_key) {
           uint64_t bits;
           memcpy(&bits, &a->u.scalar.f, 8);
@@ -217,7 +218,8 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
   ctx->read_tensor = engine_read_tensor;
   tpurt_status_t status = NULL;
   if (call->num_args > LOWER_MAX_FLAT_ARGS) {
-    status = lower_error(TPURT_UNIMPLEMENTED, "too many operands (%d, max %d)", call->num_args, LOWER_MAX_FLAT_ARGS);
+    status = lower_error(TPURT_UNIMPLEMENTED, "too many operands (%d, max %d)", call->num_args,
+                         LOWER_MAX_FLAT_ARGS);
     goto done;
   }
   for (int32_t i = 0; i < call->num_args; ++i) {
@@ -252,8 +254,8 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
   status = rule->fn(ctx);
   if (status) goto done;
 
-  plan_output_t outputs[TPURT_MAX_RESULTS + LOWER_MAX_ARGS];
-  ir_value_t values[TPURT_MAX_RESULTS + LOWER_MAX_ARGS];
+  plan_output_t outputs[TPURT_MAX_RESULTS + LOWER_MAX_FLAT_ARGS];
+  ir_value_t values[TPURT_MAX_RESULTS + LOWER_MAX_FLAT_ARGS];
   int32_t n_out = 0;
   if (ctx->num_results == 0 && rule->variant != LOWER_FUNCTIONAL) {
     status = lower_error(TPURT_INTERNAL, "the rule produced no result");
@@ -263,6 +265,17 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
     for (int32_t k = 0; k < ctx->num_results; ++k) {
       outputs[n_out] = (plan_output_t){.kind = OUTPUT_RESULT, .index = k};
       values[n_out++] = ctx->results[k];
+    }
+  } else if (rule->variant == LOWER_INPLACE && call->args[ctx->arg_index[0]].kind == TPURT_ARG_TENSOR_LIST) {
+    /* _foreach_*_: result k is written into item k of the list */
+    int32_t list = ctx->arg_index[0];
+    for (int32_t k = 0; k < call->args[list].u.list_len && !status; ++k) {
+      if (k >= ctx->num_results) {
+        status = lower_error(TPURT_INTERNAL, "the rule produced %d results for a list of %d",
+                             ctx->num_results, call->args[list].u.list_len);
+        break;
+      }
+      status = write_back(e, list + 1 + k, ctx->results[k], outputs, &n_out, values);
     }
   } else if (rule->variant == LOWER_INPLACE) {
     status = write_back(e, ctx->arg_index[0], ctx->results[0], outputs, &n_out, values);
@@ -340,14 +353,25 @@ done:
 
 /* Host bytes of a number in |dtype| (PyTorch's static_cast semantics). */
 static void scalar_bytes(const tpurt_arg_t* a, tpurt_dtype_t dtype, unsigned char* out) {
-  bool is_f = (a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT) && tpurt_dtype_is_float(a->u.scalar.dtype);
+  bool is_f =
+      (a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT) && tpurt_dtype_is_float(a->u.scalar.dtype);
   int64_t iv = (a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT) ? a->u.scalar.i : a->u.i;
   double fv = is_f ? a->u.scalar.f : (double)iv;
   if (!is_f && !tpurt_dtype_is_float(dtype)) fv = 0; /* ints stay exact */
   switch (dtype) {
-    case TPURT_DTYPE_F32: { float v = (float)fv; memcpy(out, &v, 4); break; }
-    case TPURT_DTYPE_F64: memcpy(out, &fv, 8); break;
-    case TPURT_DTYPE_F16: { _Float16 v = (_Float16)fv; memcpy(out, &v, 2); break; }
+    case TPURT_DTYPE_F32: {
+      float v = (float)fv;
+      memcpy(out, &v, 4);
+      break;
+    }
+    case TPURT_DTYPE_F64:
+      memcpy(out, &fv, 8);
+      break;
+    case TPURT_DTYPE_F16: {
+      _Float16 v = (_Float16)fv;
+      memcpy(out, &v, 2);
+      break;
+    }
     case TPURT_DTYPE_BF16: {
       float f = (float)fv;
       uint32_t bits;
@@ -356,7 +380,9 @@ static void scalar_bytes(const tpurt_arg_t* a, tpurt_dtype_t dtype, unsigned cha
       memcpy(out, &h, 2);
       break;
     }
-    case TPURT_DTYPE_BOOL: out[0] = is_f ? fv != 0.0 : iv != 0; break;
+    case TPURT_DTYPE_BOOL:
+      out[0] = is_f ? fv != 0.0 : iv != 0;
+      break;
     default: {
       int64_t v = is_f ? (int64_t)fv : iv;
       memcpy(out, &v, tpurt_dtype_size(dtype)); /* little-endian truncation */
@@ -374,9 +400,13 @@ static void rng_state(const tpurt_arg_t* a, uint64_t out[2]) {
 }
 
 static tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* call) {
+  if (p->num_results > call->max_results || (p->num_results > 0 && !call->results))
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "%s: %d results, room for %d", call->name,
+                               p->num_results, call->max_results);
   pjrt_buffer_t* stack_args[32];
   bool stack_owned[32];
-  pjrt_buffer_t** bufs = p->num_params <= 32 ? stack_args : tpurt_xmalloc(sizeof(void*) * (size_t)p->num_params);
+  pjrt_buffer_t** bufs =
+      p->num_params <= 32 ? stack_args : tpurt_xmalloc(sizeof(void*) * (size_t)p->num_params);
   bool* owned = p->num_params <= 32 ? stack_owned : tpurt_xmalloc(sizeof(bool) * (size_t)p->num_params);
   tpurt_status_t status = NULL;
   int32_t made = 0;
@@ -401,10 +431,11 @@ static tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* call) {
     }
   }
   pjrt_buffer_t* outs_stack[32];
-  pjrt_buffer_t** outs = p->num_outputs <= 32 ? outs_stack : tpurt_xmalloc(sizeof(void*) * (size_t)p->num_outputs);
+  pjrt_buffer_t** outs =
+      p->num_outputs <= 32 ? outs_stack : tpurt_xmalloc(sizeof(void*) * (size_t)p->num_outputs);
   if (!status)
-    status = pjrt_execute(p->executable, call->device, bufs, (size_t)p->num_params, outs, (size_t)p->num_outputs,
-                          call->name);
+    status = pjrt_execute(p->executable, call->device, bufs, (size_t)p->num_params, outs,
+                          (size_t)p->num_outputs, call->name);
   for (int32_t k = 0; k < made; ++k)
     if (owned[k]) pjrt_buffer_release(bufs[k]);
   if (!status) {
@@ -485,9 +516,15 @@ static tpurt_status_t run_counted(const lower_rule_t* rule, tpurt_op_call_t* cal
     if (call->args[i].kind == TPURT_ARG_TENSOR_LIST) i += call->args[i].u.list_len;
   }
   if (flat < 0 || call->args[flat].kind != TPURT_ARG_TENSOR)
-    return tpurt_status_create(TPURT_INTERNAL, "%s: argument %d is not a tensor", call->name, rule->count_arg);
-  tpurt_op_call_t count_call = {.name = "tpurt::count_nonzero", .args = &call->args[flat], .num_args = 1,
-                                .device = call->device};
+    return tpurt_status_create(TPURT_INTERNAL, "%s: argument %d is not a tensor", call->name,
+                               rule->count_arg);
+  tpurt_result_t count_result;
+  tpurt_op_call_t count_call = {.name = "tpurt::count_nonzero",
+                                .args = &call->args[flat],
+                                .num_args = 1,
+                                .device = call->device,
+                                .results = &count_result,
+                                .max_results = 1};
   lower_rule_t scratch;
   TPURT_RETURN_IF_ERROR(run_rule(lower_find(count_call.name, &scratch), &count_call));
   tpurt_storage_t* counted = count_call.results[0].storage;
@@ -504,7 +541,6 @@ static tpurt_status_t run_counted(const lower_rule_t* rule, tpurt_op_call_t* cal
   status = run_rule(rule, &counted_call);
   free(args);
   call->num_results = counted_call.num_results;
-  memcpy(call->results, counted_call.results, sizeof(call->results));
   return status;
 }
 
@@ -566,5 +602,6 @@ uint64_t tpurt_max_memory_allocated(int device) {
   return (device >= 0 && device < 64) ? pjrt_counters()->peak_bytes_in_use[device] : 0;
 }
 void tpurt_reset_peak_memory(int device) {
-  if (device >= 0 && device < 64) pjrt_counters()->peak_bytes_in_use[device] = pjrt_counters()->bytes_in_use[device];
+  if (device >= 0 && device < 64)
+    pjrt_counters()->peak_bytes_in_use[device] = pjrt_counters()->bytes_in_use[device];
 }

@@ -23,8 +23,9 @@ tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t**
   *out_storage = NULL;
   TPURT_RETURN_IF_ERROR(tpurt_runtime_init());
   if (device < 0 || device >= pjrt_device_count())
-    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "device tpu:%d does not exist (%d device(s) available)",
-                               device, pjrt_device_count());
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT,
+                               "device tpu:%d does not exist (%d device(s) available)", device,
+                               pjrt_device_count());
   tpurt_storage_t* s = tpurt_xcalloc(1, sizeof(*s));
   s->refcount = 1;
   s->device = device;
@@ -135,11 +136,12 @@ bool view_is_whole(const tpurt_tensor_t* v) {
 static tpurt_status_t check_host_size(const tpurt_tensor_t* view, size_t host_nbytes) {
   size_t need = (size_t)view_numel(view) * tpurt_dtype_size(view->dtype);
   if (need != host_nbytes)
-    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "host buffer has %zu bytes, the tensor needs %zu", host_nbytes,
-                               need);
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "host buffer has %zu bytes, the tensor needs %zu",
+                               host_nbytes, need);
   size_t end = (size_t)(view->offset + 1) * tpurt_dtype_size(view->dtype);
   for (int32_t i = 0; i < view->rank; ++i)
-    end += (size_t)((view->sizes[i] > 0 ? view->sizes[i] - 1 : 0) * view->strides[i]) * tpurt_dtype_size(view->dtype);
+    end += (size_t)((view->sizes[i] > 0 ? view->sizes[i] - 1 : 0) * view->strides[i]) *
+           tpurt_dtype_size(view->dtype);
   if (view_numel(view) > 0 && end > view->storage->nbytes)
     return tpurt_status_create(TPURT_OUT_OF_RANGE, "view reaches byte %zu of a storage of %zu bytes", end,
                                view->storage->nbytes);
@@ -147,8 +149,8 @@ static tpurt_status_t check_host_size(const tpurt_tensor_t* view, size_t host_nb
 }
 
 /* A storage holding one new buffer made from host bytes. */
-static tpurt_status_t upload(int device, tpurt_dtype_t dtype, int32_t rank, const int64_t* sizes, const void* host,
-                             tpurt_storage_t** out) {
+static tpurt_status_t upload(int device, tpurt_dtype_t dtype, int32_t rank, const int64_t* sizes,
+                             const void* host, tpurt_storage_t** out) {
   pjrt_buffer_t* b = NULL;
   TPURT_RETURN_IF_ERROR(pjrt_buffer_from_host(device, dtype, rank, sizes, host, &b));
   *out = storage_wrap_buffer(b);
@@ -178,7 +180,8 @@ tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* h
         args[1].u.tensor.strides[i] = stride;
         stride *= view->sizes[i];
       }
-      tpurt_op_call_t call = {.name = "aten::copy_", .args = args, .num_args = 3, .device = view->storage->device};
+      tpurt_op_call_t call = {
+          .name = "aten::copy_", .args = args, .num_args = 3, .device = view->storage->device};
       status = engine_op_run_locked(&call);
       tpurt_storage_release(tmp);
     }
@@ -195,8 +198,8 @@ tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, si
   pjrt_buffer_t* b = view->storage->buffer;
   if (!b) {
     memset(host, 0, host_nbytes); /* never written: reads as zeros */
-  } else if (b->dtype == view->dtype && view_is_contiguous(view) && (size_t)view_numel(view) * tpurt_dtype_size(view->dtype) == b->nbytes &&
-             view->offset == 0) {
+  } else if (b->dtype == view->dtype && view_is_contiguous(view) &&
+             (size_t)view_numel(view) * tpurt_dtype_size(view->dtype) == b->nbytes && view->offset == 0) {
     pjrt_buffer_retain(b);
     engine_unlock();
     status = pjrt_buffer_to_host(b, host, host_nbytes);
@@ -205,7 +208,13 @@ tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, si
   } else {
     /* Materialise the view densely on the device, then read that. */
     tpurt_arg_t arg = {.kind = TPURT_ARG_TENSOR, .u.tensor = *view};
-    tpurt_op_call_t call = {.name = "aten::clone", .args = &arg, .num_args = 1, .device = view->storage->device};
+    tpurt_result_t result;
+    tpurt_op_call_t call = {.name = "aten::clone",
+                            .args = &arg,
+                            .num_args = 1,
+                            .device = view->storage->device,
+                            .results = &result,
+                            .max_results = 1};
     status = engine_op_run_locked(&call);
     if (!status) {
       tpurt_storage_t* dense = call.results[0].storage;
@@ -224,8 +233,8 @@ tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, si
 
 tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t* src) {
   if (dst->rank != src->rank)
-    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "copy: destination has rank %d, source rank %d", dst->rank,
-                               src->rank);
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "copy: destination has rank %d, source rank %d",
+                               dst->rank, src->rank);
   engine_lock();
   tpurt_status_t status = NULL;
   tpurt_tensor_t s = *src;
@@ -233,7 +242,13 @@ tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t
   if (src->storage->device != dst->storage->device) {
     /* Densify on the source device, then move the buffer across. */
     tpurt_arg_t arg = {.kind = TPURT_ARG_TENSOR, .u.tensor = *src};
-    tpurt_op_call_t call = {.name = "aten::clone", .args = &arg, .num_args = 1, .device = src->storage->device};
+    tpurt_result_t result;
+    tpurt_op_call_t call = {.name = "aten::clone",
+                            .args = &arg,
+                            .num_args = 1,
+                            .device = src->storage->device,
+                            .results = &result,
+                            .max_results = 1};
     status = engine_op_run_locked(&call);
     if (!status) {
       tpurt_storage_t* dense = call.results[0].storage;
@@ -256,7 +271,8 @@ tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t
     tpurt_arg_t args[3] = {{.kind = TPURT_ARG_TENSOR, .is_write = true, .u.tensor = *dst},
                            {.kind = TPURT_ARG_TENSOR, .u.tensor = s},
                            {.kind = TPURT_ARG_BOOL, .u.i = 0}};
-    tpurt_op_call_t call = {.name = "aten::copy_", .args = args, .num_args = 3, .device = dst->storage->device};
+    tpurt_op_call_t call = {
+        .name = "aten::copy_", .args = args, .num_args = 3, .device = dst->storage->device};
     status = engine_op_run_locked(&call);
   }
   tpurt_storage_release(moved);

@@ -34,7 +34,8 @@ static ir_value_t reinterpret_flat(ir_func_t* f, ir_value_t flat, tpurt_dtype_t 
     t.dtype = TPURT_DTYPE_U8;
     if (dtype == TPURT_DTYPE_U8) return flat;
   }
-  if (dtype == TPURT_DTYPE_BOOL) return ir_convert(f, reinterpret_flat(f, flat, TPURT_DTYPE_U8), TPURT_DTYPE_BOOL);
+  if (dtype == TPURT_DTYPE_BOOL)
+    return ir_convert(f, reinterpret_flat(f, flat, TPURT_DTYPE_U8), TPURT_DTYPE_BOOL);
   size_t from = tpurt_dtype_size(t.dtype), to = tpurt_dtype_size(dtype);
   int64_t n = t.dims[0];
   if (from == to) {
@@ -47,9 +48,9 @@ static ir_value_t reinterpret_flat(ir_func_t* f, ir_value_t flat, tpurt_dtype_t 
   }
   int64_t k = (int64_t)(to / from);
   if (n % k != 0) {
-    ir_func_fail(f, tpurt_status_create(TPURT_INVALID_ARGUMENT,
-                                        "a storage of %lld %s elements cannot be viewed as %s", (long long)n,
-                                        tpurt_dtype_name(t.dtype), tpurt_dtype_name(dtype)));
+    ir_func_fail(
+        f, tpurt_status_create(TPURT_INVALID_ARGUMENT, "a storage of %lld %s elements cannot be viewed as %s",
+                               (long long)n, tpurt_dtype_name(t.dtype), tpurt_dtype_name(dtype)));
     return IR_NONE;
   }
   int64_t dims[2] = {n / k, k};
@@ -61,11 +62,13 @@ static ir_value_t strided_indices(ir_func_t* f, const tpurt_tensor_t* v) {
   int64_t dims[TPURT_MAX_RANK + 1];
   for (int32_t i = 0; i < v->rank; ++i) dims[i] = v->sizes[i];
   ir_type_t t = ir_type_make(TPURT_DTYPE_I64, v->rank, dims);
-  ir_value_t idx = ir_broadcast_in_dim(f, ir_constant_i64(f, TPURT_DTYPE_I64, v->offset), v->rank, dims, NULL);
+  ir_value_t idx =
+      ir_broadcast_in_dim(f, ir_constant_i64(f, TPURT_DTYPE_I64, v->offset), v->rank, dims, NULL);
   for (int32_t d = 0; d < v->rank; ++d) {
     if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
     ir_value_t io = ir_iota(f, t, d);
-    ir_value_t st = ir_broadcast_in_dim(f, ir_constant_i64(f, TPURT_DTYPE_I64, v->strides[d]), v->rank, dims, NULL);
+    ir_value_t st =
+        ir_broadcast_in_dim(f, ir_constant_i64(f, TPURT_DTYPE_I64, v->strides[d]), v->rank, dims, NULL);
     idx = ir_binary(f, "stablehlo.add", idx, ir_binary(f, "stablehlo.multiply", io, st));
   }
   dims[v->rank] = 1;
@@ -104,7 +107,7 @@ static ir_value_t read_nested(ir_func_t* f, ir_value_t flat, int64_t n, const tp
       const ir_type_t* ft = ir_value_type(f, flat);
       if (!ft) return IR_NONE;
       ir_value_t zero = tpurt_dtype_is_float(ft->dtype) ? ir_constant_f64(f, ft->dtype, 0.0)
-                                                         : ir_constant_i64(f, ft->dtype, 0);
+                                                        : ir_constant_i64(f, ft->dtype, 0);
       flat = ir_pad(f, flat, zero, &lo, &hi, &in);
     }
     int64_t start = v->offset, limit = v->offset + span, one = 1;
@@ -150,7 +153,8 @@ ir_value_t view_read(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v) {
   if (!bt) return IR_NONE;
   int64_t numel = view_numel(v);
   if (numel == 0) {
-    ir_value_t z = tpurt_dtype_is_float(v->dtype) ? ir_constant_f64(f, v->dtype, 0.0) : ir_constant_i64(f, v->dtype, 0);
+    ir_value_t z =
+        tpurt_dtype_is_float(v->dtype) ? ir_constant_f64(f, v->dtype, 0.0) : ir_constant_i64(f, v->dtype, 0);
     return ir_broadcast_in_dim(f, z, v->rank, v->sizes, NULL);
   }
   int64_t n = ir_type_numel(bt);

@@ -38,7 +38,7 @@ typedef enum tpurt_status_code_e {
   TPURT_RESOURCE_EXHAUSTED = 8, /* out of device or host memory */
   TPURT_FAILED_PRECONDITION = 9,
   TPURT_ABORTED = 10,
-  TPURT_OUT_OF_RANGE = 11, /* index out of bounds */
+  TPURT_OUT_OF_RANGE = 11,  /* index out of bounds */
   TPURT_UNIMPLEMENTED = 12, /* no lowering rule for this op or form */
   TPURT_INTERNAL = 13,
   TPURT_UNAVAILABLE = 14,
@@ -203,9 +203,9 @@ typedef enum tpurt_arg_kind_e {
 
 /* The three tiers of PyTorch's type promotion. */
 typedef enum tpurt_scalar_tier_e {
-  TPURT_TIER_TENSOR = 0,  /* a tensor with dim > 0 */
-  TPURT_TIER_ZERO_DIM,    /* a 0-d tensor that is not a wrapped number */
-  TPURT_TIER_WRAPPED,     /* a Python number */
+  TPURT_TIER_TENSOR = 0, /* a tensor with dim > 0 */
+  TPURT_TIER_ZERO_DIM,   /* a 0-d tensor that is not a wrapped number */
+  TPURT_TIER_WRAPPED,    /* a Python number */
 } tpurt_scalar_tier_t;
 
 typedef struct tpurt_arg_s {
@@ -220,7 +220,7 @@ typedef struct tpurt_arg_s {
       double f;
       int64_t i;
     } scalar;
-    int64_t i;  /* INT, BOOL (0/1), DTYPE */
+    int64_t i; /* INT, BOOL (0/1), DTYPE */
     struct {
       const int64_t* data;
       int32_t len;
@@ -244,6 +244,8 @@ typedef struct tpurt_result_s {
   int device;
 } tpurt_result_t;
 
+/* Enough for ordinary ops; ops returning Tensor[] (_foreach_*) need up
+** to one result per list item: size results by the tensors passed. */
 #define TPURT_MAX_RESULTS 16
 
 typedef struct tpurt_op_call_s {
@@ -251,8 +253,10 @@ typedef struct tpurt_op_call_s {
   const tpurt_arg_t* args;
   int32_t num_args;
   int device; /* device the op runs on */
-  /* Outputs. For ops whose schema returns new tensors. */
-  tpurt_result_t results[TPURT_MAX_RESULTS];
+  /* Outputs, for ops whose schema returns new tensors: the caller's array
+  ** of max_results entries (TPURT_MAX_RESULTS, or more for Tensor[]). */
+  tpurt_result_t* results;
+  int32_t max_results;
   int32_t num_results;
   /* Set with TPURT_NEEDS_RESIZE: resize args[resize_arg] to resize_sizes
   ** and call again. */
@@ -274,15 +278,15 @@ tpurt_status_t tpurt_op_run(tpurt_op_call_t* call);
 /*===------------------------------------------------------------------===*/
 
 typedef struct tpurt_metrics_s {
-  uint64_t compiles;          /* compilations done by the plugin */
-  uint64_t cache_hits;        /* executable reuses */
-  uint64_t executions;        /* PJRT program launches */
+  uint64_t compiles;   /* compilations done by the plugin */
+  uint64_t cache_hits; /* executable reuses */
+  uint64_t executions; /* PJRT program launches */
   uint64_t bytes_to_device;
   uint64_t bytes_from_device;
   double compile_seconds;
-  uint64_t live_buffers;      /* PJRT buffers held now */
-  uint64_t live_storages;     /* storage objects alive now */
-  uint64_t bytes_in_use;      /* bytes of live buffers, all devices */
+  uint64_t live_buffers;  /* PJRT buffers held now */
+  uint64_t live_storages; /* storage objects alive now */
+  uint64_t bytes_in_use;  /* bytes of live buffers, all devices */
   uint64_t peak_bytes_in_use;
 } tpurt_metrics_t;
 

@@ -16,7 +16,7 @@
 #include "../include/tpurt.h"
 
 typedef int32_t ir_value_t;
-#define IR_NONE ((ir_value_t)-1)
+#define IR_NONE ((ir_value_t) - 1)
 
 /* A ranked tensor type: tensor<2x3xbf16>. Rank 0 is a scalar tensor. */
 typedef struct ir_type_s {
@@ -96,10 +96,11 @@ ir_value_t ir_slice(ir_func_t* func, ir_value_t x, const int64_t* start, const i
                     const int64_t* strides);
 /* |starts| are rank-0 integer values, one per dim. */
 ir_value_t ir_dynamic_slice(ir_func_t* func, ir_value_t x, const ir_value_t* starts, const int64_t* sizes);
-ir_value_t ir_dynamic_update_slice(ir_func_t* func, ir_value_t x, ir_value_t update, const ir_value_t* starts);
+ir_value_t ir_dynamic_update_slice(ir_func_t* func, ir_value_t x, ir_value_t update,
+                                   const ir_value_t* starts);
 ir_value_t ir_concatenate(ir_func_t* func, const ir_value_t* xs, int32_t count, int64_t dimension);
-ir_value_t ir_pad(ir_func_t* func, ir_value_t x, ir_value_t pad_value, const int64_t* low, const int64_t* high,
-                  const int64_t* interior);
+ir_value_t ir_pad(ir_func_t* func, ir_value_t x, ir_value_t pad_value, const int64_t* low,
+                  const int64_t* high, const int64_t* interior);
 ir_value_t ir_reverse(ir_func_t* func, ir_value_t x, const int64_t* dims, int32_t num_dims);
 
 /* dot_general with batching and contracting dims; result dims are batch,
@@ -143,7 +144,14 @@ typedef struct ir_scatter_dims_s {
 /* Regions. ir_*_begin creates the op and opens its (first) region; until the
 ** matching ir_region_end, built ops go into that region's block. Region
 ** block arguments are rank-0 tensors of the element types given. */
-typedef enum ir_reducer_e { IR_REDUCE_ADD, IR_REDUCE_MUL, IR_REDUCE_MAX, IR_REDUCE_MIN, IR_REDUCE_AND, IR_REDUCE_OR } ir_reducer_t;
+typedef enum ir_reducer_e {
+  IR_REDUCE_ADD,
+  IR_REDUCE_MUL,
+  IR_REDUCE_MAX,
+  IR_REDUCE_MIN,
+  IR_REDUCE_AND,
+  IR_REDUCE_OR
+} ir_reducer_t;
 
 /* Reduce |x| over |dims| with a one-op body (the common case). */
 ir_value_t ir_reduce(ir_func_t* func, ir_value_t x, ir_value_t init, const int64_t* dims, int32_t num_dims,
@@ -153,7 +161,8 @@ ir_value_t ir_reduce(ir_func_t* func, ir_value_t x, ir_value_t init, const int64
 ** |out_results| (count = num_inputs) and the region's block arguments to
 ** |out_block_args| (2 * num_inputs: accumulators first, then elements). */
 void ir_reduce_begin(ir_func_t* func, const ir_value_t* inputs, const ir_value_t* inits, int32_t num_inputs,
-                     const int64_t* dims, int32_t num_dims, ir_value_t* out_results, ir_value_t* out_block_args);
+                     const int64_t* dims, int32_t num_dims, ir_value_t* out_results,
+                     ir_value_t* out_block_args);
 /* Scatter of one operand; the region gets 2 block args (current, update). */
 ir_value_t ir_scatter_begin(ir_func_t* func, ir_value_t operand, ir_value_t indices, ir_value_t updates,
                             const ir_scatter_dims_t* dims, ir_value_t* out_block_args);

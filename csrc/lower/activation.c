@@ -5,8 +5,12 @@
 #include "../base/base.h"
 #include "lower.h"
 
-static ir_value_t mul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) { return ir_binary(ctx->func, "stablehlo.multiply", a, b); }
-static ir_value_t add(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) { return ir_binary(ctx->func, "stablehlo.add", a, b); }
+static ir_value_t mul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return ir_binary(ctx->func, "stablehlo.multiply", a, b);
+}
+static ir_value_t add(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return ir_binary(ctx->func, "stablehlo.add", a, b);
+}
 static ir_value_t k(lower_ctx_t* ctx, ir_value_t like, double v) { return lower_full_like(ctx, like, v); }
 
 static tpurt_status_t need_float(lower_ctx_t* ctx, const char* op) {
@@ -60,7 +64,8 @@ static tpurt_status_t lower_relu(lower_ctx_t* ctx) {
 static tpurt_status_t softmax(lower_ctx_t* ctx, bool log) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!tpurt_dtype_is_float(t->dtype))
-    return lower_error(TPURT_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", log ? "log_softmax_lastdim_kernel_impl" : "softmax_lastdim_kernel_impl",
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'",
+                       log ? "log_softmax_lastdim_kernel_impl" : "softmax_lastdim_kernel_impl",
                        tpurt_dtype_name(t->dtype));
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
@@ -88,7 +93,8 @@ static tpurt_status_t softmax(lower_ctx_t* ctx, bool log) {
   ir_value_t s = ir_reduce(f, e, zero, &dim, 1, IR_REDUCE_ADD);
   ir_value_t y;
   if (log) {
-    y = ir_binary(f, "stablehlo.subtract", shifted, ir_broadcast_in_dim(f, ir_unary(f, "stablehlo.log", s), rank, dims, bdims));
+    y = ir_binary(f, "stablehlo.subtract", shifted,
+                  ir_broadcast_in_dim(f, ir_unary(f, "stablehlo.log", s), rank, dims, bdims));
   } else {
     y = ir_binary(f, "stablehlo.divide", e, ir_broadcast_in_dim(f, s, rank, dims, bdims));
   }

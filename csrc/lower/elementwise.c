@@ -9,7 +9,8 @@
 
 /* Reads schema args |idx| (tensors or numbers) as values of |dtype|, all
 ** broadcast to their common shape. */
-static tpurt_status_t operands(lower_ctx_t* ctx, const int32_t* idx, int32_t n, tpurt_dtype_t dtype, ir_value_t* out) {
+static tpurt_status_t operands(lower_ctx_t* ctx, const int32_t* idx, int32_t n, tpurt_dtype_t dtype,
+                               ir_value_t* out) {
   int32_t rank = 0;
   int64_t dims[TPURT_MAX_RANK];
   for (int32_t k = 0; k < n; ++k) {
@@ -35,17 +36,19 @@ static tpurt_status_t arith(lower_ctx_t* ctx, const char* op, int32_t alpha_arg)
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   if (dt == TPURT_DTYPE_BOOL && strcmp(op, "stablehlo.subtract") == 0)
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
-                       "`logical_xor()` operator instead.");
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
+        "`logical_xor()` operator instead.");
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
   if (alpha_arg >= 0 && !lower_is_none(ctx, alpha_arg) && !lower_scalar_is(ctx, alpha_arg, 1.0)) {
     if (!is_float(dt) && is_float(lower_arg(ctx, alpha_arg)->u.scalar.dtype))
       return lower_error(TPURT_INVALID_ARGUMENT,
                          "For integral input tensors, argument alpha must not be a floating point number.");
-    ir_value_t alpha = lower_broadcast_to(ctx, lower_scalar(ctx, alpha_arg, dt), ir_value_type(ctx->func, v[1])->rank,
-                                          ir_value_type(ctx->func, v[1])->dims);
+    ir_value_t alpha =
+        lower_broadcast_to(ctx, lower_scalar(ctx, alpha_arg, dt), ir_value_type(ctx->func, v[1])->rank,
+                           ir_value_type(ctx->func, v[1])->dims);
     v[1] = ir_binary(ctx->func, dt == TPURT_DTYPE_BOOL ? "stablehlo.and" : "stablehlo.multiply", v[1], alpha);
   }
   if (dt == TPURT_DTYPE_BOOL) op = strcmp(op, "stablehlo.add") == 0 ? "stablehlo.or" : "stablehlo.and";
@@ -77,7 +80,8 @@ static tpurt_status_t lower_rsub(lower_ctx_t* ctx) {
 /* trunc(x) = x < 0 ? ceil(x) : floor(x); StableHLO has no trunc op. */
 static ir_value_t trunc_value(lower_ctx_t* ctx, ir_value_t x) {
   ir_value_t neg = ir_compare(ctx->func, IR_LT, x, lower_full_like(ctx, x, 0.0));
-  return ir_select(ctx->func, neg, ir_unary(ctx->func, "stablehlo.ceil", x), ir_unary(ctx->func, "stablehlo.floor", x));
+  return ir_select(ctx->func, neg, ir_unary(ctx->func, "stablehlo.ceil", x),
+                   ir_unary(ctx->func, "stablehlo.floor", x));
 }
 
 /* Integer floor division: truncating division, minus one where the signs
@@ -108,11 +112,13 @@ static tpurt_status_t div_mode(lower_ctx_t* ctx, const char* mode) {
     q = ir_binary(ctx->func, "stablehlo.divide", v[0], v[1]);
     if (is_float(math)) q = trunc_value(ctx, q);
   } else if (strcmp(mode, "floor") == 0) {
-    q = is_float(math) ? ir_unary(ctx->func, "stablehlo.floor", ir_binary(ctx->func, "stablehlo.divide", v[0], v[1]))
-                       : int_floor_div(ctx, v[0], v[1]);
+    q = is_float(math)
+            ? ir_unary(ctx->func, "stablehlo.floor", ir_binary(ctx->func, "stablehlo.divide", v[0], v[1]))
+            : int_floor_div(ctx, v[0], v[1]);
   } else {
     return lower_error(TPURT_INVALID_ARGUMENT,
-                       "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'", mode);
+                       "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'",
+                       mode);
   }
   lower_set_result(ctx, 0, lower_cast(ctx, q, dt));
   return NULL;
@@ -136,7 +142,8 @@ static tpurt_status_t modulo(lower_ctx_t* ctx, bool python) {
     ir_value_t zero = lower_full_like(ctx, r, 0.0);
     ir_value_t nonzero = ir_compare(f, IR_NE, r, zero);
     ir_value_t signs = ir_compare(f, IR_NE, ir_compare(f, IR_LT, r, zero), ir_compare(f, IR_LT, v[1], zero));
-    r = ir_select(f, ir_binary(f, "stablehlo.and", nonzero, signs), ir_binary(f, "stablehlo.add", r, v[1]), r);
+    r = ir_select(f, ir_binary(f, "stablehlo.and", nonzero, signs), ir_binary(f, "stablehlo.add", r, v[1]),
+                  r);
   }
   lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
   return NULL;
@@ -177,7 +184,8 @@ static tpurt_status_t bitwise(lower_ctx_t* ctx, const char* op) {
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   if (is_float(dt))
-    return lower_error(TPURT_INVALID_ARGUMENT, "\"%s_cpu\" not implemented for '%s'", op + 10, tpurt_dtype_name(dt));
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"%s_cpu\" not implemented for '%s'", op + 10,
+                       tpurt_dtype_name(dt));
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
   lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
@@ -239,7 +247,8 @@ static tpurt_status_t lower_where(lower_ctx_t* ctx) {
   tpurt_dtype_t dt = lower_result_type(ctx, vals, 2);
   const tpurt_tensor_t* c = lower_meta(ctx, 0);
   if (c->dtype != TPURT_DTYPE_BOOL && c->dtype != TPURT_DTYPE_U8)
-    return lower_error(TPURT_INVALID_ARGUMENT, "where expected condition to be a boolean tensor, but got a tensor with dtype %s",
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "where expected condition to be a boolean tensor, but got a tensor with dtype %s",
                        tpurt_dtype_name(c->dtype));
   int32_t idx[3] = {0, 1, 2};
   int32_t rank = 0;
@@ -248,11 +257,12 @@ static tpurt_status_t lower_where(lower_ctx_t* ctx) {
     const tpurt_tensor_t* t = lower_meta(ctx, idx[k]);
     if (t) TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(rank, dims, t->rank, t->sizes, &rank, dims));
   }
-  ir_value_t cond = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL), rank, dims);
+  ir_value_t cond =
+      lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL), rank, dims);
   ir_value_t v[2];
   for (int32_t k = 0; k < 2; ++k) {
     ir_value_t x = lower_meta(ctx, vals[k]) ? lower_cast(ctx, lower_tensor(ctx, vals[k]), dt)
-                                             : lower_scalar(ctx, vals[k], dt);
+                                            : lower_scalar(ctx, vals[k], dt);
     v[k] = lower_broadcast_to(ctx, x, rank, dims);
   }
   lower_set_result(ctx, 0, ir_select(ctx->func, cond, v[0], v[1]));
@@ -262,7 +272,8 @@ static tpurt_status_t lower_where(lower_ctx_t* ctx) {
 /* clamp(self, min=None, max=None): Scalar and Tensor overloads. */
 static tpurt_status_t lower_clamp(lower_ctx_t* ctx) {
   if (lower_is_none(ctx, 1) && lower_is_none(ctx, 2))
-    return lower_error(TPURT_INVALID_ARGUMENT, "torch.clamp: At least one of 'min' or 'max' must not be None");
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.clamp: At least one of 'min' or 'max' must not be None");
   int32_t idx[3] = {0, 1, 2};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 3);
   int32_t rank = 0;
@@ -307,7 +318,9 @@ static tpurt_status_t float_unary(lower_ctx_t* ctx, const char* op) {
 }
 
 static tpurt_status_t lower_exp(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.exponential"); }
-static tpurt_status_t lower_expm1(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.exponential_minus_one"); }
+static tpurt_status_t lower_expm1(lower_ctx_t* ctx) {
+  return float_unary(ctx, "stablehlo.exponential_minus_one");
+}
 static tpurt_status_t lower_log(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.log"); }
 static tpurt_status_t lower_log1p(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.log_plus_one"); }
 static tpurt_status_t lower_sqrt(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.sqrt"); }
@@ -333,7 +346,8 @@ static tpurt_status_t lower_reciprocal(lower_ctx_t* ctx) {
   tpurt_dtype_t in = lower_meta(ctx, 0)->dtype;
   tpurt_dtype_t dt = is_float(in) ? in : LOWER_DEFAULT_FLOAT;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), opmath(dt));
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(ctx->func, "stablehlo.divide", lower_full_like(ctx, x, 1.0), x), dt));
+  lower_set_result(
+      ctx, 0, lower_cast(ctx, ir_binary(ctx->func, "stablehlo.divide", lower_full_like(ctx, x, 1.0), x), dt));
   return NULL;
 }
 
@@ -346,9 +360,10 @@ static tpurt_status_t same_unary(lower_ctx_t* ctx, const char* op, bool int_iden
     return NULL;
   }
   if (dt == TPURT_DTYPE_BOOL && strcmp(op, "stablehlo.negate") == 0)
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a "
-                       "mask, use the `~` or `logical_not()` operator instead.");
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a "
+        "mask, use the `~` or `logical_not()` operator instead.");
   if (dt == TPURT_DTYPE_BOOL) {
     lower_set_result(ctx, 0, x); /* abs/sign of bool */
     return NULL;
@@ -362,7 +377,9 @@ static tpurt_status_t lower_abs(lower_ctx_t* ctx) { return same_unary(ctx, "stab
 static tpurt_status_t lower_sign(lower_ctx_t* ctx) { return same_unary(ctx, "stablehlo.sign", false); }
 static tpurt_status_t lower_floor(lower_ctx_t* ctx) { return same_unary(ctx, "stablehlo.floor", true); }
 static tpurt_status_t lower_ceil(lower_ctx_t* ctx) { return same_unary(ctx, "stablehlo.ceil", true); }
-static tpurt_status_t lower_round(lower_ctx_t* ctx) { return same_unary(ctx, "stablehlo.round_nearest_even", true); }
+static tpurt_status_t lower_round(lower_ctx_t* ctx) {
+  return same_unary(ctx, "stablehlo.round_nearest_even", true);
+}
 
 static tpurt_status_t lower_trunc(lower_ctx_t* ctx) {
   ir_value_t x = lower_tensor(ctx, 0);

@@ -14,7 +14,8 @@ static tpurt_status_t lower_fill(lower_ctx_t* ctx) {
     const tpurt_tensor_t* vt = lower_meta(ctx, 1);
     if (vt->rank != 0)
       return lower_error(TPURT_INVALID_ARGUMENT,
-                         "fill_ only supports 0-dimension value tensor but got tensor with %d dimensions.", vt->rank);
+                         "fill_ only supports 0-dimension value tensor but got tensor with %d dimensions.",
+                         vt->rank);
     v = lower_cast(ctx, lower_tensor(ctx, 1), t->dtype);
   } else {
     v = lower_scalar(ctx, 1, t->dtype);
@@ -48,7 +49,8 @@ static tpurt_status_t lower_copy(lower_ctx_t* ctx) {
 /* arange.start_out(start, end, step, *, out): the length depends on the
 ** values, so this row keys on them; start and step still enter as values. */
 static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
-  double start = lower_scalar_value(ctx, 0), end = lower_scalar_value(ctx, 1), step = lower_scalar_value(ctx, 2);
+  double start = lower_scalar_value(ctx, 0), end = lower_scalar_value(ctx, 1),
+         step = lower_scalar_value(ctx, 2);
   if (step == 0) return lower_error(TPURT_INVALID_ARGUMENT, "step must be nonzero");
   if (!isfinite(start) || !isfinite(end))
     return lower_error(TPURT_INVALID_ARGUMENT, "unsupported range: %g -> %g", start, end);
@@ -59,7 +61,8 @@ static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
   tpurt_dtype_t dt = out->kind == TPURT_ARG_TENSOR ? out->u.tensor.dtype : TPURT_DTYPE_I64;
   int64_t n;
   if (tpurt_dtype_is_float(dt) || tpurt_dtype_is_float(lower_arg(ctx, 0)->u.scalar.dtype) ||
-      tpurt_dtype_is_float(lower_arg(ctx, 1)->u.scalar.dtype) || tpurt_dtype_is_float(lower_arg(ctx, 2)->u.scalar.dtype))
+      tpurt_dtype_is_float(lower_arg(ctx, 1)->u.scalar.dtype) ||
+      tpurt_dtype_is_float(lower_arg(ctx, 2)->u.scalar.dtype))
     n = (int64_t)ceil((end - start) / step);
   else {
     int64_t s = (int64_t)start, e = (int64_t)end, st = (int64_t)step;
@@ -70,8 +73,9 @@ static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
                                                 : TPURT_DTYPE_I64;
   ir_func_t* f = ctx->func;
   ir_value_t io = ir_iota(f, ir_type_make(math, 1, &n), 0);
-  ir_value_t v = ir_binary(f, "stablehlo.add", lower_broadcast_to(ctx, lower_scalar(ctx, 0, math), 1, &n),
-                           ir_binary(f, "stablehlo.multiply", io, lower_broadcast_to(ctx, lower_scalar(ctx, 2, math), 1, &n)));
+  ir_value_t v = ir_binary(
+      f, "stablehlo.add", lower_broadcast_to(ctx, lower_scalar(ctx, 0, math), 1, &n),
+      ir_binary(f, "stablehlo.multiply", io, lower_broadcast_to(ctx, lower_scalar(ctx, 2, math), 1, &n)));
   lower_set_result(ctx, 0, lower_cast(ctx, v, dt));
   return NULL;
 }

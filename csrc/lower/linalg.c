@@ -6,17 +6,28 @@
 /* PyTorch's C++ type names, which its matmul messages print. */
 static const char* cpp_name(tpurt_dtype_t d) {
   switch (d) {
-    case TPURT_DTYPE_F32: return "float";
-    case TPURT_DTYPE_F64: return "double";
-    case TPURT_DTYPE_F16: return "c10::Half";
-    case TPURT_DTYPE_BF16: return "c10::BFloat16";
-    case TPURT_DTYPE_I64: return "long int";
-    case TPURT_DTYPE_I32: return "int";
-    case TPURT_DTYPE_I16: return "short int";
-    case TPURT_DTYPE_I8: return "signed char";
-    case TPURT_DTYPE_U8: return "unsigned char";
-    case TPURT_DTYPE_BOOL: return "bool";
-    default: return tpurt_dtype_name(d);
+    case TPURT_DTYPE_F32:
+      return "float";
+    case TPURT_DTYPE_F64:
+      return "double";
+    case TPURT_DTYPE_F16:
+      return "c10::Half";
+    case TPURT_DTYPE_BF16:
+      return "c10::BFloat16";
+    case TPURT_DTYPE_I64:
+      return "long int";
+    case TPURT_DTYPE_I32:
+      return "int";
+    case TPURT_DTYPE_I16:
+      return "short int";
+    case TPURT_DTYPE_I8:
+      return "signed char";
+    case TPURT_DTYPE_U8:
+      return "unsigned char";
+    case TPURT_DTYPE_BOOL:
+      return "bool";
+    default:
+      return tpurt_dtype_name(d);
   }
 }
 
@@ -42,9 +53,9 @@ static tpurt_status_t check_mm(const tpurt_tensor_t* a, const tpurt_tensor_t* b)
   if (a->rank != 2) return lower_error(TPURT_INVALID_ARGUMENT, "self must be a matrix");
   if (b->rank != 2) return lower_error(TPURT_INVALID_ARGUMENT, "mat2 must be a matrix");
   if (a->sizes[1] != b->sizes[0])
-    return lower_error(TPURT_INVALID_ARGUMENT, "mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
-                       (long long)a->sizes[0], (long long)a->sizes[1], (long long)b->sizes[0],
-                       (long long)b->sizes[1]);
+    return lower_error(
+        TPURT_INVALID_ARGUMENT, "mat1 and mat2 shapes cannot be multiplied (%lldx%lld and %lldx%lld)",
+        (long long)a->sizes[0], (long long)a->sizes[1], (long long)b->sizes[0], (long long)b->sizes[1]);
   return same_dtype(a, b);
 }
 
@@ -52,10 +63,11 @@ static tpurt_status_t check_bmm(const tpurt_tensor_t* a, const tpurt_tensor_t* b
   if (a->rank != 3) return lower_error(TPURT_INVALID_ARGUMENT, "batch1 must be a 3D tensor");
   if (b->rank != 3) return lower_error(TPURT_INVALID_ARGUMENT, "batch2 must be a 3D tensor");
   if (b->sizes[0] != a->sizes[0] || b->sizes[1] != a->sizes[2])
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "Expected size for first two dimensions of batch2 tensor to be: [%lld, %lld] but got: [%lld, "
-                       "%lld].",
-                       (long long)a->sizes[0], (long long)a->sizes[2], (long long)b->sizes[0], (long long)b->sizes[1]);
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "Expected size for first two dimensions of batch2 tensor to be: [%lld, %lld] but got: [%lld, "
+        "%lld].",
+        (long long)a->sizes[0], (long long)a->sizes[2], (long long)b->sizes[0], (long long)b->sizes[1]);
   return same_dtype(a, b);
 }
 
@@ -96,7 +108,8 @@ static tpurt_status_t scaled_sum(lower_ctx_t* ctx, ir_value_t product, int32_t b
   }
   ir_value_t s = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), t.dtype), t.rank, t.dims);
   if (!lower_scalar_is(ctx, beta_arg, 1.0))
-    s = ir_binary(f, "stablehlo.multiply", s, lower_broadcast_to(ctx, lower_scalar(ctx, beta_arg, t.dtype), t.rank, t.dims));
+    s = ir_binary(f, "stablehlo.multiply", s,
+                  lower_broadcast_to(ctx, lower_scalar(ctx, beta_arg, t.dtype), t.rank, t.dims));
   lower_set_result(ctx, 0, ir_binary(f, "stablehlo.add", s, product));
   return NULL;
 }
@@ -124,31 +137,29 @@ static tpurt_status_t lower_baddbmm(lower_ctx_t* ctx) {
 static tpurt_status_t lower_dot(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
   if (a->rank != 1 || b->rank != 1)
-    return lower_error(TPURT_INVALID_ARGUMENT, "1D tensors expected, but got %dD and %dD tensors", a->rank, b->rank);
+    return lower_error(TPURT_INVALID_ARGUMENT, "1D tensors expected, but got %dD and %dD tensors", a->rank,
+                       b->rank);
   if (a->sizes[0] != b->sizes[0])
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "inconsistent tensor size, expected tensor [%lld] and src [%lld] to have the same number of "
-                       "elements, but got %lld and %lld elements respectively",
-                       (long long)a->sizes[0], (long long)b->sizes[0], (long long)a->sizes[0], (long long)b->sizes[0]);
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "inconsistent tensor size, expected tensor [%lld] and src [%lld] to have the same number of "
+        "elements, but got %lld and %lld elements respectively",
+        (long long)a->sizes[0], (long long)b->sizes[0], (long long)a->sizes[0], (long long)b->sizes[0]);
   if (a->dtype != b->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT,
-                       "dot : expected both vectors to have same dtype, but found %s and %s", tpurt_dtype_name(a->dtype),
-                       tpurt_dtype_name(b->dtype));
+                       "dot : expected both vectors to have same dtype, but found %s and %s",
+                       tpurt_dtype_name(a->dtype), tpurt_dtype_name(b->dtype));
   ir_dot_dims_t d = {.num_contract = 1, .lhs_contract = {0}, .rhs_contract = {0}};
-  ir_value_t r = ir_dot_general(ctx->func, lower_tensor(ctx, 0), lower_tensor(ctx, 1), &d, lower_acc_dtype(a->dtype));
+  ir_value_t r =
+      ir_dot_general(ctx->func, lower_tensor(ctx, 0), lower_tensor(ctx, 1), &d, lower_acc_dtype(a->dtype));
   lower_set_result(ctx, 0, lower_cast(ctx, r, a->dtype));
   return NULL;
 }
 
 const lower_rule_t lower_linalg_rules[] = {
-    LOWER_FN("aten::addmm", lower_addmm),
-    LOWER_OUT_FN("aten::addmm.out", lower_addmm),
-    LOWER_FN("aten::baddbmm", lower_baddbmm),
-    LOWER_OUT_FN("aten::baddbmm.out", lower_baddbmm),
-    LOWER_FN("aten::bmm", lower_bmm),
-    LOWER_OUT_FN("aten::bmm.out", lower_bmm),
-    LOWER_FN("aten::dot", lower_dot),
-    LOWER_FN("aten::mm", lower_mm),
-    LOWER_OUT_FN("aten::mm.out", lower_mm),
-    LOWER_END,
+    LOWER_FN("aten::addmm", lower_addmm),     LOWER_OUT_FN("aten::addmm.out", lower_addmm),
+    LOWER_FN("aten::baddbmm", lower_baddbmm), LOWER_OUT_FN("aten::baddbmm.out", lower_baddbmm),
+    LOWER_FN("aten::bmm", lower_bmm),         LOWER_OUT_FN("aten::bmm.out", lower_bmm),
+    LOWER_FN("aten::dot", lower_dot),         LOWER_FN("aten::mm", lower_mm),
+    LOWER_OUT_FN("aten::mm.out", lower_mm),   LOWER_END,
 };

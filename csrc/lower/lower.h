@@ -57,9 +57,9 @@ const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch);
 
 /* Filled by the engine; rules use the accessors below. */
 typedef struct lower_param_s {
-  int32_t arg;     /* index into ctx->args (flattened) it comes from */
-  int32_t item;    /* list item, -1 if not a list */
-  int32_t kind;    /* LOWER_PARAM_* */
+  int32_t arg;  /* index into ctx->args (flattened) it comes from */
+  int32_t item; /* list item, -1 if not a list */
+  int32_t kind; /* LOWER_PARAM_* */
   tpurt_dtype_t dtype;
 } lower_param_t;
 
@@ -72,14 +72,14 @@ enum { LOWER_PARAM_STORAGE = 0, LOWER_PARAM_SCALAR = 1, LOWER_PARAM_RNG = 2 };
 struct lower_ctx_s {
   ir_func_t* func;
   const char* op_name;
-  const tpurt_arg_t* args;    /* flattened, as the glue passed them */
-  int32_t num_args;           /* schema arguments (lists count once) */
+  const tpurt_arg_t* args;           /* flattened, as the glue passed them */
+  int32_t num_args;                  /* schema arguments (lists count once) */
   int32_t arg_index[LOWER_MAX_ARGS]; /* schema arg -> index into args */
   /* Values of tensor args read through their views, made on first use. */
   ir_value_t tensor_values[LOWER_MAX_FLAT_ARGS];
   /* Results the rule sets. */
   int32_t num_results;
-  ir_value_t results[TPURT_MAX_RESULTS];
+  ir_value_t results[LOWER_MAX_FLAT_ARGS];
   /* Runtime parameters, in @main order (owned by the engine). */
   int32_t num_params;
   lower_param_t params[LOWER_MAX_PARAMS];
@@ -155,7 +155,8 @@ ir_value_t lower_broadcast_to(lower_ctx_t* ctx, ir_value_t x, int32_t rank, cons
 ir_value_t lower_cast(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype);
 /* A rank-0 constant of |dtype| broadcast to |like|'s shape. */
 ir_value_t lower_full_like(lower_ctx_t* ctx, ir_value_t like, double value);
-ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims, double value);
+ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
+                       double value);
 /* Wraps a possibly negative dim; error "Dimension out of range (expected to
 ** be in range of [-r, r-1], but got d)". */
 tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim);
@@ -176,5 +177,11 @@ extern const lower_rule_t lower_indexing_rules[];
 extern const lower_rule_t lower_random_rules[];
 extern const lower_rule_t lower_activation_rules[];
 extern const lower_rule_t lower_selection_rules[];
+extern const lower_rule_t lower_conv_rules[];
+extern const lower_rule_t lower_resample_rules[];
+extern const lower_rule_t lower_attention_rules[];
+extern const lower_rule_t lower_backward_rules[];
+extern const lower_rule_t lower_foreach_rules[];
+extern const lower_rule_t lower_misc_rules[];
 
 #endif /* TPURT_LOWER_LOWER_H_ */

@@ -85,12 +85,15 @@ ir_value_t lower_list_tensor(lower_ctx_t* ctx, int32_t i, int32_t k) {
   return ctx->read_tensor(ctx, ctx->arg_index[i] + 1 + k);
 }
 
-static ir_value_t add_param(lower_ctx_t* ctx, int32_t arg, int32_t kind, tpurt_dtype_t dtype, ir_type_t type) {
+static ir_value_t add_param(lower_ctx_t* ctx, int32_t arg, int32_t kind, tpurt_dtype_t dtype,
+                            ir_type_t type) {
   if (ctx->num_params >= LOWER_MAX_PARAMS) {
-    ir_func_fail(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands (max %d)", LOWER_MAX_PARAMS));
+    ir_func_fail(ctx->func,
+                 tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands (max %d)", LOWER_MAX_PARAMS));
     return IR_NONE;
   }
-  ctx->params[ctx->num_params++] = (lower_param_t){.arg = ctx->arg_index[arg], .item = -1, .kind = kind, .dtype = dtype};
+  ctx->params[ctx->num_params++] =
+      (lower_param_t){.arg = ctx->arg_index[arg], .item = -1, .kind = kind, .dtype = dtype};
   return ir_param(ctx->func, type);
 }
 
@@ -128,7 +131,11 @@ bool lower_scalar_is(const lower_ctx_t* ctx, int32_t i, double value) {
 }
 
 void lower_set_result(lower_ctx_t* ctx, int32_t k, ir_value_t value) {
-  if (k < 0 || k >= TPURT_MAX_RESULTS) return;
+  if (k < 0 || k >= LOWER_MAX_FLAT_ARGS) {
+    ir_func_fail(ctx->func,
+                 tpurt_status_create(TPURT_UNIMPLEMENTED, "too many results (max %d)", LOWER_MAX_FLAT_ARGS));
+    return;
+  }
   ctx->results[k] = value;
   if (k + 1 > ctx->num_results) ctx->num_results = k + 1;
 }
@@ -145,10 +152,17 @@ tpurt_status_t lower_error(tpurt_status_code_t code, const char* fmt, ...) {
 
 static int int_rank(tpurt_dtype_t d) {
   switch (d) {
-    case TPURT_DTYPE_I8: case TPURT_DTYPE_U8: return 1;
-    case TPURT_DTYPE_I16: case TPURT_DTYPE_U16: return 2;
-    case TPURT_DTYPE_I32: case TPURT_DTYPE_U32: return 4;
-    default: return 8;
+    case TPURT_DTYPE_I8:
+    case TPURT_DTYPE_U8:
+      return 1;
+    case TPURT_DTYPE_I16:
+    case TPURT_DTYPE_U16:
+      return 2;
+    case TPURT_DTYPE_I32:
+    case TPURT_DTYPE_U32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
@@ -173,9 +187,12 @@ tpurt_dtype_t lower_promote(tpurt_dtype_t a, tpurt_dtype_t b) {
   if (int_rank(s) > int_rank(u)) return s;
   /* u8 with i8 -> i16; wider unsigned with a signed int -> the next signed */
   switch (int_rank(u)) {
-    case 1: return TPURT_DTYPE_I16;
-    case 2: return TPURT_DTYPE_I32;
-    default: return TPURT_DTYPE_I64;
+    case 1:
+      return TPURT_DTYPE_I16;
+    case 2:
+      return TPURT_DTYPE_I32;
+    default:
+      return TPURT_DTYPE_I64;
   }
 }
 
@@ -247,10 +264,11 @@ tpurt_status_t lower_broadcast_shapes(int32_t rank_a, const int64_t* a, int32_t 
     int32_t ia = i - (r - rank_a), ib = i - (r - rank_b);
     int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
     if (da != db && da != 1 && db != 1)
-      return lower_error(TPURT_INVALID_ARGUMENT,
-                         "The size of tensor a (%lld) must match the size of tensor b (%lld) at non-singleton "
-                         "dimension %d",
-                         (long long)da, (long long)db, i);
+      return lower_error(
+          TPURT_INVALID_ARGUMENT,
+          "The size of tensor a (%lld) must match the size of tensor b (%lld) at non-singleton "
+          "dimension %d",
+          (long long)da, (long long)db, i);
     tmp[i] = da == 1 ? db : da;
   }
   for (int32_t i = 0; i < r; ++i) out[i] = tmp[i];
@@ -285,7 +303,8 @@ ir_value_t lower_cast(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype) {
   return ir_convert(ctx->func, x, dtype);
 }
 
-ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims, double value) {
+ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
+                       double value) {
   ir_value_t c = tpurt_dtype_is_float(dtype) ? ir_constant_f64(ctx->func, dtype, value)
                                              : ir_constant_i64(ctx->func, dtype, (int64_t)value);
   if (rank == 0) return c;
@@ -302,8 +321,9 @@ ir_value_t lower_full_like(lower_ctx_t* ctx, ir_value_t like, double value) {
 tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim) {
   int32_t r = rank > 0 ? rank : 1;
   if (dim < -r || dim >= r)
-    return lower_error(TPURT_OUT_OF_RANGE, "Dimension out of range (expected to be in range of [%d, %d], but got %lld)",
-                       -r, r - 1, (long long)dim);
+    return lower_error(TPURT_OUT_OF_RANGE,
+                       "Dimension out of range (expected to be in range of [%d, %d], but got %lld)", -r,
+                       r - 1, (long long)dim);
   *out_dim = dim < 0 ? dim + r : dim;
   return NULL;
 }
@@ -318,7 +338,8 @@ ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim) {
   if (!t0) return IR_NONE;
   ir_type_t t = *t0;
   int64_t n = t.dims[dim];
-  ir_value_t zero = tpurt_dtype_is_float(t.dtype) ? ir_constant_f64(f, t.dtype, 0.0) : ir_constant_i64(f, t.dtype, 0);
+  ir_value_t zero =
+      tpurt_dtype_is_float(t.dtype) ? ir_constant_f64(f, t.dtype, 0.0) : ir_constant_i64(f, t.dtype, 0);
   for (int64_t shift = 1; shift < n; shift *= 2) {
     /* x += x shifted right by |shift| along dim, zeros shifted in */
     int64_t lo[TPURT_MAX_RANK] = {0}, hi[TPURT_MAX_RANK] = {0}, in[TPURT_MAX_RANK] = {0};

@@ -12,9 +12,10 @@ static tpurt_status_t lower_native_layer_norm(lower_ctx_t* ctx) {
   bool ok = n >= 1 && axis >= 0;
   for (int32_t i = 0; ok && i < n; ++i) ok = t->sizes[axis + i] == norm[i];
   if (!ok) {
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "Given normalized_shape=%s, expected input with shape [*, %s], but got input of size%s",
-                       lower_shape_str(n, norm), lower_shape_str(n, norm) + 1, lower_shape_str(t->rank, t->sizes));
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "Given normalized_shape=%s, expected input with shape [*, %s], but got input of size%s",
+        lower_shape_str(n, norm), lower_shape_str(n, norm) + 1, lower_shape_str(t->rank, t->sizes));
   }
   for (int32_t w = 2; w <= 3; ++w) {
     const tpurt_tensor_t* p = lower_meta(ctx, w);
@@ -22,9 +23,11 @@ static tpurt_status_t lower_native_layer_norm(lower_ctx_t* ctx) {
     bool same = p->rank == n;
     for (int32_t i = 0; same && i < n; ++i) same = p->sizes[i] == norm[i];
     if (!same)
-      return lower_error(TPURT_INVALID_ARGUMENT, "Expected %s to be of same shape as normalized_shape, but got %s of shape %s and normalized_shape = %s",
-                         w == 2 ? "weight" : "bias", w == 2 ? "weight" : "bias", lower_shape_str(p->rank, p->sizes),
-                         lower_shape_str(n, norm));
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "Expected %s to be of same shape as normalized_shape, but got %s of shape %s and "
+                         "normalized_shape = %s",
+                         w == 2 ? "weight" : "bias", w == 2 ? "weight" : "bias",
+                         lower_shape_str(p->rank, p->sizes), lower_shape_str(n, norm));
   }
   ir_func_t* f = ctx->func;
   tpurt_dtype_t acc = lower_acc_dtype(t->dtype);

@@ -9,7 +9,8 @@
 
 /* The reduced dims of a dim argument: None or [] mean every dim. Fills
 ** |mask| (1 = reduced) and |dims| (sorted). */
-static tpurt_status_t reduce_dims(lower_ctx_t* ctx, int32_t arg, int32_t rank, bool* mask, int64_t* dims, int32_t* n) {
+static tpurt_status_t reduce_dims(lower_ctx_t* ctx, int32_t arg, int32_t rank, bool* mask, int64_t* dims,
+                                  int32_t* n) {
   int64_t raw[TPURT_MAX_RANK * 2];
   int32_t m = lower_is_none(ctx, arg) ? 0 : lower_ints(ctx, arg, raw, TPURT_MAX_RANK * 2);
   for (int32_t i = 0; i < rank; ++i) mask[i] = m == 0;
@@ -18,7 +19,8 @@ static tpurt_status_t reduce_dims(lower_ctx_t* ctx, int32_t arg, int32_t rank, b
     TPURT_RETURN_IF_ERROR(lower_wrap_dim(raw[i], rank, &d));
     if (rank == 0) continue;
     if (mask[d])
-      return lower_error(TPURT_INVALID_ARGUMENT, "dim %lld appears multiple times in the list of dims", (long long)d);
+      return lower_error(TPURT_INVALID_ARGUMENT, "dim %lld appears multiple times in the list of dims",
+                         (long long)d);
     mask[d] = true;
   }
   *n = 0;
@@ -28,7 +30,8 @@ static tpurt_status_t reduce_dims(lower_ctx_t* ctx, int32_t arg, int32_t rank, b
 }
 
 /* Reshapes a reduced value back to rank with ones where dims were reduced. */
-static ir_value_t keep_dims(lower_ctx_t* ctx, ir_value_t v, const tpurt_tensor_t* t, const bool* mask, bool keepdim) {
+static ir_value_t keep_dims(lower_ctx_t* ctx, ir_value_t v, const tpurt_tensor_t* t, const bool* mask,
+                            bool keepdim) {
   if (!keepdim) return v;
   int64_t shape[TPURT_MAX_RANK];
   for (int32_t i = 0; i < t->rank; ++i) shape[i] = mask[i] ? 1 : t->sizes[i];
@@ -38,25 +41,42 @@ static ir_value_t keep_dims(lower_ctx_t* ctx, ir_value_t v, const tpurt_tensor_t
 static double lowest(tpurt_dtype_t d) {
   if (tpurt_dtype_is_float(d)) return -INFINITY;
   switch (d) {
-    case TPURT_DTYPE_BOOL: case TPURT_DTYPE_U8: case TPURT_DTYPE_U16: case TPURT_DTYPE_U32: case TPURT_DTYPE_U64: return 0;
-    case TPURT_DTYPE_I8: return INT8_MIN;
-    case TPURT_DTYPE_I16: return INT16_MIN;
-    case TPURT_DTYPE_I32: return INT32_MIN;
-    default: return (double)INT64_MIN;
+    case TPURT_DTYPE_BOOL:
+    case TPURT_DTYPE_U8:
+    case TPURT_DTYPE_U16:
+    case TPURT_DTYPE_U32:
+    case TPURT_DTYPE_U64:
+      return 0;
+    case TPURT_DTYPE_I8:
+      return INT8_MIN;
+    case TPURT_DTYPE_I16:
+      return INT16_MIN;
+    case TPURT_DTYPE_I32:
+      return INT32_MIN;
+    default:
+      return (double)INT64_MIN;
   }
 }
 
 static double highest(tpurt_dtype_t d) {
   if (tpurt_dtype_is_float(d)) return INFINITY;
   switch (d) {
-    case TPURT_DTYPE_BOOL: return 1;
-    case TPURT_DTYPE_U8: return UINT8_MAX;
-    case TPURT_DTYPE_I8: return INT8_MAX;
-    case TPURT_DTYPE_I16: return INT16_MAX;
-    case TPURT_DTYPE_U16: return UINT16_MAX;
-    case TPURT_DTYPE_I32: return INT32_MAX;
-    case TPURT_DTYPE_U32: return UINT32_MAX;
-    default: return (double)INT64_MAX;
+    case TPURT_DTYPE_BOOL:
+      return 1;
+    case TPURT_DTYPE_U8:
+      return UINT8_MAX;
+    case TPURT_DTYPE_I8:
+      return INT8_MAX;
+    case TPURT_DTYPE_I16:
+      return INT16_MAX;
+    case TPURT_DTYPE_U16:
+      return UINT16_MAX;
+    case TPURT_DTYPE_I32:
+      return INT32_MAX;
+    case TPURT_DTYPE_U32:
+      return UINT32_MAX;
+    default:
+      return (double)INT64_MAX;
   }
 }
 
@@ -70,17 +90,18 @@ static ir_value_t scalar_const(lower_ctx_t* ctx, tpurt_dtype_t d, double v) {
 
 /*===--- sum / mean / prod ---===*/
 
-static tpurt_status_t sum_like(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_arg, int32_t dtype_arg, bool mean,
-                               bool prod) {
+static tpurt_status_t sum_like(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_arg, int32_t dtype_arg,
+                               bool mean, bool prod) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   tpurt_dtype_t out = lower_dtype(ctx, dtype_arg, TPURT_DTYPE_INVALID);
   if (out == TPURT_DTYPE_INVALID)
     out = (tpurt_dtype_is_float(t->dtype)) ? t->dtype : (mean ? TPURT_DTYPE_INVALID : TPURT_DTYPE_I64);
   if (mean && (out == TPURT_DTYPE_INVALID || !tpurt_dtype_is_float(out)))
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
-                       "dtype. Got: %s",
-                       tpurt_dtype_name(out == TPURT_DTYPE_INVALID ? t->dtype : out));
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "mean(): could not infer output dtype. Input dtype must be either a floating point or complex "
+        "dtype. Got: %s",
+        tpurt_dtype_name(out == TPURT_DTYPE_INVALID ? t->dtype : out));
   bool mask[TPURT_MAX_RANK];
   int64_t dims[TPURT_MAX_RANK];
   int32_t n = 0;
@@ -94,7 +115,8 @@ static tpurt_status_t sum_like(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_a
     for (int32_t i = 0; i < n; ++i) count *= t->sizes[dims[i]];
     r = ir_binary(ctx->func, "stablehlo.divide", r, lower_full_like(ctx, r, (double)count));
   }
-  lower_set_result(ctx, 0, keep_dims(ctx, lower_cast(ctx, r, out), t, mask, lower_bool(ctx, keep_arg, false)));
+  lower_set_result(ctx, 0,
+                   keep_dims(ctx, lower_cast(ctx, r, out), t, mask, lower_bool(ctx, keep_arg, false)));
   return NULL;
 }
 
@@ -117,9 +139,8 @@ static tpurt_status_t extreme(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_ar
   TPURT_RETURN_IF_ERROR(reduce_dims(ctx, dim_arg, t->rank, mask, dims, &n));
   for (int32_t i = 0; i < n; ++i)
     if (t->sizes[dims[i]] == 0)
-      return lower_error(TPURT_INVALID_ARGUMENT,
-                         "%s(): Expected reduction dim %lld to have non-zero size.", is_max ? "amax" : "amin",
-                         (long long)dims[i]);
+      return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected reduction dim %lld to have non-zero size.",
+                         is_max ? "amax" : "amin", (long long)dims[i]);
   ir_value_t x = lower_tensor(ctx, 0);
   tpurt_dtype_t d = t->dtype;
   ir_value_t init = scalar_const(ctx, d, is_max ? lowest(d) : highest(d));
@@ -136,10 +157,11 @@ static tpurt_status_t full_extreme(lower_ctx_t* ctx, bool is_max) {
   int64_t numel = 1;
   for (int32_t i = 0; i < t->rank; ++i) numel *= t->sizes[i];
   if (numel == 0)
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "%s(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim "
-                       "with the 'dim' argument.",
-                       is_max ? "max" : "min");
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "%s(): Expected reduction dim to be specified for input.numel() == 0. Specify the reduction dim "
+        "with the 'dim' argument.",
+        is_max ? "max" : "min");
   return extreme(ctx, -1, -1, is_max);
 }
 
@@ -188,7 +210,8 @@ static void arg_reduce(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool is_max,
   ir_value_t eq = ir_compare(f, IR_EQ, a, b);
   if (tpurt_dtype_is_float(d)) {
     ir_value_t a_nan = ir_compare(f, IR_NE, a, a), b_nan = ir_compare(f, IR_NE, b, b);
-    better = ir_binary(f, "stablehlo.or", better, ir_binary(f, "stablehlo.and", a_nan, ir_unary(f, "stablehlo.not", b_nan)));
+    better = ir_binary(f, "stablehlo.or", better,
+                       ir_binary(f, "stablehlo.and", a_nan, ir_unary(f, "stablehlo.not", b_nan)));
     eq = ir_binary(f, "stablehlo.or", eq, ir_binary(f, "stablehlo.and", a_nan, b_nan));
   }
   ir_value_t first = ir_binary(f, "stablehlo.and", eq, ir_compare(f, IR_LT, ia, ib));
@@ -208,7 +231,8 @@ static tpurt_status_t arg_extreme(lower_ctx_t* ctx, bool is_max) {
     int64_t n = 1;
     for (int32_t i = 0; i < t->rank; ++i) n *= t->sizes[i];
     if (n == 0)
-      return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected reduction dim to be specified for input.numel() == 0.",
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "%s(): Expected reduction dim to be specified for input.numel() == 0.",
                          is_max ? "argmax" : "argmin");
     x = ir_reshape(ctx->func, x, 1, &n);
     ir_value_t v, idx;
@@ -300,7 +324,8 @@ static tpurt_status_t var_like(lower_ctx_t* ctx, bool take_sqrt, bool with_mean)
   ir_value_t denom = ir_binary(f, "stablehlo.subtract", ir_constant_f64(f, acc, (double)count), corr);
   denom = ir_binary(f, "stablehlo.maximum", denom, ir_constant_f64(f, acc, 0.0));
   const ir_type_t* st = ir_value_type(f, ss);
-  ir_value_t var = ir_binary(f, "stablehlo.divide", ss, ir_broadcast_in_dim(f, denom, st->rank, st->dims, NULL));
+  ir_value_t var =
+      ir_binary(f, "stablehlo.divide", ss, ir_broadcast_in_dim(f, denom, st->rank, st->dims, NULL));
   if (take_sqrt) var = ir_unary(f, "stablehlo.sqrt", var);
   bool keep = lower_bool(ctx, 3, false);
   lower_set_result(ctx, 0, keep_dims(ctx, lower_cast(ctx, var, t->dtype), t, mask, keep));

@@ -12,8 +12,9 @@ static tpurt_status_t lower_count_nonzero(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dims[TPURT_MAX_RANK];
   for (int32_t i = 0; i < t->rank; ++i) dims[i] = i;
-  lower_set_result(ctx, 0, ir_reduce(ctx->func, nz, ir_constant_i64(ctx->func, TPURT_DTYPE_I64, 0), dims, t->rank,
-                                     IR_REDUCE_ADD));
+  lower_set_result(
+      ctx, 0,
+      ir_reduce(ctx->func, nz, ir_constant_i64(ctx->func, TPURT_DTYPE_I64, 0), dims, t->rank, IR_REDUCE_ADD));
   return NULL;
 }
 

@@ -20,21 +20,23 @@ static tpurt_status_t lower_cat(lower_ctx_t* ctx) {
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), ref->rank, &dim));
   if (ref->rank == 0)
-    return lower_error(TPURT_INVALID_ARGUMENT, "zero-dimensional tensor (at position 0) cannot be concatenated");
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "zero-dimensional tensor (at position 0) cannot be concatenated");
   ir_value_t parts[LOWER_MAX_FLAT_ARGS];
   int32_t m = 0;
   for (int32_t k = 0; k < n; ++k) {
     const tpurt_tensor_t* t = lower_list_meta(ctx, 0, k);
     if (t->rank == 1 && t->sizes[0] == 0 && t != ref) continue;
     if (t->rank != ref->rank)
-      return lower_error(TPURT_INVALID_ARGUMENT,
-                         "Tensors must have same number of dimensions: got %d and %d", ref->rank, t->rank);
+      return lower_error(TPURT_INVALID_ARGUMENT, "Tensors must have same number of dimensions: got %d and %d",
+                         ref->rank, t->rank);
     for (int32_t d = 0; d < t->rank; ++d)
       if (d != dim && t->sizes[d] != ref->sizes[d])
-        return lower_error(TPURT_INVALID_ARGUMENT,
-                           "Sizes of tensors must match except in dimension %lld. Expected size %lld but got size "
-                           "%lld for tensor number %d in the list.",
-                           (long long)dim, (long long)ref->sizes[d], (long long)t->sizes[d], k);
+        return lower_error(
+            TPURT_INVALID_ARGUMENT,
+            "Sizes of tensors must match except in dimension %lld. Expected size %lld but got size "
+            "%lld for tensor number %d in the list.",
+            (long long)dim, (long long)ref->sizes[d], (long long)t->sizes[d], k);
     parts[m++] = lower_cast(ctx, lower_list_tensor(ctx, 0, k), dt);
   }
   lower_set_result(ctx, 0, m == 1 ? parts[0] : ir_concatenate(ctx->func, parts, m, dim));
@@ -67,14 +69,16 @@ static tpurt_status_t lower_roll(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_tensor(ctx, 0);
   if (nd == 0) { /* flatten, roll, restore */
-    if (ns != 1) return lower_error(TPURT_INVALID_ARGUMENT, "shifts and dimensions must align. shifts: %d, dims:0", ns);
+    if (ns != 1)
+      return lower_error(TPURT_INVALID_ARGUMENT, "shifts and dimensions must align. shifts: %d, dims:0", ns);
     int64_t numel = 1;
     for (int32_t i = 0; i < t->rank; ++i) numel *= t->sizes[i];
     x = ir_reshape(f, x, 1, &numel);
     raw[0] = 0;
     nd = 1;
   } else if (ns != nd) {
-    return lower_error(TPURT_INVALID_ARGUMENT, "shifts and dimensions must align. shifts: %d, dims:%d", ns, nd);
+    return lower_error(TPURT_INVALID_ARGUMENT, "shifts and dimensions must align. shifts: %d, dims:%d", ns,
+                       nd);
   }
   for (int32_t i = 0; i < nd; ++i) {
     const ir_type_t* xt = ir_value_type(f, x);
@@ -107,12 +111,14 @@ static tpurt_status_t lower_roll(lower_ctx_t* ctx) {
 static tpurt_status_t triangle(lower_ctx_t* ctx, bool lower) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (t->rank < 2)
-    return lower_error(TPURT_INVALID_ARGUMENT, "%s: input tensor must have at least 2 dimensions", lower ? "tril" : "triu");
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s: input tensor must have at least 2 dimensions",
+                       lower ? "tril" : "triu");
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_tensor(ctx, 0);
   ir_type_t it = ir_type_make(TPURT_DTYPE_I64, t->rank, t->sizes);
   ir_value_t row = ir_iota(f, it, t->rank - 2), col = ir_iota(f, it, t->rank - 1);
-  ir_value_t diag = lower_broadcast_to(ctx, ir_constant_i64(f, TPURT_DTYPE_I64, lower_int(ctx, 1, 0)), t->rank, t->sizes);
+  ir_value_t diag =
+      lower_broadcast_to(ctx, ir_constant_i64(f, TPURT_DTYPE_I64, lower_int(ctx, 1, 0)), t->rank, t->sizes);
   ir_value_t delta = ir_binary(f, "stablehlo.subtract", col, row);
   ir_value_t keep = ir_compare(f, lower ? IR_LE : IR_GE, delta, diag);
   lower_set_result(ctx, 0, ir_select(f, keep, x, lower_full_like(ctx, x, 0.0)));
@@ -123,12 +129,8 @@ static tpurt_status_t lower_tril(lower_ctx_t* ctx) { return triangle(ctx, true);
 static tpurt_status_t lower_triu(lower_ctx_t* ctx) { return triangle(ctx, false); }
 
 const lower_rule_t lower_shape_rules[] = {
-    LOWER_FN("aten::cat", lower_cat),
-    LOWER_OUT_FN("aten::cat.out", lower_cat),
-    LOWER_FN("aten::clone", lower_clone),
-    LOWER_FN("aten::flip", lower_flip),
-    LOWER_FN("aten::roll", lower_roll),
-    LOWER_FN("aten::tril", lower_tril),
-    LOWER_FN("aten::triu", lower_triu),
-    LOWER_END,
+    LOWER_FN("aten::cat", lower_cat),     LOWER_OUT_FN("aten::cat.out", lower_cat),
+    LOWER_FN("aten::clone", lower_clone), LOWER_FN("aten::flip", lower_flip),
+    LOWER_FN("aten::roll", lower_roll),   LOWER_FN("aten::tril", lower_tril),
+    LOWER_FN("aten::triu", lower_triu),   LOWER_END,
 };

@@ -32,20 +32,26 @@ static tpurt_tensor_t upload_f32(const float* data, int32_t rank, const int64_t*
 
 static tpurt_arg_t targ(tpurt_tensor_t t) { return (tpurt_arg_t){.kind = TPURT_ARG_TENSOR, .u.tensor = t}; }
 static tpurt_arg_t farg(double v) {
-  return (tpurt_arg_t){.kind = TPURT_ARG_SCALAR, .u.scalar = {.dtype = TPURT_DTYPE_F64, .tier = TPURT_TIER_WRAPPED, .f = v}};
+  return (tpurt_arg_t){.kind = TPURT_ARG_SCALAR,
+                       .u.scalar = {.dtype = TPURT_DTYPE_F64, .tier = TPURT_TIER_WRAPPED, .f = v}};
 }
 static tpurt_arg_t iarg(int64_t v) {
-  return (tpurt_arg_t){.kind = TPURT_ARG_SCALAR, .u.scalar = {.dtype = TPURT_DTYPE_I64, .tier = TPURT_TIER_WRAPPED, .i = v}};
+  return (tpurt_arg_t){.kind = TPURT_ARG_SCALAR,
+                       .u.scalar = {.dtype = TPURT_DTYPE_I64, .tier = TPURT_TIER_WRAPPED, .i = v}};
 }
 
-static tpurt_tensor_t result_tensor(const tpurt_result_t* r) { return dense(r->storage, r->dtype, r->rank, r->sizes); }
+static tpurt_tensor_t result_tensor(const tpurt_result_t* r) {
+  return dense(r->storage, r->dtype, r->rank, r->sizes);
+}
 
 TEST(Engine_AddBroadcast) {
   float a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {10, 20, 30};
   int64_t sa[2] = {2, 3}, sb[1] = {3};
   tpurt_tensor_t ta = upload_f32(a, 2, sa), tb = upload_f32(b, 1, sb);
   tpurt_arg_t args[3] = {targ(ta), targ(tb), iarg(2)};
-  tpurt_op_call_t call = {.name = "aten::add.Tensor", .args = args, .num_args = 3};
+  tpurt_result_t call_results[4];
+  tpurt_op_call_t call = {
+      .name = "aten::add.Tensor", .args = args, .num_args = 3, .results = call_results, .max_results = 4};
   ASSERT_OK(tpurt_op_run(&call));
   ASSERT(call.num_results == 1);
   EXPECT(call.results[0].rank == 2 && call.results[0].sizes[0] == 2 && call.results[0].sizes[1] == 3);
@@ -67,7 +73,9 @@ TEST(Engine_ScalarIsAParameter) {
   for (int k = 0; k < 50; ++k) {
     double v = 0.5 + k * 0.37;
     tpurt_arg_t args[2] = {targ(ta), farg(v)};
-    tpurt_op_call_t call = {.name = "aten::mul.Tensor", .args = args, .num_args = 2};
+    tpurt_result_t call_results[4];
+    tpurt_op_call_t call = {
+        .name = "aten::mul.Tensor", .args = args, .num_args = 2, .results = call_results, .max_results = 4};
     ASSERT_OK(tpurt_op_run(&call));
     float out[4];
     tpurt_tensor_t r = result_tensor(&call.results[0]);
@@ -88,7 +96,9 @@ TEST(Engine_InplaceThroughTransposedView) {
   xt.sizes[0] = 3, xt.sizes[1] = 2, xt.strides[0] = 1, xt.strides[1] = 3;
   tpurt_arg_t args[3] = {targ(xt), iarg(1), iarg(1)};
   args[0].is_write = true;
-  tpurt_op_call_t call = {.name = "aten::add_.Scalar", .args = args, .num_args = 3};
+  tpurt_result_t call_results[4];
+  tpurt_op_call_t call = {
+      .name = "aten::add_.Scalar", .args = args, .num_args = 3, .results = call_results, .max_results = 4};
   ASSERT_OK(tpurt_op_run(&call));
   EXPECT(call.num_results == 0);
   float out[6];
@@ -109,7 +119,9 @@ TEST(Engine_ZeroASliceOfAFlatView) {
   v.rank = 1, v.sizes[0] = 4, v.strides[0] = 1, v.offset = 3;
   tpurt_arg_t args[1] = {targ(v)};
   args[0].is_write = true;
-  tpurt_op_call_t call = {.name = "aten::zero_", .args = args, .num_args = 1};
+  tpurt_result_t call_results[4];
+  tpurt_op_call_t call = {
+      .name = "aten::zero_", .args = args, .num_args = 1, .results = call_results, .max_results = 4};
   ASSERT_OK(tpurt_op_run(&call));
   float out[10];
   ASSERT_OK(tpurt_tensor_read_host(&x, out, sizeof(out)));
@@ -141,7 +153,9 @@ TEST(Engine_EmptyStorageReadsZeros) {
   int64_t n[1] = {4};
   tpurt_tensor_t t = dense(s, TPURT_DTYPE_F32, 1, n);
   tpurt_arg_t args[2] = {targ(t), farg(1.5)};
-  tpurt_op_call_t call = {.name = "aten::add.Tensor", .args = args, .num_args = 2};
+  tpurt_result_t call_results[4];
+  tpurt_op_call_t call = {
+      .name = "aten::add.Tensor", .args = args, .num_args = 2, .results = call_results, .max_results = 4};
   ASSERT_OK(tpurt_op_run(&call));
   float out[4];
   tpurt_tensor_t r = result_tensor(&call.results[0]);
@@ -156,7 +170,9 @@ TEST(Engine_MatmulAndReductions) {
   int64_t sa[2] = {2, 3}, sb[2] = {3, 2};
   tpurt_tensor_t ta = upload_f32(a, 2, sa), tb = upload_f32(b, 2, sb);
   tpurt_arg_t args[2] = {targ(ta), targ(tb)};
-  tpurt_op_call_t call = {.name = "aten::mm", .args = args, .num_args = 2};
+  tpurt_result_t call_results[4];
+  tpurt_op_call_t call = {
+      .name = "aten::mm", .args = args, .num_args = 2, .results = call_results, .max_results = 4};
   ASSERT_OK(tpurt_op_run(&call));
   float out[4];
   tpurt_tensor_t r = result_tensor(&call.results[0]);
@@ -165,9 +181,16 @@ TEST(Engine_MatmulAndReductions) {
   tpurt_storage_release(r.storage);
   /* sum over dim 1, keepdim */
   int64_t dims[1] = {1};
-  tpurt_arg_t sargs[4] = {targ(ta), {.kind = TPURT_ARG_INT_LIST, .u.ints = {dims, 1}},
-                          {.kind = TPURT_ARG_BOOL, .u.i = 1}, {.kind = TPURT_ARG_NONE}};
-  tpurt_op_call_t scall = {.name = "aten::sum.dim_IntList", .args = sargs, .num_args = 4};
+  tpurt_arg_t sargs[4] = {targ(ta),
+                          {.kind = TPURT_ARG_INT_LIST, .u.ints = {dims, 1}},
+                          {.kind = TPURT_ARG_BOOL, .u.i = 1},
+                          {.kind = TPURT_ARG_NONE}};
+  tpurt_result_t scall_results[4];
+  tpurt_op_call_t scall = {.name = "aten::sum.dim_IntList",
+                           .args = sargs,
+                           .num_args = 4,
+                           .results = scall_results,
+                           .max_results = 4};
   ASSERT_OK(tpurt_op_run(&scall));
   EXPECT(scall.results[0].rank == 2 && scall.results[0].sizes[1] == 1);
   r = result_tensor(&scall.results[0]);
@@ -183,10 +206,13 @@ TEST(Engine_ShapeErrorsSayWhatCame) {
   int64_t sa[1] = {6}, sb[1] = {4};
   tpurt_tensor_t ta = upload_f32(a, 1, sa), tb = upload_f32(b, 1, sb);
   tpurt_arg_t args[2] = {targ(ta), targ(tb)};
-  tpurt_op_call_t call = {.name = "aten::mul.Tensor", .args = args, .num_args = 2};
+  tpurt_result_t call_results[4];
+  tpurt_op_call_t call = {
+      .name = "aten::mul.Tensor", .args = args, .num_args = 2, .results = call_results, .max_results = 4};
   tpurt_status_t st = tpurt_op_run(&call);
   EXPECT(tpurt_status_code(st) == TPURT_INVALID_ARGUMENT);
-  EXPECT(strstr(tpurt_status_message(st), "size of tensor a (6) must match the size of tensor b (4)") != NULL);
+  EXPECT(strstr(tpurt_status_message(st), "size of tensor a (6) must match the size of tensor b (4)") !=
+         NULL);
   tpurt_status_free(st);
   call.name = "aten::no_such_op";
   EXPECT_STATUS(tpurt_op_run(&call), TPURT_UNIMPLEMENTED);
@@ -202,7 +228,9 @@ TEST(Engine_NoLeaksAcrossManyOps) {
   for (int k = 0; k < 2000; ++k) {
     tpurt_arg_t args[3] = {targ(x), farg(0.001 * k), iarg(1)};
     args[0].is_write = true;
-    tpurt_op_call_t call = {.name = "aten::add_.Scalar", .args = args, .num_args = 3};
+    tpurt_result_t call_results[4];
+    tpurt_op_call_t call = {
+        .name = "aten::add_.Scalar", .args = args, .num_args = 3, .results = call_results, .max_results = 4};
     ASSERT_OK(tpurt_op_run(&call));
   }
   ASSERT_OK(tpurt_synchronize(-1));

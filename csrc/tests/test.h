@@ -14,46 +14,45 @@ extern int test_failures_;
 
 #define TEST(name) static void name(void)
 
-#define EXPECT(cond)                                                          \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "  %s:%d: expected %s\n", __FILE__, __LINE__, #cond);   \
-      ++test_failures_;                                                       \
-    }                                                                         \
+#define EXPECT(cond)                                                        \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      fprintf(stderr, "  %s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
+      ++test_failures_;                                                     \
+    }                                                                       \
   } while (0)
 
-#define ASSERT(cond)                                                          \
-  do {                                                                        \
-    if (!(cond)) {                                                            \
-      fprintf(stderr, "  %s:%d: expected %s\n", __FILE__, __LINE__, #cond);   \
-      ++test_failures_;                                                       \
-      return;                                                                 \
-    }                                                                         \
+#define ASSERT(cond)                                                        \
+  do {                                                                      \
+    if (!(cond)) {                                                          \
+      fprintf(stderr, "  %s:%d: expected %s\n", __FILE__, __LINE__, #cond); \
+      ++test_failures_;                                                     \
+      return;                                                               \
+    }                                                                       \
   } while (0)
 
 /* Fails the test (and returns) on a non-OK status, printing its message. */
-#define ASSERT_OK(expr)                                                                       \
-  do {                                                                                        \
-    tpurt_status_t s_ = (expr);                                                               \
-    if (s_) {                                                                                 \
-      fprintf(stderr, "  %s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr,                 \
-              tpurt_status_message(s_));                                                      \
-      tpurt_status_free(s_);                                                                  \
-      ++test_failures_;                                                                       \
-      return;                                                                                 \
-    }                                                                                         \
+#define ASSERT_OK(expr)                                                                                 \
+  do {                                                                                                  \
+    tpurt_status_t s_ = (expr);                                                                         \
+    if (s_) {                                                                                           \
+      fprintf(stderr, "  %s:%d: %s failed: %s\n", __FILE__, __LINE__, #expr, tpurt_status_message(s_)); \
+      tpurt_status_free(s_);                                                                            \
+      ++test_failures_;                                                                                 \
+      return;                                                                                           \
+    }                                                                                                   \
   } while (0)
 
 /* Expects |expr| to fail with |code|; frees the status. */
-#define EXPECT_STATUS(expr, code_)                                                            \
-  do {                                                                                        \
-    tpurt_status_t s_ = (expr);                                                               \
-    if (tpurt_status_code(s_) != (code_)) {                                                   \
-      fprintf(stderr, "  %s:%d: %s: expected code %d, got %d (%s)\n", __FILE__, __LINE__,     \
-              #expr, (int)(code_), (int)tpurt_status_code(s_), tpurt_status_message(s_));     \
-      ++test_failures_;                                                                       \
-    }                                                                                         \
-    tpurt_status_free(s_);                                                                    \
+#define EXPECT_STATUS(expr, code_)                                                               \
+  do {                                                                                           \
+    tpurt_status_t s_ = (expr);                                                                  \
+    if (tpurt_status_code(s_) != (code_)) {                                                      \
+      fprintf(stderr, "  %s:%d: %s: expected code %d, got %d (%s)\n", __FILE__, __LINE__, #expr, \
+              (int)(code_), (int)tpurt_status_code(s_), tpurt_status_message(s_));               \
+      ++test_failures_;                                                                          \
+    }                                                                                            \
+    tpurt_status_free(s_);                                                                       \
   } while (0)
 
 typedef struct {
@@ -63,20 +62,20 @@ typedef struct {
 
 #define TEST_CASE(fn) {#fn, fn}
 
-#define TEST_MAIN(...)                                                        \
-  int test_failures_ = 0;                                                     \
-  int main(void) {                                                            \
-    static const test_case_t cases[] = {__VA_ARGS__};                         \
-    int failed = 0, n = (int)(sizeof(cases) / sizeof(cases[0]));             \
-    for (int i = 0; i < n; ++i) {                                             \
-      int before = test_failures_;                                            \
-      cases[i].fn();                                                          \
-      int ok = test_failures_ == before;                                      \
-      failed += !ok;                                                          \
-      printf("%s %s\n", ok ? "PASS" : "FAIL", cases[i].name);                 \
-    }                                                                         \
-    printf("%s: %d passed, %d failed\n", __FILE__, n - failed, failed);      \
-    return failed ? 1 : 0;                                                    \
+#define TEST_MAIN(...)                                                  \
+  int test_failures_ = 0;                                               \
+  int main(void) {                                                      \
+    static const test_case_t cases[] = {__VA_ARGS__};                   \
+    int failed = 0, n = (int)(sizeof(cases) / sizeof(cases[0]));        \
+    for (int i = 0; i < n; ++i) {                                       \
+      int before = test_failures_;                                      \
+      cases[i].fn();                                                    \
+      int ok = test_failures_ == before;                                \
+      failed += !ok;                                                    \
+      printf("%s %s\n", ok ? "PASS" : "FAIL", cases[i].name);           \
+    }                                                                   \
+    printf("%s: %d passed, %d failed\n", __FILE__, n - failed, failed); \
+    return failed ? 1 : 0;                                              \
   }
 
 #endif /* TPURT_TESTS_TEST_H_ */

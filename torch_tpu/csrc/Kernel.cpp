@@ -9,6 +9,7 @@
 #include <c10/util/env.h>
 #include <torch/library.h>
 
+#include <array>
 #include <atomic>
 #include <deque>
 #include <mutex>
@@ -298,11 +299,21 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::DeviceGuard guard(c10::Device(kTpu, call.device));
   for (size_t i = 0; i < num_inputs; ++i) call.add(schema.arguments()[i], inputs[i]);
 
+  // Room for one result per argument covers Tensor[] returns (_foreach_*).
+  std::array<tpurt_result_t, TPURT_MAX_RESULTS> inline_results;
+  std::vector<tpurt_result_t> many_results;
   tpurt_op_call_t run{};
   run.name = call.name.c_str();
   run.args = call.args.data();
   run.num_args = static_cast<int32_t>(call.args.size());
   run.device = call.device;
+  run.results = inline_results.data();
+  run.max_results = TPURT_MAX_RESULTS;
+  if (call.args.size() > TPURT_MAX_RESULTS) {
+    many_results.resize(call.args.size());
+    run.results = many_results.data();
+    run.max_results = static_cast<int32_t>(many_results.size());
+  }
   for (int attempt = 0;; ++attempt) {
     tpurt_status_t status = tpurt_op_run(&run);
     if (status == nullptr) break;

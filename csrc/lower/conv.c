@@ -1,0 +1,6 @@
+/* conv.c: placeholder until the family lands. */
+#include "lower.h"
+
+const lower_rule_t lower_conv_rules[] = {
+    LOWER_END,
+};

@@ -1,0 +1,6 @@
+/* foreach.c: placeholder until the family lands. */
+#include "lower.h"
+
+const lower_rule_t lower_foreach_rules[] = {
+    LOWER_END,
+};

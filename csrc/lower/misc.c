@@ -1,0 +1,6 @@
+/* misc.c: placeholder until the family lands. */
+#include "lower.h"
+
+const lower_rule_t lower_misc_rules[] = {
+    LOWER_END,
+};
