@@ -50,13 +50,14 @@ $(VENV)/.stamp: pyproject.toml
 	touch $@
 
 # The glue is built against the torch in the venv, never in an isolated env.
+# (autoload off while building: importing torch must not load a stale _C)
 build: venv lib
-	$(PIP) install -q --no-build-isolation --no-deps -e .
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PIP) install -q --no-build-isolation --no-deps -e .
 
 # Incremental rebuild for development (after one `make build`): the core,
 # then only the glue files that changed (ninja), into the source tree.
 dev: lib
-	$(PY) setup.py -q build_ext --inplace
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PY) setup.py -q build_ext --inplace
 
 # ---- the C core ------------------------------------------------------------
 
@@ -88,13 +89,13 @@ build/asan-tests/%: csrc/tests/%.c csrc/tests/test.h build/libtpurt-asan.a
 
 ctest: venv $(TEST_BINS)
 	@set -e; for t in $(TEST_BINS); do \
-	  TORCH_TPU_PJRT_PLUGIN=$(PLUGIN) TPURT_TEST_DATA=csrc/tests/data $$t; done
+	  TORCH_TPU_CACHE_DIR=0 TORCH_TPU_PJRT_PLUGIN=$(PLUGIN) TPURT_TEST_DATA=csrc/tests/data $$t; done
 
 # The plugin is a large C++ library built without sanitizers: leak checking
 # covers our allocations only (suppressions for the plugin's own).
 ctest-asan: venv $(ASAN_BINS)
 	@set -e; for t in $(ASAN_BINS); do \
-	  TORCH_TPU_PJRT_PLUGIN=$(PLUGIN) TPURT_TEST_DATA=csrc/tests/data \
+	  TORCH_TPU_CACHE_DIR=0 TORCH_TPU_PJRT_PLUGIN=$(PLUGIN) TPURT_TEST_DATA=csrc/tests/data \
 	  ASAN_OPTIONS=detect_leaks=1:detect_odr_violation=0 \
 	  LSAN_OPTIONS=suppressions=csrc/tests/lsan.supp:print_suppressions=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1 $$t; done

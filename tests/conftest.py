@@ -3,10 +3,16 @@ that nothing it ran on "tpu" fell back to the CPU unless it says so."""
 
 from __future__ import annotations
 
-import pytest
-import torch
+import os
 
-import torch_tpu
+# Tests count compiles: keep them off the user's persistent cache (tests of
+# the cache itself set their own directory in child processes).
+os.environ.setdefault("TORCH_TPU_CACHE_DIR", "0")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+import torch_tpu  # noqa: E402
 
 
 @pytest.fixture

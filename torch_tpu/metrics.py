@@ -9,6 +9,12 @@ from torch_tpu import _C
 _LABELS = {
     "compiles": "compiles",
     "cache_hits": "executable cache hits",
+    "cache_hits_memory": "cache hits in memory",
+    "cache_hits_disk": "cache hits on disk",
+    "cache_entries": "cached programs",
+    "cache_bytes_memory": "cached program bytes",
+    "cache_disk_writes": "cache writes to disk",
+    "cache_disk_rejects": "cache entries rejected",
     "executions": "executions",
     "compile_seconds": "time compiling (s)",
     "bytes_to_device": "bytes to device",
@@ -28,6 +34,13 @@ def metrics() -> dict[str, Any]:
 def reset_metrics() -> None:
     """Zeroes the counters (and the CPU-fallback counts); live objects stay counted."""
     _C._reset_metrics()
+
+
+def cache_info() -> dict[str, Any]:
+    """The executable cache: ``dir`` (tier-2 directory or None), ``enabled``,
+    ``refused`` (why tier 2 is off, or None), ``entries`` and ``bytes`` on
+    disk, ``memory_entries``, ``memory_bytes`` and ``memory_limit_bytes``."""
+    return dict(_C._cache_info())
 
 
 def metrics_report() -> str:

@@ -1,20 +1,48 @@
-/* cache.h: the executable cache. Key: the printed module text and the
-** plugin identity (hashed, then compared in full). Tier 1 lives in memory.
-** Executables are owned by the cache and live for the process.
+/* cache.h: the executable cache.
+**
+** Key: the printed module text, the compile options, the plugin identity
+** (pjrt_identity) and the core version (TPURT_VERSION). Lookup order:
+**   tier 1, memory: a hash table with LRU eviction, bounded in bytes
+**           (TORCH_TPU_CACHE_MEMORY_BYTES, default 1 GiB);
+**   tier 2, disk: one file per program in TORCH_TPU_CACHE_DIR (default
+**           $XDG_CACHE_HOME/torch_tpu or ~/.cache/torch_tpu; "0": off),
+**           loaded with PJRT_Executable_DeserializeAndLoad;
+**   then the plugin compiles, and the result goes to both tiers.
+** See disk_cache.c for the entry format and what is refused.
+**
+** Lifetimes: executables are reference counted (pjrt_executable_retain).
+** The cache holds one reference per tier-1 entry and hands every caller a
+** reference of its own, so eviction never frees a program a caller (an
+** engine plan) still runs; the program goes when its last holder lets go.
+**
+** Thread safety: every function may be called from any thread.
 */
 #ifndef TPURT_CACHE_CACHE_H_
 #define TPURT_CACHE_CACHE_H_
 
 #include "../pjrt/pjrt.h"
 
-/* Returns the executable for |mlir|, compiling it on a miss. *out_hit says
-** whether it came from the cache. The executable is borrowed. */
+/* Returns the executable for |mlir| (a new reference: the caller releases
+** it), compiling it on a miss. *out_hit says whether it came from either
+** tier of the cache rather than from the compiler. */
 tpurt_status_t cache_get_or_compile(const char* mlir, size_t size, pjrt_executable_t** out_executable,
                                     bool* out_hit);
 
 typedef struct cache_stats_s {
-  uint64_t requests, hits_memory, entries;
+  uint64_t requests;
+  uint64_t hits_memory, hits_disk;
+  uint64_t disk_writes, disk_rejects;
+  uint64_t entries, bytes_memory; /* tier 1 now (not reset) */
 } cache_stats_t;
 void cache_stats(cache_stats_t* out_stats);
+/* Zeroes the counters (requests, hits, writes, rejects). */
+void cache_reset_counters(void);
+
+/* For tests: drops every tier-1 entry (releasing the cache's references). */
+void cache_reset_memory_for_test(void);
+/* For tests: drops tier 1 and forgets the configuration, so that the next
+** call reads the environment (TORCH_TPU_CACHE_*) and the directory again and
+** warns afresh. */
+void cache_reconfigure_for_test(void);
 
 #endif /* TPURT_CACHE_CACHE_H_ */

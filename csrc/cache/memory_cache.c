@@ -1,49 +1,109 @@
-/* memory_cache.c: tier 1 of the executable cache, an in-memory hash table
-** from module text to executable. Callers hold the engine lock. */
-#include "../base/base.h"
-#include "cache.h"
+/* memory_cache.c: tier 1 of the executable cache, a hash table from module
+** text to executable with a least-recently-used list, bounded in bytes.
+** Callers hold the cache lock (cache.c).
+**
+** An entry is charged its text (kept to compare keys in full) plus its
+** serialised size when known (compiled with tier 2 on, or loaded from it),
+** else a fixed estimate: the plugin does not say how much host memory a
+** loaded program takes, and serialising only to weigh it would cost a
+** copy per compile.
+**
+** Eviction only drops the table's reference: a plan that holds its own
+** reference keeps running the program (see cache.h). Counting references
+** was preferred to pinning entries "in use" because the cache cannot see
+** who uses a program, and to plans looking the program up on every launch
+** because that would hash the whole module text per op.
+*/
+#include "cache_internal.h"
 
 typedef struct entry_s {
   uint64_t hash;
   char* text;
   size_t size;
-  pjrt_executable_t* executable;
-  struct entry_s* next;
+  pjrt_executable_t* executable; /* the table's reference */
+  uint64_t charge;               /* bytes counted against the limit */
+  struct entry_s* next;          /* bucket chain */
+  struct entry_s *newer, *older; /* LRU list */
 } entry_t;
 
 #define NUM_BUCKETS 4096
 static entry_t* g_buckets[NUM_BUCKETS];
-static cache_stats_t g_stats;
+static entry_t *g_newest, *g_oldest;
+static uint64_t g_entries, g_bytes;
+static uint64_t g_limit = (uint64_t)1 << 30;
 
-tpurt_status_t cache_get_or_compile(const char* mlir, size_t size, pjrt_executable_t** out_executable,
-                                    bool* out_hit) {
-  *out_executable = NULL;
-  *out_hit = false;
-  ++g_stats.requests;
-  uint64_t h = tpurt_hash_bytes(tpurt_hash_str(TPURT_HASH_SEED, pjrt_identity()), mlir, size);
-  entry_t** bucket = &g_buckets[h % NUM_BUCKETS];
-  for (entry_t* e = *bucket; e; e = e->next) {
-    if (e->hash == h && e->size == size && memcmp(e->text, mlir, size) == 0) {
-      ++g_stats.hits_memory;
-      *out_hit = true;
-      *out_executable = e->executable;
-      return NULL;
+static void lru_unlink(entry_t* e) {
+  if (e->newer)
+    e->newer->older = e->older;
+  else
+    g_newest = e->older;
+  if (e->older)
+    e->older->newer = e->newer;
+  else
+    g_oldest = e->newer;
+  e->newer = e->older = NULL;
+}
+
+static void lru_push_newest(entry_t* e) {
+  e->older = g_newest;
+  e->newer = NULL;
+  if (g_newest) g_newest->newer = e;
+  g_newest = e;
+  if (!g_oldest) g_oldest = e;
+}
+
+static void remove_entry(entry_t* e) {
+  entry_t** link = &g_buckets[e->hash % NUM_BUCKETS];
+  while (*link != e) link = &(*link)->next;
+  *link = e->next;
+  lru_unlink(e);
+  g_entries--;
+  g_bytes -= e->charge;
+  pjrt_executable_release(e->executable);
+  free(e->text);
+  free(e);
+}
+
+void memory_set_limit_locked(uint64_t limit_bytes) { g_limit = limit_bytes; }
+
+pjrt_executable_t* memory_find_locked(const cache_key_t* key) {
+  for (entry_t* e = g_buckets[key->hash % NUM_BUCKETS]; e; e = e->next) {
+    if (e->hash == key->hash && e->size == key->size && memcmp(e->text, key->text, key->size) == 0) {
+      lru_unlink(e);
+      lru_push_newest(e);
+      pjrt_executable_retain(e->executable);
+      return e->executable;
     }
   }
-  pjrt_executable_t* exe = NULL;
-  TPURT_RETURN_IF_ERROR(pjrt_compile(mlir, size, &exe));
-  entry_t* e = tpurt_xcalloc(1, sizeof(*e));
-  e->hash = h;
-  e->text = tpurt_xmalloc(size + 1);
-  memcpy(e->text, mlir, size);
-  e->text[size] = '\0';
-  e->size = size;
-  e->executable = exe;
-  e->next = *bucket;
-  *bucket = e;
-  ++g_stats.entries;
-  *out_executable = exe;
   return NULL;
 }
 
-void cache_stats(cache_stats_t* out_stats) { *out_stats = g_stats; }
+void memory_insert_locked(const cache_key_t* key, pjrt_executable_t* executable, uint64_t charge) {
+  entry_t** bucket = &g_buckets[key->hash % NUM_BUCKETS];
+  for (entry_t* e = *bucket; e; e = e->next)
+    if (e->hash == key->hash && e->size == key->size && memcmp(e->text, key->text, key->size) == 0) return;
+  entry_t* e = tpurt_xcalloc(1, sizeof(*e));
+  e->hash = key->hash;
+  e->size = key->size;
+  e->text = tpurt_xmalloc(key->size + 1);
+  memcpy(e->text, key->text, key->size);
+  e->text[key->size] = '\0';
+  pjrt_executable_retain(executable);
+  e->executable = executable;
+  e->charge = charge + key->size + sizeof(*e);
+  e->next = *bucket;
+  *bucket = e;
+  lru_push_newest(e);
+  g_entries++;
+  g_bytes += e->charge;
+  while (g_bytes > g_limit && g_oldest && g_oldest != e) remove_entry(g_oldest);
+}
+
+void memory_clear_locked(void) {
+  while (g_oldest) remove_entry(g_oldest);
+}
+
+void memory_usage_locked(uint64_t* out_entries, uint64_t* out_bytes) {
+  *out_entries = g_entries;
+  *out_bytes = g_bytes;
+}

@@ -27,6 +27,10 @@ struct tpurt_storage_s {
   ** under the engine lock; the buffer's shape is the natural N-d shape of
   ** the tensor that first wrote the whole storage. */
   pjrt_buffer_t* buffer;
+  /* Membership in the pending graph (graph.c): valid when graph_epoch is the
+  ** open graph's epoch; then graph_index is its entry there. */
+  uint32_t graph_epoch;
+  int32_t graph_index;
 };
 
 /* The one engine lock: ops, value swaps and transfers hold it. */
@@ -53,6 +57,50 @@ ir_value_t view_empty_base(ir_func_t* func, const tpurt_storage_t* storage, tpur
 
 /* Runs an op with the engine lock held. */
 tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call);
+
+/*===--- the pending graph (graph.c) ---===*/
+
+typedef struct graph_s graph_t;
+
+enum {
+  GRAPH_FLUSH_HOST_READ = 0,
+  GRAPH_FLUSH_SYNCHRONIZE,
+  GRAPH_FLUSH_SIZE_LIMIT,
+  GRAPH_FLUSH_REPEATED_SEQUENCE,
+  GRAPH_FLUSH_MODE_CHANGE,
+  GRAPH_FLUSH_STRICT_OP,
+  GRAPH_FLUSH_DEVICE_COPY,
+  GRAPH_FLUSH_REASONS,
+};
+
+/* The open graph, or NULL. */
+graph_t* graph_current(void);
+/* The open graph, opened on |device| if none is. */
+graph_t* graph_open(int device);
+ir_func_t* graph_func(graph_t* graph);
+int graph_device(const graph_t* graph);
+int32_t graph_num_ops(const graph_t* graph);
+uint64_t graph_first_op(const graph_t* graph);
+void graph_note_op(graph_t* graph, const char* name, uint64_t signature);
+/* The storage's current value in the graph (a parameter bound to its buffer
+** on first use, or zeros if it was never written). */
+ir_value_t graph_storage_value(graph_t* graph, tpurt_storage_t* storage, tpurt_dtype_t dtype);
+void graph_set_storage_value(graph_t* graph, tpurt_storage_t* storage, ir_value_t value);
+/* A new storage whose value is |value| (one reference for the caller). */
+tpurt_storage_t* graph_new_result(graph_t* graph, ir_value_t value);
+/* Binds @main parameter |param_index| to host bytes. */
+void graph_bind_host(graph_t* graph, int32_t param_index, ir_type_t type, const void* bytes, size_t size);
+/* Whether @main parameter |param_index| is already bound. */
+bool graph_param_bound(const graph_t* graph, int32_t param_index);
+/* Runs the open graph (engine lock held); a trace is never flushed. */
+tpurt_status_t graph_flush_locked(int reason);
+/* Drops the open graph without running it. */
+void graph_discard(graph_t* graph);
+bool graph_is_tracing(const graph_t* graph);
+bool graph_has_storage(const graph_t* graph, const tpurt_storage_t* storage);
+const char* graph_flush_reason_name(int reason);
+uint64_t graph_flush_count(int reason);
+void graph_reset_counts(void);
 
 /* Live-object counter of storages (metrics). */
 extern int64_t engine_live_storages;

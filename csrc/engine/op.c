@@ -13,10 +13,14 @@
 #include "../cache/cache.h"
 #include "engine.h"
 
-enum { OUTPUT_RESULT = 0, OUTPUT_WRITEBACK = 1 };
+/* What each plan output becomes; UNDEFINED outputs are not program outputs. */
+enum { OUTPUT_RESULT = 0, OUTPUT_WRITEBACK = 1, OUTPUT_UNDEFINED = 2, OUTPUT_HOST_INT = 3 };
 
 typedef struct plan_output_s {
   int32_t kind;
+  bool permuted; /* logical dim i is physical dim perm[i] */
+  int8_t perm[TPURT_MAX_RANK];
+  int64_t host_int; /* OUTPUT_HOST_INT */
   int32_t index; /* result number, or the flat arg whose storage is written */
   ir_type_t type;
 } plan_output_t;
@@ -25,11 +29,12 @@ typedef struct plan_s {
   uint64_t hash;
   uint64_t* sig;
   size_t sig_len;
-  pjrt_executable_t* executable; /* borrowed from the cache */
+  pjrt_executable_t* executable; /* a reference of its own: cache eviction never frees it */
   int32_t num_params;
   lower_param_t* params;
   int32_t num_outputs;
   plan_output_t* outputs;
+  int32_t num_program_outputs; /* outputs that are not UNDEFINED */
   int32_t num_results;
   struct plan_s* next;
 } plan_t;
@@ -118,6 +123,9 @@ static void build_signature(const tpurt_op_call_t* call, bool numbers_in_key, si
       case TPURT_ARG_TENSOR_LIST:
         sig_push(s, (uint64_t)a->u.list_len);
         break;
+      case TPURT_ARG_FLOAT_LIST: /* values are parameters; only the length shapes the program */
+        sig_push(s, (uint64_t)a->u.floats.len);
+        break;
       default:
         break;
     }
@@ -137,6 +145,7 @@ typedef struct engine_ctx_s {
   const tpurt_op_call_t* call;
   int32_t cls[LOWER_MAX_FLAT_ARGS];
   ir_value_t base[LOWER_MAX_FLAT_ARGS]; /* per storage class: its value now */
+  graph_t* graph;                       /* fused eager / tracing: lower into the pending graph */
 } engine_ctx_t;
 
 static ir_value_t storage_base(engine_ctx_t* e, int32_t flat) {
@@ -144,6 +153,7 @@ static ir_value_t storage_base(engine_ctx_t* e, int32_t flat) {
   if (e->base[c] != IR_NONE) return e->base[c];
   lower_ctx_t* ctx = &e->lower;
   const tpurt_tensor_t* t = &e->call->args[c].u.tensor;
+  if (e->graph) return e->base[c] = graph_storage_value(e->graph, t->storage, t->dtype);
   const pjrt_buffer_t* b = t->storage->buffer;
   if (!b) {
     e->base[c] = view_empty_base(ctx->func, t->storage, t->dtype);
@@ -187,13 +197,14 @@ static tpurt_status_t write_back(engine_ctx_t* e, int32_t flat, ir_value_t value
   value = lower_cast(ctx, value, t->dtype);
   int32_t c = e->cls[flat];
   ir_value_t nb;
-  if (view_is_whole(t) && e->base[c] == IR_NONE) {
+  if (view_is_whole(t) && e->base[c] == IR_NONE && !(e->graph && graph_has_storage(e->graph, t->storage))) {
     const pjrt_buffer_t* b = t->storage->buffer;
     nb = b ? ir_reshape(ctx->func, value, b->rank, b->dims) : value;
   } else {
     nb = view_write(ctx->func, storage_base(e, flat), t, value);
   }
   e->base[c] = nb;
+  if (e->graph) graph_set_storage_value(e->graph, t->storage, nb);
   /* one output per storage class: a second write replaces the first */
   for (int32_t k = 0; k < *num_outputs; ++k) {
     if (outputs[k].kind == OUTPUT_WRITEBACK && outputs[k].index == c) {
@@ -206,12 +217,134 @@ static tpurt_status_t write_back(engine_ctx_t* e, int32_t flat, ir_value_t value
   return NULL;
 }
 
-static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, plan_t** out_plan) {
+/* Fills a result's sizes (and strides, for a permuted layout) from the
+** physical dense type of its value. */
+static void fill_result_shape(tpurt_result_t* r, const ir_type_t* physical, bool permuted, const int8_t* perm) {
+  r->dtype = physical->dtype;
+  r->rank = physical->rank;
+  r->has_strides = permuted;
+  int64_t stride[TPURT_MAX_RANK], s = 1;
+  for (int32_t i = physical->rank - 1; i >= 0; --i) {
+    stride[i] = s;
+    s *= physical->dims[i];
+  }
+  for (int32_t i = 0; i < physical->rank; ++i) {
+    int32_t p = permuted ? perm[i] : i;
+    r->sizes[i] = physical->dims[p];
+    r->strides[i] = stride[p];
+  }
+}
+
+/* Host bytes of a number in |dtype| (PyTorch's static_cast semantics). */
+static void scalar_bytes(const tpurt_arg_t* a, tpurt_dtype_t dtype, unsigned char* out) {
+  bool is_f =
+      (a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT) && tpurt_dtype_is_float(a->u.scalar.dtype);
+  int64_t iv = (a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT) ? a->u.scalar.i : a->u.i;
+  double fv = is_f ? a->u.scalar.f : (double)iv;
+  if (!is_f && !tpurt_dtype_is_float(dtype)) fv = 0; /* ints stay exact */
+  switch (dtype) {
+    case TPURT_DTYPE_F32: {
+      float v = (float)fv;
+      memcpy(out, &v, 4);
+      break;
+    }
+    case TPURT_DTYPE_F64:
+      memcpy(out, &fv, 8);
+      break;
+    case TPURT_DTYPE_F16: {
+      _Float16 v = (_Float16)fv;
+      memcpy(out, &v, 2);
+      break;
+    }
+    case TPURT_DTYPE_BF16: {
+      float f = (float)fv;
+      uint32_t bits;
+      memcpy(&bits, &f, 4);
+      uint16_t h = (f != f) ? 0x7FC0 : (uint16_t)((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
+      memcpy(out, &h, 2);
+      break;
+    }
+    case TPURT_DTYPE_BOOL:
+      out[0] = is_f ? fv != 0.0 : iv != 0;
+      break;
+    default: {
+      int64_t v = is_f ? (int64_t)fv : iv;
+      memcpy(out, &v, tpurt_dtype_size(dtype)); /* little-endian truncation */
+      break;
+    }
+  }
+}
+
+/* THREE_FRY state from (seed, offset): every offset gets its own key, so
+** calls never share a stream. */
+static void rng_state(const tpurt_arg_t* a, uint64_t out[2]) {
+  uint64_t key = tpurt_hash_u64(tpurt_hash_u64(TPURT_HASH_SEED, a->u.rng.seed), a->u.rng.offset);
+  out[0] = key;
+  out[1] = 0;
+}
+
+/* Binds the number parameters this op added to the pending graph: the
+** @main parameters made since |first| that no storage claimed, in order,
+** are the rule's scalar/RNG parameters, in order. */
+static void bind_graph_numbers(engine_ctx_t* e, int32_t first) {
+  lower_ctx_t* ctx = &e->lower;
+  int32_t k = 0;
+  for (int32_t p = first; p < ir_func_num_params(ctx->func); ++p) {
+    if (graph_param_bound(e->graph, p)) continue;
+    while (k < ctx->num_params && ctx->params[k].kind == LOWER_PARAM_STORAGE) ++k;
+    if (k >= ctx->num_params) break;
+    const lower_param_t* prm = &ctx->params[k++];
+    const tpurt_arg_t* a = &e->call->args[prm->arg];
+    uint64_t bytes[2] = {0, 0};
+    if (prm->kind == LOWER_PARAM_RNG) {
+      rng_state(a, bytes);
+      int64_t two = 2;
+      graph_bind_host(e->graph, p, ir_type_make(TPURT_DTYPE_U64, 1, &two), bytes, sizeof(bytes));
+      continue;
+    }
+    tpurt_arg_t item = *a;
+    if (prm->kind == LOWER_PARAM_LIST_ITEM)
+      item = (tpurt_arg_t){.kind = TPURT_ARG_SCALAR,
+                           .u.scalar = {.dtype = TPURT_DTYPE_F64, .f = a->u.floats.data[prm->item]}};
+    scalar_bytes(&item, prm->dtype, (unsigned char*)bytes);
+    graph_bind_host(e->graph, p, ir_type_scalar(prm->dtype), bytes, tpurt_dtype_size(prm->dtype));
+  }
+}
+
+/* Fused eager / tracing: the op's results become graph values of new
+** storages; its writes already updated the graph. */
+static void finish_graph_op(engine_ctx_t* e, const lower_rule_t* rule, tpurt_op_call_t* call) {
+  lower_ctx_t* ctx = &e->lower;
+  call->num_results = 0;
+  if (rule->variant != LOWER_FUNCTIONAL) return;
+  for (int32_t k = 0; k < ctx->num_results && k < call->max_results; ++k) {
+    tpurt_result_t* r = &call->results[k];
+    memset(r, 0, sizeof(*r));
+    r->device = call->device;
+    if (ctx->results[k] == LOWER_UNDEFINED) continue;
+    if (ctx->results[k] == LOWER_HOST_INT_BASE) {
+      r->is_host_int = true;
+      r->host_int = ctx->host_ints[k];
+      continue;
+    }
+    const ir_type_t* t = ir_value_type(ctx->func, ctx->results[k]);
+    if (!t) continue;
+    bool permuted = k < TPURT_MAX_RESULTS && ctx->result_permuted[k];
+    fill_result_shape(r, t, permuted, permuted ? ctx->result_perm[k] : NULL);
+    r->storage = graph_new_result(e->graph, ctx->results[k]);
+  }
+  call->num_results = ctx->num_results;
+}
+
+static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, graph_t* graph,
+                               plan_t** out_plan) {
   *out_plan = NULL;
   engine_ctx_t* e = tpurt_xcalloc(1, sizeof(*e));
   lower_ctx_t* ctx = &e->lower;
   e->call = call;
-  ctx->func = ir_func_create();
+  e->graph = graph;
+  ctx->func = graph ? graph_func(graph) : ir_func_create();
+  const int32_t first_param = ir_func_num_params(ctx->func);
   ctx->op_name = call->name;
   ctx->args = call->args;
   ctx->engine = e;
@@ -263,7 +396,15 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
   }
   if (rule->variant == LOWER_FUNCTIONAL) {
     for (int32_t k = 0; k < ctx->num_results; ++k) {
-      outputs[n_out] = (plan_output_t){.kind = OUTPUT_RESULT, .index = k};
+      bool undefined = ctx->results[k] == LOWER_UNDEFINED;
+      bool host = ctx->results[k] == LOWER_HOST_INT_BASE;
+      outputs[n_out] = (plan_output_t){.kind = host ? OUTPUT_HOST_INT : undefined ? OUTPUT_UNDEFINED : OUTPUT_RESULT,
+                                       .index = k,
+                                       .host_int = host ? ctx->host_ints[k] : 0};
+      if (k < TPURT_MAX_RESULTS && ctx->result_permuted[k]) {
+        outputs[n_out].permuted = true;
+        memcpy(outputs[n_out].perm, ctx->result_perm[k], sizeof(outputs[n_out].perm));
+      }
       values[n_out++] = ctx->results[k];
     }
   } else if (rule->variant == LOWER_INPLACE && call->args[ctx->arg_index[0]].kind == TPURT_ARG_TENSOR_LIST) {
@@ -301,20 +442,27 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
     }
   }
   if (status) goto done;
+  if (graph) {
+    finish_graph_op(e, rule, call);
+    goto done;
+  }
   if (ir_func_status(ctx->func)) {
     status = tpurt_status_create(TPURT_INTERNAL, "internal error while lowering: %s",
                                  tpurt_status_message(ir_func_status(ctx->func)));
     goto done;
   }
+  int32_t n_program = 0;
   for (int32_t k = 0; k < n_out; ++k) {
+    if (outputs[k].kind == OUTPUT_UNDEFINED || outputs[k].kind == OUTPUT_HOST_INT) continue;
     const ir_type_t* t = ir_value_type(ctx->func, values[k]);
     if (!t) {
       status = tpurt_status_create(TPURT_INTERNAL, "the rule left result %d unset", k);
       goto done;
     }
     outputs[k].type = *t;
+    values[n_program++] = values[k];
   }
-  ir_func_set_results(ctx->func, values, n_out);
+  ir_func_set_results(ctx->func, values, n_program);
 
   char* text = NULL;
   size_t size = 0;
@@ -340,64 +488,21 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
   p->num_outputs = n_out;
   p->outputs = tpurt_xmalloc(sizeof(plan_output_t) * (size_t)(n_out ? n_out : 1));
   memcpy(p->outputs, outputs, sizeof(plan_output_t) * (size_t)n_out);
+  p->num_program_outputs = n_program;
   p->num_results = rule->variant == LOWER_FUNCTIONAL ? ctx->num_results : 0;
   *out_plan = p;
 
 done:
-  ir_func_destroy(ctx->func);
+  if (graph) {
+    bind_graph_numbers(e, first_param); /* even on error: every parameter needs a binding */
+  } else {
+    ir_func_destroy(ctx->func);
+  }
   free(e);
   return status;
 }
 
 /*===--- launching a plan ---===*/
-
-/* Host bytes of a number in |dtype| (PyTorch's static_cast semantics). */
-static void scalar_bytes(const tpurt_arg_t* a, tpurt_dtype_t dtype, unsigned char* out) {
-  bool is_f =
-      (a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT) && tpurt_dtype_is_float(a->u.scalar.dtype);
-  int64_t iv = (a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT) ? a->u.scalar.i : a->u.i;
-  double fv = is_f ? a->u.scalar.f : (double)iv;
-  if (!is_f && !tpurt_dtype_is_float(dtype)) fv = 0; /* ints stay exact */
-  switch (dtype) {
-    case TPURT_DTYPE_F32: {
-      float v = (float)fv;
-      memcpy(out, &v, 4);
-      break;
-    }
-    case TPURT_DTYPE_F64:
-      memcpy(out, &fv, 8);
-      break;
-    case TPURT_DTYPE_F16: {
-      _Float16 v = (_Float16)fv;
-      memcpy(out, &v, 2);
-      break;
-    }
-    case TPURT_DTYPE_BF16: {
-      float f = (float)fv;
-      uint32_t bits;
-      memcpy(&bits, &f, 4);
-      uint16_t h = (f != f) ? 0x7FC0 : (uint16_t)((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
-      memcpy(out, &h, 2);
-      break;
-    }
-    case TPURT_DTYPE_BOOL:
-      out[0] = is_f ? fv != 0.0 : iv != 0;
-      break;
-    default: {
-      int64_t v = is_f ? (int64_t)fv : iv;
-      memcpy(out, &v, tpurt_dtype_size(dtype)); /* little-endian truncation */
-      break;
-    }
-  }
-}
-
-/* THREE_FRY state from (seed, offset): every offset gets its own key, so
-** calls never share a stream. */
-static void rng_state(const tpurt_arg_t* a, uint64_t out[2]) {
-  uint64_t key = tpurt_hash_u64(tpurt_hash_u64(TPURT_HASH_SEED, a->u.rng.seed), a->u.rng.offset);
-  out[0] = key;
-  out[1] = 0;
-}
 
 static tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* call) {
   if (p->num_results > call->max_results || (p->num_results > 0 && !call->results))
@@ -422,6 +527,13 @@ static tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* call) {
       scalar_bytes(a, prm->dtype, bytes);
       status = pjrt_buffer_from_host(call->device, prm->dtype, 0, NULL, bytes, &bufs[made]);
       owned[made] = true;
+    } else if (prm->kind == LOWER_PARAM_LIST_ITEM) {
+      tpurt_arg_t item = {.kind = TPURT_ARG_SCALAR,
+                          .u.scalar = {.dtype = TPURT_DTYPE_F64, .f = a->u.floats.data[prm->item]}};
+      unsigned char bytes[8] = {0};
+      scalar_bytes(&item, prm->dtype, bytes);
+      status = pjrt_buffer_from_host(call->device, prm->dtype, 0, NULL, bytes, &bufs[made]);
+      owned[made] = true;
     } else {
       uint64_t st[2];
       rng_state(a, st);
@@ -431,26 +543,35 @@ static tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* call) {
     }
   }
   pjrt_buffer_t* outs_stack[32];
-  pjrt_buffer_t** outs =
-      p->num_outputs <= 32 ? outs_stack : tpurt_xmalloc(sizeof(void*) * (size_t)p->num_outputs);
+  pjrt_buffer_t** outs = p->num_program_outputs <= 32
+                             ? outs_stack
+                             : tpurt_xmalloc(sizeof(void*) * (size_t)p->num_program_outputs);
   if (!status)
     status = pjrt_execute(p->executable, call->device, bufs, (size_t)p->num_params, outs,
-                          (size_t)p->num_outputs, call->name);
+                          (size_t)p->num_program_outputs, call->name);
   for (int32_t k = 0; k < made; ++k)
     if (owned[k]) pjrt_buffer_release(bufs[k]);
   if (!status) {
     call->num_results = p->num_results;
+    int32_t next = 0; /* program output index */
     for (int32_t k = 0; k < p->num_outputs; ++k) {
       const plan_output_t* o = &p->outputs[k];
+      if (o->kind == OUTPUT_UNDEFINED || o->kind == OUTPUT_HOST_INT) {
+        memset(&call->results[o->index], 0, sizeof(tpurt_result_t));
+        call->results[o->index].device = call->device;
+        call->results[o->index].is_host_int = o->kind == OUTPUT_HOST_INT;
+        call->results[o->index].host_int = o->host_int;
+        continue;
+      }
+      pjrt_buffer_t* out = outs[next++];
       if (o->kind == OUTPUT_RESULT) {
         tpurt_result_t* r = &call->results[o->index];
-        r->storage = storage_wrap_buffer(outs[k]);
-        r->dtype = o->type.dtype;
-        r->rank = o->type.rank;
-        memcpy(r->sizes, o->type.dims, sizeof(int64_t) * (size_t)o->type.rank);
+        memset(r, 0, sizeof(*r));
+        r->storage = storage_wrap_buffer(out);
+        fill_result_shape(r, &o->type, o->permuted, o->perm);
         r->device = call->device;
       } else {
-        storage_set_buffer(call->args[o->index].u.tensor.storage, outs[k]);
+        storage_set_buffer(call->args[o->index].u.tensor.storage, out);
       }
     }
   }
@@ -496,7 +617,7 @@ static tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op_call_t* call) 
   if (p) {
     ++g_plan_hits;
   } else {
-    TPURT_RETURN_IF_ERROR(lower_op(rule, call, &p));
+    TPURT_RETURN_IF_ERROR(lower_op(rule, call, NULL, &p));
     p->hash = h;
     p->sig_len = g_sig.n;
     p->sig = tpurt_xmalloc(g_sig.n * sizeof(uint64_t));
@@ -544,14 +665,71 @@ static tpurt_status_t run_counted(const lower_rule_t* rule, tpurt_op_call_t* cal
   return status;
 }
 
+/* A cheap signature of an op for loop detection: its name and the shapes
+** of its tensor args. */
+static uint64_t op_fingerprint(const tpurt_op_call_t* call) {
+  uint64_t h = tpurt_hash_str(TPURT_HASH_SEED, call->name);
+  for (int32_t i = 0; i < call->num_args; ++i) {
+    const tpurt_arg_t* a = &call->args[i];
+    if (a->kind != TPURT_ARG_TENSOR) continue;
+    h = tpurt_hash_u64(h, (uint64_t)a->u.tensor.dtype);
+    for (int32_t d = 0; d < a->u.tensor.rank; ++d) h = tpurt_hash_u64(h, (uint64_t)a->u.tensor.sizes[d]);
+  }
+  return h;
+}
+
+/* Fused eager and tracing: lower the op into the pending graph. In fused
+** eager, the graph is flushed before an op that starts the sequence again
+** (a loop step repeats: each step becomes the same program) and when it
+** grows past TORCH_TPU_FUSE_MAX_OPS ops. */
+static tpurt_status_t record_op(const lower_rule_t* rule, tpurt_op_call_t* call, bool fuse) {
+  graph_t* g = graph_current();
+  uint64_t fp = op_fingerprint(call);
+  if (fuse && g && !graph_is_tracing(g)) {
+    if (graph_device(g) != call->device) {
+      TPURT_RETURN_IF_ERROR(graph_flush_locked(GRAPH_FLUSH_DEVICE_COPY));
+    } else if (graph_num_ops(g) >= 16 && graph_first_op(g) == fp) {
+      TPURT_RETURN_IF_ERROR(graph_flush_locked(GRAPH_FLUSH_REPEATED_SEQUENCE));
+    }
+  }
+  g = graph_open(call->device);
+  if (graph_device(g) != call->device)
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "a traced graph runs on tpu:%d, this op on tpu:%d",
+                               graph_device(g), call->device);
+  plan_t* unused = NULL;
+  tpurt_status_t status = lower_op(rule, call, g, &unused);
+  graph_note_op(g, call->name, fp);
+  if (!status && fuse && !graph_is_tracing(g) &&
+      graph_num_ops(g) >= tpurt_env_int("TORCH_TPU_FUSE_MAX_OPS", 2048))
+    status = graph_flush_locked(GRAPH_FLUSH_SIZE_LIMIT);
+  return status;
+}
+
 tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call) {
   call->num_results = 0;
   lower_rule_t scratch;
   const lower_rule_t* rule = lower_find(call->name, &scratch);
   if (!rule) return tpurt_status_create(TPURT_UNIMPLEMENTED, "no tpu lowering for %s", call->name);
+  tpurt_eager_mode_t mode = tpurt_get_eager_mode();
+  graph_t* g = graph_current();
+  bool tracing = g && graph_is_tracing(g);
+  if (tracing || mode == TPURT_MODE_DEFER_AND_FUSE || mode == TPURT_MODE_INTERNAL_DEFER_ALL) {
+    if (rule->count_arg < 0) return record_op(rule, call, mode == TPURT_MODE_DEFER_AND_FUSE);
+    if (tracing)
+      return tpurt_status_create(
+          TPURT_INVALID_ARGUMENT,
+          "%s has a data-dependent output size, which a compiled graph cannot express; "
+          "let it run eagerly (a graph break)",
+          call->name);
+  }
+  if (g) TPURT_RETURN_IF_ERROR(graph_flush_locked(GRAPH_FLUSH_STRICT_OP));
   if (try_share_copy(call)) return NULL;
-  if (rule->count_arg >= 0) return run_counted(rule, call);
-  return run_rule(rule, call);
+  tpurt_status_t status = rule->count_arg >= 0 ? run_counted(rule, call) : run_rule(rule, call);
+  if (!status && mode == TPURT_MODE_LAUNCH_BLOCKING) {
+    /* debug eager: wait, so an error is raised at the op that caused it */
+    status = pjrt_synchronize(call->device);
+  }
+  return status;
 }
 
 tpurt_status_t tpurt_op_run(tpurt_op_call_t* call) {
@@ -567,7 +745,12 @@ bool tpurt_op_supported(const char* name) {
   return lower_find(name, &scratch) != NULL;
 }
 
-tpurt_status_t tpurt_synchronize(int device) { return pjrt_synchronize(device); }
+tpurt_status_t tpurt_synchronize(int device) {
+  engine_lock();
+  tpurt_status_t status = graph_flush_locked(GRAPH_FLUSH_SYNCHRONIZE);
+  engine_unlock();
+  return status ? status : pjrt_synchronize(device);
+}
 
 /*===--- metrics ---===*/
 
@@ -582,6 +765,14 @@ void tpurt_metrics_get(tpurt_metrics_t* m) {
   m->live_buffers = c->live_buffers;
   m->cache_hits = g_plan_hits + g_exec_hits;
   m->live_storages = (uint64_t)__atomic_load_n(&engine_live_storages, __ATOMIC_RELAXED);
+  cache_stats_t cs;
+  cache_stats(&cs);
+  m->cache_hits_memory = cs.hits_memory;
+  m->cache_hits_disk = cs.hits_disk;
+  m->cache_bytes_memory = cs.bytes_memory;
+  m->cache_entries = cs.entries;
+  m->cache_disk_writes = cs.disk_writes;
+  m->cache_disk_rejects = cs.disk_rejects;
   for (int d = 0; d < 64; ++d) {
     m->bytes_in_use += c->bytes_in_use[d];
     m->peak_bytes_in_use += c->peak_bytes_in_use[d];
@@ -593,6 +784,7 @@ void tpurt_metrics_reset(void) {
   c->compiles = c->executions = c->bytes_to_device = c->bytes_from_device = 0;
   c->compile_seconds = 0;
   g_plan_hits = g_exec_hits = 0;
+  cache_reset_counters();
 }
 
 uint64_t tpurt_memory_allocated(int device) {

@@ -70,15 +70,30 @@ tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer) {
   return s;
 }
 
+/* Before a host read or a transfer: run the pending graph of fused eager.
+** While tracing for torch.compile a value cannot be read: it does not
+** exist yet. */
+static tpurt_status_t settle_pending(const tpurt_storage_t* storage, int reason) {
+  graph_t* g = graph_current();
+  if (!g) return NULL;
+  if (graph_is_tracing(g)) {
+    if (!storage || !graph_has_storage(g, storage)) return NULL;
+    return tpurt_status_create(TPURT_FAILED_PRECONDITION,
+                               "a value computed inside a graph being compiled was read on the host (data-dependent "
+                               "control flow or .item()); move that code outside the compiled region");
+  }
+  return graph_flush_locked(reason);
+}
+
 /* A storage keeps its natural shape when resized: growing reads the old
 ** bytes as a flat prefix (see view_read), so a resize only drops the value
 ** when it shrinks below it. */
 tpurt_status_t tpurt_storage_resize(tpurt_storage_t* storage, size_t nbytes) {
   if (nbytes == storage->nbytes) return NULL;
   engine_lock();
-  tpurt_status_t status = NULL;
+  tpurt_status_t status = settle_pending(storage, GRAPH_FLUSH_HOST_READ);
   pjrt_buffer_t* b = storage->buffer;
-  if (b && b->nbytes != nbytes) {
+  if (!status && b && b->nbytes != nbytes) {
     /* Re-materialise as a flat buffer of the new size: read the old bytes
     ** back and upload (rare: PyTorch resizes out= tensors that were empty). */
     char* host = tpurt_xcalloc(1, nbytes ? nbytes : 1);
@@ -133,6 +148,7 @@ bool view_is_whole(const tpurt_tensor_t* v) {
 
 /*===--- transfers ---===*/
 
+
 static tpurt_status_t check_host_size(const tpurt_tensor_t* view, size_t host_nbytes) {
   size_t need = (size_t)view_numel(view) * tpurt_dtype_size(view->dtype);
   if (need != host_nbytes)
@@ -160,8 +176,11 @@ static tpurt_status_t upload(int device, tpurt_dtype_t dtype, int32_t rank, cons
 tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* host, size_t host_nbytes) {
   TPURT_RETURN_IF_ERROR(check_host_size(view, host_nbytes));
   engine_lock();
-  tpurt_status_t status = NULL;
-  if (view_is_whole(view)) {
+  tpurt_status_t status = settle_pending(NULL, GRAPH_FLUSH_HOST_READ);
+  graph_t* g = graph_current();
+  if (status) {
+    /* reported below */
+  } else if (view_is_whole(view) && !(g && graph_has_storage(g, view->storage))) {
     pjrt_buffer_t* b = NULL;
     status = pjrt_buffer_from_host(view->storage->device, view->dtype, view->rank, view->sizes, host, &b);
     if (!status) storage_set_buffer(view->storage, b);
@@ -194,9 +213,11 @@ tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, si
   TPURT_RETURN_IF_ERROR(check_host_size(view, host_nbytes));
   if (host_nbytes == 0) return NULL;
   engine_lock();
-  tpurt_status_t status = NULL;
+  tpurt_status_t status = settle_pending(view->storage, GRAPH_FLUSH_HOST_READ);
   pjrt_buffer_t* b = view->storage->buffer;
-  if (!b) {
+  if (status) {
+    /* reported below */
+  } else if (!b) {
     memset(host, 0, host_nbytes); /* never written: reads as zeros */
   } else if (b->dtype == view->dtype && view_is_contiguous(view) &&
              (size_t)view_numel(view) * tpurt_dtype_size(view->dtype) == b->nbytes && view->offset == 0) {
@@ -239,7 +260,8 @@ tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t
   tpurt_status_t status = NULL;
   tpurt_tensor_t s = *src;
   tpurt_storage_t* moved = NULL;
-  if (src->storage->device != dst->storage->device) {
+  if (src->storage->device != dst->storage->device) status = settle_pending(src->storage, GRAPH_FLUSH_DEVICE_COPY);
+  if (!status && src->storage->device != dst->storage->device) {
     /* Densify on the source device, then move the buffer across. */
     tpurt_arg_t arg = {.kind = TPURT_ARG_TENSOR, .u.tensor = *src};
     tpurt_result_t result;

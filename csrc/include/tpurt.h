@@ -194,7 +194,8 @@ typedef enum tpurt_arg_kind_e {
   TPURT_ARG_INT,         /* int / SymInt: a program attribute */
   TPURT_ARG_FLOAT,       /* float: a runtime parameter, like SCALAR */
   TPURT_ARG_BOOL,        /* bool: a program attribute */
-  TPURT_ARG_INT_LIST,    /* int[]: a program attribute */
+  TPURT_ARG_INT_LIST,    /* int[] and bool[] (0/1): a program attribute */
+  TPURT_ARG_FLOAT_LIST,  /* float[] (ScalarList): runtime parameters */
   TPURT_ARG_DTYPE,       /* ScalarType: a program attribute */
   TPURT_ARG_STRING,      /* str: a program attribute (e.g. "tanh") */
   TPURT_ARG_GENERATOR,   /* RNG state: a runtime parameter */
@@ -225,6 +226,10 @@ typedef struct tpurt_arg_s {
       const int64_t* data;
       int32_t len;
     } ints;
+    struct {
+      const double* data;
+      int32_t len;
+    } floats;
     const char* str;
     struct {
       uint64_t seed;
@@ -235,12 +240,22 @@ typedef struct tpurt_arg_s {
 } tpurt_arg_t;
 
 /* A tensor result of an op: a new storage (owned by the caller, retained
-** once) viewed densely with |sizes|. */
+** once) viewed densely with |sizes|. A NULL storage is an undefined tensor
+** (e.g. a gradient the output mask did not ask for). */
 typedef struct tpurt_result_s {
+  /* A number known without the device (a SymInt return such as SDPA's
+  ** max_q): storage is NULL and host_int holds it. */
+  bool is_host_int;
+  int64_t host_int;
   tpurt_storage_t* storage;
   tpurt_dtype_t dtype;
   int32_t rank;
   int64_t sizes[TPURT_MAX_RANK];
+  /* Dense row-major unless has_strides: then a permuted dense layout, as
+  ** PyTorch's meta kernel gives it (e.g. attention output in its query's
+  ** memory order), so later view ops see the strides PyTorch expects. */
+  bool has_strides;
+  int64_t strides[TPURT_MAX_RANK];
   int device;
 } tpurt_result_t;
 
@@ -274,6 +289,55 @@ bool tpurt_op_supported(const char* name);
 tpurt_status_t tpurt_op_run(tpurt_op_call_t* call);
 
 /*===------------------------------------------------------------------===*/
+/* Execution modes                                                        */
+/*===------------------------------------------------------------------===*/
+
+/* When the pending graph is flushed; per thread. */
+typedef enum tpurt_eager_mode_e {
+  TPURT_MODE_DEFER_NEVER = 0,        /* strict eager: every op runs at once, async */
+  TPURT_MODE_LAUNCH_BLOCKING = 1,    /* debug eager: every op runs and is waited for */
+  TPURT_MODE_DEFER_AND_FUSE = 2,     /* fused eager: ops batch into one program */
+  TPURT_MODE_INTERNAL_DEFER_ALL = 3, /* tracing for torch.compile: never flushed */
+} tpurt_eager_mode_t;
+
+/* The calling thread's mode. The first call reads TORCH_TPU_LAUNCH_BLOCKING
+** and TORCH_TPU_DEFER_AND_FUSE. Leaving fused eager flushes. */
+tpurt_eager_mode_t tpurt_get_eager_mode(void);
+tpurt_status_t tpurt_set_eager_mode(tpurt_eager_mode_t mode);
+/* Runs the pending graph of fused eager now. */
+tpurt_status_t tpurt_flush(void);
+/* Flushes by reason, for the metrics: name and count of reason |i| (0..). */
+int tpurt_flush_reason_count(void);
+const char* tpurt_flush_reason_name(int i);
+uint64_t tpurt_flush_count(int i);
+
+/*===------------------------------------------------------------------===*/
+/* Tracing for torch.compile                                              */
+/*===------------------------------------------------------------------===*/
+
+/* A compiled program: traced once, run many times with new inputs. */
+typedef struct tpurt_program_s tpurt_program_t;
+
+/* Starts recording every op into one graph (the calling thread must be in
+** TPURT_MODE_INTERNAL_DEFER_ALL). */
+tpurt_status_t tpurt_trace_begin(int device);
+/* Declares |placeholder| (dense) as input |index| of the program. */
+tpurt_status_t tpurt_trace_input(const tpurt_tensor_t* placeholder, int32_t index);
+/* Ends the trace: the program returns |outputs| (dense copies of those
+** views); it is compiled (through the cache) now. */
+tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_outputs, int32_t num_inputs,
+                               tpurt_program_t** out_program);
+/* Abandons an unfinished trace (the traced function raised). */
+void tpurt_trace_abort(void);
+/* Runs the program: one launch. Results are new dense tensors. */
+tpurt_status_t tpurt_program_run(tpurt_program_t* program, int device, const tpurt_tensor_t* inputs,
+                                 int32_t num_inputs, tpurt_result_t* results, int32_t max_results);
+int32_t tpurt_program_num_outputs(const tpurt_program_t* program);
+/* The StableHLO text of the program (borrowed). */
+const char* tpurt_program_text(const tpurt_program_t* program);
+void tpurt_program_release(tpurt_program_t* program);
+
+/*===------------------------------------------------------------------===*/
 /* Metrics                                                                */
 /*===------------------------------------------------------------------===*/
 
@@ -288,10 +352,33 @@ typedef struct tpurt_metrics_s {
   uint64_t live_storages; /* storage objects alive now */
   uint64_t bytes_in_use;  /* bytes of live buffers, all devices */
   uint64_t peak_bytes_in_use;
+  /* The executable cache (see csrc/cache/cache.h). A hit on either tier is
+  ** not a compile. */
+  uint64_t cache_hits_memory;  /* programs found in tier 1 (memory) */
+  uint64_t cache_hits_disk;    /* programs loaded from tier 2 (disk) */
+  uint64_t cache_bytes_memory; /* bytes tier 1 holds now */
+  uint64_t cache_entries;      /* programs tier 1 holds now */
+  uint64_t cache_disk_writes;  /* entries written to tier 2 */
+  uint64_t cache_disk_rejects; /* tier-2 entries ignored: corrupt, truncated, foreign */
 } tpurt_metrics_t;
 
 void tpurt_metrics_get(tpurt_metrics_t* out_metrics);
 void tpurt_metrics_reset(void);
+
+/* The core's version; part of every executable cache key. */
+#define TPURT_VERSION "0.1.0"
+
+/* Where the executable cache stands. Settles the cache's configuration
+** (environment, directory) if nothing has yet; never fails. */
+typedef struct tpurt_cache_info_s {
+  char dir[4096];                        /* tier-2 directory ("" if none was chosen) */
+  bool disk_enabled;                     /* tier 2 in use */
+  char refused[512];                     /* why tier 2 is not in use ("" when it is) */
+  uint64_t disk_entries, disk_bytes;     /* entry files in the directory now */
+  uint64_t memory_entries, memory_bytes; /* tier 1 now */
+  uint64_t memory_limit_bytes;           /* TORCH_TPU_CACHE_MEMORY_BYTES */
+} tpurt_cache_info_t;
+void tpurt_cache_info(tpurt_cache_info_t* out_info);
 /* Per device memory: bytes held by live buffers now and at peak. */
 uint64_t tpurt_memory_allocated(int device);
 uint64_t tpurt_max_memory_allocated(int device);

@@ -1528,3 +1528,185 @@ tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out
   if (out_size) *out_size = buf.size;
   return NULL;
 }
+
+/*===------------------------------------------------------------------===*/
+/* Sort (appended by the misc family)                                     */
+/*===------------------------------------------------------------------===*/
+
+void ir_sort_begin(ir_func_t* func, const ir_value_t* inputs, int32_t num_inputs, int64_t dimension,
+                   bool is_stable, ir_value_t* out_results, ir_value_t* out_block_args) {
+  const char* op = "stablehlo.sort";
+  if (!func) return;
+  for (int32_t i = 0; i < num_inputs && i < TPURT_MAX_RESULTS; ++i) out_results[i] = IR_NONE;
+  tpurt_dtype_t dtypes[2 * TPURT_MAX_RESULTS];
+  ir_type_t types[TPURT_MAX_RESULTS];
+  bool ok = true;
+  if (num_inputs < 1 || num_inputs > TPURT_MAX_RESULTS) {
+    failf(func, "%s: %d inputs is outside [1, %d]", op, (int)num_inputs, TPURT_MAX_RESULTS);
+    ok = false;
+  }
+  for (int32_t i = 0; ok && i < num_inputs; ++i) {
+    const ir_type_t* tx = operand(func, op, inputs[i]);
+    if (!tx) {
+      ok = false;
+      break;
+    }
+    const ir_type_t* t0 = &func->values[inputs[0]].type;
+    if (tx->rank != t0->rank || memcmp(tx->dims, t0->dims, sizeof(int64_t) * (size_t)tx->rank) != 0) {
+      failf(func, "%s: input %d is %s, input 0 is %s: shapes must match", op, (int)i, type_str(tx),
+            type_str(t0));
+      ok = false;
+      break;
+    }
+    if (tx->rank == 0 || dimension < 0 || dimension >= tx->rank) {
+      failf(func, "%s: dimension %lld is outside the rank of %s", op, (long long)dimension, type_str(tx));
+      ok = false;
+      break;
+    }
+    types[i] = *tx;
+    dtypes[2 * i] = dtypes[2 * i + 1] = tx->dtype;
+  }
+  if (!ok) {
+    int32_t n = num_inputs > 0 && num_inputs <= TPURT_MAX_RESULTS ? 2 * num_inputs : 0;
+    push_region(func, op, -1, NULL, n, NULL, 0, out_block_args);
+    return;
+  }
+  ir_value_t first = new_values(func, types, num_inputs);
+  char attrs[96];
+  snprintf(attrs, sizeof(attrs), "dimension = %lld : i64, is_stable = %s", (long long)dimension,
+           is_stable ? "true" : "false");
+  int32_t index = add_op(func, op, inputs, num_inputs, first, num_inputs, attrs);
+  for (int32_t i = 0; i < num_inputs; ++i) out_results[i] = first + i;
+  tpurt_dtype_t ret = TPURT_DTYPE_BOOL;
+  push_region(func, op, index, dtypes, 2 * num_inputs, &ret, 1, out_block_args);
+}
+
+/*===------------------------------------------------------------------===*/
+/* Convolution (appended by the conv family)                              */
+/*===------------------------------------------------------------------===*/
+
+/* One operand's dims [b, f, 0, 1]: |a| and |b| name the two special dims,
+** |spatial| the window dims in order. False (error recorded) unless they
+** are a permutation of [0, rank). */
+static bool put_conv_layout(ir_func_t* func, tpurt_strbuf_t* buf, const char* what, int32_t rank, char a,
+                            int64_t a_dim, char b, int64_t b_dim, const int64_t* spatial,
+                            int32_t num_spatial) {
+  int64_t all[TPURT_MAX_RANK];
+  if (num_spatial + 2 != rank) {
+    failf(func, "stablehlo.convolution: %s has rank %d, expected %d spatial dims + 2", what, (int)rank,
+          (int)num_spatial);
+    return false;
+  }
+  all[0] = a_dim;
+  all[1] = b_dim;
+  for (int32_t i = 0; i < num_spatial; ++i) all[2 + i] = spatial[i];
+  if (!check_dims(func, "stablehlo.convolution", what, all, rank, rank)) return false;
+  tpurt_strbuf_puts(buf, "[");
+  for (int32_t d = 0; d < rank; ++d) {
+    if (d) tpurt_strbuf_puts(buf, ", ");
+    if (d == a_dim) {
+      tpurt_strbuf_printf(buf, "%c", a);
+    } else if (d == b_dim) {
+      tpurt_strbuf_printf(buf, "%c", b);
+    } else {
+      for (int32_t i = 0; i < num_spatial; ++i)
+        if (spatial[i] == d) tpurt_strbuf_printf(buf, "%d", (int)i);
+    }
+  }
+  tpurt_strbuf_puts(buf, "]");
+  return true;
+}
+
+ir_value_t ir_convolution(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const ir_conv_dims_t* dims,
+                          tpurt_dtype_t result_dtype) {
+  const char* op = "stablehlo.convolution";
+  if (!func) return IR_NONE;
+  const ir_type_t* tl = operand(func, op, lhs);
+  const ir_type_t* tr = operand(func, op, rhs);
+  if (!tl || !tr) return IR_NONE;
+  if (tl->dtype != tr->dtype) {
+    failf(func, "%s: lhs %s and rhs %s must have one element type", op, type_str(tl), type_str(tr));
+    return IR_NONE;
+  }
+  int32_t ns = dims->num_spatial;
+  if (ns < 0 || ns + 2 > TPURT_MAX_RANK) {
+    failf(func, "%s: %d spatial dims is outside [0, %d]", op, (int)ns, TPURT_MAX_RANK - 2);
+    return IR_NONE;
+  }
+  tpurt_strbuf_t layout = {0};
+  tpurt_strbuf_puts(&layout, "dimension_numbers = #stablehlo.conv<");
+  bool ok = put_conv_layout(func, &layout, "input dims", tl->rank, 'b', dims->input_batch, 'f',
+                            dims->input_feature, dims->input_spatial, ns);
+  if (ok) tpurt_strbuf_puts(&layout, "x");
+  ok = ok && put_conv_layout(func, &layout, "kernel dims", tr->rank, 'o', dims->kernel_output_feature, 'i',
+                             dims->kernel_input_feature, dims->kernel_spatial, ns);
+  if (ok) tpurt_strbuf_puts(&layout, "->");
+  ok = ok && put_conv_layout(func, &layout, "output dims", ns + 2, 'b', dims->output_batch, 'f',
+                             dims->output_feature, dims->output_spatial, ns);
+  tpurt_strbuf_puts(&layout, ">");
+  int64_t fg = dims->feature_group_count, bg = dims->batch_group_count;
+  if (ok && (fg < 1 || bg < 1 || (fg > 1 && bg > 1))) {
+    failf(func, "%s: feature_group_count %lld and batch_group_count %lld must be >= 1, one of them 1", op,
+          (long long)fg, (long long)bg);
+    ok = false;
+  }
+  int64_t batch = ok ? tl->dims[dims->input_batch] : 0, in_f = ok ? tl->dims[dims->input_feature] : 0;
+  int64_t k_in = ok ? tr->dims[dims->kernel_input_feature] : 0;
+  int64_t k_out = ok ? tr->dims[dims->kernel_output_feature] : 0;
+  if (ok && (in_f != k_in * fg || k_out % fg != 0 || batch % bg != 0 || k_out % bg != 0)) {
+    failf(func,
+          "%s: lhs %s and rhs %s do not fit feature_group_count %lld and batch_group_count %lld "
+          "(input features %lld = kernel input features %lld * groups; kernel output features %lld and "
+          "batch %lld divisible by the groups)",
+          op, type_str(tl), type_str(tr), (long long)fg, (long long)bg, (long long)in_f, (long long)k_in,
+          (long long)k_out, (long long)batch);
+    ok = false;
+  }
+  ir_type_t type;
+  memset(&type, 0, sizeof(type));
+  type.dtype = result_dtype;
+  type.rank = ns + 2;
+  if (ok) {
+    type.dims[dims->output_batch] = batch / bg;
+    type.dims[dims->output_feature] = k_out;
+  }
+  for (int32_t i = 0; ok && i < ns; ++i) {
+    int64_t in = tl->dims[dims->input_spatial[i]], k = tr->dims[dims->kernel_spatial[i]];
+    int64_t stride = dims->window_strides[i], ld = dims->lhs_dilation[i], rd = dims->rhs_dilation[i];
+    if (stride < 1 || ld < 1 || rd < 1) {
+      failf(func, "%s: spatial dim %d: stride %lld, lhs dilation %lld, rhs dilation %lld must be >= 1", op,
+            (int)i, (long long)stride, (long long)ld, (long long)rd);
+      ok = false;
+      break;
+    }
+    int64_t dilated = in > 0 ? (in - 1) * ld + 1 : 0;
+    int64_t padded = dilated + dims->padding_low[i] + dims->padding_high[i];
+    int64_t window = k > 0 ? (k - 1) * rd + 1 : 0;
+    if (padded < 0) {
+      failf(func, "%s: spatial dim %d of %s padded by %lld and %lld has negative size", op, (int)i,
+            type_str(tl), (long long)dims->padding_low[i], (long long)dims->padding_high[i]);
+      ok = false;
+      break;
+    }
+    type.dims[dims->output_spatial[i]] = padded < window ? 0 : (padded - window) / stride + 1;
+  }
+  if (!ok) {
+    tpurt_strbuf_free(&layout);
+    return IR_NONE;
+  }
+  tpurt_strbuf_t attrs = {0};
+  tpurt_strbuf_printf(&attrs, "batch_group_count = %lld : i64, %s, feature_group_count = %lld : i64",
+                      (long long)bg, layout.data, (long long)fg);
+  tpurt_strbuf_free(&layout);
+  put_named_array(&attrs, ", ", "lhs_dilation", dims->lhs_dilation, ns);
+  tpurt_strbuf_printf(&attrs, ", padding = dense<");
+  tpurt_strbuf_puts(&attrs, "[");
+  for (int32_t i = 0; i < ns; ++i)
+    tpurt_strbuf_printf(&attrs, "%s[%lld, %lld]", i ? ", " : "", (long long)dims->padding_low[i],
+                        (long long)dims->padding_high[i]);
+  tpurt_strbuf_printf(&attrs, "]> : tensor<%dx2xi64>", (int)ns);
+  put_named_array(&attrs, ", ", "rhs_dilation", dims->rhs_dilation, ns);
+  put_named_array(&attrs, ", ", "window_strides", dims->window_strides, ns);
+  ir_value_t operands[2] = {lhs, rhs};
+  return emit_buf(func, op, operands, 2, &type, &attrs);
+}

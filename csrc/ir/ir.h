@@ -174,4 +174,39 @@ void ir_region_end(ir_func_t* func, const ir_value_t* values, int32_t count);
 void ir_rng_bit_generator(ir_func_t* func, ir_value_t state, ir_type_t bits_type, ir_value_t* out_state,
                           ir_value_t* out_bits);
 
+/*===------------------------------------------------------------------===*/
+/* Sort (appended by the misc family)                                     */
+/*===------------------------------------------------------------------===*/
+
+/* stablehlo.sort of |num_inputs| same-shaped operands along |dimension|,
+** all permuted together by one comparator. Writes the sorted operands to
+** |out_results| (count = num_inputs) and opens the comparator region,
+** whose block arguments go to |out_block_args| (2 * num_inputs: lhs then
+** rhs of input 0, lhs then rhs of input 1, ...). The body must return one
+** tensor<i1>: true when lhs goes before rhs. Close it with ir_region_end. */
+void ir_sort_begin(ir_func_t* func, const ir_value_t* inputs, int32_t num_inputs, int64_t dimension,
+                   bool is_stable, ir_value_t* out_results, ir_value_t* out_block_args);
+
+/*===------------------------------------------------------------------===*/
+/* Convolution (appended by the conv family)                              */
+/*===------------------------------------------------------------------===*/
+
+/* stablehlo.convolution. Dimension numbers name, for each operand and the
+** result, which dim is batch/feature and which dims are spatial (in the
+** order of the window attributes). Window attributes have one entry per
+** spatial dim; padding may be negative. |result_dtype| may be wider than
+** the operands' (f32 accumulation of half types). */
+typedef struct ir_conv_dims_s {
+  int32_t num_spatial;
+  int64_t input_batch, input_feature, input_spatial[TPURT_MAX_RANK];
+  int64_t kernel_input_feature, kernel_output_feature, kernel_spatial[TPURT_MAX_RANK];
+  int64_t output_batch, output_feature, output_spatial[TPURT_MAX_RANK];
+  int64_t window_strides[TPURT_MAX_RANK];
+  int64_t padding_low[TPURT_MAX_RANK], padding_high[TPURT_MAX_RANK];
+  int64_t lhs_dilation[TPURT_MAX_RANK], rhs_dilation[TPURT_MAX_RANK];
+  int64_t feature_group_count, batch_group_count;
+} ir_conv_dims_t;
+ir_value_t ir_convolution(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const ir_conv_dims_t* dims,
+                          tpurt_dtype_t result_dtype);
+
 #endif /* TPURT_IR_IR_H_ */

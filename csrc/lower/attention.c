@@ -1,6 +1,414 @@
-/* attention.c: placeholder until the family lands. */
+/* attention.c: scaled dot product attention, forward and backward, as one
+** program each (aten::_scaled_dot_product_fused_attention_overrideable and
+** its _backward, which torch_tpu/csrc/Attention.cpp makes SDPA choose).
+**
+** Shapes: query [N.., H, L, D], key [N.., Hk, S, D], value [N.., Hk, S, Dv]
+** with N.. zero or one batch dim. Grouped query attention (Hk < H, H a
+** multiple of Hk) never repeats key/value: query is viewed as
+** [N.., Hk, G, L, D] and the dots batch over (N.., Hk), so the only large
+** intermediate is the one [N.., H, L, S] score tensor that SDPA's math needs.
+**
+** Half types: the dots take the inputs as they are and accumulate in f32;
+** scores, softmax and logsumexp are f32; probabilities are rounded to the
+** input type for the dot with value (as flash kernels do), and the output
+** is rounded once. Rows that mask out every key give 0, as PyTorch does. */
+#include <math.h>
+
+#include "../base/base.h"
 #include "lower.h"
 
+/* Schema positions shared by forward and backward. */
+typedef struct sdpa_args_s {
+  int32_t q, k, v, bias, dropout, causal, scale;
+} sdpa_args_t;
+
+static const sdpa_args_t kForwardArgs = {0, 1, 2, 3, 4, 5, 7};
+static const sdpa_args_t kBackwardArgs = {1, 2, 3, 4, 12, 13, 16};
+
+/* The problem, in the grouped layout. */
+typedef struct sdpa_s {
+  tpurt_dtype_t dtype, acc;
+  int32_t nb; /* batch dims before the head dim: 0 or 1 */
+  int64_t n, h, hk, g, l, s, d, dv;
+  int32_t w; /* rank of the grouped scores [N.., Hk, G, L, S] */
+} sdpa_t;
+
+/* PyTorch prints dtypes in these messages as C++ type names. */
+static const char* type_name(tpurt_dtype_t d) {
+  switch (d) {
+    case TPURT_DTYPE_F32:
+      return "float";
+    case TPURT_DTYPE_F64:
+      return "double";
+    case TPURT_DTYPE_F16:
+      return "c10::Half";
+    case TPURT_DTYPE_BF16:
+      return "c10::BFloat16";
+    default:
+      return tpurt_dtype_name(d);
+  }
+}
+
+static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_t* p) {
+  const tpurt_tensor_t *q = lower_meta(ctx, a->q), *k = lower_meta(ctx, a->k), *v = lower_meta(ctx, a->v);
+  if (q->dtype != k->dtype || q->dtype != v->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Expected query, key, and value to have the same dtype, but got query.dtype: %s "
+                       "key.dtype: %s and value.dtype: %s instead.",
+                       type_name(q->dtype), type_name(k->dtype), type_name(v->dtype));
+  if (!tpurt_dtype_is_float(q->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Expected query, key and value to be floating point tensors, but got %s",
+                       type_name(q->dtype));
+  if (q->rank != 3 && q->rank != 4) return lower_error(TPURT_INVALID_ARGUMENT, "query must be 3D or 4D");
+  if (k->rank != q->rank || v->rank != q->rank)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Expected query, key and value to have the same number of dimensions, but got "
+                       "query.dim: %d key.dim: %d and value.dim: %d instead.",
+                       q->rank, k->rank, v->rank);
+  int32_t nb = q->rank - 3;
+  for (int32_t i = 0; i < nb; ++i)
+    if (k->sizes[i] != q->sizes[i] || v->sizes[i] != q->sizes[i])
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "Expected query, key and value to have the same batch size, but got query: %s, "
+                         "key: %s, value: %s",
+                         lower_shape_str(q->rank, q->sizes), lower_shape_str(k->rank, k->sizes),
+                         lower_shape_str(v->rank, v->sizes));
+  int64_t h = q->sizes[nb], hk = k->sizes[nb];
+  if (v->sizes[nb] != hk || hk == 0 || h % hk != 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Number of heads in key and value must divide the number of "
+                       "heads in ");
+  if (k->sizes[nb + 2] != q->sizes[nb + 2])
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Expected query and key to have the same head dim, but got query.size(-1): %lld and "
+                       "key.size(-1): %lld",
+                       (long long)q->sizes[nb + 2], (long long)k->sizes[nb + 2]);
+  if (v->sizes[nb + 1] != k->sizes[nb + 1])
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Expected key and value to have the same sequence length, but got key.size(-2): %lld "
+                       "and value.size(-2): %lld",
+                       (long long)k->sizes[nb + 1], (long long)v->sizes[nb + 1]);
+  if (!lower_is_none(ctx, a->dropout) && lower_scalar_value(ctx, a->dropout) != 0.0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "dropout_p > 0 is not supported by the tpu fused attention (it has no generator); "
+                       "scaled_dot_product_attention uses the math path for it");
+  *p = (sdpa_t){
+      .dtype = q->dtype,
+      .acc = lower_acc_dtype(q->dtype),
+      .nb = nb,
+      .n = nb ? q->sizes[0] : 1,
+      .h = h,
+      .hk = hk,
+      .g = h / hk,
+      .l = q->sizes[nb + 1],
+      .s = k->sizes[nb + 1],
+      .d = q->sizes[nb + 2],
+      .dv = v->sizes[nb + 2],
+      .w = nb + 4,
+  };
+  if (!lower_is_none(ctx, a->bias)) {
+    const tpurt_tensor_t* b = lower_meta(ctx, a->bias);
+    int64_t want[TPURT_MAX_RANK], got[TPURT_MAX_RANK];
+    int32_t rank = 0;
+    if (nb) want[rank++] = p->n;
+    want[rank++] = h;
+    want[rank++] = p->l;
+    want[rank++] = p->s;
+    int32_t r;
+    TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(b->rank, b->sizes, rank, want, &r, got));
+    bool same = r == rank;
+    for (int32_t i = 0; same && i < rank; ++i) same = got[i] == want[i];
+    if (!same)
+      return lower_error(TPURT_INVALID_ARGUMENT, "attn_bias of shape %s cannot broadcast to the scores %s",
+                         lower_shape_str(b->rank, b->sizes), lower_shape_str(rank, want));
+    if (b->dtype != TPURT_DTYPE_BOOL && !tpurt_dtype_is_float(b->dtype))
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "Expected attn_mask dtype to be bool or float or to match query dtype, but got "
+                         "attn_mask.dtype: %s and  query.dtype: %s instead.",
+                         type_name(b->dtype), type_name(q->dtype));
+  }
+  return NULL;
+}
+
+/* Dims of the grouped layout: [N.., Hk, G, L, last] (rank p->w). */
+static void grouped_dims(const sdpa_t* p, int64_t last, int64_t* dims) {
+  int32_t i = 0;
+  if (p->nb) dims[i++] = p->n;
+  dims[i++] = p->hk;
+  dims[i++] = p->g;
+  dims[i++] = p->l;
+  dims[i] = last;
+}
+
+/* Dims of the ungrouped layout [N.., H, L, last] (rank p->nb + 3). */
+static void plain_dims(const sdpa_t* p, int64_t last, int64_t* dims) {
+  int32_t i = 0;
+  if (p->nb) dims[i++] = p->n;
+  dims[i++] = p->h;
+  dims[i++] = p->l;
+  dims[i] = last;
+}
+
+static ir_value_t grouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int64_t last) {
+  int64_t dims[TPURT_MAX_RANK];
+  grouped_dims(p, last, dims);
+  return ir_reshape(ctx->func, x, p->w, dims);
+}
+
+static ir_value_t ungrouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int64_t last) {
+  int64_t dims[TPURT_MAX_RANK];
+  plain_dims(p, last, dims);
+  return ir_reshape(ctx->func, x, p->nb + 3, dims);
+}
+
+/* A dot over the batch dims (N.., Hk) contracting |lc| of lhs with |rc| of
+** rhs, accumulating in the acc type. */
+static ir_value_t batched_dot(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t lhs, ir_value_t rhs, int32_t nc,
+                              const int64_t* lc, const int64_t* rc) {
+  ir_dot_dims_t dd = {.num_batch = p->nb + 1, .num_contract = nc};
+  for (int32_t i = 0; i <= p->nb; ++i) dd.lhs_batch[i] = dd.rhs_batch[i] = i;
+  for (int32_t i = 0; i < nc; ++i) {
+    dd.lhs_contract[i] = lc[i];
+    dd.rhs_contract[i] = rc[i];
+  }
+  return ir_dot_general(ctx->func, lhs, rhs, &dd, p->acc);
+}
+
+/* Broadcasts |x| of dims [N.., Hk, G, L] over the last dim of |like|. */
+static ir_value_t over_rows(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int64_t last) {
+  int64_t dims[TPURT_MAX_RANK], bdims[TPURT_MAX_RANK];
+  grouped_dims(p, last, dims);
+  for (int32_t i = 0; i < p->w - 1; ++i) bdims[i] = i;
+  return ir_broadcast_in_dim(ctx->func, x, p->w, dims, bdims);
+}
+
+static ir_value_t scale_value(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p) {
+  if (lower_is_none(ctx, a->scale)) return ir_constant_f64(ctx->func, p->acc, 1.0 / sqrt((double)p->d));
+  return lower_scalar(ctx, a->scale, p->acc);
+}
+
+/* Broadcasts a bias of shape |bm| (broadcastable to [N.., H, L, S]) straight
+** into the grouped scores [N.., Hk, G, L, S]: a full head dim is split into
+** (Hk, G) by a reshape, every other dim maps to its place. */
+static ir_value_t bias_to_grouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t b, const tpurt_tensor_t* bm) {
+  int64_t dims[TPURT_MAX_RANK], shape[TPURT_MAX_RANK], map[TPURT_MAX_RANK];
+  grouped_dims(p, p->s, dims);
+  int32_t plain = p->nb + 3, off = plain - bm->rank, n = 0;
+  for (int32_t i = off; i < plain; ++i) {
+    int64_t size = bm->sizes[i - off];
+    if (i == p->nb && size == p->h && p->g > 1) { /* the head dim, in full: (Hk, G) */
+      shape[n] = p->hk;
+      map[n++] = p->nb;
+      shape[n] = p->g;
+      map[n++] = p->nb + 1;
+    } else { /* N.. and H (size 1, or G == 1) keep their place; L, S move past G */
+      shape[n] = size;
+      map[n++] = i <= p->nb ? i : i + 1;
+    }
+  }
+  return ir_broadcast_in_dim(ctx->func, ir_reshape(ctx->func, b, n, shape), p->w, dims, map);
+}
+
+/* The masked, scaled scores [N.., Hk, G, L, S] in the acc type. */
+static ir_value_t scores(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale) {
+  ir_func_t* f = ctx->func;
+  int64_t dims[TPURT_MAX_RANK];
+  grouped_dims(p, p->s, dims);
+  ir_value_t q = grouped(ctx, p, lower_tensor(ctx, a->q), p->d);
+  int64_t lc = p->w - 1, rc = p->nb + 2;
+  ir_value_t s = batched_dot(ctx, p, q, lower_tensor(ctx, a->k), 1, &lc, &rc);
+  s = ir_binary(f, "stablehlo.multiply", s, lower_broadcast_to(ctx, scale, p->w, dims));
+  ir_value_t neg_inf = lower_splat(ctx, p->acc, p->w, dims, -INFINITY);
+  if (!lower_is_none(ctx, a->bias)) {
+    const tpurt_tensor_t* bm = lower_meta(ctx, a->bias);
+    ir_value_t b = lower_tensor(ctx, a->bias);
+    if (bm->dtype != TPURT_DTYPE_BOOL) b = lower_cast(ctx, b, p->acc);
+    b = bias_to_grouped(ctx, p, b, bm);
+    s = bm->dtype == TPURT_DTYPE_BOOL ? ir_select(f, b, s, neg_inf) : ir_binary(f, "stablehlo.add", s, b);
+  }
+  if (lower_bool(ctx, a->causal, false)) { /* key j is visible from query i iff j <= i (top left) */
+    int64_t ls[2] = {p->l, p->s}, last2[2] = {p->w - 2, p->w - 1};
+    ir_type_t t = ir_type_make(TPURT_DTYPE_I64, 2, ls);
+    ir_value_t keep = ir_compare(f, IR_LE, ir_iota(f, t, 1), ir_iota(f, t, 0));
+    s = ir_select(f, ir_broadcast_in_dim(f, keep, p->w, dims, last2), s, neg_inf);
+  }
+  return s;
+}
+
+/* The dims of a [N.., Hk, G, L] row tensor. */
+static void row_dims(const sdpa_t* p, int64_t* dims) {
+  int64_t full[TPURT_MAX_RANK];
+  grouped_dims(p, 0, full);
+  for (int32_t i = 0; i < p->w - 1; ++i) dims[i] = full[i];
+}
+
+/* _scaled_dot_product_fused_attention_overrideable(query, key, value,
+** attn_bias?, dropout_p, is_causal, return_debug_mask, *, scale?) ->
+** (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed,
+**  philox_offset, debug_attn_mask) */
+/* Sets result |k| in the memory order of |like|: PyTorch's meta kernels give
+** the attention output and the gradients their input's strides (queries are
+** often [B, L, H, D] in memory), and the graphs torch.compile traces rely on
+** them (a later view). */
+static void set_like(lower_ctx_t* ctx, int32_t k, ir_value_t logical, const tpurt_tensor_t* like) {
+  const ir_type_t* t = ir_value_type(ctx->func, logical);
+  if (!t || !like || like->rank != t->rank) {
+    lower_set_result(ctx, k, logical);
+    return;
+  }
+  int64_t order[TPURT_MAX_RANK], inverse[TPURT_MAX_RANK];
+  lower_memory_order(like, order);
+  for (int32_t i = 0; i < t->rank; ++i) inverse[order[i]] = i;
+  bool identity = true;
+  for (int32_t i = 0; i < t->rank; ++i) identity &= order[i] == i;
+  if (identity) {
+    lower_set_result(ctx, k, logical);
+    return;
+  }
+  lower_set_result_permuted(ctx, k, ir_transpose(ctx->func, logical, order), inverse);
+}
+
+static tpurt_status_t lower_sdpa_forward(lower_ctx_t* ctx) {
+  const sdpa_args_t* a = &kForwardArgs;
+  sdpa_t p;
+  TPURT_RETURN_IF_ERROR(check_inputs(ctx, a, &p));
+  if (lower_bool(ctx, 6, false))
+    return lower_error(TPURT_INVALID_ARGUMENT, "return_debug_mask=True is not supported on tpu");
+  ir_func_t* f = ctx->func;
+  ir_value_t s = scores(ctx, a, &p, scale_value(ctx, a, &p));
+  int64_t rdims[TPURT_MAX_RANK], last = p.w - 1;
+  row_dims(&p, rdims);
+  ir_value_t m = ir_reduce(f, s, ir_constant_f64(f, p.acc, -INFINITY), &last, 1, IR_REDUCE_MAX);
+  /* a row with every key masked has max -inf: shift it by 0 instead, so its
+  ** exponentials are 0 (not nan) and its output is 0 */
+  ir_value_t row_neg_inf = lower_splat(ctx, p.acc, p.w - 1, rdims, -INFINITY);
+  ir_value_t dead = ir_compare(f, IR_EQ, m, row_neg_inf);
+  m = ir_select(f, dead, lower_splat(ctx, p.acc, p.w - 1, rdims, 0.0), m);
+  ir_value_t e =
+      ir_unary(f, "stablehlo.exponential", ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, &p, m, p.s)));
+  ir_value_t sum = ir_reduce(f, e, ir_constant_f64(f, p.acc, 0.0), &last, 1, IR_REDUCE_ADD);
+  int64_t lc = p.w - 1, rc = p.nb + 1;
+  ir_value_t o = batched_dot(ctx, &p, lower_cast(ctx, e, p.dtype), lower_tensor(ctx, a->v), 1, &lc, &rc);
+  ir_value_t safe_sum = ir_select(f, dead, lower_splat(ctx, p.acc, p.w - 1, rdims, 1.0), sum);
+  o = ir_binary(f, "stablehlo.divide", o, over_rows(ctx, &p, safe_sum, p.dv));
+  set_like(ctx, 0, ungrouped(ctx, &p, lower_cast(ctx, o, p.dtype), p.dv), lower_meta(ctx, a->q));
+  /* logsumexp [N, H, L] in f32 (N = 1 for 3-d inputs); -inf for dead rows */
+  ir_value_t lse = ir_binary(f, "stablehlo.add", m, ir_unary(f, "stablehlo.log", sum));
+  int64_t lse_dims[3] = {p.n, p.h, p.l};
+  lower_set_result(ctx, 1, ir_reshape(f, lower_cast(ctx, lse, TPURT_DTYPE_F32), 3, lse_dims));
+  lower_set_undefined(ctx, 2); /* cum_seq_q, cum_seq_k: not a nested (varlen) call */
+  lower_set_undefined(ctx, 3);
+  lower_set_host_int(ctx, 4, p.l); /* max_q, max_k: SymInts, known without the device */
+  lower_set_host_int(ctx, 5, p.s);
+  lower_set_result(ctx, 6, ir_constant_i64(f, TPURT_DTYPE_I64, 0)); /* philox seed, offset: no dropout */
+  lower_set_result(ctx, 7, ir_constant_i64(f, TPURT_DTYPE_I64, 0));
+  lower_set_undefined(ctx, 8); /* debug_attn_mask */
+  return NULL;
+}
+
+/* Sums |x| [N.., H, L, S] down to the shape of bias arg |arg|. */
+static ir_value_t sum_to_bias(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int32_t arg) {
+  const tpurt_tensor_t* b = lower_meta(ctx, arg);
+  int64_t dims[TPURT_MAX_RANK], red[TPURT_MAX_RANK];
+  plain_dims(p, p->s, dims);
+  int32_t rank = p->nb + 3, off = rank - b->rank, nred = 0;
+  for (int32_t i = 0; i < rank; ++i)
+    if (i < off || (b->sizes[i - off] == 1 && dims[i] != 1)) red[nred++] = i;
+  if (nred) x = ir_reduce(ctx->func, x, ir_constant_f64(ctx->func, p->acc, 0.0), red, nred, IR_REDUCE_ADD);
+  return lower_cast(ctx, ir_reshape(ctx->func, x, b->rank, b->sizes), b->dtype);
+}
+
+/* _scaled_dot_product_fused_attention_overrideable_backward(grad_out, query,
+** key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q,
+** cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
+** philox_offset, *, scale?) -> (grad_query, grad_key, grad_value,
+** grad_attn_bias). P is recomputed from the scores and logsumexp. */
+static tpurt_status_t lower_sdpa_backward(lower_ctx_t* ctx) {
+  const sdpa_args_t* a = &kBackwardArgs;
+  sdpa_t p;
+  TPURT_RETURN_IF_ERROR(check_inputs(ctx, a, &p));
+  const tpurt_tensor_t *go = lower_meta(ctx, 0), *out = lower_meta(ctx, 6), *lse = lower_meta(ctx, 7);
+  int64_t odims[TPURT_MAX_RANK];
+  plain_dims(&p, p.dv, odims);
+  for (int32_t k = 0; k < 2; ++k) {
+    const tpurt_tensor_t* t = k ? out : go;
+    bool same = t->rank == p.nb + 3;
+    for (int32_t i = 0; same && i < t->rank; ++i) same = t->sizes[i] == odims[i];
+    if (!same)
+      return lower_error(TPURT_INVALID_ARGUMENT, "Expected %s of shape %s, but got %s",
+                         k ? "out" : "grad_out", lower_shape_str(p.nb + 3, odims),
+                         lower_shape_str(t->rank, t->sizes));
+  }
+  if (lse->rank != 3 || lse->sizes[0] != p.n || lse->sizes[1] != p.h || lse->sizes[2] != p.l)
+    return lower_error(TPURT_INVALID_ARGUMENT, "Expected logsumexp of shape [%lld, %lld, %lld], but got %s",
+                       (long long)p.n, (long long)p.h, (long long)p.l,
+                       lower_shape_str(lse->rank, lse->sizes));
+  bool want_q = lower_bool_list_item(ctx, 5, 0, true), want_k = lower_bool_list_item(ctx, 5, 1, true);
+  bool want_v = lower_bool_list_item(ctx, 5, 2, true), want_b = lower_bool_list_item(ctx, 5, 3, true);
+  want_b = want_b && !lower_is_none(ctx, a->bias) && lower_meta(ctx, a->bias)->dtype != TPURT_DTYPE_BOOL;
+
+  ir_func_t* f = ctx->func;
+  ir_value_t scale = scale_value(ctx, a, &p);
+  ir_value_t s = scores(ctx, a, &p, scale);
+  int64_t rdims[TPURT_MAX_RANK], sdims[TPURT_MAX_RANK];
+  row_dims(&p, rdims);
+  grouped_dims(&p, p.s, sdims);
+  /* P = exp(s - lse); a dead row (lse -inf) gets +inf, so its P is 0 */
+  ir_value_t l = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 7), p.acc), p.w - 1, rdims);
+  ir_value_t dead = ir_compare(f, IR_EQ, l, lower_splat(ctx, p.acc, p.w - 1, rdims, -INFINITY));
+  l = ir_select(f, dead, lower_splat(ctx, p.acc, p.w - 1, rdims, INFINITY), l);
+  ir_value_t prob =
+      ir_unary(f, "stablehlo.exponential", ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, &p, l, p.s)));
+
+  ir_value_t dout = grouped(ctx, &p, lower_tensor(ctx, 0), p.dv);
+  int64_t gl[2] = {p.nb + 1, p.nb + 2}; /* the (G, L) dims of a grouped tensor */
+  if (want_v) {                         /* dV = P^T dO, summed over the group */
+    ir_value_t dv = batched_dot(ctx, &p, lower_cast(ctx, prob, p.dtype), dout, 2, gl, gl);
+    set_like(ctx, 2, lower_cast(ctx, dv, p.dtype), lower_meta(ctx, a->v));
+  } else {
+    lower_set_undefined(ctx, 2);
+  }
+  if (!want_q && !want_k && !want_b) {
+    lower_set_undefined(ctx, 0);
+    lower_set_undefined(ctx, 1);
+    lower_set_undefined(ctx, 3);
+    return NULL;
+  }
+  /* dS = P * (dO V^T - rowsum(dO * O)) */
+  int64_t lc = p.w - 1, rc = p.nb + 2;
+  ir_value_t dp = batched_dot(ctx, &p, dout, lower_tensor(ctx, a->v), 1, &lc, &rc);
+  ir_value_t o = grouped(ctx, &p, lower_tensor(ctx, 6), p.dv);
+  ir_value_t oo = ir_binary(f, "stablehlo.multiply", lower_cast(ctx, dout, p.acc), lower_cast(ctx, o, p.acc));
+  ir_value_t di = ir_reduce(f, oo, ir_constant_f64(f, p.acc, 0.0), &lc, 1, IR_REDUCE_ADD);
+  ir_value_t ds = ir_binary(f, "stablehlo.multiply", prob,
+                            ir_binary(f, "stablehlo.subtract", dp, over_rows(ctx, &p, di, p.s)));
+  ir_value_t dss = lower_cast(
+      ctx, ir_binary(f, "stablehlo.multiply", ds, lower_broadcast_to(ctx, scale, p.w, sdims)), p.dtype);
+  if (want_q) { /* dQ = scale dS K */
+    int64_t klc = p.w - 1, krc = p.nb + 1;
+    ir_value_t dq = batched_dot(ctx, &p, dss, lower_tensor(ctx, a->k), 1, &klc, &krc);
+    set_like(ctx, 0, ungrouped(ctx, &p, lower_cast(ctx, dq, p.dtype), p.d), lower_meta(ctx, a->q));
+  } else {
+    lower_set_undefined(ctx, 0);
+  }
+  if (want_k) { /* dK = scale dS^T Q, summed over the group */
+    ir_value_t q = grouped(ctx, &p, lower_tensor(ctx, a->q), p.d);
+    ir_value_t dk = batched_dot(ctx, &p, dss, q, 2, gl, gl);
+    set_like(ctx, 1, lower_cast(ctx, dk, p.dtype), lower_meta(ctx, a->k));
+  } else {
+    lower_set_undefined(ctx, 1);
+  }
+  if (want_b) { /* d bias = dS, summed to the bias shape */
+    lower_set_result(ctx, 3, sum_to_bias(ctx, &p, ungrouped(ctx, &p, ds, p.s), a->bias));
+  } else {
+    lower_set_undefined(ctx, 3);
+  }
+  return NULL;
+}
+
 const lower_rule_t lower_attention_rules[] = {
+    LOWER_FN("aten::_scaled_dot_product_fused_attention_overrideable", lower_sdpa_forward),
+    LOWER_FN("aten::_scaled_dot_product_fused_attention_overrideable_backward", lower_sdpa_backward),
     LOWER_END,
 };

@@ -60,9 +60,9 @@ static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
   const tpurt_arg_t* out = &ctx->args[ctx->arg_index[ctx->num_args]];
   tpurt_dtype_t dt = out->kind == TPURT_ARG_TENSOR ? out->u.tensor.dtype : TPURT_DTYPE_I64;
   int64_t n;
-  if (tpurt_dtype_is_float(dt) || tpurt_dtype_is_float(lower_arg(ctx, 0)->u.scalar.dtype) ||
-      tpurt_dtype_is_float(lower_arg(ctx, 1)->u.scalar.dtype) ||
-      tpurt_dtype_is_float(lower_arg(ctx, 2)->u.scalar.dtype))
+  /* PyTorch sizes an int64 range from the truncated int64 bounds and step,
+  ** every other dtype from the double values. */
+  if (dt != TPURT_DTYPE_I64)
     n = (int64_t)ceil((end - start) / step);
   else {
     int64_t s = (int64_t)start, e = (int64_t)end, st = (int64_t)step;

@@ -1,6 +1,477 @@
-/* foreach.c: placeholder until the family lands. */
+/* foreach.c: the _foreach_* ops the optimizers call (one program over the
+** whole list, one result per item; the in-place _foreach_*_ forms write the
+** results back into the list), and the single-tensor addcmul, addcdiv and
+** lerp. Half types compute in f32 and round once, as PyTorch's CPU kernels.
+**
+** An operand of item k is: item k of a Tensor[] arg, a shared Tensor arg
+** (a 0-d tensor), a Scalar (one runtime parameter shared by every item), or
+** item k of a Scalar[] arg (a FLOAT_LIST: one runtime parameter per item,
+** so a changing learning rate or bias correction never recompiles). */
+#include <math.h>
+
+#include "../base/base.h"
 #include "lower.h"
 
+enum {
+  OP_ADD,
+  OP_SUB,
+  OP_MUL,
+  OP_DIV,
+  OP_MAXIMUM,
+  OP_MINIMUM,
+  OP_POW,
+  OP_ADDCMUL,
+  OP_ADDCDIV,
+  OP_LERP,
+  /* unary */
+  OP_SQRT,
+  OP_RSQRT,
+  OP_NEG,
+  OP_RECIPROCAL,
+  OP_EXP,
+  OP_LOG,
+  OP_ABS,
+  OP_SIGN,
+  OP_SIGMOID,
+  OP_ZERO,
+};
+
+/* How many tensor-like operands each op reads (the coefficient, alpha /
+** value / weight, comes on top). */
+static int32_t op_arity(int op) {
+  switch (op) {
+    case OP_ADDCMUL:
+    case OP_ADDCDIV:
+      return 3;
+    case OP_ADD:
+    case OP_SUB:
+    case OP_MUL:
+    case OP_DIV:
+    case OP_MAXIMUM:
+    case OP_MINIMUM:
+    case OP_POW:
+    case OP_LERP:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
+/*===--- operands ---===*/
+
+typedef struct foreach_s {
+  lower_ctx_t* ctx;
+  int32_t len; /* list length */
+  /* Shared Scalar parameters, one per (schema arg, dtype). */
+  ir_value_t scalars[LOWER_MAX_ARGS][TPURT_DTYPE_COUNT];
+} foreach_t;
+
+static bool is_number(const tpurt_arg_t* a) {
+  return a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT || a->kind == TPURT_ARG_INT ||
+         a->kind == TPURT_ARG_BOOL;
+}
+
+/* The dtype and tier of operand |i| for item |k| (PyTorch's three tiers). */
+static void operand_type(const lower_ctx_t* ctx, int32_t i, int32_t k, tpurt_dtype_t* dtype, int* tier) {
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  const tpurt_tensor_t* t = NULL;
+  if (a->kind == TPURT_ARG_TENSOR_LIST) t = lower_list_meta(ctx, i, k);
+  if (a->kind == TPURT_ARG_TENSOR) t = &a->u.tensor;
+  if (t) {
+    *dtype = t->dtype;
+    *tier = t->rank == 0 ? TPURT_TIER_ZERO_DIM : TPURT_TIER_TENSOR;
+    return;
+  }
+  if (a->kind == TPURT_ARG_FLOAT_LIST) { /* Scalar[] items are Python numbers */
+    *dtype = LOWER_DEFAULT_FLOAT;
+    *tier = TPURT_TIER_WRAPPED;
+  } else if (a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT) {
+    *dtype = a->u.scalar.dtype;
+    *tier = a->u.scalar.tier == TPURT_TIER_TENSOR ? TPURT_TIER_ZERO_DIM : (int)a->u.scalar.tier;
+    if (*tier == TPURT_TIER_WRAPPED && tpurt_dtype_is_float(*dtype)) *dtype = LOWER_DEFAULT_FLOAT;
+  } else {
+    *dtype = a->kind == TPURT_ARG_BOOL ? TPURT_DTYPE_BOOL : TPURT_DTYPE_I64;
+    *tier = TPURT_TIER_WRAPPED;
+  }
+}
+
+static int category(tpurt_dtype_t d) {
+  if (d == TPURT_DTYPE_INVALID) return -1;
+  if (d == TPURT_DTYPE_BOOL) return 0;
+  return tpurt_dtype_is_float(d) ? 2 : 1;
+}
+
+/* PyTorch's result_type over operands 0..n-1 of item |k|: a lower tier
+** only wins when it is of a higher category (bool < int < float). */
+static tpurt_dtype_t item_dtype(const lower_ctx_t* ctx, int32_t n, int32_t k) {
+  tpurt_dtype_t tier[3] = {TPURT_DTYPE_INVALID, TPURT_DTYPE_INVALID, TPURT_DTYPE_INVALID};
+  for (int32_t i = 0; i < n; ++i) {
+    tpurt_dtype_t d;
+    int t;
+    operand_type(ctx, i, k, &d, &t);
+    tier[t] = lower_promote(tier[t], d);
+  }
+  tpurt_dtype_t r = tier[0];
+  for (int t = 1; t < 3; ++t) {
+    if (r == TPURT_DTYPE_INVALID) {
+      r = tier[t];
+    } else if (tier[t] != TPURT_DTYPE_INVALID && category(tier[t]) > category(r)) {
+      r = lower_promote(r, tier[t]);
+    }
+  }
+  return r;
+}
+
+/* Operand |i| of item |k| as a value of |dtype| (not yet broadcast). */
+static ir_value_t operand(foreach_t* fe, int32_t i, int32_t k, tpurt_dtype_t dtype) {
+  lower_ctx_t* ctx = fe->ctx;
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  if (a->kind == TPURT_ARG_TENSOR_LIST) return lower_cast(ctx, lower_list_tensor(ctx, i, k), dtype);
+  if (a->kind == TPURT_ARG_FLOAT_LIST) return lower_float_list_item(ctx, i, k, dtype);
+  if (a->kind == TPURT_ARG_TENSOR) return lower_cast(ctx, lower_tensor(ctx, i), dtype);
+  if (i >= LOWER_MAX_ARGS) return IR_NONE;
+  if (fe->scalars[i][dtype] == IR_NONE) fe->scalars[i][dtype] = lower_scalar(ctx, i, dtype);
+  return fe->scalars[i][dtype];
+}
+
+/*===--- the math of one item ---===*/
+
+static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t b) {
+  return ir_binary(ctx->func, op, a, b);
+}
+
+/* PyTorch's lerp: |w| < 0.5 ? a + w (b - a) : b - (b - a) (1 - w). */
+static ir_value_t lerp(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, ir_value_t w) {
+  ir_func_t* f = ctx->func;
+  ir_value_t diff = bin(ctx, "stablehlo.subtract", b, a);
+  ir_value_t lo = bin(ctx, "stablehlo.add", a, bin(ctx, "stablehlo.multiply", w, diff));
+  ir_value_t hi = bin(
+      ctx, "stablehlo.subtract", b,
+      bin(ctx, "stablehlo.multiply", diff, bin(ctx, "stablehlo.subtract", lower_full_like(ctx, w, 1.0), w)));
+  ir_value_t small = ir_compare(f, IR_LT, ir_unary(f, "stablehlo.abs", w), lower_full_like(ctx, w, 0.5));
+  return ir_select(f, small, lo, hi);
+}
+
+static ir_value_t unary(lower_ctx_t* ctx, int op, ir_value_t x) {
+  ir_func_t* f = ctx->func;
+  switch (op) {
+    case OP_SQRT:
+      return ir_unary(f, "stablehlo.sqrt", x);
+    case OP_RSQRT:
+      return ir_unary(f, "stablehlo.rsqrt", x);
+    case OP_NEG:
+      return ir_unary(f, "stablehlo.negate", x);
+    case OP_RECIPROCAL:
+      return bin(ctx, "stablehlo.divide", lower_full_like(ctx, x, 1.0), x);
+    case OP_EXP:
+      return ir_unary(f, "stablehlo.exponential", x);
+    case OP_LOG:
+      return ir_unary(f, "stablehlo.log", x);
+    case OP_ABS:
+      return ir_unary(f, "stablehlo.abs", x);
+    case OP_SIGN:
+      return ir_unary(f, "stablehlo.sign", x);
+    case OP_SIGMOID:
+      return ir_unary(f, "stablehlo.logistic", x);
+    default:
+      return lower_full_like(ctx, x, 0.0);
+  }
+}
+
+static bool float_math(int op) {
+  return op == OP_DIV || op == OP_ADDCDIV ||
+         (op >= OP_SQRT && op <= OP_SIGMOID && op != OP_NEG && op != OP_ABS && op != OP_SIGN);
+}
+
+/* Item |k|: operands 0..arity-1, coefficient |coef| (schema arg, -1: none). */
+static tpurt_status_t one_item(foreach_t* fe, int op, int32_t coef, int32_t k, ir_value_t* out) {
+  lower_ctx_t* ctx = fe->ctx;
+  int32_t n = op_arity(op);
+  tpurt_dtype_t dt = item_dtype(ctx, n, k);
+  if (op == OP_ADDCDIV && !tpurt_dtype_is_float(dt))
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "Integer division with addcdiv is no longer supported, and in a future release addcdiv "
+        "will perform a true division of tensor1 and tensor2. The historic addcdiv behavior can "
+        "be implemented as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for "
+        "integer inputs and as (input + value * tensor1 / tensor2) for float inputs. The future "
+        "addcdiv behavior is just the latter implementation: (input + value * tensor1 / tensor2), "
+        "for all dtypes.");
+  if (op == OP_LERP && !tpurt_dtype_is_float(dt))
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"lerp_kernel_scalar\" not implemented for '%s'",
+                       tpurt_dtype_name(dt));
+  if (op == OP_NEG && dt == TPURT_DTYPE_BOOL)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to "
+                       "invert a mask, use the `~` or `logical_not()` operator instead.");
+  if (float_math(op) && !tpurt_dtype_is_float(dt)) dt = LOWER_DEFAULT_FLOAT;
+  tpurt_dtype_t math = tpurt_dtype_is_float(dt) ? lower_acc_dtype(dt) : dt;
+  /* the common shape */
+  int32_t rank = 0;
+  int64_t dims[TPURT_MAX_RANK];
+  ir_value_t v[4];
+  for (int32_t i = 0; i < n; ++i) {
+    v[i] = operand(fe, i, k, math);
+    const ir_type_t* t = ir_value_type(ctx->func, v[i]);
+    if (!t) return NULL; /* sticky IR error, reported by the engine */
+    TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(rank, dims, t->rank, t->dims, &rank, dims));
+  }
+  for (int32_t i = 0; i < n; ++i) v[i] = lower_broadcast_to(ctx, v[i], rank, dims);
+  ir_value_t c = IR_NONE;
+  if (coef >= 0 && !lower_is_none(ctx, coef)) {
+    bool one = is_number(lower_arg(ctx, coef)) && lower_scalar_is(ctx, coef, 1.0);
+    if (!one || op == OP_LERP) c = lower_broadcast_to(ctx, operand(fe, coef, k, math), rank, dims);
+  }
+  ir_value_t r;
+  switch (op) {
+    case OP_ADD:
+    case OP_SUB: {
+      ir_value_t b = c == IR_NONE ? v[1] : bin(ctx, "stablehlo.multiply", c, v[1]);
+      if (dt == TPURT_DTYPE_BOOL) {
+        r = bin(ctx, "stablehlo.or", v[0], b);
+      } else {
+        r = bin(ctx, op == OP_ADD ? "stablehlo.add" : "stablehlo.subtract", v[0], b);
+      }
+      break;
+    }
+    case OP_MUL:
+      r = bin(ctx, dt == TPURT_DTYPE_BOOL ? "stablehlo.and" : "stablehlo.multiply", v[0], v[1]);
+      break;
+    case OP_DIV:
+      r = bin(ctx, "stablehlo.divide", v[0], v[1]);
+      break;
+    case OP_MAXIMUM:
+      r = bin(ctx, "stablehlo.maximum", v[0], v[1]);
+      break;
+    case OP_MINIMUM:
+      r = bin(ctx, "stablehlo.minimum", v[0], v[1]);
+      break;
+    case OP_POW:
+      r = bin(ctx, "stablehlo.power", v[0], v[1]);
+      break;
+    case OP_ADDCMUL:
+    case OP_ADDCDIV: {
+      /* self + value * t1 (* or /) t2, in PyTorch's order */
+      ir_value_t p = c == IR_NONE ? v[1] : bin(ctx, "stablehlo.multiply", c, v[1]);
+      p = bin(ctx, op == OP_ADDCMUL ? "stablehlo.multiply" : "stablehlo.divide", p, v[2]);
+      r = bin(ctx, "stablehlo.add", v[0], p);
+      break;
+    }
+    case OP_LERP:
+      r = lerp(ctx, v[0], v[1], c);
+      break;
+    default:
+      r = unary(ctx, op, v[0]);
+      break;
+  }
+  *out = lower_cast(ctx, r, dt);
+  return NULL;
+}
+
+/* Runs |op| over the list: the list length comes from the first Tensor[]
+** operand; every other list must match it. */
+static tpurt_status_t foreach_run(lower_ctx_t* ctx, int op, int32_t coef) {
+  foreach_t* fe = tpurt_xmalloc(sizeof(*fe));
+  fe->ctx = ctx;
+  for (int32_t i = 0; i < LOWER_MAX_ARGS; ++i)
+    for (int32_t d = 0; d < TPURT_DTYPE_COUNT; ++d) fe->scalars[i][d] = IR_NONE;
+  tpurt_status_t status = NULL;
+  int32_t n = op_arity(op), len = -1;
+  for (int32_t i = 0; i < n + 1 && !status; ++i) {
+    int32_t arg = i < n ? i : coef;
+    if (arg < 0) continue;
+    const tpurt_arg_t* a = lower_arg(ctx, arg);
+    if (a->kind == TPURT_ARG_TENSOR_LIST) {
+      if (len < 0) {
+        len = a->u.list_len;
+      } else if (a->u.list_len != len) {
+        status = lower_error(TPURT_INVALID_ARGUMENT,
+                             "Tensor lists must have the same number of tensors, got %d and %d", len,
+                             a->u.list_len);
+      }
+    }
+  }
+  for (int32_t i = 0; i < n + 1 && !status && len >= 0; ++i) {
+    int32_t arg = i < n ? i : coef;
+    if (arg >= 0 && lower_arg(ctx, arg)->kind == TPURT_ARG_FLOAT_LIST &&
+        lower_float_list_len(ctx, arg) != len)
+      status = lower_error(TPURT_INVALID_ARGUMENT,
+                           "Tensor list must have same number of elements as scalar list, got %d and %d", len,
+                           lower_float_list_len(ctx, arg));
+  }
+  if (!status && len <= 0)
+    status = lower_error(TPURT_INVALID_ARGUMENT, "Tensor list must have at least one tensor.");
+  for (int32_t k = 0; k < len && !status; ++k) {
+    ir_value_t r = IR_NONE;
+    status = one_item(fe, op, coef, k, &r);
+    if (!status) lower_set_result(ctx, k, r);
+  }
+  free(fe);
+  return status;
+}
+
+#define FOREACH_RULE(fn, op, coef) \
+  static tpurt_status_t fn(lower_ctx_t* ctx) { return foreach_run(ctx, op, coef); }
+
+/* add/sub: (self, other, alpha) for List and Tensor, (self, scalar) else. */
+FOREACH_RULE(lower_foreach_add, OP_ADD, 2)
+FOREACH_RULE(lower_foreach_sub, OP_SUB, 2)
+FOREACH_RULE(lower_foreach_mul, OP_MUL, -1)
+FOREACH_RULE(lower_foreach_div, OP_DIV, -1)
+FOREACH_RULE(lower_foreach_maximum, OP_MAXIMUM, -1)
+FOREACH_RULE(lower_foreach_minimum, OP_MINIMUM, -1)
+FOREACH_RULE(lower_foreach_pow, OP_POW, -1)
+FOREACH_RULE(lower_foreach_addcmul, OP_ADDCMUL, 3)
+FOREACH_RULE(lower_foreach_addcdiv, OP_ADDCDIV, 3)
+FOREACH_RULE(lower_foreach_lerp, OP_LERP, 2)
+FOREACH_RULE(lower_foreach_sqrt, OP_SQRT, -1)
+FOREACH_RULE(lower_foreach_rsqrt, OP_RSQRT, -1)
+FOREACH_RULE(lower_foreach_neg, OP_NEG, -1)
+FOREACH_RULE(lower_foreach_reciprocal, OP_RECIPROCAL, -1)
+FOREACH_RULE(lower_foreach_exp, OP_EXP, -1)
+FOREACH_RULE(lower_foreach_log, OP_LOG, -1)
+FOREACH_RULE(lower_foreach_abs, OP_ABS, -1)
+FOREACH_RULE(lower_foreach_sign, OP_SIGN, -1)
+FOREACH_RULE(lower_foreach_sigmoid, OP_SIGMOID, -1)
+FOREACH_RULE(lower_foreach_zero, OP_ZERO, -1)
+
+/* _foreach_norm.Scalar(self, ord=2, dtype=None): one 0-d norm per item.
+** ord shapes the program, so this row keys on its value. */
+static tpurt_status_t lower_foreach_norm(lower_ctx_t* ctx) {
+  double ord = lower_is_none(ctx, 1) ? 2.0 : lower_scalar_value(ctx, 1);
+  if (ord != 1.0 && ord != 2.0 && !isinf(ord))
+    return lower_error(TPURT_UNIMPLEMENTED, "_foreach_norm: ord %g is not lowered", ord);
+  int32_t len = lower_list_len(ctx, 0);
+  if (len <= 0) return lower_error(TPURT_INVALID_ARGUMENT, "Tensor list must have at least one tensor.");
+  ir_func_t* f = ctx->func;
+  for (int32_t k = 0; k < len; ++k) {
+    const tpurt_tensor_t* t = lower_list_meta(ctx, 0, k);
+    if (!tpurt_dtype_is_float(t->dtype))
+      return lower_error(TPURT_INVALID_ARGUMENT, "_foreach_norm: expected a floating point tensor, got %s",
+                         tpurt_dtype_name(t->dtype));
+    tpurt_dtype_t out = lower_dtype(ctx, 2, t->dtype), acc = lower_acc_dtype(lower_promote(out, t->dtype));
+    ir_value_t x = ir_unary(f, "stablehlo.abs", lower_cast(ctx, lower_list_tensor(ctx, 0, k), acc));
+    int64_t dims[TPURT_MAX_RANK];
+    for (int32_t i = 0; i < t->rank; ++i) dims[i] = i;
+    ir_value_t r;
+    if (isinf(ord)) {
+      r = ir_reduce(f, x, ir_constant_f64(f, acc, ord > 0 ? 0.0 : INFINITY), dims, t->rank,
+                    ord > 0 ? IR_REDUCE_MAX : IR_REDUCE_MIN);
+    } else if (ord == 1.0) {
+      r = ir_reduce(f, x, ir_constant_f64(f, acc, 0.0), dims, t->rank, IR_REDUCE_ADD);
+    } else {
+      r = ir_unary(f, "stablehlo.sqrt",
+                   ir_reduce(f, ir_binary(f, "stablehlo.multiply", x, x), ir_constant_f64(f, acc, 0.0), dims,
+                             t->rank, IR_REDUCE_ADD));
+    }
+    lower_set_result(ctx, k, lower_cast(ctx, r, out));
+  }
+  return NULL;
+}
+
+/* Single tensors: addcmul/addcdiv(self, t1, t2, value=1), lerp(self, end,
+** weight) with a Scalar or a Tensor weight. */
+static tpurt_status_t single(lower_ctx_t* ctx, int op, int32_t coef) {
+  foreach_t* fe = tpurt_xmalloc(sizeof(*fe));
+  fe->ctx = ctx;
+  for (int32_t i = 0; i < LOWER_MAX_ARGS; ++i)
+    for (int32_t d = 0; d < TPURT_DTYPE_COUNT; ++d) fe->scalars[i][d] = IR_NONE;
+  ir_value_t r = IR_NONE;
+  tpurt_status_t status = one_item(fe, op, coef, 0, &r);
+  if (!status) lower_set_result(ctx, 0, r);
+  free(fe);
+  return status;
+}
+
+static tpurt_status_t lower_addcmul(lower_ctx_t* ctx) { return single(ctx, OP_ADDCMUL, 3); }
+static tpurt_status_t lower_addcdiv(lower_ctx_t* ctx) { return single(ctx, OP_ADDCDIV, 3); }
+
+static tpurt_status_t lower_lerp(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1), *w = lower_meta(ctx, 2);
+  if (a->dtype != b->dtype || (w && w->dtype != a->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "expected dtype %s for `end` but got dtype %s",
+                       tpurt_dtype_name(a->dtype),
+                       tpurt_dtype_name(a->dtype != b->dtype ? b->dtype : w->dtype));
+  if (w) { /* the weight broadcasts too */
+    int32_t rank;
+    int64_t dims[TPURT_MAX_RANK];
+    TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(a->rank, a->sizes, b->rank, b->sizes, &rank, dims));
+    TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(rank, dims, w->rank, w->sizes, &rank, dims));
+    if (!tpurt_dtype_is_float(a->dtype))
+      return lower_error(TPURT_INVALID_ARGUMENT, "\"lerp_kernel_tensor\" not implemented for '%s'",
+                         tpurt_dtype_name(a->dtype));
+    tpurt_dtype_t acc = lower_acc_dtype(a->dtype);
+    ir_value_t va = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), acc), rank, dims);
+    ir_value_t vb = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), acc), rank, dims);
+    ir_value_t vw = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 2), acc), rank, dims);
+    lower_set_result(ctx, 0, lower_cast(ctx, lerp(ctx, va, vb, vw), a->dtype));
+    return NULL;
+  }
+  return single(ctx, OP_LERP, 2);
+}
+
+/* A functional row whose number args are program attributes. */
+#ifndef LOWER_KEYED_FN
+#define LOWER_KEYED_FN(name, fn) {name, fn, LOWER_FUNCTIONAL, true, -1}
+#endif
+
 const lower_rule_t lower_foreach_rules[] = {
+    LOWER_FN("aten::_foreach_abs", lower_foreach_abs),
+    LOWER_FN("aten::_foreach_add.List", lower_foreach_add),
+    LOWER_FN("aten::_foreach_add.Scalar", lower_foreach_add),
+    LOWER_FN("aten::_foreach_add.ScalarList", lower_foreach_add),
+    LOWER_FN("aten::_foreach_add.Tensor", lower_foreach_add),
+    LOWER_FN("aten::_foreach_addcdiv.Scalar", lower_foreach_addcdiv),
+    LOWER_FN("aten::_foreach_addcdiv.ScalarList", lower_foreach_addcdiv),
+    LOWER_FN("aten::_foreach_addcmul.Scalar", lower_foreach_addcmul),
+    LOWER_FN("aten::_foreach_addcmul.ScalarList", lower_foreach_addcmul),
+    LOWER_FN("aten::_foreach_clamp_max.List", lower_foreach_minimum),
+    LOWER_FN("aten::_foreach_clamp_max.Scalar", lower_foreach_minimum),
+    LOWER_FN("aten::_foreach_clamp_max.ScalarList", lower_foreach_minimum),
+    LOWER_FN("aten::_foreach_clamp_min.List", lower_foreach_maximum),
+    LOWER_FN("aten::_foreach_clamp_min.Scalar", lower_foreach_maximum),
+    LOWER_FN("aten::_foreach_clamp_min.ScalarList", lower_foreach_maximum),
+    LOWER_FN("aten::_foreach_div.List", lower_foreach_div),
+    LOWER_FN("aten::_foreach_div.Scalar", lower_foreach_div),
+    LOWER_FN("aten::_foreach_div.ScalarList", lower_foreach_div),
+    LOWER_FN("aten::_foreach_div.Tensor", lower_foreach_div),
+    LOWER_FN("aten::_foreach_exp", lower_foreach_exp),
+    LOWER_FN("aten::_foreach_lerp.List", lower_foreach_lerp),
+    LOWER_FN("aten::_foreach_lerp.Scalar", lower_foreach_lerp),
+    LOWER_FN("aten::_foreach_lerp.ScalarList", lower_foreach_lerp),
+    LOWER_FN("aten::_foreach_log", lower_foreach_log),
+    LOWER_FN("aten::_foreach_maximum.List", lower_foreach_maximum),
+    LOWER_FN("aten::_foreach_maximum.Scalar", lower_foreach_maximum),
+    LOWER_FN("aten::_foreach_maximum.ScalarList", lower_foreach_maximum),
+    LOWER_FN("aten::_foreach_minimum.List", lower_foreach_minimum),
+    LOWER_FN("aten::_foreach_minimum.Scalar", lower_foreach_minimum),
+    LOWER_FN("aten::_foreach_minimum.ScalarList", lower_foreach_minimum),
+    LOWER_FN("aten::_foreach_mul.List", lower_foreach_mul),
+    LOWER_FN("aten::_foreach_mul.Scalar", lower_foreach_mul),
+    LOWER_FN("aten::_foreach_mul.ScalarList", lower_foreach_mul),
+    LOWER_FN("aten::_foreach_mul.Tensor", lower_foreach_mul),
+    LOWER_FN("aten::_foreach_neg", lower_foreach_neg),
+    LOWER_KEYED_FN("aten::_foreach_norm.Scalar", lower_foreach_norm),
+    LOWER_FN("aten::_foreach_pow.List", lower_foreach_pow),
+    LOWER_FN("aten::_foreach_pow.Scalar", lower_foreach_pow),
+    LOWER_FN("aten::_foreach_pow.ScalarAndTensor", lower_foreach_pow),
+    LOWER_FN("aten::_foreach_pow.ScalarList", lower_foreach_pow),
+    LOWER_FN("aten::_foreach_reciprocal", lower_foreach_reciprocal),
+    LOWER_FN("aten::_foreach_rsqrt", lower_foreach_rsqrt),
+    LOWER_FN("aten::_foreach_sigmoid", lower_foreach_sigmoid),
+    LOWER_FN("aten::_foreach_sign", lower_foreach_sign),
+    LOWER_FN("aten::_foreach_sqrt", lower_foreach_sqrt),
+    LOWER_FN("aten::_foreach_sub.List", lower_foreach_sub),
+    LOWER_FN("aten::_foreach_sub.Scalar", lower_foreach_sub),
+    LOWER_FN("aten::_foreach_sub.ScalarList", lower_foreach_sub),
+    LOWER_FN("aten::_foreach_zero", lower_foreach_zero),
+    LOWER_FN("aten::addcdiv", lower_addcdiv),
+    LOWER_OUT_FN("aten::addcdiv.out", lower_addcdiv),
+    LOWER_FN("aten::addcmul", lower_addcmul),
+    LOWER_OUT_FN("aten::addcmul.out", lower_addcmul),
+    LOWER_FN("aten::lerp.Scalar", lower_lerp),
+    LOWER_OUT_FN("aten::lerp.Scalar_out", lower_lerp),
+    LOWER_FN("aten::lerp.Tensor", lower_lerp),
+    LOWER_OUT_FN("aten::lerp.Tensor_out", lower_lerp),
     LOWER_END,
 };

@@ -150,7 +150,8 @@ static tpurt_status_t dim_index_checks(lower_ctx_t* ctx, const char* op, int32_t
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* it = lower_meta(ctx, index_arg);
   TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, dim));
-  if (!it || !is_index_dtype(it->dtype))
+  /* PyTorch checks the index dtype only when the index is not empty */
+  if (!it || (numel_of(it->rank, it->sizes) > 0 && !is_index_dtype(it->dtype)))
     return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected dtype int32/int64 for index", op);
   int32_t r = t->rank > 0 ? t->rank : 1;
   int32_t ir = it->rank > 0 ? it->rank : 1;
@@ -552,12 +553,16 @@ static tpurt_status_t lower_masked_fill(lower_ctx_t* ctx) {
   int32_t rank;
   int64_t dims[TPURT_MAX_RANK];
   TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(t->rank, t->sizes, mt->rank, mt->sizes, &rank, dims));
-  if (rank != t->rank || numel_of(rank, dims) != numel_of(t->rank, t->sizes))
+  /* masked_fill (functional) broadcasts self with the mask; only the
+  ** in-place form must keep self's shape */
+  bool inplace = strstr(ctx->op_name, "masked_fill_") != NULL;
+  if (inplace && (rank != t->rank || numel_of(rank, dims) != numel_of(t->rank, t->sizes)))
     return lower_error(TPURT_INVALID_ARGUMENT, "output with shape %s doesn't match the broadcast shape %s",
                        lower_shape_str(t->rank, t->sizes), lower_shape_str(rank, dims));
-  ir_value_t mask = lower_broadcast_to(ctx, lower_tensor(ctx, 1), t->rank, t->sizes);
-  ir_value_t value = lower_broadcast_to(ctx, value_of(ctx, 2, t->dtype), t->rank, t->sizes);
-  lower_set_result(ctx, 0, ir_select(ctx->func, mask, value, lower_tensor(ctx, 0)));
+  ir_value_t mask = lower_broadcast_to(ctx, lower_tensor(ctx, 1), rank, dims);
+  ir_value_t value = lower_broadcast_to(ctx, value_of(ctx, 2, t->dtype), rank, dims);
+  ir_value_t self = lower_broadcast_to(ctx, lower_tensor(ctx, 0), rank, dims);
+  lower_set_result(ctx, 0, ir_select(ctx->func, mask, value, self));
   return NULL;
 }
 

@@ -38,15 +38,19 @@ static tpurt_status_t same_dtype(const tpurt_tensor_t* a, const tpurt_tensor_t* 
   return NULL;
 }
 
-/* a @ b over the last two dims with |batch| leading batch dims. */
-static ir_value_t matmul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, int32_t batch, tpurt_dtype_t dtype) {
+/* a @ b over the last two dims with |batch| leading batch dims, in the
+** accumulation type of |dtype| (f32 for half types), not yet rounded. */
+static ir_value_t matmul_acc(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, int32_t batch,
+                             tpurt_dtype_t dtype) {
   ir_dot_dims_t d = {.num_batch = batch, .num_contract = 1};
   for (int32_t i = 0; i < batch; ++i) d.lhs_batch[i] = d.rhs_batch[i] = i;
   d.lhs_contract[0] = batch + 1;
   d.rhs_contract[0] = batch;
-  tpurt_dtype_t acc = lower_acc_dtype(dtype);
-  ir_value_t r = ir_dot_general(ctx->func, a, b, &d, acc);
-  return lower_cast(ctx, r, dtype);
+  return ir_dot_general(ctx->func, a, b, &d, lower_acc_dtype(dtype));
+}
+
+static ir_value_t matmul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, int32_t batch, tpurt_dtype_t dtype) {
+  return lower_cast(ctx, matmul_acc(ctx, a, b, batch, dtype), dtype);
 }
 
 static tpurt_status_t check_mm(const tpurt_tensor_t* a, const tpurt_tensor_t* b) {
@@ -86,8 +90,11 @@ static tpurt_status_t lower_bmm(lower_ctx_t* ctx) {
 }
 
 /* beta * self + alpha * product; self broadcasts to the product's shape.
-** beta == 0 ignores self entirely (nan and inf in it do not propagate). */
-static tpurt_status_t scaled_sum(lower_ctx_t* ctx, ir_value_t product, int32_t beta_arg, int32_t alpha_arg) {
+** beta == 0 ignores self entirely (nan and inf in it do not propagate).
+** |product| is in the accumulation type: half types scale and add in f32
+** and round once to |dtype|, as PyTorch's CPU kernels (opmath) do. */
+static tpurt_status_t scaled_sum(lower_ctx_t* ctx, ir_value_t product, tpurt_dtype_t dtype, int32_t beta_arg,
+                                 int32_t alpha_arg) {
   ir_func_t* f = ctx->func;
   const ir_type_t* pt = ir_value_type(f, product);
   if (!pt) return NULL;
@@ -103,14 +110,14 @@ static tpurt_status_t scaled_sum(lower_ctx_t* ctx, ir_value_t product, int32_t b
     product = ir_binary(f, "stablehlo.multiply", product,
                         lower_broadcast_to(ctx, lower_scalar(ctx, alpha_arg, t.dtype), t.rank, t.dims));
   if (lower_scalar_is(ctx, beta_arg, 0.0)) {
-    lower_set_result(ctx, 0, product);
+    lower_set_result(ctx, 0, lower_cast(ctx, product, dtype));
     return NULL;
   }
   ir_value_t s = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), t.dtype), t.rank, t.dims);
   if (!lower_scalar_is(ctx, beta_arg, 1.0))
     s = ir_binary(f, "stablehlo.multiply", s,
                   lower_broadcast_to(ctx, lower_scalar(ctx, beta_arg, t.dtype), t.rank, t.dims));
-  lower_set_result(ctx, 0, ir_binary(f, "stablehlo.add", s, product));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(f, "stablehlo.add", s, product), dtype));
   return NULL;
 }
 
@@ -121,16 +128,34 @@ static tpurt_status_t lower_addmm(lower_ctx_t* ctx) {
   if (lower_meta(ctx, 0)->dtype != a->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT, "self and mat2 must have the same dtype, but got %s and %s",
                        tpurt_dtype_name(lower_meta(ctx, 0)->dtype), tpurt_dtype_name(a->dtype));
-  ir_value_t p = matmul(ctx, lower_tensor(ctx, 1), lower_tensor(ctx, 2), 0, a->dtype);
-  return scaled_sum(ctx, p, 3, 4);
+  ir_value_t p = matmul_acc(ctx, lower_tensor(ctx, 1), lower_tensor(ctx, 2), 0, a->dtype);
+  return scaled_sum(ctx, p, a->dtype, 3, 4);
 }
 
 /* baddbmm(self, batch1, batch2, *, beta=1, alpha=1) */
 static tpurt_status_t lower_baddbmm(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 1), *b = lower_meta(ctx, 2);
   TPURT_RETURN_IF_ERROR(check_bmm(a, b));
-  ir_value_t p = matmul(ctx, lower_tensor(ctx, 1), lower_tensor(ctx, 2), 1, a->dtype);
-  return scaled_sum(ctx, p, 3, 4);
+  ir_value_t p = matmul_acc(ctx, lower_tensor(ctx, 1), lower_tensor(ctx, 2), 1, a->dtype);
+  return scaled_sum(ctx, p, a->dtype, 3, 4);
+}
+
+/* addmv(self, mat, vec, *, beta=1, alpha=1): mv and matmul with a 1-D
+** operand come here. */
+static tpurt_status_t lower_addmv(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *m = lower_meta(ctx, 1), *v = lower_meta(ctx, 2);
+  if (m->rank != 2 || v->rank != 1)
+    return lower_error(TPURT_INVALID_ARGUMENT, "vector + matrix @ vector expected, got %d, %d, %d",
+                       lower_meta(ctx, 0)->rank, m->rank, v->rank);
+  if (m->sizes[1] != v->sizes[0])
+    return lower_error(TPURT_INVALID_ARGUMENT, "size mismatch, got input (%lld), mat (%lldx%lld), vec (%lld)",
+                       (long long)(lower_meta(ctx, 0)->rank ? lower_meta(ctx, 0)->sizes[0] : 1),
+                       (long long)m->sizes[0], (long long)m->sizes[1], (long long)v->sizes[0]);
+  if (m->dtype != v->dtype || lower_meta(ctx, 0)->dtype != m->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT, "expected scalar type %s but found %s", cpp_name(m->dtype),
+                       cpp_name(m->dtype != v->dtype ? v->dtype : lower_meta(ctx, 0)->dtype));
+  ir_value_t p = matmul_acc(ctx, lower_tensor(ctx, 1), lower_tensor(ctx, 2), 0, m->dtype);
+  return scaled_sum(ctx, p, m->dtype, 3, 4);
 }
 
 /* dot(self, tensor): 1-D inner product. */
@@ -158,6 +183,7 @@ static tpurt_status_t lower_dot(lower_ctx_t* ctx) {
 
 const lower_rule_t lower_linalg_rules[] = {
     LOWER_FN("aten::addmm", lower_addmm),     LOWER_OUT_FN("aten::addmm.out", lower_addmm),
+    LOWER_FN("aten::addmv", lower_addmv),     LOWER_OUT_FN("aten::addmv.out", lower_addmv),
     LOWER_FN("aten::baddbmm", lower_baddbmm), LOWER_OUT_FN("aten::baddbmm.out", lower_baddbmm),
     LOWER_FN("aten::bmm", lower_bmm),         LOWER_OUT_FN("aten::bmm.out", lower_bmm),
     LOWER_FN("aten::dot", lower_dot),         LOWER_FN("aten::mm", lower_mm),

@@ -63,11 +63,16 @@ typedef struct lower_param_s {
   tpurt_dtype_t dtype;
 } lower_param_t;
 
-enum { LOWER_PARAM_STORAGE = 0, LOWER_PARAM_SCALAR = 1, LOWER_PARAM_RNG = 2 };
+enum { LOWER_PARAM_STORAGE = 0, LOWER_PARAM_SCALAR = 1, LOWER_PARAM_RNG = 2, LOWER_PARAM_LIST_ITEM = 3 };
+
+/* A result value meaning "an undefined tensor" (see lower_set_undefined). */
+#define LOWER_UNDEFINED ((ir_value_t)-2)
+/* Result values at or below this encode a host int (see lower_set_host_int). */
+#define LOWER_HOST_INT_BASE ((ir_value_t)-16)
 
 #define LOWER_MAX_ARGS 64
-#define LOWER_MAX_PARAMS 256
-#define LOWER_MAX_FLAT_ARGS 256
+#define LOWER_MAX_PARAMS 1024
+#define LOWER_MAX_FLAT_ARGS 1024
 
 struct lower_ctx_s {
   ir_func_t* func;
@@ -80,6 +85,9 @@ struct lower_ctx_s {
   /* Results the rule sets. */
   int32_t num_results;
   ir_value_t results[LOWER_MAX_FLAT_ARGS];
+  int64_t host_ints[LOWER_MAX_FLAT_ARGS]; /* for results set by lower_set_host_int */
+  int8_t result_perm[TPURT_MAX_RESULTS][TPURT_MAX_RANK]; /* lower_set_result_permuted; */
+  bool result_permuted[TPURT_MAX_RESULTS];               /* only the first results */
   /* Runtime parameters, in @main order (owned by the engine). */
   int32_t num_params;
   lower_param_t params[LOWER_MAX_PARAMS];
@@ -121,6 +129,25 @@ double lower_scalar_value(const lower_ctx_t* ctx, int32_t i);
 bool lower_scalar_is(const lower_ctx_t* ctx, int32_t i, double value);
 
 void lower_set_result(lower_ctx_t* ctx, int32_t k, ir_value_t value);
+/* Result |k| is an undefined tensor (None to Python): for gradients that an
+** output_mask did not request. Functional rules only. */
+void lower_set_undefined(lower_ctx_t* ctx, int32_t k);
+/* Result |k| is a plain int known at lowering time (a SymInt return, e.g.
+** SDPA's max_q): returned to Python without touching the device. It is part
+** of the cached plan, so it must follow from shapes and attributes only. */
+void lower_set_host_int(lower_ctx_t* ctx, int32_t k, int64_t value);
+/* Result |k| is |physical| (dense) seen through a permutation: logical dim i
+** is physical dim perm[i]. For ops whose PyTorch output keeps an input's
+** memory order. */
+void lower_set_result_permuted(lower_ctx_t* ctx, int32_t k, ir_value_t physical, const int64_t* perm);
+/* The permutation that sorts |t|'s dims by decreasing stride (its memory
+** order); identity for a contiguous tensor. */
+void lower_memory_order(const tpurt_tensor_t* t, int64_t* perm);
+/* float[] args: the length, and item |k| as a runtime 0-d parameter. */
+int32_t lower_float_list_len(const lower_ctx_t* ctx, int32_t i);
+ir_value_t lower_float_list_item(lower_ctx_t* ctx, int32_t i, int32_t k, tpurt_dtype_t dtype);
+/* bool[] args arrive as int lists of 0/1: item |k|, or |if_none|. */
+bool lower_bool_list_item(const lower_ctx_t* ctx, int32_t i, int32_t k, bool if_none);
 
 /* Emits an inclusive prefix sum of |x| along |dim| (log-step shifted adds:
 ** O(n log n) work, no host round trip). */

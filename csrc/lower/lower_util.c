@@ -126,6 +126,60 @@ double lower_scalar_value(const lower_ctx_t* ctx, int32_t i) {
   }
 }
 
+void lower_set_undefined(lower_ctx_t* ctx, int32_t k) { lower_set_result(ctx, k, LOWER_UNDEFINED); }
+
+void lower_set_result_permuted(lower_ctx_t* ctx, int32_t k, ir_value_t physical, const int64_t* perm) {
+  lower_set_result(ctx, k, physical);
+  const ir_type_t* t = ir_value_type(ctx->func, physical);
+  if (!t || k < 0 || k >= TPURT_MAX_RESULTS) return;
+  bool identity = true;
+  for (int32_t i = 0; i < t->rank; ++i) {
+    ctx->result_perm[k][i] = (int8_t)perm[i];
+    identity &= perm[i] == i;
+  }
+  ctx->result_permuted[k] = !identity;
+}
+
+void lower_memory_order(const tpurt_tensor_t* t, int64_t* perm) {
+  for (int32_t i = 0; i < t->rank; ++i) perm[i] = i;
+  for (int32_t i = 1; i < t->rank; ++i) /* stable insertion sort, larger stride first */
+    for (int32_t j = i; j > 0 && t->strides[perm[j]] > t->strides[perm[j - 1]]; --j) {
+      int64_t x = perm[j];
+      perm[j] = perm[j - 1];
+      perm[j - 1] = x;
+    }
+}
+
+void lower_set_host_int(lower_ctx_t* ctx, int32_t k, int64_t value) {
+  lower_set_result(ctx, k, LOWER_HOST_INT_BASE);
+  if (k >= 0 && k < LOWER_MAX_FLAT_ARGS) ctx->host_ints[k] = value;
+}
+
+int32_t lower_float_list_len(const lower_ctx_t* ctx, int32_t i) {
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  return a->kind == TPURT_ARG_FLOAT_LIST ? a->u.floats.len : 0;
+}
+
+ir_value_t lower_float_list_item(lower_ctx_t* ctx, int32_t i, int32_t k, tpurt_dtype_t dtype) {
+  if (k < 0 || k >= lower_float_list_len(ctx, i)) {
+    ir_func_fail(ctx->func, tpurt_status_create(TPURT_INTERNAL, "float list %d has no item %d", i, k));
+    return IR_NONE;
+  }
+  if (ctx->num_params >= LOWER_MAX_PARAMS) {
+    ir_func_fail(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands (max %d)", LOWER_MAX_PARAMS));
+    return IR_NONE;
+  }
+  ctx->params[ctx->num_params++] =
+      (lower_param_t){.arg = ctx->arg_index[i], .item = k, .kind = LOWER_PARAM_LIST_ITEM, .dtype = dtype};
+  return ir_param(ctx->func, ir_type_scalar(dtype));
+}
+
+bool lower_bool_list_item(const lower_ctx_t* ctx, int32_t i, int32_t k, bool if_none) {
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  if (a->kind != TPURT_ARG_INT_LIST || k < 0 || k >= a->u.ints.len) return if_none;
+  return a->u.ints.data[k] != 0;
+}
+
 bool lower_scalar_is(const lower_ctx_t* ctx, int32_t i, double value) {
   return (value == 0.0 || value == 1.0) && lower_scalar_value(ctx, i) == value;
 }

@@ -338,6 +338,57 @@ static tpurt_status_t lower_std(lower_ctx_t* ctx) { return var_like(ctx, true, f
 static tpurt_status_t lower_var_mean(lower_ctx_t* ctx) { return var_like(ctx, false, true); }
 static tpurt_status_t lower_std_mean(lower_ctx_t* ctx) { return var_like(ctx, true, true); }
 
+/*===--- vector norm ---===*/
+
+/* linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None).
+** The order picks the program (its value is in the cache key): inf/-inf are
+** max/min of |x|, 0 counts nonzeros, 1 and 2 sum |x| and x^2, any other p is
+** (sum |x|^p)^(1/p). Half types accumulate in f32. */
+static tpurt_status_t lower_vector_norm(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  double ord = lower_is_none(ctx, 1) ? 2.0 : lower_scalar_value(ctx, 1);
+  tpurt_dtype_t out = lower_dtype(ctx, 4, t->dtype);
+  if (!tpurt_dtype_is_float(t->dtype) || !tpurt_dtype_is_float(out))
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "linalg.vector_norm: Expected a floating point or complex tensor as input. Got %s",
+                       tpurt_dtype_name(tpurt_dtype_is_float(t->dtype) ? out : t->dtype));
+  bool mask[TPURT_MAX_RANK];
+  int64_t dims[TPURT_MAX_RANK];
+  int32_t n = 0;
+  TPURT_RETURN_IF_ERROR(reduce_dims(ctx, 2, t->rank, mask, dims, &n));
+  if (ord < 0 || isinf(ord)) {
+    for (int32_t i = 0; i < t->rank; ++i)
+      if (mask[i] && t->sizes[i] == 0)
+        return lower_error(TPURT_INVALID_ARGUMENT,
+                           "linalg.vector_norm cannot compute the %g norm on an empty tensor because the "
+                           "operation does not have an identity",
+                           ord);
+  }
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t acc = lower_acc_dtype(out);
+  ir_value_t x = ir_unary(f, "stablehlo.abs", lower_cast(ctx, lower_tensor(ctx, 0), acc));
+  ir_value_t r;
+  if (isinf(ord)) {
+    r = ir_reduce(f, x, ir_constant_f64(f, acc, ord > 0 ? 0.0 : INFINITY), dims, n,
+                  ord > 0 ? IR_REDUCE_MAX : IR_REDUCE_MIN);
+  } else if (ord == 0.0) {
+    ir_value_t nz = lower_cast(ctx, ir_compare(f, IR_NE, x, lower_full_like(ctx, x, 0.0)), acc);
+    r = ir_reduce(f, nz, ir_constant_f64(f, acc, 0.0), dims, n, IR_REDUCE_ADD);
+  } else if (ord == 1.0) {
+    r = ir_reduce(f, x, ir_constant_f64(f, acc, 0.0), dims, n, IR_REDUCE_ADD);
+  } else if (ord == 2.0) {
+    r = ir_reduce(f, ir_binary(f, "stablehlo.multiply", x, x), ir_constant_f64(f, acc, 0.0), dims, n,
+                  IR_REDUCE_ADD);
+    r = ir_unary(f, "stablehlo.sqrt", r);
+  } else {
+    ir_value_t p = ir_binary(f, "stablehlo.power", x, lower_full_like(ctx, x, ord));
+    r = ir_reduce(f, p, ir_constant_f64(f, acc, 0.0), dims, n, IR_REDUCE_ADD);
+    r = ir_binary(f, "stablehlo.power", r, lower_full_like(ctx, r, 1.0 / ord));
+  }
+  lower_set_result(ctx, 0, keep_dims(ctx, lower_cast(ctx, r, out), t, mask, lower_bool(ctx, 3, false)));
+  return NULL;
+}
+
 const lower_rule_t lower_reduction_rules[] = {
     LOWER_FN("aten::all", lower_all),
     LOWER_FN("aten::all.dims", lower_all_dims),
@@ -351,6 +402,9 @@ const lower_rule_t lower_reduction_rules[] = {
     LOWER_OUT_FN("aten::argmax.out", lower_argmax),
     LOWER_FN("aten::argmin", lower_argmin),
     LOWER_OUT_FN("aten::argmin.out", lower_argmin),
+    /* the order (a number) selects the program: keyed */
+    {"aten::linalg_vector_norm", lower_vector_norm, LOWER_FUNCTIONAL, true, -1},
+    {"aten::linalg_vector_norm.out", lower_vector_norm, LOWER_OUT, true, -1},
     LOWER_FN("aten::max", lower_max),
     LOWER_FN("aten::max.dim", lower_max_dim),
     LOWER_OUT_FN("aten::max.dim_max", lower_max_dim),

@@ -9,6 +9,7 @@
 struct pjrt_executable_s {
   pjrt_abi_loaded_executable_t* loaded;
   size_t num_outputs;
+  int refcount; /* atomic (__atomic builtins); destroyed at zero */
 };
 
 /* CompileOptionsProto: executable_build_options {num_replicas: 1
@@ -62,6 +63,7 @@ static tpurt_status_t wrap_executable_locked(pjrt_abi_loaded_executable_t* loade
   pjrt_executable_t* e = tpurt_xcalloc(1, sizeof(*e));
   e->loaded = loaded;
   e->num_outputs = num_outputs;
+  e->refcount = 1;
   *out = e;
   return NULL;
 }
@@ -89,8 +91,13 @@ tpurt_status_t pjrt_compile(const char* mlir, size_t mlir_size, pjrt_executable_
   return tpurt_status_annotate(status, "compiling StableHLO");
 }
 
+void pjrt_executable_retain(pjrt_executable_t* executable) {
+  __atomic_add_fetch(&executable->refcount, 1, __ATOMIC_RELAXED);
+}
+
 void pjrt_executable_release(pjrt_executable_t* executable) {
   if (!executable) return;
+  if (__atomic_sub_fetch(&executable->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
   pthread_mutex_lock(&pjrt_g.lock);
   destroy_loaded_locked(executable->loaded);
   pthread_mutex_unlock(&pjrt_g.lock);

@@ -25,7 +25,9 @@ typedef struct pjrt_buffer_s {
   struct pjrt_launch_s* launch;
 } pjrt_buffer_t;
 
-/* A compiled, loaded program. */
+/* A compiled, loaded program. Reference counted: pjrt_compile and
+** pjrt_executable_deserialize return one reference; the program is destroyed
+** when the last one is released. */
 typedef struct pjrt_executable_s pjrt_executable_t;
 
 /* Loads the plugin and creates the client once (see tpurt_runtime_init). */
@@ -57,6 +59,7 @@ tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer);
 /* Compiles StableHLO text (format "mlir") for one device, synchronously.
 ** Counts a compile in the metrics and adds its wall time. */
 tpurt_status_t pjrt_compile(const char* mlir, size_t mlir_size, pjrt_executable_t** out_executable);
+void pjrt_executable_retain(pjrt_executable_t* executable);
 void pjrt_executable_release(pjrt_executable_t* executable);
 size_t pjrt_executable_num_outputs(const pjrt_executable_t* executable);
 /* Serialised form (PJRT_Executable_Serialize); caller frees *out_bytes. */

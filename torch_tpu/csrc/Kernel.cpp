@@ -60,6 +60,7 @@ struct Call {
   std::vector<at::Tensor> tensors;  // parallel to args: the tensor behind a TENSOR arg
   std::vector<at::Tensor> writes;   // the is_write tensors, in order
   std::deque<std::vector<int64_t>> int_lists;
+  std::deque<std::vector<double>> float_lists;
   at::Generator generator;
   std::unique_lock<std::mutex> generator_lock;
 
@@ -208,7 +209,24 @@ struct Call {
       arg.u.ints = {.data = ints.data(), .len = static_cast<int32_t>(ints.size())};
       return push(arg);
     }
-    push({.kind = TPURT_ARG_OTHER});  // bool[], float[]...: nothing the core reads today
+    if (inner->kind() == c10::TypeKind::BoolType) {  // bool[] (output masks): 0/1 ints
+      std::vector<int64_t>& ints = int_lists.emplace_back();
+      for (const c10::IValue& item : v.toListRef()) ints.push_back(item.toBool() ? 1 : 0);
+      tpurt_arg_t arg{.kind = TPURT_ARG_INT_LIST};
+      arg.u.ints = {.data = ints.data(), .len = static_cast<int32_t>(ints.size())};
+      return push(arg);
+    }
+    if (inner->kind() == c10::TypeKind::FloatType || inner->kind() == c10::TypeKind::NumberType) {
+      std::vector<double>& floats = float_lists.emplace_back();  // float[] and Scalar[]
+      for (const c10::IValue& item : v.toListRef()) {
+        TORCH_CHECK(!item.isComplexDouble(), name, ": tpu does not support complex scalars");
+        floats.push_back(item.isDouble() ? item.toDouble() : item.toScalar().toDouble());
+      }
+      tpurt_arg_t arg{.kind = TPURT_ARG_FLOAT_LIST};
+      arg.u.floats = {.data = floats.data(), .len = static_cast<int32_t>(floats.size())};
+      return push(arg);
+    }
+    push({.kind = TPURT_ARG_OTHER});
   }
 };
 
@@ -277,9 +295,100 @@ void push_returns(const c10::FunctionSchema& schema, Call& call, tpurt_op_call_t
       std::vector<at::Tensor> rest(results.begin() + next_result, results.end());
       next_result = results.size();
       torch::jit::push(stack, std::move(rest));
+    } else if (next_result < results.size() && op.results[next_result].is_host_int) {
+      // a number the core knew without the device (no sync)
+      const int64_t value = op.results[next_result++].host_int;
+      if (type->kind() == c10::TypeKind::BoolType) {
+        torch::jit::push(stack, value != 0);
+      } else if (type->kind() == c10::TypeKind::FloatType) {
+        torch::jit::push(stack, static_cast<double>(value));
+      } else {
+        torch::jit::push(stack, value);
+      }
     } else {
       torch::jit::push(stack, host_scalar(take_result(), type));
     }
+  }
+}
+
+// ---- debug eager checks ----------------------------------------------------------
+//
+// In DEFER_NEVER_AND_LAUNCH_BLOCKING every op is also checked: indices against
+// their bounds before it runs (the device clamps them, as a TPU does), and its
+// results against PyTorch's meta kernel after. Both cost syncs; that is what
+// debug mode is for.
+
+bool debug_mode() { return tpurt_get_eager_mode() == TPURT_MODE_LAUNCH_BLOCKING; }
+
+void check_index_range(const std::string& name, const at::Tensor& index, int64_t size, bool negative_ok) {
+  if (!index.defined() || index.numel() == 0 || index.is_floating_point() || index.scalar_type() == at::kBool) return;
+  const int64_t lo = index.min().item<int64_t>(), hi = index.max().item<int64_t>();
+  const int64_t min_ok = negative_ok ? -size : 0;
+  if (lo < min_ok || hi >= size) {
+    TORCH_CHECK_INDEX(false, name, ": index ", (lo < min_ok ? lo : hi), " is out of bounds for dimension with size ",
+                      size, " (index out of range in self)");
+  }
+}
+
+void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
+  auto dim_size = [](const at::Tensor& self, int64_t dim) {
+    return self.dim() == 0 ? 1 : self.size(c10::maybe_wrap_dim(dim, self.dim()));
+  };
+  if (name == "aten::index_select" || name == "aten::index_select.out") {
+    check_index_range(name, in[2].toTensor(), dim_size(in[0].toTensor(), in[1].toInt()), false);
+  } else if (name == "aten::gather" || name == "aten::gather.out" || name.rfind("aten::scatter", 0) == 0) {
+    check_index_range(name, in[2].toTensor(), dim_size(in[0].toTensor(), in[1].toInt()), false);
+  } else if (name == "aten::index.Tensor" || name == "aten::_index_put_impl_" || name == "aten::index_put") {
+    const at::Tensor self = in[0].toTensor();
+    int64_t dim = 0;
+    for (const c10::IValue& item : in[1].toListRef()) {
+      if (!item.isNone()) {
+        const at::Tensor index = item.toTensor();
+        if (index.scalar_type() == at::kBool || index.scalar_type() == at::kByte) {
+          dim += index.dim();
+          continue;
+        }
+        check_index_range(name, index, dim_size(self, dim), true);
+      }
+      ++dim;
+    }
+  }
+}
+
+// Runs the op on meta tensors and compares each tensor result's shape and
+// dtype with ours: a mismatch is a bug in a lowering rule.
+void check_against_meta(const c10::OperatorHandle& op, const std::string& name, const std::vector<c10::IValue>& inputs,
+                        const torch::jit::Stack& outputs) {
+  auto to_meta = [](const c10::IValue& v) -> c10::IValue {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == kTpu) {
+      const at::Tensor& t = v.toTensor();
+      return at::empty_strided(t.sizes(), t.strides(), t.options().device(c10::kMeta));
+    }
+    return v;
+  };
+  torch::jit::Stack meta;
+  for (const c10::IValue& v : inputs) {
+    if (v.isTensorList() || (v.isList() && !v.toListRef().empty() && v.toListRef()[0].isTensor())) {
+      std::vector<at::Tensor> items;
+      for (const c10::IValue& item : v.toListRef()) items.push_back(to_meta(item).toTensor());
+      meta.emplace_back(items);
+    } else {
+      meta.push_back(to_meta(v));
+    }
+  }
+  try {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+  } catch (const std::exception&) {
+    return;  // no meta kernel for this op: nothing to compare with
+  }
+  for (size_t i = 0; i < outputs.size() && i < meta.size(); ++i) {
+    if (!outputs[i].isTensor() || !meta[i].isTensor()) continue;
+    const at::Tensor &ours = outputs[i].toTensor(), &theirs = meta[i].toTensor();
+    if (!ours.defined() || !theirs.defined()) continue;
+    TORCH_CHECK(ours.sizes() == theirs.sizes() && ours.scalar_type() == theirs.scalar_type(), name,
+                ": internal error in the tpu lowering: result ", i, " has shape ", ours.sizes(), " and dtype ",
+                ours.scalar_type(), ", PyTorch's meta kernel says shape ", theirs.sizes(), " and dtype ",
+                theirs.scalar_type());
   }
 }
 
@@ -293,6 +402,12 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
 
   const size_t num_inputs = schema.arguments().size();
   const auto inputs = torch::jit::last(*stack, num_inputs);
+  const bool debug = debug_mode();
+  std::vector<c10::IValue> debug_inputs;
+  if (debug) {
+    check_bounds(name, inputs);
+    debug_inputs.assign(inputs.begin(), inputs.end());
+  }
   Call call;
   call.name = name;
   call.device = call_device(inputs);
@@ -340,6 +455,9 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   torch::jit::drop(*stack, num_inputs);
   push_returns(schema, call, run, stack);
+  if (debug) {
+    check_against_meta(op, name, debug_inputs, torch::jit::last(*stack, schema.returns().size()).vec());
+  }
 }
 
 }  // namespace

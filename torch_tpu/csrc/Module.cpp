@@ -5,6 +5,10 @@
 #include "Common.h"
 
 namespace torch_tpu {
+
+// Modes.cpp: eager modes and tracing for torch.compile.
+void register_mode_bindings(py::module& m);
+
 namespace {
 
 void init() { check(tpurt_runtime_init(), "tpu init"); }
@@ -42,7 +46,28 @@ py::dict metrics() {
   d["live_storages"] = m.live_storages;
   d["bytes_in_use"] = m.bytes_in_use;
   d["peak_bytes_in_use"] = m.peak_bytes_in_use;
+  d["cache_hits_memory"] = m.cache_hits_memory;
+  d["cache_hits_disk"] = m.cache_hits_disk;
+  d["cache_bytes_memory"] = m.cache_bytes_memory;
+  d["cache_entries"] = m.cache_entries;
+  d["cache_disk_writes"] = m.cache_disk_writes;
+  d["cache_disk_rejects"] = m.cache_disk_rejects;
   d["cpu_fallbacks"] = cpu_fallback_counts();
+  return d;
+}
+
+py::dict cache_info() {
+  tpurt_cache_info_t info{};
+  tpurt_cache_info(&info);
+  py::dict d;
+  d["dir"] = info.dir[0] ? py::object(py::str(info.dir)) : py::object(py::none());
+  d["enabled"] = info.disk_enabled;
+  d["refused"] = info.refused[0] ? py::object(py::str(info.refused)) : py::object(py::none());
+  d["entries"] = info.disk_entries;
+  d["bytes"] = info.disk_bytes;
+  d["memory_entries"] = info.memory_entries;
+  d["memory_bytes"] = info.memory_bytes;
+  d["memory_limit_bytes"] = info.memory_limit_bytes;
   return d;
 }
 
@@ -68,6 +93,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace torch_tpu;
   m.doc() = "torch_tpu native glue: runtime, metrics, generators";
   register_core_ops();
+  register_mode_bindings(m);
   m.def("_init", &init);
   m.def("_set_default_plugin",
         [](const std::string& path) { tpurt_runtime_set_default_plugin(path.c_str()); });
@@ -79,6 +105,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_kind", &device_kind);
   m.def("_metrics", &metrics);
   m.def("_reset_metrics", &reset_metrics);
+  m.def("_cache_info", &cache_info);
   m.def("_memory_allocated", [](int device) { return tpurt_memory_allocated(device); });
   m.def("_max_memory_allocated", [](int device) { return tpurt_max_memory_allocated(device); });
   m.def("_reset_peak_memory_stats", [](int device) { tpurt_reset_peak_memory(device); });

@@ -95,6 +95,7 @@ tpurt_tensor_t describe(const at::Tensor& t, std::string_view op) {
 }
 
 at::Tensor adopt_result(const tpurt_result_t& result) {
+  if (result.storage == nullptr) return at::Tensor();  // an undefined tensor (None)
   const c10::ScalarType type = to_torch_dtype(result.dtype);
   c10::IntArrayRef sizes(result.sizes, result.rank);
   const size_t nbytes = static_cast<size_t>(c10::multiply_integers(sizes)) * c10::elementSize(type);
@@ -103,7 +104,11 @@ at::Tensor adopt_result(const tpurt_result_t& result) {
   at::Tensor t = at::detail::make_tensor<c10::TensorImpl>(std::move(storage),
                                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                                           c10::scalarTypeToTypeMeta(type));
-  t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  if (result.has_strides) {
+    t.unsafeGetTensorImpl()->set_sizes_and_strides(sizes, c10::IntArrayRef(result.strides, result.rank));
+  } else {
+    t.unsafeGetTensorImpl()->set_sizes_contiguous(sizes);
+  }
   return t;
 }
 

@@ -1,0 +1,240 @@
+/* cache.c: the executable cache's front: keys, the order of the tiers,
+** configuration from the environment, counters, module dumps. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "cache_internal.h"
+
+/* The compile options pjrt_compile passes (kCompileOptions in
+** csrc/pjrt/execute.c): part of the key, so that entries written under other
+** options are never loaded. Keep the two equal. */
+static const char kCompileOptions[] = {0x1a, 0x04, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01};
+
+/* What a program whose serialised size is unknown is charged in tier 1. */
+#define ESTIMATED_ENTRY_BYTES ((uint64_t)64 << 10)
+#define DEFAULT_MEMORY_BYTES ((uint64_t)1 << 30)
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool g_configured;
+static disk_config_t g_disk = {.dirfd = -1};
+static uint64_t g_memory_limit = DEFAULT_MEMORY_BYTES;
+static bool g_warned_dump;
+/* Counters and gauges: written with atomics, read without the lock. */
+static cache_stats_t g_stats;
+
+#define BUMP(field) __atomic_add_fetch(&g_stats.field, 1, __ATOMIC_RELAXED)
+
+/*===--- hashing ---===*/
+
+static inline uint64_t mix64(uint64_t x) {
+  x ^= x >> 32;
+  x *= 0xd6e8feb86659fd93ULL;
+  x ^= x >> 32;
+  x *= 0xd6e8feb86659fd93ULL;
+  x ^= x >> 32;
+  return x;
+}
+
+uint64_t cache_hash64(uint64_t seed, const void* data, size_t n) {
+  const unsigned char* p = data;
+  uint64_t h = mix64(seed ^ ((uint64_t)n * 0x9e3779b97f4a7c15ULL));
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    memcpy(&w, p, 8);
+    h = (h ^ mix64(w + 0x9e3779b97f4a7c15ULL)) * 0xbf58476d1ce4e5b9ULL;
+    h = (h << 31) | (h >> 33);
+  }
+  uint64_t tail = 0;
+  if (n) memcpy(&tail, p, n);
+  return mix64(h ^ mix64(tail ^ ((uint64_t)n << 56)));
+}
+
+static uint64_t hash_key(uint64_t seed, const char* identity, const char* text, size_t size) {
+  uint64_t h = cache_hash64(seed, identity, strlen(identity) + 1);
+  h = cache_hash64(h, TPURT_VERSION, sizeof(TPURT_VERSION));
+  h = cache_hash64(h, kCompileOptions, sizeof(kCompileOptions));
+  return cache_hash64(h, text, size);
+}
+
+static void make_key(const char* text, size_t size, cache_key_t* out) {
+  const char* identity = pjrt_identity();
+  out->text = text;
+  out->size = size;
+  out->hash = hash_key(0x6b65792d68617368ULL, identity, text, size);
+  out->digest = hash_key(0x6469676573742d32ULL, identity, text, size);
+}
+
+/*===--- configuration ---===*/
+
+void cache_warn(const char* fmt, ...) {
+  va_list ap, ap2;
+  va_start(ap, fmt);
+  va_copy(ap2, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  char* line = tpurt_xmalloc(n > 0 ? (size_t)n + 1 : 1);
+  vsnprintf(line, n > 0 ? (size_t)n + 1 : 1, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "torch_tpu: warning: %s\n", line); /* one write: lines of two threads don't mix */
+  free(line);
+}
+
+/* TORCH_TPU_CACHE_MEMORY_BYTES: bytes, or with a K, M or G suffix (binary). */
+static uint64_t memory_limit_from_env(void) {
+  const char* v = getenv("TORCH_TPU_CACHE_MEMORY_BYTES");
+  if (!v || !*v) return DEFAULT_MEMORY_BYTES;
+  char* end = NULL;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  int shift = 0;
+  if (end && (*end == 'k' || *end == 'K'))
+    shift = 10, ++end;
+  else if (end && (*end == 'm' || *end == 'M'))
+    shift = 20, ++end;
+  else if (end && (*end == 'g' || *end == 'G'))
+    shift = 30, ++end;
+  if (v[0] == '-' || end == v || *end != '\0' || errno || (shift && x > (UINT64_MAX >> shift))) {
+    cache_warn("TORCH_TPU_CACHE_MEMORY_BYTES='%s' is not a byte count (like 1073741824 or 1G); using 1G", v);
+    return DEFAULT_MEMORY_BYTES;
+  }
+  return (uint64_t)x << shift;
+}
+
+static void publish_usage_locked(void) {
+  uint64_t entries, bytes;
+  memory_usage_locked(&entries, &bytes);
+  __atomic_store_n(&g_stats.entries, entries, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_stats.bytes_memory, bytes, __ATOMIC_RELAXED);
+}
+
+static void configure_locked(void) {
+  if (g_configured) return;
+  g_configured = true;
+  g_memory_limit = memory_limit_from_env();
+  memory_set_limit_locked(g_memory_limit);
+  disk_configure(&g_disk);
+}
+
+/* TORCH_TPU_DUMP_DIR: each newly compiled module as <key hash>.mlir. */
+static void dump_module(const cache_key_t* key) {
+  const char* dir = getenv("TORCH_TPU_DUMP_DIR");
+  if (!dir || !*dir) return;
+  tpurt_status_t status = disk_mkdirs(dir, 0777);
+  int fd = -1;
+  if (!status) {
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) status = tpurt_status_create(TPURT_UNAVAILABLE, "cannot open '%s': %s", dir, strerror(errno));
+  }
+  if (!status) {
+    char name[32];
+    snprintf(name, sizeof(name), "%016" PRIx64 ".mlir", key->hash);
+    status = disk_write_atomic(fd, name, key->text, key->size, "", 0);
+  }
+  if (fd >= 0) close(fd);
+  if (status) {
+    pthread_mutex_lock(&g_lock);
+    bool first = !g_warned_dump;
+    g_warned_dump = true;
+    pthread_mutex_unlock(&g_lock);
+    if (first) cache_warn("TORCH_TPU_DUMP_DIR: %s", tpurt_status_message(status));
+    tpurt_status_free(status);
+  }
+}
+
+/*===--- the cache ---===*/
+
+tpurt_status_t cache_get_or_compile(const char* mlir, size_t size, pjrt_executable_t** out_executable,
+                                    bool* out_hit) {
+  *out_executable = NULL;
+  *out_hit = false;
+  BUMP(requests);
+  TPURT_RETURN_IF_ERROR(pjrt_init()); /* the key needs the plugin identity */
+  cache_key_t key;
+  make_key(mlir, size, &key);
+
+  pthread_mutex_lock(&g_lock);
+  configure_locked();
+  pjrt_executable_t* exe = memory_find_locked(&key);
+  pthread_mutex_unlock(&g_lock);
+  if (exe) {
+    BUMP(hits_memory);
+    *out_hit = true;
+    *out_executable = exe;
+    return NULL;
+  }
+
+  /* g_disk changes only in cache_reconfigure_for_test. */
+  size_t payload = 0;
+  disk_result_t found = disk_load(&g_disk, &key, &exe, &payload);
+  if (found == DISK_HIT) {
+    BUMP(hits_disk);
+    *out_hit = true;
+  } else {
+    if (found == DISK_REJECTED) BUMP(disk_rejects);
+    TPURT_RETURN_IF_ERROR(pjrt_compile(mlir, size, &exe));
+    dump_module(&key);
+    payload = disk_store(&g_disk, &key, exe);
+    if (payload) BUMP(disk_writes);
+  }
+  pthread_mutex_lock(&g_lock);
+  memory_insert_locked(&key, exe, payload ? payload : ESTIMATED_ENTRY_BYTES);
+  publish_usage_locked();
+  pthread_mutex_unlock(&g_lock);
+  *out_executable = exe;
+  return NULL;
+}
+
+void cache_stats(cache_stats_t* out) {
+  out->requests = __atomic_load_n(&g_stats.requests, __ATOMIC_RELAXED);
+  out->hits_memory = __atomic_load_n(&g_stats.hits_memory, __ATOMIC_RELAXED);
+  out->hits_disk = __atomic_load_n(&g_stats.hits_disk, __ATOMIC_RELAXED);
+  out->disk_writes = __atomic_load_n(&g_stats.disk_writes, __ATOMIC_RELAXED);
+  out->disk_rejects = __atomic_load_n(&g_stats.disk_rejects, __ATOMIC_RELAXED);
+  out->entries = __atomic_load_n(&g_stats.entries, __ATOMIC_RELAXED);
+  out->bytes_memory = __atomic_load_n(&g_stats.bytes_memory, __ATOMIC_RELAXED);
+}
+
+void cache_reset_counters(void) {
+  __atomic_store_n(&g_stats.requests, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_stats.hits_memory, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_stats.hits_disk, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_stats.disk_writes, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_stats.disk_rejects, 0, __ATOMIC_RELAXED);
+}
+
+void cache_reset_memory_for_test(void) {
+  pthread_mutex_lock(&g_lock);
+  memory_clear_locked();
+  publish_usage_locked();
+  pthread_mutex_unlock(&g_lock);
+}
+
+void cache_reconfigure_for_test(void) {
+  pthread_mutex_lock(&g_lock);
+  memory_clear_locked();
+  publish_usage_locked();
+  disk_config_free(&g_disk);
+  g_configured = false;
+  g_warned_dump = false;
+  disk_reset_warnings();
+  pthread_mutex_unlock(&g_lock);
+}
+
+static void copy_text(char* dst, size_t cap, const char* src) { snprintf(dst, cap, "%s", src ? src : ""); }
+
+void tpurt_cache_info(tpurt_cache_info_t* out) {
+  memset(out, 0, sizeof(*out));
+  pthread_mutex_lock(&g_lock);
+  configure_locked();
+  copy_text(out->dir, sizeof(out->dir), g_disk.dir);
+  copy_text(out->refused, sizeof(out->refused), g_disk.refused);
+  out->disk_enabled = g_disk.dirfd >= 0;
+  memory_usage_locked(&out->memory_entries, &out->memory_bytes);
+  out->memory_limit_bytes = g_memory_limit;
+  disk_usage(g_disk.dirfd, &out->disk_entries, &out->disk_bytes);
+  pthread_mutex_unlock(&g_lock);
+}

@@ -1,0 +1,77 @@
+/* cache_internal.h: what the files of the cache room share. */
+#ifndef TPURT_CACHE_CACHE_INTERNAL_H_
+#define TPURT_CACHE_CACHE_INTERNAL_H_
+
+#include "../base/base.h"
+#include "cache.h"
+
+/* A 64-bit hash, eight bytes per step; |seed| chains calls. Not
+** cryptographic: it names entries and catches corruption, it does not
+** defend against someone who can write the cache directory (nobody else
+** can: see disk_cache.c). */
+uint64_t cache_hash64(uint64_t seed, const void* data, size_t n);
+
+/* One program's key: its text plus two independent hashes of the full key
+** (text, compile options, plugin identity, core version). */
+typedef struct cache_key_s {
+  const char* text;
+  size_t size;
+  uint64_t hash;   /* names the entry: tier-1 bucket, tier-2 file name */
+  uint64_t digest; /* a second hash, checked before a tier-2 entry is trusted */
+} cache_key_t;
+
+/* Prints "torch_tpu: warning: ..." to stderr. */
+void cache_warn(const char* fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/*===--- tier 1: memory (memory_cache.c); callers hold the cache lock ---===*/
+
+void memory_set_limit_locked(uint64_t limit_bytes);
+/* The executable for |key| (a new reference), now most recently used; NULL
+** on a miss. */
+pjrt_executable_t* memory_find_locked(const cache_key_t* key);
+/* Adds |executable| under |key| (the table takes a reference of its own),
+** charging |charge| bytes, then evicts least recently used entries while the
+** total is over the limit (never the entry just added). A key already
+** present is left as it is. */
+void memory_insert_locked(const cache_key_t* key, pjrt_executable_t* executable, uint64_t charge);
+void memory_clear_locked(void);
+void memory_usage_locked(uint64_t* out_entries, uint64_t* out_bytes);
+
+/*===--- tier 2: disk (disk_cache.c) ---===*/
+
+typedef struct disk_config_s {
+  int dirfd;     /* the open directory; -1: tier 2 is off */
+  char* dir;     /* its path, or NULL when none was chosen */
+  char* refused; /* why tier 2 is off, or NULL */
+} disk_config_t;
+
+/* Chooses the directory from the environment, creates it (0700) and checks
+** that it is private; on refusal warns once (stderr) and leaves it off. */
+void disk_configure(disk_config_t* out_config);
+void disk_config_free(disk_config_t* config);
+
+typedef enum { DISK_MISS = 0, DISK_HIT = 1, DISK_REJECTED = 2 } disk_result_t;
+/* Loads |key|'s entry. DISK_REJECTED: an entry was there but is not to be
+** trusted (corrupt, truncated, foreign, unloadable); it was reported (once
+** per entry) and removed. *out_payload_size: the serialised size on a hit. */
+disk_result_t disk_load(const disk_config_t* config, const cache_key_t* key,
+                        pjrt_executable_t** out_executable, size_t* out_payload_size);
+/* Writes |executable| as |key|'s entry, atomically. Failures are warned
+** about (once) and otherwise ignored. Returns the payload size written, or 0. */
+size_t disk_store(const disk_config_t* config, const cache_key_t* key, pjrt_executable_t* executable);
+/* Counts the entry files and their bytes. */
+void disk_usage(int dirfd, uint64_t* out_entries, uint64_t* out_bytes);
+/* Writes |n| bytes to |dirfd|/|name| through a temporary file and a rename,
+** so that readers see the whole file or none. */
+tpurt_status_t disk_write_atomic(int dirfd, const char* name, const void* head, size_t head_size,
+                                 const void* body, size_t body_size);
+/* mkdir -p |path|, each created level with |mode|. */
+tpurt_status_t disk_mkdirs(const char* path, unsigned mode);
+/* Forgets which entries and failures were warned about (tests). */
+void disk_reset_warnings(void);
+
+#endif /* TPURT_CACHE_CACHE_INTERNAL_H_ */

@@ -1,0 +1,410 @@
+/* disk_cache.c: tier 2 of the executable cache, one file per program.
+**
+** A cache is code that will be executed, so the directory must be private:
+** it is created 0700, and one that belongs to another user or that group or
+** others may write is refused (a warning, once) and the cache runs in memory
+** only. The directory is opened once and every file is reached through that
+** descriptor, so renaming a path above it later changes nothing.
+**
+** Entry "<key hash as 16 hex digits>.tpuexe": a 64-byte header, then the
+** bytes of PJRT_Executable_Serialize.
+**
+**   offset  size  field
+**        0     8  magic "TPURTEXE"
+**        8     4  format version (DISK_FORMAT_VERSION)
+**       12     4  header size (64)
+**       16     8  key hash     (cache_key_t.hash: also the file name)
+**       24     8  key digest   (cache_key_t.digest)
+**       32     8  payload size
+**       40     8  payload checksum (cache_hash64)
+**       48     8  reserved, 0
+**       56     8  header checksum  (cache_hash64 of bytes 0..55)
+**
+** Integers are in host byte order (an entry only ever serves the plugin
+** that wrote it, on the same kind of machine). A writer fills a temporary
+** file of its own (".tmp.<name>.<pid>.<n>", O_EXCL) and renames it over the
+** entry, so a reader sees a whole entry or none, and two processes writing
+** the same entry never mix their bytes. There is no fsync: an entry cut
+** short by a crash fails its checksum and is recompiled.
+**
+** An entry that is truncated, corrupt, foreign (another key, plugin or
+** version) or of another format version is never trusted: it is reported
+** once, removed, and the program is compiled again (and rewritten).
+*/
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cache_internal.h"
+
+#define DISK_FORMAT_VERSION 1u
+#define HEADER_SIZE 64
+#define ENTRY_SUFFIX ".tpuexe"
+static const char kMagic[8] = {'T', 'P', 'U', 'R', 'T', 'E', 'X', 'E'};
+static const uint64_t kChecksumSeed = 0x7075727463686b73ULL;
+
+typedef struct header_s {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_size;
+  uint64_t key_hash;
+  uint64_t key_digest;
+  uint64_t payload_size;
+  uint64_t payload_checksum;
+  uint64_t reserved;
+  uint64_t header_checksum;
+} header_t;
+_Static_assert(sizeof(header_t) == HEADER_SIZE, "the entry header is 64 bytes");
+
+/*===--- warnings, once each ---===*/
+
+static pthread_mutex_t g_warn_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t* g_warned; /* key hashes of entries reported */
+static size_t g_num_warned, g_cap_warned;
+static bool g_warned_serialize, g_warned_write;
+
+/* True the first time |hash| is seen. */
+static bool first_warning(uint64_t hash) {
+  pthread_mutex_lock(&g_warn_lock);
+  bool first = true;
+  for (size_t i = 0; i < g_num_warned && first; ++i) first = g_warned[i] != hash;
+  if (first) {
+    if (g_num_warned == g_cap_warned) {
+      g_cap_warned = g_cap_warned ? 2 * g_cap_warned : 16;
+      g_warned = tpurt_xrealloc(g_warned, g_cap_warned * sizeof(uint64_t));
+    }
+    g_warned[g_num_warned++] = hash;
+  }
+  pthread_mutex_unlock(&g_warn_lock);
+  return first;
+}
+
+static bool first_flag(bool* flag) {
+  pthread_mutex_lock(&g_warn_lock);
+  bool first = !*flag;
+  *flag = true;
+  pthread_mutex_unlock(&g_warn_lock);
+  return first;
+}
+
+void disk_reset_warnings(void) {
+  pthread_mutex_lock(&g_warn_lock);
+  free(g_warned);
+  g_warned = NULL;
+  g_num_warned = g_cap_warned = 0;
+  g_warned_serialize = g_warned_write = false;
+  pthread_mutex_unlock(&g_warn_lock);
+}
+
+/*===--- files ---===*/
+
+static tpurt_status_t errno_status(const char* what, const char* name) {
+  int e = errno;
+  return tpurt_status_create(e == ENOSPC ? TPURT_RESOURCE_EXHAUSTED : TPURT_UNAVAILABLE, "%s '%s': %s", what,
+                             name, strerror(e));
+}
+
+static bool write_all(int fd, const void* data, size_t n) {
+  const char* p = data;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      if (w == 0) errno = EIO;
+      return false;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return true;
+}
+
+/* Reads up to |n| bytes; returns how many were read (short only at EOF or
+** on an error, then errno says which). */
+static size_t read_all(int fd, void* data, size_t n) {
+  char* p = data;
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = read(fd, p + got, n - got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  return got;
+}
+
+tpurt_status_t disk_write_atomic(int dirfd, const char* name, const void* head, size_t head_size,
+                                 const void* body, size_t body_size) {
+  static unsigned counter;
+  char tmp[256];
+  int fd = -1;
+  for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
+    snprintf(tmp, sizeof(tmp), ".tmp.%s.%ld.%u", name, (long)getpid(),
+             __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+    fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && errno != EEXIST) break;
+  }
+  if (fd < 0) return errno_status("cannot create", tmp);
+  bool ok = write_all(fd, head, head_size) && write_all(fd, body, body_size);
+  tpurt_status_t status = ok ? NULL : errno_status("cannot write", tmp);
+  if (close(fd) != 0 && !status) status = errno_status("cannot write", tmp);
+  if (!status && renameat(dirfd, tmp, dirfd, name) != 0) status = errno_status("cannot rename to", name);
+  if (status) unlinkat(dirfd, tmp, 0);
+  return status;
+}
+
+tpurt_status_t disk_mkdirs(const char* path, unsigned mode) {
+  char* p = tpurt_xstrdup(path);
+  size_t n = strlen(p);
+  while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
+  for (char* s = p + 1;; ++s) {
+    bool last = *s == '\0';
+    if (*s != '/' && !last) continue;
+    *s = '\0';
+    if (mkdir(p, (mode_t)mode) != 0 && errno != EEXIST) {
+      tpurt_status_t status = errno_status("cannot create the directory", p);
+      free(p);
+      return status;
+    }
+    if (last) break;
+    *s = '/';
+  }
+  free(p);
+  return NULL;
+}
+
+/*===--- the directory ---===*/
+
+static char* join(const char* a, const char* b) {
+  tpurt_strbuf_t s = {0};
+  tpurt_strbuf_printf(&s, "%s%s%s", a, (*a && a[strlen(a) - 1] == '/') ? "" : "/", b);
+  return s.data;
+}
+
+/* TORCH_TPU_CACHE_DIR, else $XDG_CACHE_HOME/torch_tpu (an absolute one, as
+** the XDG spec says), else ~/.cache/torch_tpu; NULL if there is no home. */
+static char* choose_dir(void) {
+  const char* env = getenv("TORCH_TPU_CACHE_DIR");
+  if (env && *env) return tpurt_xstrdup(env);
+  const char* xdg = getenv("XDG_CACHE_HOME");
+  if (xdg && xdg[0] == '/') return join(xdg, "torch_tpu");
+  const char* home = getenv("HOME");
+  if (!home || !*home) {
+    struct passwd* pw = getpwuid(geteuid());
+    home = pw ? pw->pw_dir : NULL;
+  }
+  if (!home || !*home) return NULL;
+  return join(home, ".cache/torch_tpu");
+}
+
+static void refuse(disk_config_t* c, tpurt_status_t why) {
+  c->refused = tpurt_xstrdup(tpurt_status_message(why));
+  tpurt_status_free(why);
+  if (c->dirfd >= 0) close(c->dirfd);
+  c->dirfd = -1;
+  cache_warn(
+      "the executable cache directory '%s' is not used: %s. A cache is code that will be executed: "
+      "the directory must belong to you and be writable by you alone (chmod 700 it, or choose another "
+      "with TORCH_TPU_CACHE_DIR). Compiled programs are cached in memory only",
+      c->dir ? c->dir : "", c->refused);
+}
+
+void disk_configure(disk_config_t* c) {
+  c->dirfd = -1;
+  c->dir = NULL;
+  c->refused = NULL;
+  const char* env = getenv("TORCH_TPU_CACHE_DIR");
+  if (env && strcmp(env, "0") == 0) {
+    c->refused = tpurt_xstrdup("disabled by TORCH_TPU_CACHE_DIR=0");
+    return;
+  }
+  c->dir = choose_dir();
+  if (!c->dir) {
+    refuse(c, tpurt_status_create(TPURT_NOT_FOUND, "no home directory to put it in"));
+    return;
+  }
+  tpurt_status_t status = disk_mkdirs(c->dir, 0700);
+  if (status) {
+    refuse(c, status);
+    return;
+  }
+  c->dirfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (c->dirfd < 0) {
+    refuse(c, errno_status("cannot open", c->dir));
+    return;
+  }
+  struct stat st;
+  if (fstat(c->dirfd, &st) != 0) {
+    refuse(c, errno_status("cannot stat", c->dir));
+  } else if (!S_ISDIR(st.st_mode)) {
+    refuse(c, tpurt_status_create(TPURT_PERMISSION_DENIED, "it is not a directory"));
+  } else if (st.st_uid != geteuid()) {
+    refuse(c, tpurt_status_create(TPURT_PERMISSION_DENIED, "it belongs to uid %u, not to this user (uid %u)",
+                                  (unsigned)st.st_uid, (unsigned)geteuid()));
+  } else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    refuse(c, tpurt_status_create(TPURT_PERMISSION_DENIED, "it is writable by %s (mode %04o)",
+                                  (st.st_mode & S_IWGRP) && (st.st_mode & S_IWOTH) ? "group and others"
+                                  : (st.st_mode & S_IWGRP)                         ? "its group"
+                                                                                   : "others",
+                                  (unsigned)(st.st_mode & 07777)));
+  }
+}
+
+void disk_config_free(disk_config_t* c) {
+  if (c->dirfd >= 0) close(c->dirfd);
+  free(c->dir);
+  free(c->refused);
+  c->dirfd = -1;
+  c->dir = c->refused = NULL;
+}
+
+/*===--- entries ---===*/
+
+static void entry_name(uint64_t hash, char out[32]) { snprintf(out, 32, "%016" PRIx64 ENTRY_SUFFIX, hash); }
+
+static uint64_t header_checksum(const header_t* h) {
+  return cache_hash64(kChecksumSeed, h, offsetof(header_t, header_checksum));
+}
+
+/* Reports a bad entry (once per entry), removes it, and says REJECTED. */
+static disk_result_t reject(const disk_config_t* c, const cache_key_t* key, const char* name,
+                            tpurt_status_t why) {
+  if (first_warning(key->hash)) {
+    cache_warn("ignoring the executable cache entry '%s/%s': %s; compiling the program again", c->dir, name,
+               tpurt_status_message(why));
+  }
+  tpurt_status_free(why);
+  unlinkat(c->dirfd, name, 0);
+  return DISK_REJECTED;
+}
+
+/* Checks |h| against |key| and the file size; NULL if it may be read on. */
+static tpurt_status_t check_header(const header_t* h, const cache_key_t* key, uint64_t file_size) {
+  if (memcmp(h->magic, kMagic, sizeof(kMagic)) != 0)
+    return tpurt_status_create(TPURT_DATA_LOSS, "not a torch_tpu cache entry (bad magic)");
+  if (h->version != DISK_FORMAT_VERSION)
+    return tpurt_status_create(TPURT_DATA_LOSS, "format version %u, this build reads %u", h->version,
+                               DISK_FORMAT_VERSION);
+  if (h->header_size != HEADER_SIZE || h->header_checksum != header_checksum(h))
+    return tpurt_status_create(TPURT_DATA_LOSS, "corrupt header (checksum mismatch)");
+  if (h->key_hash != key->hash || h->key_digest != key->digest)
+    return tpurt_status_create(TPURT_DATA_LOSS,
+                               "foreign: written for another program, plugin or torch_tpu version");
+  uint64_t have = file_size - HEADER_SIZE;
+  if (have < h->payload_size)
+    return tpurt_status_create(TPURT_DATA_LOSS, "truncated (%" PRIu64 " of %" PRIu64 " payload bytes)", have,
+                               h->payload_size);
+  if (have > h->payload_size)
+    return tpurt_status_create(TPURT_DATA_LOSS, "%" PRIu64 " bytes beyond its payload",
+                               have - h->payload_size);
+  return NULL;
+}
+
+disk_result_t disk_load(const disk_config_t* c, const cache_key_t* key, pjrt_executable_t** out_executable,
+                        size_t* out_payload_size) {
+  *out_executable = NULL;
+  *out_payload_size = 0;
+  if (c->dirfd < 0) return DISK_MISS;
+  char name[32];
+  entry_name(key->hash, name);
+  int fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT ? DISK_MISS : reject(c, key, name, errno_status("cannot open", name));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return reject(c, key, name, tpurt_status_create(TPURT_DATA_LOSS, "not a regular file"));
+  }
+  header_t h;
+  if (st.st_size < HEADER_SIZE || read_all(fd, &h, sizeof(h)) != sizeof(h)) {
+    close(fd);
+    return reject(c, key, name,
+                  tpurt_status_create(TPURT_DATA_LOSS, "truncated (%lld bytes)", (long long)st.st_size));
+  }
+  tpurt_status_t why = check_header(&h, key, (uint64_t)st.st_size);
+  if (why) {
+    close(fd);
+    return reject(c, key, name, why);
+  }
+  size_t size = (size_t)h.payload_size;
+  char* payload = tpurt_xmalloc(size ? size : 1);
+  size_t got = read_all(fd, payload, size);
+  close(fd);
+  if (got != size) {
+    why =
+        tpurt_status_create(TPURT_DATA_LOSS, "truncated while reading (%zu of %zu payload bytes)", got, size);
+  } else if (cache_hash64(kChecksumSeed, payload, size) != h.payload_checksum) {
+    why = tpurt_status_create(TPURT_DATA_LOSS, "corrupt payload (checksum mismatch)");
+  } else {
+    why = tpurt_status_annotate(pjrt_executable_deserialize(payload, size, out_executable),
+                                "the plugin cannot load it");
+  }
+  free(payload);
+  if (why) return reject(c, key, name, why);
+  *out_payload_size = size;
+  return DISK_HIT;
+}
+
+size_t disk_store(const disk_config_t* c, const cache_key_t* key, pjrt_executable_t* executable) {
+  if (c->dirfd < 0) return 0;
+  char* payload = NULL;
+  size_t size = 0;
+  tpurt_status_t status = pjrt_executable_serialize(executable, &payload, &size);
+  if (status) {
+    if (first_flag(&g_warned_serialize))
+      cache_warn("the plugin cannot serialise programs (%s); the disk cache stays empty",
+                 tpurt_status_message(status));
+    tpurt_status_free(status);
+    return 0;
+  }
+  header_t h;
+  memset(&h, 0, sizeof(h));
+  memcpy(h.magic, kMagic, sizeof(kMagic));
+  h.version = DISK_FORMAT_VERSION;
+  h.header_size = HEADER_SIZE;
+  h.key_hash = key->hash;
+  h.key_digest = key->digest;
+  h.payload_size = size;
+  h.payload_checksum = cache_hash64(kChecksumSeed, payload, size);
+  h.header_checksum = header_checksum(&h);
+  char name[32];
+  entry_name(key->hash, name);
+  status = disk_write_atomic(c->dirfd, name, &h, sizeof(h), payload, size);
+  free(payload);
+  if (status) {
+    if (first_flag(&g_warned_write))
+      cache_warn("cannot write to the executable cache directory '%s': %s", c->dir,
+                 tpurt_status_message(status));
+    tpurt_status_free(status);
+    return 0;
+  }
+  return size;
+}
+
+void disk_usage(int dirfd, uint64_t* out_entries, uint64_t* out_bytes) {
+  *out_entries = *out_bytes = 0;
+  if (dirfd < 0) return;
+  int fd = dup(dirfd);
+  if (fd < 0) return;
+  DIR* d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return;
+  }
+  rewinddir(d); /* the duplicate shares the original's offset */
+  const size_t suffix = strlen(ENTRY_SUFFIX);
+  for (struct dirent* e; (e = readdir(d)) != NULL;) {
+    size_t n = strlen(e->d_name);
+    if (e->d_name[0] == '.' || n <= suffix || strcmp(e->d_name + n - suffix, ENTRY_SUFFIX) != 0) continue;
+    struct stat st;
+    if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    ++*out_entries;
+    *out_bytes += (uint64_t)st.st_size;
+  }
+  closedir(d);
+}

@@ -1,0 +1,550 @@
+/* graph.c: the pending graph of fused eager (DEFER_AND_FUSE) and of tracing
+** for torch.compile (INTERNAL_DEFER_ALL).
+**
+** In these modes an op is lowered straight into one growing function
+** instead of its own program. Each storage the graph touches has a current
+** value in it: a parameter bound to the storage's buffer when first read, a
+** placeholder input while tracing, zeros for a never-written storage, or the
+** value an op wrote. Nothing runs until a flush: then the function returns
+** the final value of every storage that is still alive outside the graph
+** (temporaries that died are never computed), the module is printed,
+** fetched from the executable cache or compiled, and run once; the outputs
+** are swapped into their storages.
+**
+** The key is the printed module itself, which is structural by
+** construction: scalar values and RNG states are parameters, buffers are
+** parameters, so a repeated step prints the same bytes and reuses the same
+** executable.
+*/
+#include <stdio.h>
+
+#include "../base/base.h"
+#include "../cache/cache.h"
+#include "engine.h"
+
+/* How a parameter of @main is bound at launch. */
+typedef enum binding_kind_e {
+  BIND_BUFFER = 0,  /* a storage's buffer, captured (retained) when first read */
+  BIND_HOST,        /* host bytes (a scalar or an RNG state) */
+  BIND_PLACEHOLDER, /* a traced input, supplied at each program run */
+} binding_kind_t;
+
+typedef struct binding_s {
+  binding_kind_t kind;
+  int32_t param_index; /* position in @main */
+  pjrt_buffer_t* buffer;
+  int32_t input;     /* BIND_PLACEHOLDER: the input index */
+  ir_type_t type;    /* BIND_HOST: the parameter's type */
+  uint64_t bytes[2]; /* BIND_HOST: up to 16 bytes */
+} binding_t;
+
+typedef struct entry_s {
+  tpurt_storage_t* storage; /* retained by the graph */
+  ir_value_t value;         /* its current value in the function */
+  bool written;             /* an op wrote it (else it only was read) */
+} entry_t;
+
+struct graph_s {
+  ir_func_t* func;
+  int device;
+  uint32_t epoch;
+  int32_t num_ops;
+  binding_t* bindings;
+  int32_t num_bindings, cap_bindings;
+  entry_t* entries;
+  int32_t num_entries, cap_entries;
+  uint64_t first_op;   /* signature-lite hash of the first op */
+  char last_op[96];    /* for error messages */
+  char first_op_name[96];
+  bool tracing;
+};
+
+static graph_t g_graph;
+static uint32_t g_epoch = 1;
+static _Thread_local tpurt_eager_mode_t t_mode = TPURT_MODE_DEFER_NEVER;
+static _Thread_local bool t_mode_set;
+
+/* Counters by flush reason (metrics). */
+static uint64_t g_flush_counts[GRAPH_FLUSH_REASONS];
+static const char* const kFlushNames[GRAPH_FLUSH_REASONS] = {
+    "host_read", "synchronize", "size_limit", "repeated_sequence", "mode_change", "strict_op", "device_copy",
+};
+
+const char* graph_flush_reason_name(int reason) {
+  return reason >= 0 && reason < GRAPH_FLUSH_REASONS ? kFlushNames[reason] : "?";
+}
+uint64_t graph_flush_count(int reason) {
+  return reason >= 0 && reason < GRAPH_FLUSH_REASONS ? g_flush_counts[reason] : 0;
+}
+void graph_reset_counts(void) { memset(g_flush_counts, 0, sizeof(g_flush_counts)); }
+
+/*===--- modes ---===*/
+
+tpurt_eager_mode_t tpurt_get_eager_mode(void) {
+  if (!t_mode_set) {
+    t_mode_set = true;
+    if (tpurt_env_int("TORCH_TPU_LAUNCH_BLOCKING", 0))
+      t_mode = TPURT_MODE_LAUNCH_BLOCKING;
+    else if (tpurt_env_int("TORCH_TPU_DEFER_AND_FUSE", 0))
+      t_mode = TPURT_MODE_DEFER_AND_FUSE;
+  }
+  return t_mode;
+}
+
+tpurt_status_t tpurt_set_eager_mode(tpurt_eager_mode_t mode) {
+  if (mode < TPURT_MODE_DEFER_NEVER || mode > TPURT_MODE_INTERNAL_DEFER_ALL)
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "unknown eager mode %d", (int)mode);
+  tpurt_status_t status = NULL;
+  tpurt_eager_mode_t old = tpurt_get_eager_mode();
+  if (old != mode && old == TPURT_MODE_DEFER_AND_FUSE) {
+    engine_lock();
+    status = graph_flush_locked(GRAPH_FLUSH_MODE_CHANGE);
+    engine_unlock();
+  }
+  t_mode = mode;
+  t_mode_set = true;
+  return status;
+}
+
+/*===--- building ---===*/
+
+graph_t* graph_current(void) { return g_graph.func ? &g_graph : NULL; }
+
+graph_t* graph_open(int device) {
+  if (g_graph.func) return &g_graph;
+  memset(&g_graph, 0, sizeof(g_graph));
+  g_graph.func = ir_func_create();
+  g_graph.device = device;
+  g_graph.epoch = ++g_epoch;
+  return &g_graph;
+}
+
+ir_func_t* graph_func(graph_t* g) { return g->func; }
+int graph_device(const graph_t* g) { return g->device; }
+int32_t graph_num_ops(const graph_t* g) { return g->num_ops; }
+
+static entry_t* entry_of(graph_t* g, tpurt_storage_t* s) {
+  if (s->graph_epoch == g->epoch) return &g->entries[s->graph_index];
+  return NULL;
+}
+
+static entry_t* add_entry(graph_t* g, tpurt_storage_t* s, ir_value_t value) {
+  if (g->num_entries == g->cap_entries) {
+    g->cap_entries = g->cap_entries ? g->cap_entries * 2 : 64;
+    g->entries = tpurt_xrealloc(g->entries, sizeof(entry_t) * (size_t)g->cap_entries);
+  }
+  tpurt_storage_retain(s);
+  s->graph_epoch = g->epoch;
+  s->graph_index = g->num_entries;
+  entry_t* e = &g->entries[g->num_entries++];
+  *e = (entry_t){.storage = s, .value = value};
+  return e;
+}
+
+/* A binding for the next @main parameter (call before ir_param). */
+static binding_t* add_binding(graph_t* g) {
+  if (g->num_bindings == g->cap_bindings) {
+    g->cap_bindings = g->cap_bindings ? g->cap_bindings * 2 : 64;
+    g->bindings = tpurt_xrealloc(g->bindings, sizeof(binding_t) * (size_t)g->cap_bindings);
+  }
+  binding_t* b = &g->bindings[g->num_bindings++];
+  memset(b, 0, sizeof(*b));
+  b->param_index = ir_func_num_params(g->func);
+  return b;
+}
+
+/* Bindings are made in two streams (storages as they are read, numbers after
+** each op); launch order is @main's parameter order. */
+static int by_param_index(const void* a, const void* b) {
+  int32_t x = ((const binding_t*)a)->param_index, y = ((const binding_t*)b)->param_index;
+  return (x > y) - (x < y);
+}
+
+static tpurt_status_t sort_bindings(graph_t* g) {
+  qsort(g->bindings, (size_t)g->num_bindings, sizeof(binding_t), by_param_index);
+  if (g->num_bindings != ir_func_num_params(g->func))
+    return tpurt_status_create(TPURT_INTERNAL, "pending graph: %d parameters but %d bindings",
+                               ir_func_num_params(g->func), g->num_bindings);
+  for (int32_t i = 0; i < g->num_bindings; ++i)
+    if (g->bindings[i].param_index != i)
+      return tpurt_status_create(TPURT_INTERNAL, "pending graph: parameter %d is unbound", i);
+  return NULL;
+}
+
+bool graph_param_bound(const graph_t* g, int32_t param_index) {
+  for (int32_t i = g->num_bindings - 1; i >= 0; --i)
+    if (g->bindings[i].param_index == param_index) return true;
+  return false;
+}
+
+bool graph_is_tracing(const graph_t* g) { return g->tracing; }
+
+bool graph_has_storage(const graph_t* g, const tpurt_storage_t* s) { return s->graph_epoch == g->epoch; }
+
+ir_value_t graph_storage_value(graph_t* g, tpurt_storage_t* s, tpurt_dtype_t dtype) {
+  entry_t* e = entry_of(g, s);
+  if (e) return e->value;
+  ir_value_t v;
+  if (s->buffer) {
+    binding_t* b = add_binding(g);
+    b->kind = BIND_BUFFER;
+    b->buffer = s->buffer;
+    pjrt_buffer_retain(s->buffer);
+    v = ir_param(g->func, ir_type_make(s->buffer->dtype, s->buffer->rank, s->buffer->dims));
+  } else {
+    v = view_empty_base(g->func, s, dtype);
+  }
+  return add_entry(g, s, v)->value;
+}
+
+void graph_set_storage_value(graph_t* g, tpurt_storage_t* s, ir_value_t value) {
+  entry_t* e = entry_of(g, s);
+  if (!e) e = add_entry(g, s, value);
+  e->value = value;
+  e->written = true;
+}
+
+tpurt_storage_t* graph_new_result(graph_t* g, ir_value_t value) {
+  const ir_type_t* t = ir_value_type(g->func, value);
+  size_t nbytes = t ? (size_t)ir_type_numel(t) * tpurt_dtype_size(t->dtype) : 0;
+  tpurt_storage_t* s = NULL;
+  tpurt_status_t st = tpurt_storage_create(g->device, nbytes, &s);
+  if (st) { /* the runtime is up while a graph exists */
+    tpurt_status_free(st);
+    abort();
+  }
+  graph_set_storage_value(g, s, value);
+  return s; /* one reference for the caller, one held by the graph */
+}
+
+void graph_bind_host(graph_t* g, int32_t param_index, ir_type_t type, const void* bytes, size_t size) {
+  binding_t* b = add_binding(g);
+  b->param_index = param_index;
+  b->kind = BIND_HOST;
+  b->type = type;
+  memcpy(b->bytes, bytes, size < sizeof(b->bytes) ? size : sizeof(b->bytes));
+}
+
+void graph_note_op(graph_t* g, const char* name, uint64_t sig) {
+  if (g->num_ops == 0) {
+    g->first_op = sig;
+    snprintf(g->first_op_name, sizeof(g->first_op_name), "%s", name);
+  }
+  snprintf(g->last_op, sizeof(g->last_op), "%s", name);
+  ++g->num_ops;
+}
+
+uint64_t graph_first_op(const graph_t* g) { return g->first_op; }
+
+/*===--- running ---===*/
+
+static void graph_clear(graph_t* g) {
+  for (int32_t i = 0; i < g->num_entries; ++i) {
+    g->entries[i].storage->graph_epoch = 0;
+    tpurt_storage_release(g->entries[i].storage);
+  }
+  for (int32_t i = 0; i < g->num_bindings; ++i) pjrt_buffer_release(g->bindings[i].buffer);
+  free(g->entries);
+  free(g->bindings);
+  ir_func_destroy(g->func);
+  memset(g, 0, sizeof(*g));
+}
+
+void graph_discard(graph_t* g) { graph_clear(g); }
+
+/* Uploads host bindings and collects the launch arguments. |inputs| supply
+** placeholders (may be NULL when there are none). */
+static tpurt_status_t bind_args(const binding_t* bindings, int32_t n, int device, pjrt_buffer_t* const* inputs,
+                                pjrt_buffer_t** args, bool* owned) {
+  for (int32_t i = 0; i < n; ++i) {
+    const binding_t* b = &bindings[i];
+    owned[i] = false;
+    args[i] = NULL;
+    if (b->kind == BIND_BUFFER) {
+      args[i] = b->buffer;
+    } else if (b->kind == BIND_PLACEHOLDER) {
+      args[i] = inputs[b->input];
+    } else {
+      owned[i] = true;
+      tpurt_status_t st = pjrt_buffer_from_host(device, b->type.dtype, b->type.rank, b->type.dims, b->bytes, &args[i]);
+      if (st) {
+        for (int32_t j = 0; j < i; ++j)
+          if (owned[j]) pjrt_buffer_release(args[j]);
+        return st;
+      }
+    }
+  }
+  return NULL;
+}
+
+static void release_args(pjrt_buffer_t** args, const bool* owned, int32_t n) {
+  for (int32_t i = 0; i < n; ++i)
+    if (owned[i]) pjrt_buffer_release(args[i]);
+}
+
+tpurt_status_t graph_flush_locked(int reason) {
+  graph_t* g = graph_current();
+  if (!g) return NULL;
+  if (g->tracing) return NULL; /* a trace ends only with tpurt_trace_end */
+  ++g_flush_counts[reason];
+  tpurt_status_t status = ir_func_status(g->func);
+  if (status) {
+    status = tpurt_status_create(TPURT_INTERNAL, "internal error in the pending graph: %s",
+                                 tpurt_status_message(status));
+    graph_clear(g);
+    return status;
+  }
+  /* Outputs: written storages that someone outside the graph still holds. */
+  int32_t n_out = 0;
+  int32_t* which = tpurt_xmalloc(sizeof(int32_t) * (size_t)(g->num_entries + 1));
+  ir_value_t* values = tpurt_xmalloc(sizeof(ir_value_t) * (size_t)(g->num_entries + 1));
+  for (int32_t i = 0; i < g->num_entries; ++i) {
+    entry_t* e = &g->entries[i];
+    if (!e->written || __atomic_load_n(&e->storage->refcount, __ATOMIC_ACQUIRE) <= 1) continue;
+    which[n_out] = i;
+    values[n_out++] = e->value;
+  }
+  if (n_out == 0) {
+    free(which);
+    free(values);
+    graph_clear(g);
+    return NULL;
+  }
+  ir_func_set_results(g->func, values, n_out);
+  char* text = NULL;
+  size_t size = 0;
+  status = sort_bindings(g);
+  if (!status) status = ir_func_print(g->func, &text, &size);
+  pjrt_executable_t* exe = NULL;
+  if (!status) {
+    bool hit = false;
+    status = cache_get_or_compile(text, size, &exe, &hit);
+    if (getenv("TORCH_TPU_PRINT_MLIR")) fprintf(stderr, "// fused graph of %d ops\n%s\n", g->num_ops, text);
+  }
+  free(text);
+  int32_t n = g->num_bindings;
+  pjrt_buffer_t** args = tpurt_xmalloc(sizeof(void*) * (size_t)(n + 1));
+  bool* owned = tpurt_xmalloc(sizeof(bool) * (size_t)(n + 1));
+  pjrt_buffer_t** outs = tpurt_xmalloc(sizeof(void*) * (size_t)n_out);
+  char label[320];
+  snprintf(label, sizeof(label), "fused graph of %d ops (%.80s ... %.80s)", g->num_ops, g->first_op_name, g->last_op);
+  if (!status) status = bind_args(g->bindings, n, g->device, NULL, args, owned);
+  if (!status) {
+    status = pjrt_execute(exe, g->device, args, (size_t)n, outs, (size_t)n_out, label);
+    release_args(args, owned, n);
+    if (!status)
+      for (int32_t k = 0; k < n_out; ++k) storage_set_buffer(g->entries[which[k]].storage, outs[k]);
+  }
+  pjrt_executable_release(exe); /* the cache keeps its own reference */
+  free(args);
+  free(owned);
+  free(outs);
+  free(which);
+  free(values);
+  graph_clear(g);
+  return status;
+}
+
+tpurt_status_t tpurt_flush(void) {
+  engine_lock();
+  tpurt_status_t status = graph_flush_locked(GRAPH_FLUSH_SYNCHRONIZE);
+  engine_unlock();
+  return status;
+}
+
+/*===--- tracing for torch.compile ---===*/
+
+struct tpurt_program_s {
+  pjrt_executable_t* executable; /* one reference, released with the program */
+  int32_t num_inputs;
+  ir_type_t* input_types;
+  binding_t* bindings; /* captured buffers retained */
+  int32_t num_bindings;
+  int32_t num_outputs;
+  ir_type_t* output_types;
+  char* text; /* the module, for debugging */
+};
+
+tpurt_status_t tpurt_trace_begin(int device) {
+  engine_lock();
+  tpurt_status_t status = graph_flush_locked(GRAPH_FLUSH_MODE_CHANGE);
+  if (!status) {
+    graph_t* g = graph_open(device);
+    g->tracing = true;
+  }
+  engine_unlock();
+  return status;
+}
+
+tpurt_status_t tpurt_trace_input(const tpurt_tensor_t* placeholder, int32_t index) {
+  engine_lock();
+  graph_t* g = graph_current();
+  tpurt_status_t status = NULL;
+  if (!g || !g->tracing) {
+    status = tpurt_status_create(TPURT_FAILED_PRECONDITION, "tpurt_trace_input outside a trace");
+  } else if (!view_is_contiguous(placeholder) || placeholder->offset != 0) {
+    status = tpurt_status_create(TPURT_INVALID_ARGUMENT, "trace input %d must be a dense tensor", index);
+  } else {
+    binding_t* b = add_binding(g);
+    b->kind = BIND_PLACEHOLDER;
+    b->input = index;
+    b->type = ir_type_make(placeholder->dtype, placeholder->rank, placeholder->sizes);
+    ir_value_t v = ir_param(g->func, b->type);
+    /* the storage may be larger than the tensor: model it as the tensor */
+    entry_t* e = entry_of(g, placeholder->storage);
+    if (e) {
+      status = tpurt_status_create(TPURT_INVALID_ARGUMENT, "trace input %d shares its storage with another input",
+                                   index);
+    } else {
+      add_entry(g, placeholder->storage, v);
+    }
+  }
+  engine_unlock();
+  return status;
+}
+
+tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_outputs, int32_t num_inputs,
+                               tpurt_program_t** out_program) {
+  *out_program = NULL;
+  engine_lock();
+  graph_t* g = graph_current();
+  tpurt_status_t status = NULL;
+  if (!g || !g->tracing) {
+    engine_unlock();
+    return tpurt_status_create(TPURT_FAILED_PRECONDITION, "tpurt_trace_end without tpurt_trace_begin");
+  }
+  status = ir_func_status(g->func);
+  if (status) status = tpurt_status_create(TPURT_INTERNAL, "internal error in the traced graph: %s", tpurt_status_message(status));
+  ir_value_t* values = tpurt_xmalloc(sizeof(ir_value_t) * (size_t)(num_outputs + 1));
+  for (int32_t k = 0; k < num_outputs && !status; ++k) {
+    const tpurt_tensor_t* t = &outputs[k];
+    ir_value_t base = graph_storage_value(g, t->storage, t->dtype);
+    values[k] = view_read(g->func, base, t);
+  }
+  char* text = NULL;
+  size_t size = 0;
+  pjrt_executable_t* exe = NULL;
+  if (!status) {
+    ir_func_set_results(g->func, values, num_outputs);
+    status = sort_bindings(g);
+  }
+  if (!status) status = ir_func_print(g->func, &text, &size);
+  if (!status) {
+    bool hit = false;
+    status = cache_get_or_compile(text, size, &exe, &hit);
+  }
+  if (!status) {
+    tpurt_program_t* p = tpurt_xcalloc(1, sizeof(*p));
+    p->executable = exe;
+    p->num_inputs = num_inputs;
+    p->num_bindings = g->num_bindings;
+    p->bindings = g->bindings; /* take them: buffers stay retained */
+    g->bindings = NULL;
+    g->num_bindings = 0;
+    p->num_outputs = num_outputs;
+    p->output_types = tpurt_xmalloc(sizeof(ir_type_t) * (size_t)(num_outputs + 1));
+    for (int32_t k = 0; k < num_outputs; ++k) p->output_types[k] = *ir_value_type(g->func, values[k]);
+    p->text = text;
+    text = NULL;
+    *out_program = p;
+  }
+  if (status && exe) pjrt_executable_release(exe);
+  free(text);
+  free(values);
+  g->tracing = false;
+  graph_clear(g);
+  engine_unlock();
+  return status;
+}
+
+void tpurt_trace_abort(void) {
+  engine_lock();
+  graph_t* g = graph_current();
+  if (g && g->tracing) graph_clear(g);
+  engine_unlock();
+}
+
+const char* tpurt_program_text(const tpurt_program_t* program) { return program->text; }
+int32_t tpurt_program_num_outputs(const tpurt_program_t* program) { return program->num_outputs; }
+
+int tpurt_flush_reason_count(void) { return GRAPH_FLUSH_REASONS; }
+const char* tpurt_flush_reason_name(int i) { return graph_flush_reason_name(i); }
+uint64_t tpurt_flush_count(int i) { return graph_flush_count(i); }
+
+void tpurt_program_release(tpurt_program_t* p) {
+  if (!p) return;
+  pjrt_executable_release(p->executable);
+  for (int32_t i = 0; i < p->num_bindings; ++i) pjrt_buffer_release(p->bindings[i].buffer);
+  free(p->bindings);
+  free(p->output_types);
+  free(p->input_types);
+  free(p->text);
+  free(p);
+}
+
+tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_tensor_t* inputs, int32_t num_inputs,
+                                 tpurt_result_t* results, int32_t max_results) {
+  if (num_inputs != p->num_inputs)
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "compiled program takes %d inputs, got %d", p->num_inputs,
+                               num_inputs);
+  if (max_results < p->num_outputs)
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "compiled program has %d outputs, room for %d",
+                               p->num_outputs, max_results);
+  engine_lock();
+  tpurt_status_t status = graph_flush_locked(GRAPH_FLUSH_STRICT_OP);
+  /* Inputs must be dense buffers of the traced shapes; a view is made
+  ** dense first (one clone). */
+  pjrt_buffer_t** in = tpurt_xcalloc((size_t)num_inputs + 1, sizeof(void*));
+  tpurt_storage_t** tmp = tpurt_xcalloc((size_t)num_inputs + 1, sizeof(void*));
+  for (int32_t i = 0; i < num_inputs && !status; ++i) {
+    const tpurt_tensor_t* t = &inputs[i];
+    pjrt_buffer_t* b = t->storage->buffer;
+    bool dense = b && b->dtype == t->dtype && t->offset == 0 && view_is_contiguous(t) &&
+                 (size_t)view_numel(t) * tpurt_dtype_size(t->dtype) == b->nbytes;
+    if (dense && b->rank == t->rank) {
+      bool same = true;
+      for (int32_t d = 0; d < t->rank; ++d) same &= b->dims[d] == t->sizes[d];
+      dense = same;
+    }
+    if (dense) {
+      in[i] = b;
+    } else {
+      tpurt_arg_t arg = {.kind = TPURT_ARG_TENSOR, .u.tensor = *t};
+      tpurt_result_t r;
+      tpurt_op_call_t call = {.name = "aten::clone", .args = &arg, .num_args = 1, .device = device, .results = &r,
+                              .max_results = 1};
+      status = engine_op_run_locked(&call);
+      if (!status) {
+        tmp[i] = r.storage;
+        in[i] = r.storage->buffer;
+      }
+    }
+  }
+  int32_t n = p->num_bindings;
+  pjrt_buffer_t** args = tpurt_xmalloc(sizeof(void*) * (size_t)(n + 1));
+  bool* owned = tpurt_xmalloc(sizeof(bool) * (size_t)(n + 1));
+  pjrt_buffer_t** outs = tpurt_xmalloc(sizeof(void*) * (size_t)(p->num_outputs + 1));
+  if (!status) status = bind_args(p->bindings, n, device, in, args, owned);
+  if (!status) {
+    status = pjrt_execute(p->executable, device, args, (size_t)n, outs, (size_t)p->num_outputs, "compiled graph");
+    release_args(args, owned, n);
+  }
+  if (!status) {
+    for (int32_t k = 0; k < p->num_outputs; ++k) {
+      tpurt_result_t* r = &results[k];
+      r->storage = storage_wrap_buffer(outs[k]);
+      r->dtype = p->output_types[k].dtype;
+      r->rank = p->output_types[k].rank;
+      memcpy(r->sizes, p->output_types[k].dims, sizeof(int64_t) * (size_t)r->rank);
+      r->device = device;
+    }
+  }
+  for (int32_t i = 0; i < num_inputs; ++i) tpurt_storage_release(tmp[i]);
+  free(tmp);
+  free(in);
+  free(args);
+  free(owned);
+  free(outs);
+  engine_unlock();
+  return status;
+}

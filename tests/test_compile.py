@@ -1,0 +1,184 @@
+"""torch.compile with TpuBackend: whole graphs as one program per call,
+matching eager and CPU, static shapes, training, the persistent cache."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+from torch import nn
+
+import torch_tpu
+from conftest import assert_same
+from torch_tpu import TpuBackend
+
+
+def mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(32, 64), nn.GELU(approximate="tanh"), nn.LayerNorm(64), nn.Linear(64, 16))
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("backend", ["tpu", "TpuBackend()"])
+def test_compiled_mlp_matches_eager_and_cpu(backend):
+    x = torch.randn(8, 32)
+    expected = mlp()(x)
+    model = mlp().to("tpu")
+    eager = model(x.to("tpu"))
+    compiled = torch.compile(model, backend="tpu" if backend == "tpu" else TpuBackend(), dynamic=False)
+    with torch.no_grad():
+        out = compiled(x.to("tpu"))
+    assert out.device.type == "tpu"
+    assert_same(out, expected, rtol=1e-5, atol=1e-5)
+    assert_same(out, eager.detach().cpu(), rtol=1e-6, atol=1e-6)
+
+
+def test_forward_is_one_launch_and_compiles_once():
+    model = torch.compile(mlp().to("tpu"), backend=TpuBackend(), dynamic=False)
+    x = torch.randn(8, 32, device="tpu")
+    with torch.no_grad():
+        model(x)
+        torch_tpu.reset_metrics()
+        for _ in range(3):
+            model(x)
+        torch.tpu.synchronize()
+    m = torch_tpu.metrics()
+    assert m["executions"] == 3, m
+    assert m["compiles"] == 0 and m["cpu_fallbacks"] == {}
+
+
+def test_new_shape_recompiles_once_and_logs(caplog):
+    backend = TpuBackend()
+    model = torch.compile(mlp().to("tpu"), backend=backend, dynamic=False)
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="torch_tpu.compile"):
+        model(torch.randn(8, 32, device="tpu"))
+        model(torch.randn(4, 32, device="tpu"))
+        n = backend.compiles
+        model(torch.randn(8, 32, device="tpu"))  # a shape seen before
+        model(torch.randn(4, 32, device="tpu"))
+    assert n == 2 and backend.compiles == 2
+    assert_same(model(torch.ones(4, 32, device="tpu")).detach(), mlp()(torch.ones(4, 32)).detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_dynamic_true_is_a_clear_error():
+    model = torch.compile(mlp().to("tpu"), backend=TpuBackend(), dynamic=True)
+    with pytest.raises(Exception, match="dynamic=False"):
+        model(torch.randn(8, 32, device="tpu"))
+
+
+def test_graph_breaks_run_eagerly_in_between():
+    def f(x):
+        y = torch.relu(x) * 2
+        print("graph break")  # dynamo splits the graph here
+        return y.sum(dim=0) + 1
+
+    x = torch.randn(6, 4)
+    out = torch.compile(f, backend="tpu", dynamic=False)(x.to("tpu"))
+    assert_same(out, f(x), rtol=1e-6, atol=1e-6)
+
+
+def test_training_tracks_eager_losses():
+    def run(compiled: bool) -> list[float]:
+        torch.manual_seed(0)
+        model = mlp().to("tpu")
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        step_model = torch.compile(model, backend=TpuBackend(), dynamic=False) if compiled else model
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(16, 32, generator=g).to("tpu")
+        target = torch.randn(16, 16, generator=g).to("tpu")
+        losses = []
+        for _ in range(10):
+            opt.zero_grad()
+            loss = ((step_model(x) - target) ** 2).mean()
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses
+
+    eager, compiled = run(False), run(True)
+    torch.testing.assert_close(compiled, eager, rtol=1e-4, atol=1e-6)
+    assert compiled[-1] < compiled[0]
+
+
+def test_forward_and_backward_are_one_program_each():
+    model = mlp().to("tpu")
+    compiled = torch.compile(model, backend=TpuBackend(), dynamic=False)
+    x = torch.randn(8, 32, device="tpu", requires_grad=True)
+    for _ in range(2):  # compile both graphs, and the eager ops around them
+        compiled(x).sum().backward()
+    torch.tpu.synchronize()
+    torch_tpu.reset_metrics()
+    out = compiled(x)
+    after_forward = torch_tpu.metrics()["executions"]
+    assert after_forward == 1
+    out.sum().backward()
+    torch.tpu.synchronize()
+    assert torch_tpu.metrics()["compiles"] == 0
+
+
+def test_second_process_does_no_compile(tmp_path):
+    code = """
+import json, torch, torch_tpu
+from torch import nn
+torch.manual_seed(0)
+m = nn.Sequential(nn.Linear(32, 64), nn.GELU(approximate="tanh"), nn.LayerNorm(64), nn.Linear(64, 16)).to("tpu")
+c = torch.compile(m, backend=torch_tpu.TpuBackend(), dynamic=False)
+torch_tpu.reset_metrics()
+with torch.no_grad():
+    y = c(torch.ones(8, 32, device="tpu")).cpu()
+print(json.dumps({"metrics": {k: v for k, v in torch_tpu.metrics().items() if isinstance(v, (int, float))},
+                  "sum": float(y.sum())}))
+"""
+    env = {**os.environ, "TORCH_TPU_CACHE_DIR": str(tmp_path / "cache")}
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert runs[0]["metrics"]["compiles"] >= 1
+    assert runs[1]["metrics"]["compiles"] == 0, runs[1]
+    assert runs[1]["sum"] == runs[0]["sum"]
+
+
+def flux_inputs(device: str) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    inputs = {
+        "hidden_states": torch.randn(1, 16, 16, generator=g),
+        "encoder_hidden_states": torch.randn(1, 8, 32, generator=g),
+        "pooled_projections": torch.randn(1, 32, generator=g),
+        "timestep": torch.tensor([0.5]),
+        "img_ids": torch.zeros(16, 3),
+        "txt_ids": torch.zeros(8, 3),
+        "guidance": torch.tensor([3.5]),
+    }
+    return {k: v.to(device) for k, v in inputs.items()}
+
+
+def test_compiled_tiny_flux_matches_eager_and_cpu():
+    pytest.importorskip("diffusers")
+    from torch_tpu.testing import tiny
+
+    with torch.no_grad():
+        expected = tiny.flux_transformer("tiny")(**flux_inputs("cpu"), return_dict=False)[0]
+        model = tiny.flux_transformer("tiny").to("tpu")
+        eager = model(**flux_inputs("tpu"), return_dict=False)[0]
+        compiled = torch.compile(model, backend=TpuBackend(), dynamic=False)
+        out = compiled(**flux_inputs("tpu"), return_dict=False)[0]
+        torch_tpu.reset_metrics()
+        out2 = compiled(**flux_inputs("tpu"), return_dict=False)[0]
+        torch.tpu.synchronize()
+    assert out.device.type == "tpu"
+    assert torch_tpu.metrics()["compiles"] == 0
+    assert_same(out, expected, rtol=1e-4, atol=1e-4)
+    assert_same(out2, eager.cpu(), rtol=1e-4, atol=1e-4)

@@ -1,0 +1,1 @@
+"""Where diffusers' TorchTPU integration imports from (``torch_tpu._internal.compile``)."""

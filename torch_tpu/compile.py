@@ -1,0 +1,235 @@
+"""torch.compile on "tpu": ``TpuBackend`` (also ``backend="tpu"``).
+
+Dynamo captures the model; ``aot_autograd`` turns it into functional aten
+graphs (a forward, and a backward when gradients are needed). Each graph is
+run ONCE over placeholder tpu tensors in ``INTERNAL_DEFER_ALL`` mode: the same
+C lowering rules that serve eager record every op into one StableHLO module,
+which is compiled through the executable cache (so the persistent cache
+serves it to the next process). Every later call is a single program launch:
+the Python work per call is one C++ call, never per op.
+
+Parameters and buffers are graph inputs (aot_autograd lifts them), so they
+are neither copied nor baked into the program. Shapes are static: a new input
+shape compiles a new program and logs which input changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from torch_tpu import _C
+from torch_tpu.modes import EagerMode, eager_mode
+
+__all__ = ["TpuBackend"]
+
+log = logging.getLogger("torch_tpu.compile")
+
+_DYNAMIC_ERROR = (
+    "TpuBackend compiles static shapes only; this graph has symbolic sizes. "
+    "Use torch.compile(model, backend=TpuBackend(), dynamic=False)."
+)
+
+
+def _is_symbolic(x: Any) -> bool:
+    if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True
+    if isinstance(x, torch.Tensor):
+        return any(isinstance(s, torch.SymInt) for s in x.shape)
+    return False
+
+
+def _describe(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}@{x.device}"
+    return repr(x)
+
+
+class _CompiledGraph:
+    """One aot graph: traced and compiled per input signature, then launched."""
+
+    def __init__(self, gm: torch.fx.GraphModule, kind: str, backend: TpuBackend) -> None:
+        self.gm = gm
+        self.kind = kind
+        self.backend = backend
+        self.programs: dict[tuple, tuple[Any, list]] = {}
+        self.last_signature: tuple | None = None
+        if backend.debug:
+            log.warning("TpuBackend %s graph:\n%s", kind, gm.code)
+
+    def signature(self, args: Sequence[Any]) -> tuple:
+        parts = []
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                parts.append((a.device.type, a.device.index, a.dtype, tuple(a.shape)))
+                if not a.is_contiguous():
+                    parts.append(("strides", tuple(a.stride())))
+                if a.device.type == "cpu":  # baked into the program: its value is part of the key
+                    parts.append(tuple(a.flatten().tolist()))
+            else:
+                parts.append(("value", repr(a)))
+        return tuple(parts)
+
+    def __call__(self, *args: Any) -> Any:
+        if any(_is_symbolic(a) for a in args):
+            raise RuntimeError(_DYNAMIC_ERROR)
+        key = self.signature(args)
+        entry = self.programs.get(key)
+        if entry is None:
+            entry = self.compile(args, key)
+        program, layout = entry
+        inputs = [_program_input(a) for a in args if isinstance(a, torch.Tensor) and a.device.type == "tpu"]
+        results = program(inputs) if program is not None else []
+        return self.rebuild(layout, results, args)
+
+    def compile(self, args: Sequence[Any], key: tuple) -> tuple[Any, list]:
+        device = next(
+            (a.device.index or 0 for a in args if isinstance(a, torch.Tensor) and a.device.type == "tpu"),
+            torch.tpu.current_device(),
+        )
+        start = time.perf_counter()
+        trace_args: list[Any] = []
+        placeholders = 0
+        bases: list[torch.Tensor] = []  # what the program takes, per placeholder
+        for a in args:
+            if isinstance(a, torch.Tensor) and a.device.type == "tpu":
+                if a.is_contiguous():
+                    base = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+                    trace_args.append(base)
+                else:
+                    # The graph was captured with these strides (a view may
+                    # depend on them): trace a strided view of a flat input
+                    # that spans the same elements.
+                    base = torch.empty(_span(a), dtype=a.dtype, device=a.device)
+                    trace_args.append(base.as_strided(a.shape, a.stride()))
+                bases.append(base)
+                placeholders += 1
+            else:
+                trace_args.append(a)
+        with eager_mode(EagerMode.INTERNAL_DEFER_ALL):
+            _C._trace_begin(device)
+            try:
+                for index, base in enumerate(bases):
+                    _C._trace_input(base, index)
+                with torch.no_grad():
+                    outputs = self.gm(*trace_args)
+                flat = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+                # Outputs that are inputs come back as those inputs (aliases
+                # kept); other tpu tensors come from the program.
+                layout: list = []
+                traced: list[torch.Tensor] = []
+                for out in flat:
+                    arg_pos = next((i for i, t in enumerate(trace_args) if t is out), None)
+                    if arg_pos is not None:
+                        layout.append(("arg", arg_pos))
+                    elif isinstance(out, torch.Tensor) and out.device.type == "tpu":
+                        layout.append(("program", len(traced), out.requires_grad))
+                        traced.append(out)
+                    else:
+                        layout.append(("value", out))
+                program = _C._trace_end(traced, placeholders, device)
+            except BaseException:
+                _C._trace_abort()
+                raise
+        seconds = time.perf_counter() - start
+        self.backend.compiles += 1
+        if self.last_signature is not None and self.last_signature != key:
+            changed = [
+                f"input {i}: {_describe_sig(old)} -> {_describe_sig(new)}"
+                for i, (old, new) in enumerate(zip(self.last_signature, key, strict=False))
+                if old != new
+            ]
+            self.backend.recompiles.append(f"{self.kind} graph recompiled: {'; '.join(changed)}")
+            log.warning(
+                "torch_tpu: recompiling %s graph of %s because %s (compile took %.3f s)",
+                self.kind,
+                self.backend.name_of(self.gm),
+                "; ".join(changed) or "the inputs changed",
+                seconds,
+            )
+        self.last_signature = key
+        if self.backend.debug:
+            log.warning("TpuBackend %s StableHLO:\n%s", self.kind, program.text)
+        entry = (program, layout)
+        self.programs[key] = entry
+        return entry
+
+    @staticmethod
+    def rebuild(layout: list, results: list[torch.Tensor], args: Sequence[Any]) -> Any:
+        out: list[Any] = []
+        for item in layout:
+            if item[0] == "arg":
+                out.append(args[item[1]])
+            elif item[0] == "program":
+                out.append(results[item[1]])
+            else:
+                out.append(item[1])
+        return out
+
+
+def _span(t: torch.Tensor) -> int:
+    """Elements from a strided tensor's first to its last element."""
+    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True) if size > 0)
+
+
+def _program_input(a: torch.Tensor) -> torch.Tensor:
+    """The tensor the program takes for argument |a| (see _CompiledGraph.compile)."""
+    if a.is_contiguous():
+        return a
+    return a.as_strided((_span(a),), (1,), a.storage_offset())
+
+
+def _describe_sig(part: Any) -> str:
+    if isinstance(part, tuple) and len(part) == 4 and isinstance(part[2], torch.dtype):
+        return f"{str(part[2]).removeprefix('torch.')}{list(part[3])}"
+    return repr(part)
+
+
+class TpuBackend:
+    """The torch.compile backend for "tpu": whole static graphs through StableHLO.
+
+    Args:
+        debug: log the FX graphs and the StableHLO text of every compiled program.
+        enable_serialization: programs go through the executable cache, whose
+            persistent tier (``TORCH_TPU_CACHE_DIR``) serves later processes.
+        **compile_options: extra XLA compile options, recorded for the cache key
+            (passing them through to the plugin is not implemented yet).
+    """
+
+    def __init__(self, debug: bool = False, enable_serialization: bool = True, **compile_options: Any) -> None:
+        self.debug = debug
+        self.enable_serialization = enable_serialization
+        self.compile_options = dict(compile_options)
+        self.compiles = 0
+        self.recompiles: list[str] = []
+
+    @staticmethod
+    def name_of(gm: torch.fx.GraphModule) -> str:
+        return getattr(gm, "_tpu_name", type(gm).__name__)
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+        from functorch.compile import make_boxed_func
+        from torch._dynamo.backends.common import aot_autograd
+
+        if any(_is_symbolic(x) for x in example_inputs):
+            raise RuntimeError(_DYNAMIC_ERROR)
+
+        def compiler(kind: str) -> Callable[..., Any]:
+            def compile_graph(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
+                if any(_is_symbolic(x) for x in inputs):
+                    raise RuntimeError(_DYNAMIC_ERROR)
+                compiled = _CompiledGraph(graph, kind, self)
+                return make_boxed_func(compiled)
+
+            return compile_graph
+
+        return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"))(gm, example_inputs)
+
+
+def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
+    """``torch.compile(model, backend="tpu")``: a TpuBackend with default options."""
+    return TpuBackend()(gm, example_inputs)

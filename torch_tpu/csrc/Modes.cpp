@@ -1,0 +1,85 @@
+// Modes.cpp: the execution-mode switch and the tracing entry points that
+// torch_tpu.modes and torch_tpu.compile (TpuBackend) call. The core decides
+// everything; this file converts tensors and statuses.
+#include <torch/extension.h>
+
+#include <memory>
+#include <vector>
+
+#include "Common.h"
+
+namespace torch_tpu {
+namespace {
+
+constexpr const char* kTrace = "torch_tpu compile";
+
+// A compiled program, owned by Python.
+struct Program {
+  tpurt_program_t* program = nullptr;
+  c10::DeviceIndex device = 0;
+  Program() = default;
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+  ~Program() { tpurt_program_release(program); }
+};
+
+py::dict flush_counts() {
+  py::dict d;
+  for (int i = 0; i < tpurt_flush_reason_count(); ++i) {
+    if (tpurt_flush_count(i)) d[tpurt_flush_reason_name(i)] = tpurt_flush_count(i);
+  }
+  return d;
+}
+
+void trace_input(const at::Tensor& placeholder, int index) {
+  const tpurt_tensor_t t = describe(placeholder, kTrace);
+  check(tpurt_trace_input(&t, index), kTrace);
+}
+
+std::shared_ptr<Program> trace_end(const std::vector<at::Tensor>& outputs, int num_inputs, int device) {
+  std::vector<tpurt_tensor_t> views;
+  views.reserve(outputs.size());
+  for (const at::Tensor& t : outputs) views.push_back(describe(t, kTrace));
+  auto program = std::make_shared<Program>();
+  program->device = static_cast<c10::DeviceIndex>(device);
+  check(tpurt_trace_end(views.data(), static_cast<int32_t>(views.size()), num_inputs, &program->program), kTrace);
+  return program;
+}
+
+std::vector<at::Tensor> run(const Program& p, const std::vector<at::Tensor>& inputs) {
+  std::vector<tpurt_tensor_t> views;
+  views.reserve(inputs.size());
+  for (const at::Tensor& t : inputs) {
+    TORCH_CHECK(t.device() == c10::Device(kTpu, p.device), kTrace, ": a compiled graph input is on ", t.device(),
+                ", expected ", c10::Device(kTpu, p.device));
+    views.push_back(describe(t, kTrace));
+  }
+  const int32_t n = tpurt_program_num_outputs(p.program);
+  std::vector<tpurt_result_t> results(static_cast<size_t>(n > 0 ? n : 1));
+  check(tpurt_program_run(p.program, p.device, views.data(), static_cast<int32_t>(views.size()), results.data(), n),
+        kTrace);
+  std::vector<at::Tensor> out;
+  out.reserve(static_cast<size_t>(n));
+  for (int32_t k = 0; k < n; ++k) out.push_back(adopt_result(results[static_cast<size_t>(k)]));
+  return out;
+}
+
+}  // namespace
+
+void register_mode_bindings(py::module& m) {
+  m.def("_get_eager_mode", [] { return static_cast<int>(tpurt_get_eager_mode()); });
+  m.def("_set_eager_mode", [](int mode) {
+    check(tpurt_set_eager_mode(static_cast<tpurt_eager_mode_t>(mode)), "torch_tpu.set_eager_mode");
+  });
+  m.def("_flush", [] { check(tpurt_flush(), "torch_tpu flush"); });
+  m.def("_flush_counts", &flush_counts);
+  py::class_<Program, std::shared_ptr<Program>>(m, "_Program")
+      .def_property_readonly("text", [](const Program& p) { return std::string(tpurt_program_text(p.program)); })
+      .def("__call__", &run);
+  m.def("_trace_begin", [](int device) { check(tpurt_trace_begin(device), kTrace); });
+  m.def("_trace_input", &trace_input);
+  m.def("_trace_abort", &tpurt_trace_abort);
+  m.def("_trace_end", &trace_end);
+}
+
+}  // namespace torch_tpu
