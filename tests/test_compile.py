@@ -14,8 +14,9 @@ import torch
 from torch import nn
 
 import torch_tpu
-from conftest import assert_same
 from torch_tpu import TpuBackend
+
+from conftest import assert_same
 
 
 def mlp() -> nn.Module:
@@ -68,7 +69,10 @@ def test_new_shape_recompiles_once_and_logs(caplog):
         model(torch.randn(8, 32, device="tpu"))  # a shape seen before
         model(torch.randn(4, 32, device="tpu"))
     assert n == 2 and backend.compiles == 2
-    assert_same(model(torch.ones(4, 32, device="tpu")).detach(), mlp()(torch.ones(4, 32)).detach(), rtol=1e-5, atol=1e-5)
+    assert len(backend.recompiles) == 1 and "[8, 32] -> float32[4, 32]" in backend.recompiles[0]
+    assert "recompiling forward graph" in caplog.text and "compile took" in caplog.text
+    expected = mlp()(torch.ones(4, 32)).detach()
+    assert_same(model(torch.ones(4, 32, device="tpu")).detach(), expected, rtol=1e-5, atol=1e-5)
 
 
 def test_dynamic_true_is_a_clear_error():
@@ -132,7 +136,8 @@ def test_second_process_does_no_compile(tmp_path):
 import json, torch, torch_tpu
 from torch import nn
 torch.manual_seed(0)
-m = nn.Sequential(nn.Linear(32, 64), nn.GELU(approximate="tanh"), nn.LayerNorm(64), nn.Linear(64, 16)).to("tpu")
+m = nn.Sequential(nn.Linear(32, 64), nn.GELU(approximate="tanh"), nn.LayerNorm(64), nn.Linear(64, 16))
+m = m.to("tpu")
 c = torch.compile(m, backend=torch_tpu.TpuBackend(), dynamic=False)
 torch_tpu.reset_metrics()
 with torch.no_grad():

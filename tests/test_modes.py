@@ -14,8 +14,9 @@ import torch
 from torch import nn
 
 import torch_tpu
-from conftest import assert_same
 from torch_tpu import EagerMode, eager_mode
+
+from conftest import assert_same
 
 MODES = [EagerMode.DEFER_NEVER, EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING, EagerMode.DEFER_AND_FUSE]
 

@@ -27,8 +27,8 @@ import torch  # noqa: E402
 from torch_tpu import _C  # noqa: E402
 from torch_tpu import device as _device_module  # noqa: E402
 from torch_tpu._discovery import find_plugin  # noqa: E402
-from torch_tpu.metrics import metrics, metrics_report, reset_metrics  # noqa: E402
 from torch_tpu.compile import TpuBackend  # noqa: E402
+from torch_tpu.metrics import metrics, metrics_report, reset_metrics  # noqa: E402
 from torch_tpu.modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
 
 __version__ = "0.1.0"

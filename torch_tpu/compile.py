@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from torch_tpu import _C
+from torch_tpu import metrics as _metrics
 from torch_tpu.modes import EagerMode, eager_mode
 
 __all__ = ["TpuBackend"]
@@ -57,7 +58,10 @@ class _CompiledGraph:
         self.kind = kind
         self.backend = backend
         self.programs: dict[tuple, tuple[Any, list]] = {}
-        self.last_signature: tuple | None = None
+        compile_id = torch._guards.CompileContext.current_compile_id()
+        # the frame dynamo compiles: its recompiles share this id
+        self.frame = compile_id.frame_id if compile_id is not None else id(gm)
+        self.name = getattr(gm, "_tpu_name", None) or f"frame {self.frame}"
         if backend.debug:
             log.warning("TpuBackend %s graph:\n%s", kind, gm.code)
 
@@ -137,21 +141,7 @@ class _CompiledGraph:
                 raise
         seconds = time.perf_counter() - start
         self.backend.compiles += 1
-        if self.last_signature is not None and self.last_signature != key:
-            changed = [
-                f"input {i}: {_describe_sig(old)} -> {_describe_sig(new)}"
-                for i, (old, new) in enumerate(zip(self.last_signature, key, strict=False))
-                if old != new
-            ]
-            self.backend.recompiles.append(f"{self.kind} graph recompiled: {'; '.join(changed)}")
-            log.warning(
-                "torch_tpu: recompiling %s graph of %s because %s (compile took %.3f s)",
-                self.kind,
-                self.backend.name_of(self.gm),
-                "; ".join(changed) or "the inputs changed",
-                seconds,
-            )
-        self.last_signature = key
+        self.backend.note_compile(self, key, seconds)
         if self.backend.debug:
             log.warning("TpuBackend %s StableHLO:\n%s", self.kind, program.text)
         entry = (program, layout)
@@ -200,16 +190,38 @@ class TpuBackend:
             (passing them through to the plugin is not implemented yet).
     """
 
-    def __init__(self, debug: bool = False, enable_serialization: bool = True, **compile_options: Any) -> None:
+    def __init__(
+        self, debug: bool = False, enable_serialization: bool = True, **compile_options: Any
+    ) -> None:
         self.debug = debug
         self.enable_serialization = enable_serialization
         self.compile_options = dict(compile_options)
         self.compiles = 0
         self.recompiles: list[str] = []
+        # Input signatures of the graphs compiled so far, by (dynamo frame,
+        # graph kind): a second signature for the same frame is a recompile.
+        self._signatures: dict[tuple, tuple] = {}
 
     @staticmethod
     def name_of(gm: torch.fx.GraphModule) -> str:
         return getattr(gm, "_tpu_name", type(gm).__name__)
+
+    def note_compile(self, graph: _CompiledGraph, key: tuple, seconds: float) -> None:
+        """Logs a recompile: the same frame's graph compiled for other inputs."""
+        frame = (graph.frame, graph.kind)
+        previous = self._signatures.get(frame)
+        self._signatures[frame] = key
+        if previous is None or previous == key:
+            return
+        changed = [
+            f"input {i}: {_describe_sig(old)} -> {_describe_sig(new)}"
+            for i, (old, new) in enumerate(zip(previous, key, strict=False))
+            if old != new
+        ] or ["the inputs changed"]
+        cause = f"{graph.kind} graph of {graph.name}: {'; '.join(changed)}"
+        self.recompiles.append(cause)
+        _metrics._recompiles.append(cause)
+        log.warning("torch_tpu: recompiling %s (compile took %.3f s)", cause, seconds)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         from functorch.compile import make_boxed_func
@@ -227,7 +239,8 @@ class TpuBackend:
 
             return compile_graph
 
-        return aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"))(gm, example_inputs)
+        backend = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"))
+        return backend(gm, example_inputs)
 
 
 def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:

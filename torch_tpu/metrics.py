@@ -26,14 +26,24 @@ _LABELS = {
 }
 
 
+# Causes of torch.compile recompiles, appended by torch_tpu.compile.
+_recompiles: list[str] = []
+
+
 def metrics() -> dict[str, Any]:
-    """A snapshot: the keys of ``_LABELS`` plus ``cpu_fallbacks`` (op name -> count)."""
-    return dict(_C._metrics())
+    """A snapshot: the keys of ``_LABELS``, plus ``cpu_fallbacks`` (op name ->
+    count), ``flushes`` (reason -> count of fused-eager graph runs) and
+    ``recompiles`` (the causes of torch.compile recompiles, in order)."""
+    m = dict(_C._metrics())
+    m["flushes"] = dict(_C._flush_counts())
+    m["recompiles"] = list(_recompiles)
+    return m
 
 
 def reset_metrics() -> None:
     """Zeroes the counters (and the CPU-fallback counts); live objects stay counted."""
     _C._reset_metrics()
+    _recompiles.clear()
 
 
 def cache_info() -> dict[str, Any]:
@@ -51,6 +61,12 @@ def metrics_report() -> str:
         value = m.get(key, 0)
         text = f"{value:.3f}" if isinstance(value, float) else f"{value:,}"
         lines.append(f"  {label + ':':<24}{text}")
+    flushes: dict[str, int] = m.get("flushes", {})
+    if flushes:
+        text = ", ".join(f"{k} {v:,}" for k, v in sorted(flushes.items()))
+        lines.append(f"  fused graph flushes:    {text}")
+    for cause in m.get("recompiles", []):
+        lines.append(f"  recompile: {cause}")
     fallbacks: dict[str, int] = m.get("cpu_fallbacks", {})
     if fallbacks:
         lines.append(f"  CPU fallbacks ({sum(fallbacks.values())} calls, {len(fallbacks)} ops):")

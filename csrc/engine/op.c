@@ -785,6 +785,7 @@ void tpurt_metrics_reset(void) {
   c->compile_seconds = 0;
   g_plan_hits = g_exec_hits = 0;
   cache_reset_counters();
+  graph_reset_counts();
 }
 
 uint64_t tpurt_memory_allocated(int device) {

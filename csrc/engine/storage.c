@@ -70,14 +70,14 @@ tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer) {
   return s;
 }
 
-/* Before a host read or a transfer: run the pending graph of fused eager.
-** While tracing for torch.compile a value cannot be read: it does not
-** exist yet. */
+/* Before a host read or a transfer of |storage|: run the pending graph of
+** fused eager if it holds a newer value of that storage (else the buffer is
+** current and the graph keeps growing). While tracing for torch.compile a
+** value of the graph cannot be read: it does not exist yet. */
 static tpurt_status_t settle_pending(const tpurt_storage_t* storage, int reason) {
   graph_t* g = graph_current();
-  if (!g) return NULL;
+  if (!g || (storage && !graph_has_storage(g, storage))) return NULL;
   if (graph_is_tracing(g)) {
-    if (!storage || !graph_has_storage(g, storage)) return NULL;
     return tpurt_status_create(TPURT_FAILED_PRECONDITION,
                                "a value computed inside a graph being compiled was read on the host (data-dependent "
                                "control flow or .item()); move that code outside the compiled region");
@@ -176,7 +176,7 @@ static tpurt_status_t upload(int device, tpurt_dtype_t dtype, int32_t rank, cons
 tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* host, size_t host_nbytes) {
   TPURT_RETURN_IF_ERROR(check_host_size(view, host_nbytes));
   engine_lock();
-  tpurt_status_t status = settle_pending(NULL, GRAPH_FLUSH_HOST_READ);
+  tpurt_status_t status = settle_pending(view->storage, GRAPH_FLUSH_HOST_READ);
   graph_t* g = graph_current();
   if (status) {
     /* reported below */
