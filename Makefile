@@ -45,7 +45,7 @@ $(VENV)/.stamp: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "$(TORCH)"
-	$(PIP) install -q xla-cpu-pjrt pytest ruff numpy pybind11 setuptools wheel ninja
+	$(PIP) install -q xla-cpu-pjrt pytest expecttest ruff numpy pybind11 setuptools wheel ninja
 	$(PIP) install -q "diffusers==0.42.1" "transformers==5.23.0" pillow
 	touch $@
 

@@ -45,6 +45,9 @@ tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer);
 /* True if |view| is the whole storage, densely, in the buffer's dtype. */
 bool view_is_whole(const tpurt_tensor_t* view);
 bool view_is_contiguous(const tpurt_tensor_t* view);
+/* True if |view| is dense but not in row-major order (a permutation of a
+** contiguous layout); |order| gets its dims from largest stride to smallest. */
+bool view_memory_order(const tpurt_tensor_t* view, int64_t* order);
 int64_t view_numel(const tpurt_tensor_t* view);
 
 /* Emits the read of |view| out of |base| (the storage value). */
@@ -54,6 +57,10 @@ ir_value_t view_read(ir_func_t* func, ir_value_t base, const tpurt_tensor_t* vie
 ir_value_t view_write(ir_func_t* func, ir_value_t base, const tpurt_tensor_t* view, ir_value_t update);
 /* The value an empty storage reads as: zeros, flat, in |dtype|. */
 ir_value_t view_empty_base(ir_func_t* func, const tpurt_storage_t* storage, tpurt_dtype_t dtype);
+
+/* Fills a result's sizes and dtype from the dense physical type of its
+** value; with |permuted|, logical dim i is physical dim perm[i] (strides). */
+void fill_result_shape(tpurt_result_t* result, const ir_type_t* physical, bool permuted, const int8_t* perm);
 
 /* Runs an op with the engine lock held. */
 tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call);

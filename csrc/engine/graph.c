@@ -361,7 +361,9 @@ struct tpurt_program_s {
   binding_t* bindings; /* captured buffers retained */
   int32_t num_bindings;
   int32_t num_outputs;
-  ir_type_t* output_types;
+  ir_type_t* output_types; /* physical (dense) types */
+  bool* output_permuted;   /* returned in the traced output's memory order */
+  int8_t (*output_perm)[TPURT_MAX_RANK];
   char* text; /* the module, for debugging */
 };
 
@@ -416,10 +418,21 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
   status = ir_func_status(g->func);
   if (status) status = tpurt_status_create(TPURT_INTERNAL, "internal error in the traced graph: %s", tpurt_status_message(status));
   ir_value_t* values = tpurt_xmalloc(sizeof(ir_value_t) * (size_t)(num_outputs + 1));
+  bool* permuted = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(bool));
+  int8_t(*perms)[TPURT_MAX_RANK] = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(*perms));
   for (int32_t k = 0; k < num_outputs && !status; ++k) {
     const tpurt_tensor_t* t = &outputs[k];
     ir_value_t base = graph_storage_value(g, t->storage, t->dtype);
     values[k] = view_read(g->func, base, t);
+    /* An output traced with permuted dense strides (e.g. attention output
+    ** saved for the backward graph) keeps them: the graph that receives it
+    ** may view it in a way only those strides allow. */
+    int64_t order[TPURT_MAX_RANK];
+    if (view_memory_order(t, order)) {
+      values[k] = ir_transpose(g->func, values[k], order);
+      permuted[k] = true;
+      for (int32_t i = 0; i < t->rank; ++i) perms[k][order[i]] = (int8_t)i;
+    }
   }
   char* text = NULL;
   size_t size = 0;
@@ -442,6 +455,10 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     g->bindings = NULL;
     g->num_bindings = 0;
     p->num_outputs = num_outputs;
+    p->output_permuted = permuted;
+    p->output_perm = perms;
+    permuted = NULL;
+    perms = NULL;
     p->output_types = tpurt_xmalloc(sizeof(ir_type_t) * (size_t)(num_outputs + 1));
     for (int32_t k = 0; k < num_outputs; ++k) p->output_types[k] = *ir_value_type(g->func, values[k]);
     p->text = text;
@@ -449,6 +466,8 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     *out_program = p;
   }
   if (status && exe) pjrt_executable_release(exe);
+  free(permuted);
+  free(perms);
   free(text);
   free(values);
   g->tracing = false;
@@ -477,6 +496,8 @@ void tpurt_program_release(tpurt_program_t* p) {
   for (int32_t i = 0; i < p->num_bindings; ++i) pjrt_buffer_release(p->bindings[i].buffer);
   free(p->bindings);
   free(p->output_types);
+  free(p->output_permuted);
+  free(p->output_perm);
   free(p->input_types);
   free(p->text);
   free(p);
@@ -532,10 +553,9 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
   if (!status) {
     for (int32_t k = 0; k < p->num_outputs; ++k) {
       tpurt_result_t* r = &results[k];
+      memset(r, 0, sizeof(*r));
       r->storage = storage_wrap_buffer(outs[k]);
-      r->dtype = p->output_types[k].dtype;
-      r->rank = p->output_types[k].rank;
-      memcpy(r->sizes, p->output_types[k].dims, sizeof(int64_t) * (size_t)r->rank);
+      fill_result_shape(r, &p->output_types[k], p->output_permuted[k], p->output_perm[k]);
       r->device = device;
     }
   }

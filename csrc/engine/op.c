@@ -219,7 +219,7 @@ static tpurt_status_t write_back(engine_ctx_t* e, int32_t flat, ir_value_t value
 
 /* Fills a result's sizes (and strides, for a permuted layout) from the
 ** physical dense type of its value. */
-static void fill_result_shape(tpurt_result_t* r, const ir_type_t* physical, bool permuted, const int8_t* perm) {
+void fill_result_shape(tpurt_result_t* r, const ir_type_t* physical, bool permuted, const int8_t* perm) {
   r->dtype = physical->dtype;
   r->rank = physical->rank;
   r->has_strides = permuted;

@@ -139,6 +139,24 @@ bool view_is_contiguous(const tpurt_tensor_t* v) {
   return true;
 }
 
+bool view_memory_order(const tpurt_tensor_t* v, int64_t* order) {
+  if (v->rank < 2 || view_is_contiguous(v)) return false;
+  for (int32_t i = 0; i < v->rank; ++i) order[i] = i;
+  for (int32_t i = 1; i < v->rank; ++i) /* stable: larger stride first */
+    for (int32_t j = i; j > 0 && v->strides[order[j]] > v->strides[order[j - 1]]; --j) {
+      int64_t x = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = x;
+    }
+  int64_t expected = 1; /* dense in that order? */
+  for (int32_t i = v->rank - 1; i >= 0; --i) {
+    int64_t d = order[i];
+    if (v->sizes[d] != 1 && v->strides[d] != expected) return false;
+    expected *= v->sizes[d];
+  }
+  return true;
+}
+
 bool view_is_whole(const tpurt_tensor_t* v) {
   const tpurt_storage_t* s = v->storage;
   if (v->offset != 0 || !view_is_contiguous(v)) return false;

@@ -145,6 +145,13 @@ static tpurt_status_t extreme(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_ar
   tpurt_dtype_t d = t->dtype;
   ir_value_t init = scalar_const(ctx, d, is_max ? lowest(d) : highest(d));
   ir_value_t r = ir_reduce(ctx->func, x, init, dims, n, is_max ? IR_REDUCE_MAX : IR_REDUCE_MIN);
+  if (tpurt_dtype_is_float(d)) {
+    /* XLA:CPU's max/min reduction drops NaN; PyTorch propagates it */
+    ir_func_t* f = ctx->func;
+    ir_value_t nan = ir_compare(f, IR_NE, x, x);
+    ir_value_t any = ir_reduce(f, nan, ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), dims, n, IR_REDUCE_OR);
+    r = ir_select(f, any, lower_full_like(ctx, r, NAN), r);
+  }
   lower_set_result(ctx, 0, keep_dims(ctx, r, t, mask, lower_bool(ctx, keep_arg, false)));
   return NULL;
 }
@@ -371,6 +378,10 @@ static tpurt_status_t lower_vector_norm(lower_ctx_t* ctx) {
   if (isinf(ord)) {
     r = ir_reduce(f, x, ir_constant_f64(f, acc, ord > 0 ? 0.0 : INFINITY), dims, n,
                   ord > 0 ? IR_REDUCE_MAX : IR_REDUCE_MIN);
+    /* XLA:CPU's max/min reduction drops NaN; PyTorch propagates it */
+    ir_value_t any = ir_reduce(f, ir_compare(f, IR_NE, x, x), ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), dims,
+                               n, IR_REDUCE_OR);
+    r = ir_select(f, any, lower_full_like(ctx, r, NAN), r);
   } else if (ord == 0.0) {
     ir_value_t nz = lower_cast(ctx, ir_compare(f, IR_NE, x, lower_full_like(ctx, x, 0.0)), acc);
     r = ir_reduce(f, nz, ir_constant_f64(f, acc, 0.0), dims, n, IR_REDUCE_ADD);

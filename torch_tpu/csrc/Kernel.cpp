@@ -355,10 +355,9 @@ void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
   }
 }
 
-// Runs the op on meta tensors and compares each tensor result's shape and
-// dtype with ours: a mismatch is a bug in a lowering rule.
-void check_against_meta(const c10::OperatorHandle& op, const std::string& name, const std::vector<c10::IValue>& inputs,
-                        const torch::jit::Stack& outputs) {
+// The op's results as PyTorch's meta kernel gives them (shapes, dtypes,
+// strides), or false if the op has no meta kernel.
+bool run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& inputs, torch::jit::Stack* meta) {
   auto to_meta = [](const c10::IValue& v) -> c10::IValue {
     if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == kTpu) {
       const at::Tensor& t = v.toTensor();
@@ -366,21 +365,29 @@ void check_against_meta(const c10::OperatorHandle& op, const std::string& name, 
     }
     return v;
   };
-  torch::jit::Stack meta;
   for (const c10::IValue& v : inputs) {
     if (v.isTensorList() || (v.isList() && !v.toListRef().empty() && v.toListRef()[0].isTensor())) {
       std::vector<at::Tensor> items;
       for (const c10::IValue& item : v.toListRef()) items.push_back(to_meta(item).toTensor());
-      meta.emplace_back(items);
+      meta->emplace_back(items);
     } else {
-      meta.push_back(to_meta(v));
+      meta->push_back(to_meta(v));
     }
   }
   try {
-    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), &meta);
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::Meta), meta);
   } catch (const std::exception&) {
-    return;  // no meta kernel for this op: nothing to compare with
+    return false;
   }
+  return true;
+}
+
+// Runs the op on meta tensors and compares each tensor result's shape and
+// dtype with ours: a mismatch is a bug in a lowering rule.
+void check_against_meta(const c10::OperatorHandle& op, const std::string& name, const std::vector<c10::IValue>& inputs,
+                        const torch::jit::Stack& outputs) {
+  torch::jit::Stack meta;
+  if (!run_meta(op, inputs, &meta)) return;  // no meta kernel: nothing to compare with
   for (size_t i = 0; i < outputs.size() && i < meta.size(); ++i) {
     if (!outputs[i].isTensor() || !meta[i].isTensor()) continue;
     const at::Tensor &ours = outputs[i].toTensor(), &theirs = meta[i].toTensor();
@@ -389,6 +396,26 @@ void check_against_meta(const c10::OperatorHandle& op, const std::string& name, 
                 ": internal error in the tpu lowering: result ", i, " has shape ", ours.sizes(), " and dtype ",
                 ours.scalar_type(), ", PyTorch's meta kernel says shape ", theirs.sizes(), " and dtype ",
                 theirs.scalar_type());
+  }
+}
+
+// While tracing for torch.compile, results take the strides PyTorch's meta
+// kernel gives them: the graph was captured with those strides and may view
+// a result in a way only they allow. Our results are dense in logical order;
+// a result whose meta strides differ is copied into that layout (one more
+// op in the traced program, which XLA folds into a transpose).
+void match_meta_strides(const c10::OperatorHandle& op, const std::vector<c10::IValue>& inputs,
+                        c10::ArrayRef<c10::IValue> returns, torch::jit::Stack* stack, size_t first) {
+  torch::jit::Stack meta;
+  if (!run_meta(op, inputs, &meta)) return;
+  for (size_t i = 0; i < returns.size() && i < meta.size(); ++i) {
+    if (!returns[i].isTensor() || !meta[i].isTensor()) continue;
+    const at::Tensor &ours = returns[i].toTensor(), &theirs = meta[i].toTensor();
+    if (!ours.defined() || !theirs.defined() || ours.sizes() != theirs.sizes() || ours.numel() <= 1) continue;
+    if (ours.strides() == theirs.strides() || !theirs.is_non_overlapping_and_dense()) continue;
+    at::Tensor laid_out = at::empty_strided(theirs.sizes(), theirs.strides(), ours.options());
+    laid_out.copy_(ours);
+    (*stack)[first + i] = laid_out;
   }
 }
 
@@ -403,11 +430,10 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const size_t num_inputs = schema.arguments().size();
   const auto inputs = torch::jit::last(*stack, num_inputs);
   const bool debug = debug_mode();
+  const bool tracing = tpurt_get_eager_mode() == TPURT_MODE_INTERNAL_DEFER_ALL;
   std::vector<c10::IValue> debug_inputs;
-  if (debug) {
-    check_bounds(name, inputs);
-    debug_inputs.assign(inputs.begin(), inputs.end());
-  }
+  if (debug) check_bounds(name, inputs);
+  if (debug || tracing) debug_inputs.assign(inputs.begin(), inputs.end());
   Call call;
   call.name = name;
   call.device = call_device(inputs);
@@ -455,8 +481,11 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   }
   torch::jit::drop(*stack, num_inputs);
   push_returns(schema, call, run, stack);
-  if (debug) {
-    check_against_meta(op, name, debug_inputs, torch::jit::last(*stack, schema.returns().size()).vec());
+  const size_t num_returns = schema.returns().size();
+  if (debug) check_against_meta(op, name, debug_inputs, torch::jit::last(*stack, num_returns).vec());
+  if (tracing) {
+    const std::vector<c10::IValue> returns = torch::jit::last(*stack, num_returns).vec();
+    match_meta_strides(op, debug_inputs, returns, stack, stack->size() - num_returns);
   }
 }
 
