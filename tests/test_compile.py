@@ -187,3 +187,19 @@ def test_compiled_tiny_flux_matches_eager_and_cpu():
     assert torch_tpu.metrics()["compiles"] == 0
     assert_same(out, expected, rtol=1e-4, atol=1e-4)
     assert_same(out2, eager.cpu(), rtol=1e-4, atol=1e-4)
+
+
+def test_random_ops_in_a_compiled_graph_follow_the_device_generator():
+    def f(x):
+        return torch.nn.functional.dropout(x, p=0.5, training=True) + torch.rand_like(x)
+
+    compiled = torch.compile(f, backend="tpu", dynamic=False)
+    x = torch.ones(64, 64, device="tpu")
+    torch.tpu.manual_seed(123)
+    a, b = compiled(x).cpu(), compiled(x).cpu()
+    torch.tpu.manual_seed(123)
+    a2 = compiled(x).cpu()
+    assert torch.equal(a, a2)  # same seed, same numbers
+    assert not torch.equal(a, b)  # the generator advances between calls
+    dropped = (a < 1).float().mean().item()  # dropout zeroes about half (then + U[0,1))
+    assert 0.4 < dropped < 0.6

@@ -114,6 +114,9 @@ class _CompiledGraph:
                 placeholders += 1
             else:
                 trace_args.append(a)
+        # Tracing runs the ops once; it must not consume random numbers: the
+        # program draws from the generator at each run instead.
+        rng_state = torch.tpu.get_rng_state(device)
         with eager_mode(EagerMode.INTERNAL_DEFER_ALL):
             _C._trace_begin(device)
             try:
@@ -139,6 +142,8 @@ class _CompiledGraph:
             except BaseException:
                 _C._trace_abort()
                 raise
+            finally:
+                torch.tpu.set_rng_state(rng_state, device)
         seconds = time.perf_counter() - start
         self.backend.compiles += 1
         self.backend.note_compile(self, key, seconds)

@@ -62,6 +62,10 @@ ir_value_t view_empty_base(ir_func_t* func, const tpurt_storage_t* storage, tpur
 ** value; with |permuted|, logical dim i is physical dim perm[i] (strides). */
 void fill_result_shape(tpurt_result_t* result, const ir_type_t* physical, bool permuted, const int8_t* perm);
 
+/* The THREE_FRY state for a generator at (seed, offset): every offset gets
+** its own key, so calls never share a stream. */
+void engine_rng_state(uint64_t seed, uint64_t offset, uint64_t out[2]);
+
 /* Runs an op with the engine lock held. */
 tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call);
 
@@ -97,6 +101,9 @@ void graph_set_storage_value(graph_t* graph, tpurt_storage_t* storage, ir_value_
 tpurt_storage_t* graph_new_result(graph_t* graph, ir_value_t value);
 /* Binds @main parameter |param_index| to host bytes. */
 void graph_bind_host(graph_t* graph, int32_t param_index, ir_type_t type, const void* bytes, size_t size);
+/* Binds @main parameter |param_index| to an RNG state: fixed in fused eager;
+** in a traced program, drawn from the generator at each run instead. */
+void graph_bind_rng(graph_t* graph, int32_t param_index, const uint64_t state[2]);
 /* Whether @main parameter |param_index| is already bound. */
 bool graph_param_bound(const graph_t* graph, int32_t param_index);
 /* Runs the open graph (engine lock held); a trace is never flushed. */

@@ -27,13 +27,14 @@ typedef enum binding_kind_e {
   BIND_BUFFER = 0,  /* a storage's buffer, captured (retained) when first read */
   BIND_HOST,        /* host bytes (a scalar or an RNG state) */
   BIND_PLACEHOLDER, /* a traced input, supplied at each program run */
+  BIND_RNG,         /* an RNG state: host bytes in fused eager; per run in a program */
 } binding_kind_t;
 
 typedef struct binding_s {
   binding_kind_t kind;
   int32_t param_index; /* position in @main */
   pjrt_buffer_t* buffer;
-  int32_t input;     /* BIND_PLACEHOLDER: the input index */
+  int32_t input;     /* BIND_PLACEHOLDER: the input index; BIND_RNG: its draw number */
   ir_type_t type;    /* BIND_HOST: the parameter's type */
   uint64_t bytes[2]; /* BIND_HOST: up to 16 bytes */
 } binding_t;
@@ -53,8 +54,9 @@ struct graph_s {
   int32_t num_bindings, cap_bindings;
   entry_t* entries;
   int32_t num_entries, cap_entries;
-  uint64_t first_op;   /* signature-lite hash of the first op */
-  char last_op[96];    /* for error messages */
+  uint64_t first_op; /* signature-lite hash of the first op */
+  int32_t num_rng;   /* RNG states bound so far */
+  char last_op[96];  /* for error messages */
   char first_op_name[96];
   bool tracing;
 };
@@ -122,6 +124,14 @@ graph_t* graph_open(int device) {
 ir_func_t* graph_func(graph_t* g) { return g->func; }
 int graph_device(const graph_t* g) { return g->device; }
 int32_t graph_num_ops(const graph_t* g) { return g->num_ops; }
+
+void graph_bind_rng(graph_t* g, int32_t param_index, const uint64_t state[2]) {
+  int64_t two = 2;
+  graph_bind_host(g, param_index, ir_type_make(TPURT_DTYPE_U64, 1, &two), state, 2 * sizeof(uint64_t));
+  binding_t* b = &g->bindings[g->num_bindings - 1];
+  b->kind = BIND_RNG;
+  b->input = g->num_rng++;
+}
 
 static entry_t* entry_of(graph_t* g, tpurt_storage_t* s) {
   if (s->graph_epoch == g->epoch) return &g->entries[s->graph_index];
@@ -253,9 +263,11 @@ static void graph_clear(graph_t* g) {
 void graph_discard(graph_t* g) { graph_clear(g); }
 
 /* Uploads host bindings and collects the launch arguments. |inputs| supply
-** placeholders (may be NULL when there are none). */
-static tpurt_status_t bind_args(const binding_t* bindings, int32_t n, int device, pjrt_buffer_t* const* inputs,
-                                pjrt_buffer_t** args, bool* owned) {
+** placeholders (may be NULL when there are none); |rng| (NULL in fused eager)
+** the generator's (seed, offset) from which a program's RNG states are drawn. */
+static tpurt_status_t bind_args(const binding_t* bindings, int32_t n, int device,
+                                pjrt_buffer_t* const* inputs, const uint64_t* rng, pjrt_buffer_t** args,
+                                bool* owned) {
   for (int32_t i = 0; i < n; ++i) {
     const binding_t* b = &bindings[i];
     owned[i] = false;
@@ -266,7 +278,14 @@ static tpurt_status_t bind_args(const binding_t* bindings, int32_t n, int device
       args[i] = inputs[b->input];
     } else {
       owned[i] = true;
-      tpurt_status_t st = pjrt_buffer_from_host(device, b->type.dtype, b->type.rank, b->type.dims, b->bytes, &args[i]);
+      uint64_t fresh[2];
+      const void* bytes = b->bytes;
+      if (b->kind == BIND_RNG && rng) {
+        engine_rng_state(rng[0], rng[1] + (uint64_t)b->input, fresh);
+        bytes = fresh;
+      }
+      tpurt_status_t st =
+          pjrt_buffer_from_host(device, b->type.dtype, b->type.rank, b->type.dims, bytes, &args[i]);
       if (st) {
         for (int32_t j = 0; j < i; ++j)
           if (owned[j]) pjrt_buffer_release(args[j]);
@@ -327,8 +346,9 @@ tpurt_status_t graph_flush_locked(int reason) {
   bool* owned = tpurt_xmalloc(sizeof(bool) * (size_t)(n + 1));
   pjrt_buffer_t** outs = tpurt_xmalloc(sizeof(void*) * (size_t)n_out);
   char label[320];
-  snprintf(label, sizeof(label), "fused graph of %d ops (%.80s ... %.80s)", g->num_ops, g->first_op_name, g->last_op);
-  if (!status) status = bind_args(g->bindings, n, g->device, NULL, args, owned);
+  snprintf(label, sizeof(label), "fused graph of %d ops (%.80s ... %.80s)", g->num_ops, g->first_op_name,
+           g->last_op);
+  if (!status) status = bind_args(g->bindings, n, g->device, NULL, NULL, args, owned);
   if (!status) {
     status = pjrt_execute(exe, g->device, args, (size_t)n, outs, (size_t)n_out, label);
     release_args(args, owned, n);
@@ -360,6 +380,7 @@ struct tpurt_program_s {
   ir_type_t* input_types;
   binding_t* bindings; /* captured buffers retained */
   int32_t num_bindings;
+  int32_t num_rng; /* RNG states drawn per run */
   int32_t num_outputs;
   ir_type_t* output_types; /* physical (dense) types */
   bool* output_permuted;   /* returned in the traced output's memory order */
@@ -395,8 +416,8 @@ tpurt_status_t tpurt_trace_input(const tpurt_tensor_t* placeholder, int32_t inde
     /* the storage may be larger than the tensor: model it as the tensor */
     entry_t* e = entry_of(g, placeholder->storage);
     if (e) {
-      status = tpurt_status_create(TPURT_INVALID_ARGUMENT, "trace input %d shares its storage with another input",
-                                   index);
+      status = tpurt_status_create(TPURT_INVALID_ARGUMENT,
+                                   "trace input %d shares its storage with another input", index);
     } else {
       add_entry(g, placeholder->storage, v);
     }
@@ -416,10 +437,12 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     return tpurt_status_create(TPURT_FAILED_PRECONDITION, "tpurt_trace_end without tpurt_trace_begin");
   }
   status = ir_func_status(g->func);
-  if (status) status = tpurt_status_create(TPURT_INTERNAL, "internal error in the traced graph: %s", tpurt_status_message(status));
+  if (status)
+    status = tpurt_status_create(TPURT_INTERNAL, "internal error in the traced graph: %s",
+                                 tpurt_status_message(status));
   ir_value_t* values = tpurt_xmalloc(sizeof(ir_value_t) * (size_t)(num_outputs + 1));
   bool* permuted = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(bool));
-  int8_t(*perms)[TPURT_MAX_RANK] = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(*perms));
+  int8_t (*perms)[TPURT_MAX_RANK] = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(*perms));
   for (int32_t k = 0; k < num_outputs && !status; ++k) {
     const tpurt_tensor_t* t = &outputs[k];
     ir_value_t base = graph_storage_value(g, t->storage, t->dtype);
@@ -451,6 +474,7 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     p->executable = exe;
     p->num_inputs = num_inputs;
     p->num_bindings = g->num_bindings;
+    p->num_rng = g->num_rng;
     p->bindings = g->bindings; /* take them: buffers stay retained */
     g->bindings = NULL;
     g->num_bindings = 0;
@@ -503,11 +527,14 @@ void tpurt_program_release(tpurt_program_t* p) {
   free(p);
 }
 
-tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_tensor_t* inputs, int32_t num_inputs,
-                                 tpurt_result_t* results, int32_t max_results) {
+int32_t tpurt_program_num_rng(const tpurt_program_t* p) { return p->num_rng; }
+
+tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_tensor_t* inputs,
+                                 int32_t num_inputs, const uint64_t rng[2], tpurt_result_t* results,
+                                 int32_t max_results) {
   if (num_inputs != p->num_inputs)
-    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "compiled program takes %d inputs, got %d", p->num_inputs,
-                               num_inputs);
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "compiled program takes %d inputs, got %d",
+                               p->num_inputs, num_inputs);
   if (max_results < p->num_outputs)
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "compiled program has %d outputs, room for %d",
                                p->num_outputs, max_results);
@@ -532,7 +559,11 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
     } else {
       tpurt_arg_t arg = {.kind = TPURT_ARG_TENSOR, .u.tensor = *t};
       tpurt_result_t r;
-      tpurt_op_call_t call = {.name = "aten::clone", .args = &arg, .num_args = 1, .device = device, .results = &r,
+      tpurt_op_call_t call = {.name = "aten::clone",
+                              .args = &arg,
+                              .num_args = 1,
+                              .device = device,
+                              .results = &r,
                               .max_results = 1};
       status = engine_op_run_locked(&call);
       if (!status) {
@@ -545,9 +576,10 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
   pjrt_buffer_t** args = tpurt_xmalloc(sizeof(void*) * (size_t)(n + 1));
   bool* owned = tpurt_xmalloc(sizeof(bool) * (size_t)(n + 1));
   pjrt_buffer_t** outs = tpurt_xmalloc(sizeof(void*) * (size_t)(p->num_outputs + 1));
-  if (!status) status = bind_args(p->bindings, n, device, in, args, owned);
+  if (!status) status = bind_args(p->bindings, n, device, in, rng, args, owned);
   if (!status) {
-    status = pjrt_execute(p->executable, device, args, (size_t)n, outs, (size_t)p->num_outputs, "compiled graph");
+    status =
+        pjrt_execute(p->executable, device, args, (size_t)n, outs, (size_t)p->num_outputs, "compiled graph");
     release_args(args, owned, n);
   }
   if (!status) {

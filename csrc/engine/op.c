@@ -21,7 +21,7 @@ typedef struct plan_output_s {
   bool permuted; /* logical dim i is physical dim perm[i] */
   int8_t perm[TPURT_MAX_RANK];
   int64_t host_int; /* OUTPUT_HOST_INT */
-  int32_t index; /* result number, or the flat arg whose storage is written */
+  int32_t index;    /* result number, or the flat arg whose storage is written */
   ir_type_t type;
 } plan_output_t;
 
@@ -277,10 +277,13 @@ static void scalar_bytes(const tpurt_arg_t* a, tpurt_dtype_t dtype, unsigned cha
 
 /* THREE_FRY state from (seed, offset): every offset gets its own key, so
 ** calls never share a stream. */
-static void rng_state(const tpurt_arg_t* a, uint64_t out[2]) {
-  uint64_t key = tpurt_hash_u64(tpurt_hash_u64(TPURT_HASH_SEED, a->u.rng.seed), a->u.rng.offset);
-  out[0] = key;
+void engine_rng_state(uint64_t seed, uint64_t offset, uint64_t out[2]) {
+  out[0] = tpurt_hash_u64(tpurt_hash_u64(TPURT_HASH_SEED, seed), offset);
   out[1] = 0;
+}
+
+static void rng_state(const tpurt_arg_t* a, uint64_t out[2]) {
+  engine_rng_state(a->u.rng.seed, a->u.rng.offset, out);
 }
 
 /* Binds the number parameters this op added to the pending graph: the
@@ -298,8 +301,7 @@ static void bind_graph_numbers(engine_ctx_t* e, int32_t first) {
     uint64_t bytes[2] = {0, 0};
     if (prm->kind == LOWER_PARAM_RNG) {
       rng_state(a, bytes);
-      int64_t two = 2;
-      graph_bind_host(e->graph, p, ir_type_make(TPURT_DTYPE_U64, 1, &two), bytes, sizeof(bytes));
+      graph_bind_rng(e->graph, p, bytes);
       continue;
     }
     tpurt_arg_t item = *a;
@@ -398,7 +400,9 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
     for (int32_t k = 0; k < ctx->num_results; ++k) {
       bool undefined = ctx->results[k] == LOWER_UNDEFINED;
       bool host = ctx->results[k] == LOWER_HOST_INT_BASE;
-      outputs[n_out] = (plan_output_t){.kind = host ? OUTPUT_HOST_INT : undefined ? OUTPUT_UNDEFINED : OUTPUT_RESULT,
+      outputs[n_out] = (plan_output_t){.kind = host        ? OUTPUT_HOST_INT
+                                               : undefined ? OUTPUT_UNDEFINED
+                                                           : OUTPUT_RESULT,
                                        .index = k,
                                        .host_int = host ? ctx->host_ints[k] : 0};
       if (k < TPURT_MAX_RESULTS && ctx->result_permuted[k]) {

@@ -78,9 +78,10 @@ static tpurt_status_t settle_pending(const tpurt_storage_t* storage, int reason)
   graph_t* g = graph_current();
   if (!g || (storage && !graph_has_storage(g, storage))) return NULL;
   if (graph_is_tracing(g)) {
-    return tpurt_status_create(TPURT_FAILED_PRECONDITION,
-                               "a value computed inside a graph being compiled was read on the host (data-dependent "
-                               "control flow or .item()); move that code outside the compiled region");
+    return tpurt_status_create(
+        TPURT_FAILED_PRECONDITION,
+        "a value computed inside a graph being compiled was read on the host (data-dependent "
+        "control flow or .item()); move that code outside the compiled region");
   }
   return graph_flush_locked(reason);
 }
@@ -165,7 +166,6 @@ bool view_is_whole(const tpurt_tensor_t* v) {
 }
 
 /*===--- transfers ---===*/
-
 
 static tpurt_status_t check_host_size(const tpurt_tensor_t* view, size_t host_nbytes) {
   size_t need = (size_t)view_numel(view) * tpurt_dtype_size(view->dtype);
@@ -278,7 +278,8 @@ tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t
   tpurt_status_t status = NULL;
   tpurt_tensor_t s = *src;
   tpurt_storage_t* moved = NULL;
-  if (src->storage->device != dst->storage->device) status = settle_pending(src->storage, GRAPH_FLUSH_DEVICE_COPY);
+  if (src->storage->device != dst->storage->device)
+    status = settle_pending(src->storage, GRAPH_FLUSH_DEVICE_COPY);
   if (!status && src->storage->device != dst->storage->device) {
     /* Densify on the source device, then move the buffer across. */
     tpurt_arg_t arg = {.kind = TPURT_ARG_TENSOR, .u.tensor = *src};

@@ -329,9 +329,13 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
                                tpurt_program_t** out_program);
 /* Abandons an unfinished trace (the traced function raised). */
 void tpurt_trace_abort(void);
-/* Runs the program: one launch. Results are new dense tensors. */
+/* Runs the program: one launch. Results are new tensors. Random ops inside
+** draw from |rng| = the device generator's (seed, offset); the caller then
+** advances the offset by tpurt_program_num_rng(). */
 tpurt_status_t tpurt_program_run(tpurt_program_t* program, int device, const tpurt_tensor_t* inputs,
-                                 int32_t num_inputs, tpurt_result_t* results, int32_t max_results);
+                                 int32_t num_inputs, const uint64_t rng[2], tpurt_result_t* results,
+                                 int32_t max_results);
+int32_t tpurt_program_num_rng(const tpurt_program_t* program);
 int32_t tpurt_program_num_outputs(const tpurt_program_t* program);
 /* The StableHLO text of the program (borrowed). */
 const char* tpurt_program_text(const tpurt_program_t* program);

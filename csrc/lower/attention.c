@@ -33,33 +33,18 @@ typedef struct sdpa_s {
   int32_t w; /* rank of the grouped scores [N.., Hk, G, L, S] */
 } sdpa_t;
 
-/* PyTorch prints dtypes in these messages as C++ type names. */
-static const char* type_name(tpurt_dtype_t d) {
-  switch (d) {
-    case TPURT_DTYPE_F32:
-      return "float";
-    case TPURT_DTYPE_F64:
-      return "double";
-    case TPURT_DTYPE_F16:
-      return "c10::Half";
-    case TPURT_DTYPE_BF16:
-      return "c10::BFloat16";
-    default:
-      return tpurt_dtype_name(d);
-  }
-}
-
 static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_t* p) {
   const tpurt_tensor_t *q = lower_meta(ctx, a->q), *k = lower_meta(ctx, a->k), *v = lower_meta(ctx, a->v);
   if (q->dtype != k->dtype || q->dtype != v->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "Expected query, key, and value to have the same dtype, but got query.dtype: %s "
                        "key.dtype: %s and value.dtype: %s instead.",
-                       type_name(q->dtype), type_name(k->dtype), type_name(v->dtype));
+                       lower_dtype_cpp_name(q->dtype), lower_dtype_cpp_name(k->dtype),
+                       lower_dtype_cpp_name(v->dtype));
   if (!tpurt_dtype_is_float(q->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "Expected query, key and value to be floating point tensors, but got %s",
-                       type_name(q->dtype));
+                       lower_dtype_cpp_name(q->dtype));
   if (q->rank != 3 && q->rank != 4) return lower_error(TPURT_INVALID_ARGUMENT, "query must be 3D or 4D");
   if (k->rank != q->rank || v->rank != q->rank)
     return lower_error(TPURT_INVALID_ARGUMENT,
@@ -126,7 +111,7 @@ static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_
       return lower_error(TPURT_INVALID_ARGUMENT,
                          "Expected attn_mask dtype to be bool or float or to match query dtype, but got "
                          "attn_mask.dtype: %s and  query.dtype: %s instead.",
-                         type_name(b->dtype), type_name(q->dtype));
+                         lower_dtype_cpp_name(b->dtype), lower_dtype_cpp_name(q->dtype));
   }
   return NULL;
 }

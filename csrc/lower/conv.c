@@ -13,54 +13,6 @@
 
 #define CONV_MAX_SPATIAL (TPURT_MAX_RANK - 2)
 
-/* PyTorch's ScalarType names ("expected scalar type Float ..."). */
-static const char* scalar_type_name(tpurt_dtype_t d) {
-  switch (d) {
-    case TPURT_DTYPE_F32:
-      return "Float";
-    case TPURT_DTYPE_F64:
-      return "Double";
-    case TPURT_DTYPE_F16:
-      return "Half";
-    case TPURT_DTYPE_BF16:
-      return "BFloat16";
-    case TPURT_DTYPE_I64:
-      return "Long";
-    case TPURT_DTYPE_I32:
-      return "Int";
-    case TPURT_DTYPE_I16:
-      return "Short";
-    case TPURT_DTYPE_I8:
-      return "Char";
-    case TPURT_DTYPE_U8:
-      return "Byte";
-    case TPURT_DTYPE_BOOL:
-      return "Bool";
-    default:
-      return tpurt_dtype_name(d);
-  }
-}
-
-/* caffe2 TypeMeta names ("Input type (float) and bias type (double)..."). */
-static const char* typemeta_name(tpurt_dtype_t d) {
-  switch (d) {
-    case TPURT_DTYPE_F32:
-      return "float";
-    case TPURT_DTYPE_F64:
-      return "double";
-    case TPURT_DTYPE_F16:
-      return "c10::Half";
-    case TPURT_DTYPE_BF16:
-      return "c10::BFloat16";
-    case TPURT_DTYPE_I64:
-      return "long int";
-    case TPURT_DTYPE_I32:
-      return "int";
-    default:
-      return tpurt_dtype_name(d);
-  }
-}
-
 /* The parameters of one convolution, as PyTorch's ConvParams holds them. */
 typedef struct conv_params_s {
   int32_t ns; /* spatial dims */
@@ -345,7 +297,7 @@ static tpurt_status_t lower_convolution(lower_ctx_t* ctx) {
   const tpurt_tensor_t* b = lower_meta(ctx, 2);
   if (b && b->dtype != in->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT, "Input type (%s) and bias type (%s) should be the same",
-                       typemeta_name(in->dtype), typemeta_name(b->dtype));
+                       lower_dtype_cpp_name(in->dtype), lower_dtype_cpp_name(b->dtype));
   if (w->rank < 3) return lower_error(TPURT_INVALID_ARGUMENT, "weight should have at least three dimensions");
   if (w->rank > 5) return lower_error(TPURT_UNIMPLEMENTED, "convolution over more than 3 spatial dims");
   conv_params_t p;
@@ -353,7 +305,7 @@ static tpurt_status_t lower_convolution(lower_ctx_t* ctx) {
   TPURT_RETURN_IF_ERROR(check_forward(in, w, b, &p));
   if (w->dtype != in->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT, "expected scalar type %s but found %s",
-                       scalar_type_name(in->dtype), scalar_type_name(w->dtype));
+                       tpurt_dtype_name(in->dtype), tpurt_dtype_name(w->dtype));
   if (!conv_dtype_ok(in->dtype)) return lower_error(TPURT_UNIMPLEMENTED, "integer convolution");
   tpurt_dtype_t acc = lower_acc_dtype(in->dtype);
   ir_value_t x = lower_tensor(ctx, 0), k = lower_tensor(ctx, 1), y;

@@ -3,38 +3,10 @@
 #include "../base/base.h"
 #include "lower.h"
 
-/* PyTorch's C++ type names, which its matmul messages print. */
-static const char* cpp_name(tpurt_dtype_t d) {
-  switch (d) {
-    case TPURT_DTYPE_F32:
-      return "float";
-    case TPURT_DTYPE_F64:
-      return "double";
-    case TPURT_DTYPE_F16:
-      return "c10::Half";
-    case TPURT_DTYPE_BF16:
-      return "c10::BFloat16";
-    case TPURT_DTYPE_I64:
-      return "long int";
-    case TPURT_DTYPE_I32:
-      return "int";
-    case TPURT_DTYPE_I16:
-      return "short int";
-    case TPURT_DTYPE_I8:
-      return "signed char";
-    case TPURT_DTYPE_U8:
-      return "unsigned char";
-    case TPURT_DTYPE_BOOL:
-      return "bool";
-    default:
-      return tpurt_dtype_name(d);
-  }
-}
-
 static tpurt_status_t same_dtype(const tpurt_tensor_t* a, const tpurt_tensor_t* b) {
   if (a->dtype != b->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT, "expected m1 and m2 to have the same dtype, but got: %s != %s",
-                       cpp_name(a->dtype), cpp_name(b->dtype));
+                       lower_dtype_cpp_name(a->dtype), lower_dtype_cpp_name(b->dtype));
   return NULL;
 }
 
@@ -152,8 +124,9 @@ static tpurt_status_t lower_addmv(lower_ctx_t* ctx) {
                        (long long)(lower_meta(ctx, 0)->rank ? lower_meta(ctx, 0)->sizes[0] : 1),
                        (long long)m->sizes[0], (long long)m->sizes[1], (long long)v->sizes[0]);
   if (m->dtype != v->dtype || lower_meta(ctx, 0)->dtype != m->dtype)
-    return lower_error(TPURT_INVALID_ARGUMENT, "expected scalar type %s but found %s", cpp_name(m->dtype),
-                       cpp_name(m->dtype != v->dtype ? v->dtype : lower_meta(ctx, 0)->dtype));
+    return lower_error(TPURT_INVALID_ARGUMENT, "expected scalar type %s but found %s",
+                       tpurt_dtype_name(m->dtype),
+                       tpurt_dtype_name(m->dtype != v->dtype ? v->dtype : lower_meta(ctx, 0)->dtype));
   ir_value_t p = matmul_acc(ctx, lower_tensor(ctx, 1), lower_tensor(ctx, 2), 0, m->dtype);
   return scaled_sum(ctx, p, m->dtype, 3, 4);
 }

@@ -66,9 +66,9 @@ typedef struct lower_param_s {
 enum { LOWER_PARAM_STORAGE = 0, LOWER_PARAM_SCALAR = 1, LOWER_PARAM_RNG = 2, LOWER_PARAM_LIST_ITEM = 3 };
 
 /* A result value meaning "an undefined tensor" (see lower_set_undefined). */
-#define LOWER_UNDEFINED ((ir_value_t)-2)
+#define LOWER_UNDEFINED ((ir_value_t) - 2)
 /* Result values at or below this encode a host int (see lower_set_host_int). */
-#define LOWER_HOST_INT_BASE ((ir_value_t)-16)
+#define LOWER_HOST_INT_BASE ((ir_value_t) - 16)
 
 #define LOWER_MAX_ARGS 64
 #define LOWER_MAX_PARAMS 1024
@@ -85,7 +85,7 @@ struct lower_ctx_s {
   /* Results the rule sets. */
   int32_t num_results;
   ir_value_t results[LOWER_MAX_FLAT_ARGS];
-  int64_t host_ints[LOWER_MAX_FLAT_ARGS]; /* for results set by lower_set_host_int */
+  int64_t host_ints[LOWER_MAX_FLAT_ARGS];                /* for results set by lower_set_host_int */
   int8_t result_perm[TPURT_MAX_RESULTS][TPURT_MAX_RANK]; /* lower_set_result_permuted; */
   bool result_permuted[TPURT_MAX_RESULTS];               /* only the first results */
   /* Runtime parameters, in @main order (owned by the engine). */
@@ -187,6 +187,8 @@ ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, cons
 /* Wraps a possibly negative dim; error "Dimension out of range (expected to
 ** be in range of [-r, r-1], but got d)". */
 tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim);
+/* PyTorch's C++ name of a dtype for messages: "float", "c10::BFloat16"... */
+const char* lower_dtype_cpp_name(tpurt_dtype_t dtype);
 /* The shape string "[2, 3]" for messages (static buffer per thread). */
 const char* lower_shape_str(int32_t rank, const int64_t* dims);
 /* The computation dtype for a reduction/softmax over |dtype|: f32 for

@@ -166,7 +166,8 @@ ir_value_t lower_float_list_item(lower_ctx_t* ctx, int32_t i, int32_t k, tpurt_d
     return IR_NONE;
   }
   if (ctx->num_params >= LOWER_MAX_PARAMS) {
-    ir_func_fail(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands (max %d)", LOWER_MAX_PARAMS));
+    ir_func_fail(ctx->func,
+                 tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands (max %d)", LOWER_MAX_PARAMS));
     return IR_NONE;
   }
   ctx->params[ctx->num_params++] =
@@ -294,6 +295,35 @@ bool lower_can_cast(tpurt_dtype_t from, tpurt_dtype_t to) {
   if (tpurt_dtype_is_float(from) && !tpurt_dtype_is_float(to)) return false;
   if (from != TPURT_DTYPE_BOOL && to == TPURT_DTYPE_BOOL) return false;
   return true;
+}
+
+/* PyTorch's C++ type names, which its matmul, conv and attention messages
+** print ("float", "c10::BFloat16", "long int"). */
+const char* lower_dtype_cpp_name(tpurt_dtype_t d) {
+  switch (d) {
+    case TPURT_DTYPE_F32:
+      return "float";
+    case TPURT_DTYPE_F64:
+      return "double";
+    case TPURT_DTYPE_F16:
+      return "c10::Half";
+    case TPURT_DTYPE_BF16:
+      return "c10::BFloat16";
+    case TPURT_DTYPE_I64:
+      return "long int";
+    case TPURT_DTYPE_I32:
+      return "int";
+    case TPURT_DTYPE_I16:
+      return "short int";
+    case TPURT_DTYPE_I8:
+      return "signed char";
+    case TPURT_DTYPE_U8:
+      return "unsigned char";
+    case TPURT_DTYPE_BOOL:
+      return "bool";
+    default:
+      return tpurt_dtype_name(d);
+  }
 }
 
 /*===--- shapes ---===*/

@@ -394,10 +394,49 @@ static tpurt_status_t lower_bernoulli(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
+** The schema has no Generator: the glue appends the device's default one as
+** a trailing argument (3). Training: keep with probability 1-p, scale kept
+** values by 1/(1-p); p == 1 drops everything. Otherwise: (input, all true). */
+static tpurt_status_t lower_native_dropout(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  ir_value_t x = lower_tensor(ctx, 0);
+  double p = lower_scalar_value(ctx, 1);
+  if (!(p >= 0.0 && p <= 1.0))
+    return lower_error(TPURT_INVALID_ARGUMENT, "dropout probability has to be between 0 and 1, but got %g",
+                       p);
+  bool train = lower_bool(ctx, 2, true);
+  if (!train) {
+    lower_set_result(ctx, 0, x);
+    lower_set_result(ctx, 1, lower_splat(ctx, TPURT_DTYPE_BOOL, t->rank, t->sizes, 1.0));
+    return NULL;
+  }
+  if (!is_float(t->dtype))
+    return lower_error(TPURT_UNIMPLEMENTED, "dropout of %s tensors", tpurt_dtype_name(t->dtype));
+  tpurt_dtype_t cd = draw_dtype(t->dtype);
+  ir_func_t* f = ctx->func;
+  /* keep = u < 1 - p, computed from the parameter p so its value can change */
+  ir_value_t one = lower_splat(ctx, cd, t->rank, t->sizes, 1.0);
+  ir_value_t pv = lower_broadcast_to(ctx, lower_scalar(ctx, 1, cd), t->rank, t->sizes);
+  ir_value_t keep_p = ir_binary(f, "stablehlo.subtract", one, pv);
+  ir_value_t state = lower_rng_state(ctx, 3);
+  ir_value_t mask = bernoulli_of(ctx, &state, keep_p, TPURT_DTYPE_BOOL);
+  /* 1/(1-p), or 0 when p == 1 (everything dropped) */
+  ir_value_t zero = lower_splat(ctx, cd, t->rank, t->sizes, 0.0);
+  ir_value_t scale =
+      ir_select(f, ir_compare(f, IR_EQ, keep_p, zero), zero, ir_binary(f, "stablehlo.divide", one, keep_p));
+  ir_value_t xs = ir_binary(f, "stablehlo.multiply", lower_cast(ctx, x, cd), scale);
+  ir_value_t out = ir_select(f, mask, xs, zero);
+  lower_set_result(ctx, 0, lower_cast(ctx, out, t->dtype));
+  lower_set_result(ctx, 1, mask);
+  return NULL;
+}
+
 /* Sorted by name. */
 const lower_rule_t lower_random_rules[] = {
     LOWER_FN("aten::bernoulli", lower_bernoulli),
     LOWER_FN("aten::bernoulli.p", lower_bernoulli_float),
+    LOWER_FN("aten::native_dropout", lower_native_dropout),
     LOWER_INPLACE_FN("aten::bernoulli_.Tensor", lower_bernoulli_tensor_),
     LOWER_INPLACE_FN("aten::bernoulli_.float", lower_bernoulli_float),
     LOWER_FN("aten::normal.Tensor_Tensor", lower_normal_tensor),

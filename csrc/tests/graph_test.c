@@ -24,21 +24,24 @@ static tpurt_tensor_t upload(const float* data, int64_t n) {
 
 static tpurt_arg_t targ(tpurt_tensor_t t) { return (tpurt_arg_t){.kind = TPURT_ARG_TENSOR, .u.tensor = t}; }
 static tpurt_arg_t farg(double v) {
-  return (tpurt_arg_t){.kind = TPURT_ARG_SCALAR, .u.scalar = {.dtype = TPURT_DTYPE_F64, .tier = TPURT_TIER_WRAPPED, .f = v}};
+  return (tpurt_arg_t){.kind = TPURT_ARG_SCALAR,
+                       .u.scalar = {.dtype = TPURT_DTYPE_F64, .tier = TPURT_TIER_WRAPPED, .f = v}};
 }
 
 /* y = x * a + b as two ops; returns y (caller releases). */
 static tpurt_status_t mul_add(tpurt_tensor_t x, double a, double b, tpurt_tensor_t* out) {
   tpurt_result_t r1[1], r2[1];
   tpurt_arg_t args1[2] = {targ(x), farg(a)};
-  tpurt_op_call_t c1 = {.name = "aten::mul.Tensor", .args = args1, .num_args = 2, .results = r1, .max_results = 1};
+  tpurt_op_call_t c1 = {
+      .name = "aten::mul.Tensor", .args = args1, .num_args = 2, .results = r1, .max_results = 1};
   {
     tpurt_status_t st1 = tpurt_op_run(&c1);
     if (st1) return st1;
   }
   tpurt_tensor_t t = dense(r1[0].storage, r1[0].rank, r1[0].sizes);
   tpurt_arg_t args2[3] = {targ(t), farg(b), farg(1)};
-  tpurt_op_call_t c2 = {.name = "aten::add.Tensor", .args = args2, .num_args = 3, .results = r2, .max_results = 1};
+  tpurt_op_call_t c2 = {
+      .name = "aten::add.Tensor", .args = args2, .num_args = 3, .results = r2, .max_results = 1};
   tpurt_status_t st = tpurt_op_run(&c2);
   tpurt_storage_release(t.storage); /* a temporary: dies inside the graph */
   if (st) return st;
@@ -61,8 +64,8 @@ TEST(Graph_FusedStepsShareOneProgram) {
     tpurt_storage_release(y.storage);
   }
   tpurt_metrics_get(&m1);
-  EXPECT(m1.compiles == m0.compiles);           /* steps after the first compile nothing */
-  EXPECT(m1.executions - m0.executions == 4);   /* one launch per step */
+  EXPECT(m1.compiles == m0.compiles);         /* steps after the first compile nothing */
+  EXPECT(m1.executions - m0.executions == 4); /* one launch per step */
   ASSERT_OK(tpurt_set_eager_mode(TPURT_MODE_DEFER_NEVER));
   tpurt_storage_release(x.storage);
 }
@@ -106,7 +109,8 @@ TEST(Graph_TraceOnceRunTwice) {
     tpurt_metrics_t m0, m1;
     tpurt_metrics_get(&m0);
     tpurt_result_t r[1];
-    ASSERT_OK(tpurt_program_run(prog, 0, &x, 1, r, 1));
+    uint64_t rng[2] = {0, 0};
+    ASSERT_OK(tpurt_program_run(prog, 0, &x, 1, rng, r, 1));
     tpurt_metrics_get(&m1);
     EXPECT(m1.executions - m0.executions == 1 && m1.compiles == m0.compiles);
     tpurt_tensor_t out_t = dense(r[0].storage, r[0].rank, r[0].sizes);

@@ -321,12 +321,13 @@ void push_returns(const c10::FunctionSchema& schema, Call& call, tpurt_op_call_t
 bool debug_mode() { return tpurt_get_eager_mode() == TPURT_MODE_LAUNCH_BLOCKING; }
 
 void check_index_range(const std::string& name, const at::Tensor& index, int64_t size, bool negative_ok) {
-  if (!index.defined() || index.numel() == 0 || index.is_floating_point() || index.scalar_type() == at::kBool) return;
+  if (!index.defined() || index.numel() == 0 || index.is_floating_point() || index.scalar_type() == at::kBool)
+    return;
   const int64_t lo = index.min().item<int64_t>(), hi = index.max().item<int64_t>();
   const int64_t min_ok = negative_ok ? -size : 0;
   if (lo < min_ok || hi >= size) {
-    TORCH_CHECK_INDEX(false, name, ": index ", (lo < min_ok ? lo : hi), " is out of bounds for dimension with size ",
-                      size, " (index out of range in self)");
+    TORCH_CHECK_INDEX(false, name, ": index ", (lo < min_ok ? lo : hi),
+                      " is out of bounds for dimension with size ", size, " (index out of range in self)");
   }
 }
 
@@ -357,7 +358,8 @@ void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
 
 // The op's results as PyTorch's meta kernel gives them (shapes, dtypes,
 // strides), or false if the op has no meta kernel.
-bool run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& inputs, torch::jit::Stack* meta) {
+bool run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& inputs,
+              torch::jit::Stack* meta) {
   auto to_meta = [](const c10::IValue& v) -> c10::IValue {
     if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == kTpu) {
       const at::Tensor& t = v.toTensor();
@@ -384,8 +386,8 @@ bool run_meta(const c10::OperatorHandle& op, const std::vector<c10::IValue>& inp
 
 // Runs the op on meta tensors and compares each tensor result's shape and
 // dtype with ours: a mismatch is a bug in a lowering rule.
-void check_against_meta(const c10::OperatorHandle& op, const std::string& name, const std::vector<c10::IValue>& inputs,
-                        const torch::jit::Stack& outputs) {
+void check_against_meta(const c10::OperatorHandle& op, const std::string& name,
+                        const std::vector<c10::IValue>& inputs, const torch::jit::Stack& outputs) {
   torch::jit::Stack meta;
   if (!run_meta(op, inputs, &meta)) return;  // no meta kernel: nothing to compare with
   for (size_t i = 0; i < outputs.size() && i < meta.size(); ++i) {
@@ -393,9 +395,9 @@ void check_against_meta(const c10::OperatorHandle& op, const std::string& name, 
     const at::Tensor &ours = outputs[i].toTensor(), &theirs = meta[i].toTensor();
     if (!ours.defined() || !theirs.defined()) continue;
     TORCH_CHECK(ours.sizes() == theirs.sizes() && ours.scalar_type() == theirs.scalar_type(), name,
-                ": internal error in the tpu lowering: result ", i, " has shape ", ours.sizes(), " and dtype ",
-                ours.scalar_type(), ", PyTorch's meta kernel says shape ", theirs.sizes(), " and dtype ",
-                theirs.scalar_type());
+                ": internal error in the tpu lowering: result ", i, " has shape ", ours.sizes(),
+                " and dtype ", ours.scalar_type(), ", PyTorch's meta kernel says shape ", theirs.sizes(),
+                " and dtype ", theirs.scalar_type());
   }
 }
 
@@ -439,6 +441,9 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   call.device = call_device(inputs);
   const c10::DeviceGuard guard(c10::Device(kTpu, call.device));
   for (size_t i = 0; i < num_inputs; ++i) call.add(schema.arguments()[i], inputs[i]);
+  // Random ops whose schema has no Generator draw from the device's default
+  // one, passed as a trailing argument like an explicit generator would be.
+  if (name == "aten::native_dropout") call.add_generator(c10::IValue());
 
   // Room for one result per argument covers Tensor[] returns (_foreach_*).
   std::array<tpurt_result_t, TPURT_MAX_RESULTS> inline_results;

@@ -42,7 +42,8 @@ std::shared_ptr<Program> trace_end(const std::vector<at::Tensor>& outputs, int n
   for (const at::Tensor& t : outputs) views.push_back(describe(t, kTrace));
   auto program = std::make_shared<Program>();
   program->device = static_cast<c10::DeviceIndex>(device);
-  check(tpurt_trace_end(views.data(), static_cast<int32_t>(views.size()), num_inputs, &program->program), kTrace);
+  check(tpurt_trace_end(views.data(), static_cast<int32_t>(views.size()), num_inputs, &program->program),
+        kTrace);
   return program;
 }
 
@@ -50,14 +51,28 @@ std::vector<at::Tensor> run(const Program& p, const std::vector<at::Tensor>& inp
   std::vector<tpurt_tensor_t> views;
   views.reserve(inputs.size());
   for (const at::Tensor& t : inputs) {
-    TORCH_CHECK(t.device() == c10::Device(kTpu, p.device), kTrace, ": a compiled graph input is on ", t.device(),
-                ", expected ", c10::Device(kTpu, p.device));
+    TORCH_CHECK(t.device() == c10::Device(kTpu, p.device), kTrace, ": a compiled graph input is on ",
+                t.device(), ", expected ", c10::Device(kTpu, p.device));
     views.push_back(describe(t, kTrace));
   }
   const int32_t n = tpurt_program_num_outputs(p.program);
   std::vector<tpurt_result_t> results(static_cast<size_t>(n > 0 ? n : 1));
-  check(tpurt_program_run(p.program, p.device, views.data(), static_cast<int32_t>(views.size()), results.data(), n),
+  // Random ops inside draw from the device's default generator, which
+  // advances like eager (one offset per draw): same seed, same numbers.
+  uint64_t rng[2] = {0, 0};
+  const int32_t draws = tpurt_program_num_rng(p.program);
+  std::unique_lock<std::mutex> lock;
+  at::Generator gen;
+  if (draws > 0) {
+    gen = default_generator(p.device);
+    lock = std::unique_lock<std::mutex>(gen.mutex());
+    rng[0] = gen.current_seed();
+    rng[1] = gen.get_offset();
+  }
+  check(tpurt_program_run(p.program, p.device, views.data(), static_cast<int32_t>(views.size()), rng,
+                          results.data(), n),
         kTrace);
+  if (draws > 0) gen.set_offset(rng[1] + static_cast<uint64_t>(draws));
   std::vector<at::Tensor> out;
   out.reserve(static_cast<size_t>(n));
   for (int32_t k = 0; k < n; ++k) out.push_back(adopt_result(results[static_cast<size_t>(k)]));
@@ -74,7 +89,8 @@ void register_mode_bindings(py::module& m) {
   m.def("_flush", [] { check(tpurt_flush(), "torch_tpu flush"); });
   m.def("_flush_counts", &flush_counts);
   py::class_<Program, std::shared_ptr<Program>>(m, "_Program")
-      .def_property_readonly("text", [](const Program& p) { return std::string(tpurt_program_text(p.program)); })
+      .def_property_readonly("text",
+                             [](const Program& p) { return std::string(tpurt_program_text(p.program)); })
       .def("__call__", &run);
   m.def("_trace_begin", [](int device) { check(tpurt_trace_begin(device), kTrace); });
   m.def("_trace_input", &trace_input);
