@@ -203,3 +203,49 @@ def test_random_ops_in_a_compiled_graph_follow_the_device_generator():
     assert not torch.equal(a, b)  # the generator advances between calls
     dropped = (a < 1).float().mean().item()  # dropout zeroes about half (then + U[0,1))
     assert 0.4 < dropped < 0.6
+
+
+def test_compiled_tiny_vae_decode_and_unet_match_eager_and_cpu():
+    pytest.importorskip("diffusers")
+    from torch_tpu.testing import tiny
+
+    g = torch.Generator().manual_seed(0)
+    latents = torch.randn(1, 4, 8, 8, generator=g)
+    sample = torch.randn(1, 4, 16, 16, generator=g)
+    text = torch.randn(1, 8, 32, generator=g)
+    with torch.no_grad():
+        vae_cpu = tiny.autoencoder_kl("tiny")
+        vae = tiny.autoencoder_kl("tiny").to("tpu")
+        decode = torch.compile(vae.decode, backend=TpuBackend(), dynamic=False)
+        expected = vae_cpu.decode(latents).sample
+        eager = vae.decode(latents.to("tpu")).sample
+        out = decode(latents.to("tpu")).sample
+        assert out.device.type == "tpu" and out.shape == (1, 3, 16, 16)  # the decoder upsamples
+        assert_same(out, expected, rtol=1e-4, atol=1e-4)
+        assert_same(out, eager.cpu(), rtol=1e-4, atol=1e-4)
+
+        unet_cpu = tiny.unet2d_condition("tiny")
+        unet = torch.compile(tiny.unet2d_condition("tiny").to("tpu"), backend=TpuBackend(), dynamic=False)
+        t = torch.tensor([10])
+        expected = unet_cpu(sample, t, encoder_hidden_states=text).sample
+        out = unet(sample.to("tpu"), t.to("tpu"), encoder_hidden_states=text.to("tpu")).sample
+        torch_tpu.reset_metrics()
+        again = unet(sample.to("tpu"), t.to("tpu"), encoder_hidden_states=text.to("tpu")).sample
+        torch.tpu.synchronize()
+        assert torch_tpu.metrics()["compiles"] == 0 and torch_tpu.metrics()["cpu_fallbacks"] == {}
+    assert_same(out, expected, rtol=1e-4, atol=1e-4)
+    assert_same(again, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_compiled_tiny_flux_bf16_matches_cpu():
+    pytest.importorskip("diffusers")
+    from torch_tpu.testing import tiny
+
+    with torch.no_grad():
+        inputs = flux_inputs("cpu")
+        inputs = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v) for k, v in inputs.items()}
+        expected = tiny.flux_transformer("tiny").to(torch.bfloat16)(**inputs, return_dict=False)[0]
+        model = tiny.flux_transformer("tiny").to(torch.bfloat16).to("tpu")
+        compiled = torch.compile(model, backend=TpuBackend(), dynamic=False)
+        out = compiled(**{k: v.to("tpu") for k, v in inputs.items()}, return_dict=False)[0]
+    assert_same(out, expected, rtol=1.6e-2, atol=3e-2)

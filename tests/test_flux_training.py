@@ -50,10 +50,10 @@ def test_gradients_match_cpu(no_fallback):
         torch.testing.assert_close(grads["tpu"][name], expected, rtol=1e-4, atol=1e-5, msg=name)
 
 
-def train(device: str, steps: int, compiled: bool = False) -> list[float]:
+def train(device: str, steps: int, backend: TpuBackend | None = None) -> list[float]:
     model = model_on(device)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    step_model = torch.compile(model, backend=TpuBackend(), dynamic=False) if compiled else model
+    step_model = torch.compile(model, backend=backend, dynamic=False) if backend else model
     inputs, target = batch(device)
     losses = []
     for _ in range(steps):
@@ -76,7 +76,9 @@ def test_compiled_training_tracks_eager():
     torch._dynamo.reset()
     eager = train("tpu", 10)
     torch_tpu.reset_metrics()
-    compiled = train("tpu", 10, compiled=True)
+    backend = TpuBackend()
+    compiled = train("tpu", 10, backend)
     torch._dynamo.reset()
     torch.testing.assert_close(compiled, eager, rtol=1e-3, atol=0)
     assert torch_tpu.metrics()["cpu_fallbacks"] == {}
+    assert backend.compiles == 2  # the forward and the backward: one program each, for all 10 steps
