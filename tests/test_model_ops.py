@@ -146,3 +146,21 @@ def test_tiny_pipelines_run_on_cpu():
     sd = tiny.sd_pipeline("tiny")
     out = sd(prompt="a cat", num_inference_steps=2, height=64, width=64, output_type="pt").images
     assert out.shape == (1, 3, 64, 64) and torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_tiny_model_forward_bf16_matches_cpu(name):
+    model, inputs, run = MODELS[name]()
+    model = model.to(torch.bfloat16)
+    inputs = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v) for k, v in inputs.items()}
+    with torch.no_grad():
+        expected = run(model, inputs).float()
+        model.to("tpu")
+        torch_tpu.reset_metrics()
+        actual = run(model, {k: v.to("tpu") for k, v in inputs.items()})
+        fallbacks = torch_tpu.metrics()["cpu_fallbacks"]
+    assert actual.dtype == torch.bfloat16 and fallbacks == {}
+    # bf16 table (rtol 1.6e-2); whole models compound rounding, so the
+    # absolute floor is relative to the output's scale
+    atol = 3e-2 * max(1.0, expected.abs().max().item())
+    torch.testing.assert_close(actual.cpu().float(), expected, rtol=1.6e-2, atol=atol)
