@@ -26,6 +26,7 @@ import torch  # noqa: E402
 
 from torch_tpu import _C  # noqa: E402
 from torch_tpu import device as _device_module  # noqa: E402
+from torch_tpu import diffusers as _diffusers  # noqa: E402,F401 (an import hook: never imports diffusers)
 from torch_tpu._discovery import find_plugin  # noqa: E402
 from torch_tpu.compile import TpuBackend  # noqa: E402
 from torch_tpu.metrics import metrics, metrics_report, reset_metrics  # noqa: E402

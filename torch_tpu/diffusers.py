@@ -1,0 +1,353 @@
+"""diffusers integration: ``DiffusionPipeline.enable_tpu_compile`` and ``.tpu_warmup``,
+and split placement (text encoders on CPU, denoiser and VAE on "tpu").
+
+``import torch_tpu`` installs this lazily: importing diffusers takes seconds, so
+the package only registers an import hook, and the methods are added to
+``DiffusionPipeline`` right after ``diffusers.pipelines.pipeline_utils`` is first
+imported (at once if it already is). :func:`install` does it by hand.
+
+What it adds, on every pipeline class (the methods live on ``DiffusionPipeline``):
+
+- :func:`enable_tpu_compile`: ``torch.compile(component, backend=TpuBackend(),
+  dynamic=False)`` on the ``nn.Module`` components on "tpu"; an autoencoder's
+  ``encode``/``decode`` (what pipelines call, not ``forward``) are compiled too.
+- :func:`tpu_warmup`: one pipeline call under ``no_grad``, then
+  ``torch.tpu.synchronize()``.
+
+Split placement, when a pipeline's execution device is "tpu" (diffusers
+>= 0.40 reports the accelerator of a split pipeline): each text or image
+encoder that is not a diffusers model receives its tensor inputs on its own
+device. diffusers 0.42.1 already does this in the FLUX, SDXL, SD3 and Wan
+pipelines (``get_module_execution_device``), where the hook finds nothing to
+move; most others (Stable Diffusion 1.x/2.x among them) still send the token
+ids to the execution device. Encoder outputs are left alone: every pipeline
+moves the embeddings to the execution device itself.
+
+Dtypes: a diffusion pipeline takes the latents' dtype from the text encoder,
+so float32 text encoders with a bfloat16 denoiser feed it float32 latents,
+which fails on any device. On "tpu" the denoiser checks its latents and raises
+a ``TypeError`` that says so, rather than casting silently (a cast here would
+still leave the VAE to fail); keep the text encoders in the denoiser's dtype
+(``pipe.text_encoder.to(torch.bfloat16)``, which also runs on CPU).
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import logging
+import sys
+import warnings
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from torch_tpu.compile import TpuBackend
+
+__all__ = ["enable_tpu_compile", "install", "installed", "tpu_warmup"]
+
+log = logging.getLogger("torch_tpu.compile")
+
+_TARGET = "diffusers.pipelines.pipeline_utils"
+_MARK = "_torch_tpu_split_hooks"
+
+
+# ---------------------------------------------------------------------------
+# Helpers
+# ---------------------------------------------------------------------------
+
+
+def _is_compiled(module: Any) -> bool:
+    dynamo = getattr(torch, "_dynamo", None)
+    return dynamo is not None and isinstance(module, dynamo.eval_frame.OptimizedModule)
+
+
+def _unwrap(module: Any) -> Any:
+    return module._orig_mod if _is_compiled(module) else module
+
+
+def _device_of(module: torch.nn.Module) -> torch.device | None:
+    """Where the module's weights are (None for a module without any)."""
+    for tensor in module.parameters():
+        return tensor.device
+    for tensor in module.buffers():
+        return tensor.device
+    return None
+
+
+def _dtype_of(module: torch.nn.Module) -> torch.dtype | None:
+    for tensor in module.parameters():
+        if tensor.is_floating_point():
+            return tensor.dtype
+    return None
+
+
+def _on_tpu(module: Any) -> bool:
+    device = _device_of(module) if isinstance(module, torch.nn.Module) else None
+    return device is not None and device.type == "tpu"
+
+
+def _tree_map(fn: Any, value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, (list, tuple)) and type(value) in (list, tuple):
+        return type(value)(_tree_map(fn, v) for v in value)
+    if type(value) is dict:
+        return {k: _tree_map(fn, v) for k, v in value.items()}
+    return value
+
+
+def _tensors(value: Any) -> Iterable[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v)
+
+
+# ---------------------------------------------------------------------------
+# Split placement and the dtype check (hooks added when the pipeline runs on tpu)
+# ---------------------------------------------------------------------------
+
+
+def _inputs_to_module_device(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+    """Forward pre-hook of encoders: tensor inputs go to the module's device."""
+    if hasattr(module, "_hf_hook"):
+        return None  # accelerate offloading places the inputs itself
+    device = _device_of(module)
+    if device is None:
+        return None
+    moves = [t for t in _tensors((args, kwargs)) if t.device != device]
+    if not moves or (device.type != "tpu" and not any(t.device.type == "tpu" for t in moves)):
+        return None  # nothing to move, or a split that does not involve tpu: not ours
+
+    def move(t: torch.Tensor) -> torch.Tensor:
+        return t.to(device) if t.device != device else t
+
+    return _tree_map(move, args), _tree_map(move, kwargs)
+
+
+_LATENT_NAMES = ("hidden_states", "sample", "x")
+
+
+def _check_latent_dtype(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
+    """Forward pre-hook of denoisers on tpu: latents in the weights' dtype."""
+    latents = args[0] if args else next((kwargs[n] for n in _LATENT_NAMES if n in kwargs), None)
+    if not isinstance(latents, torch.Tensor) or latents.device.type != "tpu":
+        return
+    if not latents.is_floating_point():
+        return
+    weights = _dtype_of(module)
+    if weights is None or weights == latents.dtype:
+        return
+    name = type(_unwrap(module)).__name__
+    raise TypeError(
+        f"torch_tpu: {name} on tpu has {weights} weights but received {latents.dtype} latents. "
+        "A diffusers pipeline takes the latents' dtype from its text encoder: keep the text encoders "
+        f"in {weights} too (e.g. pipe.text_encoder.to({weights}); they may stay on the CPU), "
+        "or move the whole pipeline to one dtype with pipe.to(dtype=...)."
+    )
+
+
+def _prepare_split_placement(pipe: Any) -> None:
+    from diffusers.models.modeling_utils import ModelMixin
+
+    for component in pipe.components.values():
+        if not isinstance(component, torch.nn.Module) or getattr(component, _MARK, False):
+            continue
+        if isinstance(_unwrap(component), ModelMixin):
+            if not hasattr(_unwrap(component), "decode"):  # a denoiser, not an autoencoder
+                component.register_forward_pre_hook(_check_latent_dtype, with_kwargs=True)
+        else:  # a transformers text or image encoder
+            component.register_forward_pre_hook(_inputs_to_module_device, with_kwargs=True)
+        object.__setattr__(component, _MARK, True)
+
+
+# ---------------------------------------------------------------------------
+# The pipeline methods
+# ---------------------------------------------------------------------------
+
+
+def _swap_legacy_attention(module: torch.nn.Module) -> int:
+    """``AttnProcessor2_0`` -> ``AttnProcessor`` on legacy ``Attention`` modules only
+    (VAE, UNet). ``AttentionModuleMixin`` modules (FluxAttention and the other new
+    transformers) keep their processors: the classic one lacks their RoPE and
+    their attributes. Returns the number swapped."""
+    from diffusers.models.attention_processor import Attention, AttnProcessor, AttnProcessor2_0
+
+    swapped = 0
+    for sub in module.modules():
+        if type(sub) is Attention and type(getattr(sub, "processor", None)) is AttnProcessor2_0:
+            sub.set_processor(AttnProcessor())
+            swapped += 1
+    return swapped
+
+
+def enable_tpu_compile(
+    self: Any,
+    model_names: Iterable[str] | None = None,
+    *,
+    swap_attention_processors: bool = True,
+    **compile_kwargs: Any,
+) -> list[str]:
+    """Compiles the pipeline's ``nn.Module`` components on "tpu" (or the named ones).
+
+    Each is replaced by ``torch.compile(component, backend=TpuBackend(),
+    dynamic=False, **compile_kwargs)`` (the caller's keyword arguments win); for
+    an autoencoder, ``encode`` and ``decode`` are compiled too, since pipelines
+    call those rather than ``forward``. Components that are already compiled are
+    skipped, so calling this twice is harmless. Shapes are static: a new height,
+    width, batch size or sequence length compiles again (logged at WARNING on
+    the ``torch_tpu.compile`` logger); the number of steps does not.
+
+    Args:
+        model_names: names of components to compile (``pipe.components`` keys);
+            default: every ``nn.Module`` component whose weights are on "tpu".
+        swap_attention_processors: replace ``AttnProcessor2_0`` by
+            ``AttnProcessor`` on legacy ``Attention`` modules (VAE, UNet) of the
+            compiled components; never on ``AttentionModuleMixin`` modules such
+            as ``FluxAttention``.
+        **compile_kwargs: passed to ``torch.compile``.
+
+    Returns:
+        The names of the components compiled by this call.
+
+    Raises:
+        ValueError: a name is not a component of the pipeline, is not an
+            ``nn.Module``, or is not on "tpu".
+    """
+    components = self.components
+    if model_names is None:
+        names = [n for n, c in components.items() if _on_tpu(_unwrap(c))]
+        if not names:
+            warnings.warn(
+                f"enable_tpu_compile: no component of {type(self).__name__} is on 'tpu'; nothing compiled. "
+                "Move the denoiser and the VAE first, e.g. pipe.transformer.to('tpu').",
+                UserWarning,
+                stacklevel=2,
+            )
+            return []
+    else:
+        names = [model_names] if isinstance(model_names, str) else list(model_names)
+        unknown = [n for n in names if n not in components]
+        if unknown:
+            raise ValueError(
+                f"enable_tpu_compile: unknown components {unknown}; this pipeline has {sorted(components)}"
+            )
+        for n in names:
+            c = _unwrap(components[n])
+            if not isinstance(c, torch.nn.Module):
+                raise ValueError(
+                    f"enable_tpu_compile: component {n!r} is not an nn.Module ({type(c).__name__})"
+                )
+            if not _on_tpu(c):
+                raise ValueError(f"enable_tpu_compile: component {n!r} is not on 'tpu'; move it first")
+    compiled: list[str] = []
+    for name in names:
+        component = components[name]
+        if _is_compiled(component):
+            continue
+        kwargs: dict[str, Any] = {"backend": TpuBackend(), "dynamic": False}
+        kwargs.update(compile_kwargs)
+        if swap_attention_processors:
+            _swap_legacy_attention(component)
+        for method in ("encode", "decode"):
+            fn = getattr(component, method, None) if hasattr(component, "decode") else None
+            if callable(fn):
+                object.__setattr__(component, method, torch.compile(fn, **kwargs))
+        setattr(self, name, torch.compile(component, **kwargs))
+        compiled.append(name)
+    return compiled
+
+
+def tpu_warmup(self: Any, *args: Any, **kwargs: Any) -> Any:
+    """Runs the pipeline once under ``torch.no_grad()`` (compiling what it needs
+    for these arguments), then waits for the device; returns the pipeline's output.
+
+    Call it with the height, width, batch size and sequence length of the later
+    calls: under ``enable_tpu_compile`` those calls then compile nothing.
+    """
+    with torch.no_grad():
+        output = self(*args, **kwargs)
+    torch.tpu.synchronize()
+    return output
+
+
+# ---------------------------------------------------------------------------
+# Installation
+# ---------------------------------------------------------------------------
+
+
+def installed() -> bool:
+    """Whether ``DiffusionPipeline`` has the methods (without importing diffusers)."""
+    module = sys.modules.get(_TARGET)
+    if module is None:
+        return False
+    return getattr(module.DiffusionPipeline, "enable_tpu_compile", None) is enable_tpu_compile
+
+
+def install() -> bool:
+    """Adds the methods to ``DiffusionPipeline`` now (idempotent); False when
+    diffusers cannot be imported."""
+    try:
+        from diffusers.pipelines.pipeline_utils import DiffusionPipeline
+    except ImportError:
+        return False
+    _install_on(DiffusionPipeline)
+    return True
+
+
+def _install_on(cls: Any) -> None:
+    if getattr(cls, "enable_tpu_compile", None) is enable_tpu_compile:
+        return
+    cls.enable_tpu_compile = enable_tpu_compile
+    cls.tpu_warmup = tpu_warmup
+    original = cls.__dict__.get("_execution_device")
+    if isinstance(original, property) and original.fget is not None:
+        getter = original.fget
+
+        def _execution_device(self: Any) -> torch.device:
+            device = getter(self)
+            if torch.device(device).type == "tpu":
+                _prepare_split_placement(self)
+            return device
+
+        _execution_device.__doc__ = getter.__doc__
+        cls._execution_device = property(_execution_device)
+
+
+class _ImportHook(importlib.abc.MetaPathFinder):
+    """Installs the methods right after diffusers' pipeline_utils module runs."""
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        if fullname != _TARGET:
+            return None
+        sys.meta_path.remove(self)  # once; also keeps find_spec below from finding us
+        spec = importlib.util.find_spec(fullname)
+        loader = getattr(spec, "loader", None)
+        if spec is None or loader is None or not hasattr(loader, "exec_module"):
+            return spec
+        run = loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            _install_on(module.DiffusionPipeline)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+def _install_lazily() -> None:
+    """Called by ``import torch_tpu``: cheap, never imports diffusers."""
+    module = sys.modules.get(_TARGET)
+    if module is not None and hasattr(module, "DiffusionPipeline"):
+        _install_on(module.DiffusionPipeline)
+    elif not any(isinstance(f, _ImportHook) for f in sys.meta_path):
+        sys.meta_path.insert(0, _ImportHook())
+
+
+_install_lazily()
