@@ -20,34 +20,6 @@ static int64_t numel_of(int32_t rank, const int64_t* dims) {
 
 static bool is_index_dtype(tpurt_dtype_t d) { return d == TPURT_DTYPE_I32 || d == TPURT_DTYPE_I64; }
 
-/* The dtype name PyTorch prints for a caffe2 TypeMeta ("long int"). */
-static const char* typemeta_name(tpurt_dtype_t d) {
-  switch (d) {
-    case TPURT_DTYPE_BOOL:
-      return "bool";
-    case TPURT_DTYPE_U8:
-      return "unsigned char";
-    case TPURT_DTYPE_I8:
-      return "signed char";
-    case TPURT_DTYPE_I16:
-      return "short int";
-    case TPURT_DTYPE_I32:
-      return "int";
-    case TPURT_DTYPE_I64:
-      return "long int";
-    case TPURT_DTYPE_F16:
-      return "c10::Half";
-    case TPURT_DTYPE_BF16:
-      return "c10::BFloat16";
-    case TPURT_DTYPE_F32:
-      return "float";
-    case TPURT_DTYPE_F64:
-      return "double";
-    default:
-      return tpurt_dtype_name(d);
-  }
-}
-
 /* A tensor or number arg as a value of |dtype|. */
 static ir_value_t value_of(lower_ctx_t* ctx, int32_t arg, tpurt_dtype_t dtype) {
   return lower_meta(ctx, arg) ? lower_cast(ctx, lower_tensor(ctx, arg), dtype)
@@ -543,7 +515,7 @@ static tpurt_status_t lower_masked_fill(lower_ctx_t* ctx) {
   if (!mt || mt->dtype != TPURT_DTYPE_BOOL)
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "masked_fill_ only supports boolean masks, but got mask with dtype %s",
-                       typemeta_name(mt ? mt->dtype : TPURT_DTYPE_INVALID));
+                       lower_dtype_cpp_name(mt ? mt->dtype : TPURT_DTYPE_INVALID));
   const tpurt_tensor_t* vt = lower_meta(ctx, 2);
   if (vt && vt->rank != 0)
     return lower_error(
