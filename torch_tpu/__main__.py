@@ -21,7 +21,11 @@ def info() -> None:
     print(f"devices:   {rt['device_count']}")
     for i in range(rt["device_count"]):
         print(f"  tpu:{i}  {torch_tpu._C._device_kind(i)}")
-    print("cache:     in-memory executable cache")
+    ci = torch_tpu._C._cache_info()
+    if ci["enabled"]:
+        print(f"cache:     {ci['dir']} ({ci['entries']} programs, {ci['bytes'] / 2**20:.1f} MiB on disk)")
+    else:
+        print(f"cache:     in memory only ({ci['refused'] or 'TORCH_TPU_CACHE_DIR=0'})")
 
 
 def _timed(model: torch.nn.Module, x: torch.Tensor, device: str) -> tuple[torch.Tensor, float]:
