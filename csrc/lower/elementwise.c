@@ -502,5 +502,6 @@ const lower_rule_t lower_elementwise_rules[] = {
     LOWER_OUT_FN("aten::tanh.out", lower_tanh),
     LOWER_FN("aten::trunc", lower_trunc),
     LOWER_FN("aten::where.self", lower_where),
+    LOWER_OUT_FN("aten::where.self_out", lower_where),
     LOWER_END,
 };

@@ -474,33 +474,6 @@ static tpurt_status_t all_any_dim(lower_ctx_t* ctx, bool any) {
 static tpurt_status_t lower_all_dim(lower_ctx_t* ctx) { return all_any_dim(ctx, false); }
 static tpurt_status_t lower_any_dim(lower_ctx_t* ctx) { return all_any_dim(ctx, true); }
 
-/* where.self_out(condition, self, other, *, out) */
-static tpurt_status_t lower_where_out(lower_ctx_t* ctx) {
-  int32_t vals[2] = {1, 2};
-  tpurt_dtype_t dt = lower_result_type(ctx, vals, 2);
-  const tpurt_tensor_t* c = lower_meta(ctx, 0);
-  if (c->dtype != TPURT_DTYPE_BOOL && c->dtype != TPURT_DTYPE_U8)
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "where expected condition to be a boolean tensor, but got a tensor with dtype %s",
-                       tpurt_dtype_name(c->dtype));
-  int32_t rank = 0;
-  int64_t dims[TPURT_MAX_RANK];
-  for (int32_t i = 0; i < 3; ++i) {
-    const tpurt_tensor_t* t = lower_meta(ctx, i);
-    if (t) TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(rank, dims, t->rank, t->sizes, &rank, dims));
-  }
-  ir_value_t cond =
-      lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL), rank, dims);
-  ir_value_t v[2];
-  for (int32_t i = 0; i < 2; ++i) {
-    ir_value_t x = lower_meta(ctx, vals[i]) ? lower_cast(ctx, lower_tensor(ctx, vals[i]), dt)
-                                            : lower_scalar(ctx, vals[i], dt);
-    v[i] = lower_broadcast_to(ctx, x, rank, dims);
-  }
-  lower_set_result(ctx, 0, ir_select(ctx->func, cond, v[0], v[1]));
-  return NULL;
-}
-
 /* Sorted by name. In-place forms (leaky_relu_...) resolve to these rows. */
 const lower_rule_t lower_misc_rules[] = {
     LOWER_FN("aten::acos", lower_acos),
@@ -538,6 +511,5 @@ const lower_rule_t lower_misc_rules[] = {
     LOWER_OUT_FN("aten::sort.values_stable", lower_sort),
     LOWER_FN("aten::topk", lower_topk),
     LOWER_OUT_FN("aten::topk.values", lower_topk),
-    LOWER_OUT_FN("aten::where.self_out", lower_where_out),
     LOWER_END,
 };
