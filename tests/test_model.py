@@ -51,9 +51,7 @@ def test_mlp_bf16(no_fallback):
     assert_same(actual, expected, rtol=1.6e-2, atol=2e-2)
 
 
-def test_backward_through_mlp():
-    # Gradients need backward ops (issue 3); for now it must run and match,
-    # whether or not some backward ops take the CPU fallback.
+def test_backward_through_mlp(no_fallback):
     model = mlp()
     x = torch.randn(4, 64)
     model(x).pow(2).mean().backward()
