@@ -31,14 +31,25 @@ struct tpurt_storage_s {
   ** open graph's epoch; then graph_index is its entry there. */
   uint32_t graph_epoch;
   int32_t graph_index;
+  /* Set when a pending graph that was to compute this storage's value
+  ** failed: the value is lost, and every later use raises this error (a
+  ** copy of the original, naming the op) instead of reading stale bytes or
+  ** zeros. Owned; cleared by the next whole-storage write. */
+  tpurt_status_t poison;
 };
 
 /* The one engine lock: ops, value swaps and transfers hold it. */
 void engine_lock(void);
 void engine_unlock(void);
 
-/* Replaces the storage's value (takes ownership of |buffer|). */
+/* Replaces the storage's value (takes ownership of |buffer|); a whole new
+** value also clears a poison. */
 void storage_set_buffer(tpurt_storage_t* storage, pjrt_buffer_t* buffer);
+/* Marks the storage's value as lost because of |cause| (copied; the caller
+** keeps |cause|). */
+void storage_poison(tpurt_storage_t* storage, tpurt_status_t cause);
+/* NULL, or a new status repeating the error that lost the storage's value. */
+tpurt_status_t storage_check_poison(const tpurt_storage_t* storage);
 /* A new storage holding |buffer| (takes ownership). */
 tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer);
 
@@ -66,8 +77,16 @@ void fill_result_shape(tpurt_result_t* result, const ir_type_t* physical, bool p
 ** its own key, so calls never share a stream. */
 void engine_rng_state(uint64_t seed, uint64_t offset, uint64_t out[2]);
 
-/* Runs an op with the engine lock held. */
+/* Runs an op with the engine lock held, in the thread's eager mode. */
 tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call);
+/* Runs an op as its own program now, whatever the mode and without touching
+** the pending graph: for the engine's own work that needs a real value (a
+** host read of a view, a cross-device copy, a program's strided input).
+** The caller has settled the pending graph for the storages involved. */
+tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call);
+/* A new dense storage holding |view|'s elements (one reference for the
+** caller), computed now (engine_op_run_now_locked). */
+tpurt_status_t engine_view_materialize_locked(const tpurt_tensor_t* view, tpurt_storage_t** out_dense);
 
 /*===--- the pending graph (graph.c) ---===*/
 

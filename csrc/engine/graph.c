@@ -310,6 +310,8 @@ tpurt_status_t graph_flush_locked(int reason) {
   if (status) {
     status = tpurt_status_create(TPURT_INTERNAL, "internal error in the pending graph: %s",
                                  tpurt_status_message(status));
+    for (int32_t i = 0; i < g->num_entries; ++i)
+      if (g->entries[i].written) storage_poison(g->entries[i].storage, status);
     graph_clear(g);
     return status;
   }
@@ -355,6 +357,11 @@ tpurt_status_t graph_flush_locked(int reason) {
     if (!status)
       for (int32_t k = 0; k < n_out; ++k) storage_set_buffer(g->entries[which[k]].storage, outs[k]);
   }
+  /* A graph that fails loses the values it was to compute: mark them, so
+  ** that a later read raises this error instead of seeing zeros or the
+  ** value from before the graph. */
+  if (status)
+    for (int32_t k = 0; k < n_out; ++k) storage_poison(g->entries[which[k]].storage, status);
   pjrt_executable_release(exe); /* the cache keeps its own reference */
   free(args);
   free(owned);
@@ -554,22 +561,13 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
       for (int32_t d = 0; d < t->rank; ++d) same &= b->dims[d] == t->sizes[d];
       dense = same;
     }
+    status = storage_check_poison(t->storage);
+    if (status) break;
     if (dense) {
       in[i] = b;
     } else {
-      tpurt_arg_t arg = {.kind = TPURT_ARG_TENSOR, .u.tensor = *t};
-      tpurt_result_t r;
-      tpurt_op_call_t call = {.name = "aten::clone",
-                              .args = &arg,
-                              .num_args = 1,
-                              .device = device,
-                              .results = &r,
-                              .max_results = 1};
-      status = engine_op_run_locked(&call);
-      if (!status) {
-        tmp[i] = r.storage;
-        in[i] = r.storage->buffer;
-      }
+      status = engine_view_materialize_locked(t, &tmp[i]);
+      if (!status) in[i] = tmp[i]->buffer;
     }
   }
   int32_t n = p->num_bindings;

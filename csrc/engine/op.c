@@ -709,11 +709,48 @@ static tpurt_status_t record_op(const lower_rule_t* rule, tpurt_op_call_t* call,
   return status;
 }
 
+/* An operand whose value a failed graph lost makes the op fail with that
+** graph's error, never compute from stale bytes. */
+static tpurt_status_t check_operands(const tpurt_op_call_t* call) {
+  for (int32_t i = 0; i < call->num_args; ++i) {
+    const tpurt_arg_t* a = &call->args[i];
+    if (a->kind != TPURT_ARG_TENSOR || !a->u.tensor.storage) continue;
+    TPURT_RETURN_IF_ERROR(storage_check_poison(a->u.tensor.storage));
+  }
+  return NULL;
+}
+
+tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call) {
+  call->num_results = 0;
+  lower_rule_t scratch;
+  const lower_rule_t* rule = lower_find(call->name, &scratch);
+  if (!rule) return tpurt_status_create(TPURT_UNIMPLEMENTED, "no tpu lowering for %s", call->name);
+  TPURT_RETURN_IF_ERROR(check_operands(call));
+  if (try_share_copy(call)) return NULL;
+  return rule->count_arg >= 0 ? run_counted(rule, call) : run_rule(rule, call);
+}
+
+tpurt_status_t engine_view_materialize_locked(const tpurt_tensor_t* view, tpurt_storage_t** out_dense) {
+  *out_dense = NULL;
+  tpurt_arg_t arg = {.kind = TPURT_ARG_TENSOR, .u.tensor = *view};
+  tpurt_result_t result;
+  tpurt_op_call_t call = {.name = "aten::clone",
+                          .args = &arg,
+                          .num_args = 1,
+                          .device = view->storage->device,
+                          .results = &result,
+                          .max_results = 1};
+  TPURT_RETURN_IF_ERROR(engine_op_run_now_locked(&call));
+  *out_dense = result.storage;
+  return NULL;
+}
+
 tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call) {
   call->num_results = 0;
   lower_rule_t scratch;
   const lower_rule_t* rule = lower_find(call->name, &scratch);
   if (!rule) return tpurt_status_create(TPURT_UNIMPLEMENTED, "no tpu lowering for %s", call->name);
+  TPURT_RETURN_IF_ERROR(check_operands(call));
   tpurt_eager_mode_t mode = tpurt_get_eager_mode();
   graph_t* g = graph_current();
   bool tracing = g && graph_is_tracing(g);

@@ -45,6 +45,7 @@ void tpurt_storage_release(tpurt_storage_t* storage) {
   if (!storage) return;
   if (__atomic_sub_fetch(&storage->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   pjrt_buffer_release(storage->buffer);
+  tpurt_status_free(storage->poison);
   __atomic_sub_fetch(&engine_live_storages, 1, __ATOMIC_RELAXED);
   free(storage);
 }
@@ -57,6 +58,20 @@ void storage_set_buffer(tpurt_storage_t* storage, pjrt_buffer_t* buffer) {
   pjrt_buffer_t* old = storage->buffer;
   storage->buffer = buffer;
   pjrt_buffer_release(old);
+  tpurt_status_free(storage->poison);
+  storage->poison = NULL;
+}
+
+void storage_poison(tpurt_storage_t* storage, tpurt_status_t cause) {
+  tpurt_status_free(storage->poison);
+  storage->poison = tpurt_status_create(tpurt_status_code(cause), "%s", tpurt_status_message(cause));
+}
+
+tpurt_status_t storage_check_poison(const tpurt_storage_t* storage) {
+  if (!storage->poison) return NULL;
+  return tpurt_status_create(tpurt_status_code(storage->poison),
+                             "this tensor's value was lost when the program computing it failed: %s",
+                             tpurt_status_message(storage->poison));
 }
 
 tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer) {
@@ -232,7 +247,9 @@ tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, si
   if (host_nbytes == 0) return NULL;
   engine_lock();
   tpurt_status_t status = settle_pending(view->storage, GRAPH_FLUSH_HOST_READ);
+  if (!status) status = storage_check_poison(view->storage);
   pjrt_buffer_t* b = view->storage->buffer;
+  tpurt_storage_t* dense = NULL;
   if (status) {
     /* reported below */
   } else if (!b) {
@@ -240,33 +257,16 @@ tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, si
   } else if (b->dtype == view->dtype && view_is_contiguous(view) &&
              (size_t)view_numel(view) * tpurt_dtype_size(view->dtype) == b->nbytes && view->offset == 0) {
     pjrt_buffer_retain(b);
-    engine_unlock();
-    status = pjrt_buffer_to_host(b, host, host_nbytes);
-    pjrt_buffer_release(b);
-    return status;
   } else {
-    /* Materialise the view densely on the device, then read that. */
-    tpurt_arg_t arg = {.kind = TPURT_ARG_TENSOR, .u.tensor = *view};
-    tpurt_result_t result;
-    tpurt_op_call_t call = {.name = "aten::clone",
-                            .args = &arg,
-                            .num_args = 1,
-                            .device = view->storage->device,
-                            .results = &result,
-                            .max_results = 1};
-    status = engine_op_run_locked(&call);
-    if (!status) {
-      tpurt_storage_t* dense = call.results[0].storage;
-      pjrt_buffer_t* db = dense->buffer;
-      pjrt_buffer_retain(db);
-      engine_unlock();
-      status = pjrt_buffer_to_host(db, host, host_nbytes);
-      pjrt_buffer_release(db);
-      tpurt_storage_release(dense);
-      return status;
-    }
+    /* Any other view is made dense on the device first, in every mode. */
+    status = engine_view_materialize_locked(view, &dense);
+    b = status ? NULL : dense->buffer;
+    pjrt_buffer_retain(b);
   }
   engine_unlock();
+  if (!status && b) status = pjrt_buffer_to_host(b, host, host_nbytes);
+  if (b) pjrt_buffer_release(b);
+  tpurt_storage_release(dense);
   return status;
 }
 
@@ -282,17 +282,9 @@ tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t
     status = settle_pending(src->storage, GRAPH_FLUSH_DEVICE_COPY);
   if (!status && src->storage->device != dst->storage->device) {
     /* Densify on the source device, then move the buffer across. */
-    tpurt_arg_t arg = {.kind = TPURT_ARG_TENSOR, .u.tensor = *src};
-    tpurt_result_t result;
-    tpurt_op_call_t call = {.name = "aten::clone",
-                            .args = &arg,
-                            .num_args = 1,
-                            .device = src->storage->device,
-                            .results = &result,
-                            .max_results = 1};
-    status = engine_op_run_locked(&call);
+    tpurt_storage_t* dense = NULL;
+    status = engine_view_materialize_locked(src, &dense);
     if (!status) {
-      tpurt_storage_t* dense = call.results[0].storage;
       pjrt_buffer_t* nb = NULL;
       status = pjrt_buffer_copy_to_device(dense->buffer, dst->storage->device, &nb);
       tpurt_storage_release(dense);
