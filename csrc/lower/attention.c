@@ -5,8 +5,19 @@
 ** Shapes: query [N.., H, L, D], key [N.., Hk, S, D], value [N.., Hk, S, Dv]
 ** with N.. zero or one batch dim. Grouped query attention (Hk < H, H a
 ** multiple of Hk) never repeats key/value: query is viewed as
-** [N.., Hk, G, L, D] and the dots batch over (N.., Hk), so the only large
-** intermediate is the one [N.., H, L, S] score tensor that SDPA's math needs.
+** [N.., Hk, G, L, D] and the dots batch over (N.., Hk). With one group (plain
+** multi-head attention) there is no G dim at all: a size-1 dim between the
+** batch and the rows makes XLA pick a layout that copies the whole score
+** tensor.
+**
+** Query blocks: the [N.., H, L, S] scores of a long sequence do not fit in
+** any cache (8 heads x 4096 x 4096 f32 is 512 MiB), and every pass over them
+** (max, exp, sum, the dot with V) then runs at memory speed. So the rows are
+** cut into blocks whose scores stay under a byte budget, and each block is
+** its own small softmax over all S keys: rows are independent, so this is
+** exact, with no rescaling (unlike an online softmax over key blocks, which
+** only pays when one row of scores is itself too big). The budget is the
+** crossover measured on the CPU plugin (docs/architecture.md, "Attention").
 **
 ** Half types: the dots take the inputs as they are and accumulate in f32;
 ** scores, softmax and logsumexp are f32; probabilities are rounded to the
@@ -25,13 +36,21 @@ typedef struct sdpa_args_s {
 static const sdpa_args_t kForwardArgs = {0, 1, 2, 3, 4, 5, 7};
 static const sdpa_args_t kBackwardArgs = {1, 2, 3, 4, 12, 13, 16};
 
-/* The problem, in the grouped layout. */
+/* The problem, in the grouped layout, and the query rows being lowered. */
 typedef struct sdpa_s {
   tpurt_dtype_t dtype, acc;
   int32_t nb; /* batch dims before the head dim: 0 or 1 */
   int64_t n, h, hk, g, l, s, d, dv;
-  int32_t w; /* rank of the grouped scores [N.., Hk, G, L, S] */
+  int32_t gd; /* 1 when the grouped layout has a G dim (g > 1) */
+  int32_t w;  /* rank of the grouped scores [N.., Hk, (G), rows, S] */
+  int64_t l0, lb; /* the query block: rows [l0, l0 + lb) */
 } sdpa_t;
+
+/* Scores bytes of one query block at most (f32). Measured on the CPU plugin:
+** see docs/architecture.md. TORCH_TPU_SDPA_BLOCK_BYTES overrides it (0: one
+** block), for measuring the crossover. */
+#define SDPA_BLOCK_BYTES (8LL << 20)
+#define SDPA_MAX_BLOCKS 64
 
 static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_t* p) {
   const tpurt_tensor_t *q = lower_meta(ctx, a->q), *k = lower_meta(ctx, a->k), *v = lower_meta(ctx, a->v);
@@ -62,8 +81,9 @@ static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_
   int64_t h = q->sizes[nb], hk = k->sizes[nb];
   if (v->sizes[nb] != hk || hk == 0 || h % hk != 0)
     return lower_error(TPURT_INVALID_ARGUMENT,
-                       "Number of heads in key and value must divide the number of "
-                       "heads in ");
+                       "Number of heads in key and value must divide the number of heads in query, but got "
+                       "query: %lld, key: %lld, value: %lld",
+                       (long long)h, (long long)hk, (long long)v->sizes[nb]);
   if (k->sizes[nb + 2] != q->sizes[nb + 2])
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "Expected query and key to have the same head dim, but got query.size(-1): %lld and "
@@ -78,6 +98,7 @@ static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "dropout_p > 0 is not supported by the tpu fused attention (it has no generator); "
                        "scaled_dot_product_attention uses the math path for it");
+  int32_t gd = h / hk > 1;
   *p = (sdpa_t){
       .dtype = q->dtype,
       .acc = lower_acc_dtype(q->dtype),
@@ -90,7 +111,10 @@ static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_
       .s = k->sizes[nb + 1],
       .d = q->sizes[nb + 2],
       .dv = v->sizes[nb + 2],
-      .w = nb + 4,
+      .gd = gd,
+      .w = nb + 3 + gd,
+      .l0 = 0,
+      .lb = q->sizes[nb + 1],
   };
   if (!lower_is_none(ctx, a->bias)) {
     const tpurt_tensor_t* b = lower_meta(ctx, a->bias);
@@ -116,34 +140,66 @@ static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_
   return NULL;
 }
 
-/* Dims of the grouped layout: [N.., Hk, G, L, last] (rank p->w). */
-static void grouped_dims(const sdpa_t* p, int64_t last, int64_t* dims) {
+/* How many query rows one block takes (all of them when the scores fit). */
+static int64_t block_rows(const sdpa_t* p) {
+  int64_t budget = tpurt_env_int("TORCH_TPU_SDPA_BLOCK_BYTES", SDPA_BLOCK_BYTES);
+  int64_t row_bytes = p->n * p->h * p->s * 4;
+  if (budget <= 0 || row_bytes <= 0 || p->l * row_bytes <= budget) return p->l;
+  int64_t rows = budget / row_bytes, min_rows = (p->l + SDPA_MAX_BLOCKS - 1) / SDPA_MAX_BLOCKS;
+  if (rows < min_rows) rows = min_rows;
+  if (rows >= 8) rows &= ~(int64_t)7; /* whole vector registers */
+  if (rows < 1) rows = 1;
+  /* equal blocks: the last one never a sliver */
+  int64_t blocks = (p->l + rows - 1) / rows;
+  return (p->l + blocks - 1) / blocks;
+}
+
+/* Dims of the grouped layout: [N.., Hk, (G), rows, last] (rank p->w). */
+static void grouped_dims(const sdpa_t* p, int64_t rows, int64_t last, int64_t* dims) {
   int32_t i = 0;
   if (p->nb) dims[i++] = p->n;
   dims[i++] = p->hk;
-  dims[i++] = p->g;
-  dims[i++] = p->l;
+  if (p->gd) dims[i++] = p->g;
+  dims[i++] = rows;
   dims[i] = last;
 }
 
-/* Dims of the ungrouped layout [N.., H, L, last] (rank p->nb + 3). */
-static void plain_dims(const sdpa_t* p, int64_t last, int64_t* dims) {
+/* Dims of the ungrouped layout [N.., H, rows, last] (rank p->nb + 3). */
+static void plain_dims(const sdpa_t* p, int64_t rows, int64_t last, int64_t* dims) {
   int32_t i = 0;
   if (p->nb) dims[i++] = p->n;
   dims[i++] = p->h;
-  dims[i++] = p->l;
+  dims[i++] = rows;
   dims[i] = last;
 }
 
-static ir_value_t grouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int64_t last) {
-  int64_t dims[TPURT_MAX_RANK];
-  grouped_dims(p, last, dims);
-  return ir_reshape(ctx->func, x, p->w, dims);
+/* The dims of a [N.., Hk, (G), rows] row tensor of the current block. */
+static void row_dims(const sdpa_t* p, int64_t* dims) {
+  int64_t full[TPURT_MAX_RANK];
+  grouped_dims(p, p->lb, 0, full);
+  for (int32_t i = 0; i < p->w - 1; ++i) dims[i] = full[i];
 }
 
-static ir_value_t ungrouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int64_t last) {
+/* The current block's rows of a plain [N.., H, L, last] tensor, grouped. */
+static ir_value_t block_of(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int64_t last) {
+  if (p->lb != p->l) {
+    int64_t start[TPURT_MAX_RANK] = {0}, limit[TPURT_MAX_RANK], strides[TPURT_MAX_RANK];
+    plain_dims(p, p->l, last, limit);
+    for (int32_t i = 0; i < p->nb + 3; ++i) strides[i] = 1;
+    start[p->nb + 1] = p->l0;
+    limit[p->nb + 1] = p->l0 + p->lb;
+    x = ir_slice(ctx->func, x, start, limit, strides);
+  }
   int64_t dims[TPURT_MAX_RANK];
-  plain_dims(p, last, dims);
+  grouped_dims(p, p->lb, last, dims);
+  return p->gd ? ir_reshape(ctx->func, x, p->w, dims) : x;
+}
+
+/* A grouped block back in the plain layout [N.., H, rows, last]. */
+static ir_value_t ungrouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int64_t last) {
+  if (!p->gd) return x;
+  int64_t dims[TPURT_MAX_RANK];
+  plain_dims(p, p->lb, last, dims);
   return ir_reshape(ctx->func, x, p->nb + 3, dims);
 }
 
@@ -160,10 +216,10 @@ static ir_value_t batched_dot(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t lhs,
   return ir_dot_general(ctx->func, lhs, rhs, &dd, p->acc);
 }
 
-/* Broadcasts |x| of dims [N.., Hk, G, L] over the last dim of |like|. */
+/* Broadcasts a [N.., Hk, (G), rows] row tensor over a last dim of |last|. */
 static ir_value_t over_rows(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int64_t last) {
   int64_t dims[TPURT_MAX_RANK], bdims[TPURT_MAX_RANK];
-  grouped_dims(p, last, dims);
+  grouped_dims(p, p->lb, last, dims);
   for (int32_t i = 0; i < p->w - 1; ++i) bdims[i] = i;
   return ir_broadcast_in_dim(ctx->func, x, p->w, dims, bdims);
 }
@@ -174,33 +230,46 @@ static ir_value_t scale_value(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa
 }
 
 /* Broadcasts a bias of shape |bm| (broadcastable to [N.., H, L, S]) straight
-** into the grouped scores [N.., Hk, G, L, S]: a full head dim is split into
-** (Hk, G) by a reshape, every other dim maps to its place. */
+** into the block's grouped scores [N.., Hk, (G), rows, S]: its rows are cut
+** to the block, a full head dim is split into (Hk, G) by a reshape, every
+** other dim maps to its place. */
 static ir_value_t bias_to_grouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t b, const tpurt_tensor_t* bm) {
   int64_t dims[TPURT_MAX_RANK], shape[TPURT_MAX_RANK], map[TPURT_MAX_RANK];
-  grouped_dims(p, p->s, dims);
+  grouped_dims(p, p->lb, p->s, dims);
   int32_t plain = p->nb + 3, off = plain - bm->rank, n = 0;
+  int32_t row_dim = p->nb + 1 - off; /* the bias's L dim, if it has one */
+  if (row_dim >= 0 && bm->sizes[row_dim] == p->l && p->lb != p->l) {
+    int64_t start[TPURT_MAX_RANK] = {0}, limit[TPURT_MAX_RANK], strides[TPURT_MAX_RANK];
+    for (int32_t i = 0; i < bm->rank; ++i) {
+      limit[i] = bm->sizes[i];
+      strides[i] = 1;
+    }
+    start[row_dim] = p->l0;
+    limit[row_dim] = p->l0 + p->lb;
+    b = ir_slice(ctx->func, b, start, limit, strides);
+  }
   for (int32_t i = off; i < plain; ++i) {
     int64_t size = bm->sizes[i - off];
-    if (i == p->nb && size == p->h && p->g > 1) { /* the head dim, in full: (Hk, G) */
+    if (i == p->nb + 1 && size == p->l) size = p->lb;
+    if (i == p->nb && size == p->h && p->gd) { /* the head dim, in full: (Hk, G) */
       shape[n] = p->hk;
       map[n++] = p->nb;
       shape[n] = p->g;
       map[n++] = p->nb + 1;
-    } else { /* N.. and H (size 1, or G == 1) keep their place; L, S move past G */
+    } else { /* N.. and H keep their place; L, S move past G when there is one */
       shape[n] = size;
-      map[n++] = i <= p->nb ? i : i + 1;
+      map[n++] = i <= p->nb ? i : i + p->gd;
     }
   }
   return ir_broadcast_in_dim(ctx->func, ir_reshape(ctx->func, b, n, shape), p->w, dims, map);
 }
 
-/* The masked, scaled scores [N.., Hk, G, L, S] in the acc type. */
+/* The block's masked, scaled scores [N.., Hk, (G), rows, S] in the acc type. */
 static ir_value_t scores(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale) {
   ir_func_t* f = ctx->func;
   int64_t dims[TPURT_MAX_RANK];
-  grouped_dims(p, p->s, dims);
-  ir_value_t q = grouped(ctx, p, lower_tensor(ctx, a->q), p->d);
+  grouped_dims(p, p->lb, p->s, dims);
+  ir_value_t q = block_of(ctx, p, lower_tensor(ctx, a->q), p->d);
   int64_t lc = p->w - 1, rc = p->nb + 2;
   ir_value_t s = batched_dot(ctx, p, q, lower_tensor(ctx, a->k), 1, &lc, &rc);
   s = ir_binary(f, "stablehlo.multiply", s, lower_broadcast_to(ctx, scale, p->w, dims));
@@ -213,19 +282,15 @@ static ir_value_t scores(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p
     s = bm->dtype == TPURT_DTYPE_BOOL ? ir_select(f, b, s, neg_inf) : ir_binary(f, "stablehlo.add", s, b);
   }
   if (lower_bool(ctx, a->causal, false)) { /* key j is visible from query i iff j <= i (top left) */
-    int64_t ls[2] = {p->l, p->s}, last2[2] = {p->w - 2, p->w - 1};
+    int64_t ls[2] = {p->lb, p->s}, last2[2] = {p->w - 2, p->w - 1};
     ir_type_t t = ir_type_make(TPURT_DTYPE_I64, 2, ls);
-    ir_value_t keep = ir_compare(f, IR_LE, ir_iota(f, t, 1), ir_iota(f, t, 0));
+    ir_value_t row = ir_iota(f, t, 0);
+    if (p->l0)
+      row = ir_binary(f, "stablehlo.add", row, lower_splat(ctx, TPURT_DTYPE_I64, 2, ls, (double)p->l0));
+    ir_value_t keep = ir_compare(f, IR_LE, ir_iota(f, t, 1), row);
     s = ir_select(f, ir_broadcast_in_dim(f, keep, p->w, dims, last2), s, neg_inf);
   }
   return s;
-}
-
-/* The dims of a [N.., Hk, G, L] row tensor. */
-static void row_dims(const sdpa_t* p, int64_t* dims) {
-  int64_t full[TPURT_MAX_RANK];
-  grouped_dims(p, 0, full);
-  for (int32_t i = 0; i < p->w - 1; ++i) dims[i] = full[i];
 }
 
 /* _scaled_dot_product_fused_attention_overrideable(query, key, value,
@@ -254,6 +319,33 @@ static void set_like(lower_ctx_t* ctx, int32_t k, ir_value_t logical, const tpur
   lower_set_result_permuted(ctx, k, ir_transpose(ctx->func, logical, order), inverse);
 }
 
+/* One query block of the forward: its output [N.., H, rows, Dv] (input
+** dtype) and logsumexp [N, H, rows] (f32). */
+static void forward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale,
+                          ir_value_t* out_o, ir_value_t* out_lse) {
+  ir_func_t* f = ctx->func;
+  ir_value_t s = scores(ctx, a, p, scale);
+  int64_t rdims[TPURT_MAX_RANK], last = p->w - 1;
+  row_dims(p, rdims);
+  ir_value_t m = ir_reduce(f, s, ir_constant_f64(f, p->acc, -INFINITY), &last, 1, IR_REDUCE_MAX);
+  /* a row with every key masked has max -inf: shift it by 0 instead, so its
+  ** exponentials are 0 (not nan) and its output is 0 */
+  ir_value_t dead = ir_compare(f, IR_EQ, m, lower_splat(ctx, p->acc, p->w - 1, rdims, -INFINITY));
+  m = ir_select(f, dead, lower_splat(ctx, p->acc, p->w - 1, rdims, 0.0), m);
+  ir_value_t e =
+      ir_unary(f, "stablehlo.exponential", ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, p, m, p->s)));
+  ir_value_t sum = ir_reduce(f, e, ir_constant_f64(f, p->acc, 0.0), &last, 1, IR_REDUCE_ADD);
+  int64_t lc = p->w - 1, rc = p->nb + 1;
+  ir_value_t o = batched_dot(ctx, p, lower_cast(ctx, e, p->dtype), lower_tensor(ctx, a->v), 1, &lc, &rc);
+  ir_value_t safe_sum = ir_select(f, dead, lower_splat(ctx, p->acc, p->w - 1, rdims, 1.0), sum);
+  o = ir_binary(f, "stablehlo.divide", o, over_rows(ctx, p, safe_sum, p->dv));
+  *out_o = ungrouped(ctx, p, lower_cast(ctx, o, p->dtype), p->dv);
+  /* -inf for dead rows */
+  ir_value_t lse = ir_binary(f, "stablehlo.add", m, ir_unary(f, "stablehlo.log", sum));
+  int64_t lse_dims[3] = {p->n, p->h, p->lb};
+  *out_lse = ir_reshape(f, lower_cast(ctx, lse, TPURT_DTYPE_F32), 3, lse_dims);
+}
+
 static tpurt_status_t lower_sdpa_forward(lower_ctx_t* ctx) {
   const sdpa_args_t* a = &kForwardArgs;
   sdpa_t p;
@@ -261,28 +353,21 @@ static tpurt_status_t lower_sdpa_forward(lower_ctx_t* ctx) {
   if (lower_bool(ctx, 6, false))
     return lower_error(TPURT_INVALID_ARGUMENT, "return_debug_mask=True is not supported on tpu");
   ir_func_t* f = ctx->func;
-  ir_value_t s = scores(ctx, a, &p, scale_value(ctx, a, &p));
-  int64_t rdims[TPURT_MAX_RANK], last = p.w - 1;
-  row_dims(&p, rdims);
-  ir_value_t m = ir_reduce(f, s, ir_constant_f64(f, p.acc, -INFINITY), &last, 1, IR_REDUCE_MAX);
-  /* a row with every key masked has max -inf: shift it by 0 instead, so its
-  ** exponentials are 0 (not nan) and its output is 0 */
-  ir_value_t row_neg_inf = lower_splat(ctx, p.acc, p.w - 1, rdims, -INFINITY);
-  ir_value_t dead = ir_compare(f, IR_EQ, m, row_neg_inf);
-  m = ir_select(f, dead, lower_splat(ctx, p.acc, p.w - 1, rdims, 0.0), m);
-  ir_value_t e =
-      ir_unary(f, "stablehlo.exponential", ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, &p, m, p.s)));
-  ir_value_t sum = ir_reduce(f, e, ir_constant_f64(f, p.acc, 0.0), &last, 1, IR_REDUCE_ADD);
-  int64_t lc = p.w - 1, rc = p.nb + 1;
-  ir_value_t o = batched_dot(ctx, &p, lower_cast(ctx, e, p.dtype), lower_tensor(ctx, a->v), 1, &lc, &rc);
-  ir_value_t safe_sum = ir_select(f, dead, lower_splat(ctx, p.acc, p.w - 1, rdims, 1.0), sum);
-  o = ir_binary(f, "stablehlo.divide", o, over_rows(ctx, &p, safe_sum, p.dv));
-  set_like(ctx, 0, ungrouped(ctx, &p, lower_cast(ctx, o, p.dtype), p.dv), lower_meta(ctx, a->q));
-  /* logsumexp [N, H, L] in f32 (N = 1 for 3-d inputs); -inf for dead rows */
-  ir_value_t lse = ir_binary(f, "stablehlo.add", m, ir_unary(f, "stablehlo.log", sum));
-  int64_t lse_dims[3] = {p.n, p.h, p.l};
-  lower_set_result(ctx, 1, ir_reshape(f, lower_cast(ctx, lse, TPURT_DTYPE_F32), 3, lse_dims));
-  lower_set_undefined(ctx, 2); /* cum_seq_q, cum_seq_k: not a nested (varlen) call */
+  ir_value_t scale = scale_value(ctx, a, &p);
+  int64_t rows = block_rows(&p);
+  ir_value_t outs[SDPA_MAX_BLOCKS + 1], lses[SDPA_MAX_BLOCKS + 1];
+  int32_t nblocks = 0;
+  for (int64_t l0 = 0; l0 < p.l || nblocks == 0; l0 += rows, ++nblocks) {
+    sdpa_t blk = p;
+    blk.l0 = l0;
+    blk.lb = p.l - l0 < rows ? p.l - l0 : rows;
+    forward_block(ctx, a, &blk, scale, &outs[nblocks], &lses[nblocks]);
+  }
+  ir_value_t o = nblocks == 1 ? outs[0] : ir_concatenate(f, outs, nblocks, p.nb + 1);
+  ir_value_t lse = nblocks == 1 ? lses[0] : ir_concatenate(f, lses, nblocks, 2);
+  set_like(ctx, 0, o, lower_meta(ctx, a->q));
+  lower_set_result(ctx, 1, lse); /* [N, H, L] in f32 (N = 1 for 3-d inputs) */
+  lower_set_undefined(ctx, 2);   /* cum_seq_q, cum_seq_k: not a nested (varlen) call */
   lower_set_undefined(ctx, 3);
   lower_set_host_int(ctx, 4, p.l); /* max_q, max_k: SymInts, known without the device */
   lower_set_host_int(ctx, 5, p.s);
@@ -296,7 +381,7 @@ static tpurt_status_t lower_sdpa_forward(lower_ctx_t* ctx) {
 static ir_value_t sum_to_bias(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int32_t arg) {
   const tpurt_tensor_t* b = lower_meta(ctx, arg);
   int64_t dims[TPURT_MAX_RANK], red[TPURT_MAX_RANK];
-  plain_dims(p, p->s, dims);
+  plain_dims(p, p->l, p->s, dims);
   int32_t rank = p->nb + 3, off = rank - b->rank, nred = 0;
   for (int32_t i = 0; i < rank; ++i)
     if (i < off || (b->sizes[i - off] == 1 && dims[i] != 1)) red[nred++] = i;
@@ -304,18 +389,79 @@ static ir_value_t sum_to_bias(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, i
   return lower_cast(ctx, ir_reshape(ctx->func, x, b->rank, b->sizes), b->dtype);
 }
 
+/* What the backward wants, and its block's partial results (acc type). */
+typedef struct sdpa_grads_s {
+  bool want_q, want_k, want_v, want_b;
+  ir_value_t dq, dk, dv, ds; /* dq and ds: this block's; dk, dv: summed so far */
+} sdpa_grads_t;
+
+static ir_value_t add_or_first(lower_ctx_t* ctx, ir_value_t sum, ir_value_t x) {
+  return sum == IR_NONE ? x : ir_binary(ctx->func, "stablehlo.add", sum, x);
+}
+
+/* One query block of the backward. P is recomputed from the scores and the
+** saved logsumexp; dV and dK are sums over the blocks (and over the group). */
+static void backward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale,
+                           sdpa_grads_t* gr) {
+  ir_func_t* f = ctx->func;
+  ir_value_t s = scores(ctx, a, p, scale);
+  int64_t rdims[TPURT_MAX_RANK], sdims[TPURT_MAX_RANK];
+  row_dims(p, rdims);
+  grouped_dims(p, p->lb, p->s, sdims);
+  /* P = exp(s - lse); a dead row (lse -inf) gets +inf, so its P is 0 */
+  int64_t lse_dims[3] = {p->n, p->h, p->l};
+  ir_value_t l = lower_cast(ctx, lower_tensor(ctx, 7), p->acc);
+  if (p->lb != p->l) {
+    int64_t start[3] = {0, 0, p->l0}, limit[3] = {lse_dims[0], lse_dims[1], p->l0 + p->lb}, st[3] = {1, 1, 1};
+    l = ir_slice(f, l, start, limit, st);
+  }
+  l = ir_reshape(f, l, p->w - 1, rdims);
+  ir_value_t dead = ir_compare(f, IR_EQ, l, lower_splat(ctx, p->acc, p->w - 1, rdims, -INFINITY));
+  l = ir_select(f, dead, lower_splat(ctx, p->acc, p->w - 1, rdims, INFINITY), l);
+  ir_value_t prob =
+      ir_unary(f, "stablehlo.exponential", ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, p, l, p->s)));
+
+  ir_value_t dout = block_of(ctx, p, lower_tensor(ctx, 0), p->dv);
+  int64_t gl[2] = {p->nb + 1, p->nb + 2}; /* the (G), rows dims of a grouped tensor */
+  int32_t ngl = 1 + p->gd;
+  if (gr->want_v) { /* dV = P^T dO, summed over the group */
+    ir_value_t dv = batched_dot(ctx, p, lower_cast(ctx, prob, p->dtype), dout, ngl, gl, gl);
+    gr->dv = add_or_first(ctx, gr->dv, dv);
+  }
+  if (!gr->want_q && !gr->want_k && !gr->want_b) return;
+  /* dS = P * (dO V^T - rowsum(dO * O)) */
+  int64_t lc = p->w - 1, rc = p->nb + 2;
+  ir_value_t dp = batched_dot(ctx, p, dout, lower_tensor(ctx, a->v), 1, &lc, &rc);
+  ir_value_t o = block_of(ctx, p, lower_tensor(ctx, 6), p->dv);
+  ir_value_t oo = ir_binary(f, "stablehlo.multiply", lower_cast(ctx, dout, p->acc), lower_cast(ctx, o, p->acc));
+  ir_value_t di = ir_reduce(f, oo, ir_constant_f64(f, p->acc, 0.0), &lc, 1, IR_REDUCE_ADD);
+  ir_value_t ds = ir_binary(f, "stablehlo.multiply", prob,
+                            ir_binary(f, "stablehlo.subtract", dp, over_rows(ctx, p, di, p->s)));
+  ir_value_t dss = lower_cast(
+      ctx, ir_binary(f, "stablehlo.multiply", ds, lower_broadcast_to(ctx, scale, p->w, sdims)), p->dtype);
+  if (gr->want_q) { /* dQ = scale dS K */
+    int64_t klc = p->w - 1, krc = p->nb + 1;
+    gr->dq = ungrouped(ctx, p, batched_dot(ctx, p, dss, lower_tensor(ctx, a->k), 1, &klc, &krc), p->d);
+  }
+  if (gr->want_k) { /* dK = scale dS^T Q, summed over the group */
+    ir_value_t q = block_of(ctx, p, lower_tensor(ctx, a->q), p->d);
+    gr->dk = add_or_first(ctx, gr->dk, batched_dot(ctx, p, dss, q, ngl, gl, gl));
+  }
+  if (gr->want_b) gr->ds = ungrouped(ctx, p, ds, p->s);
+}
+
 /* _scaled_dot_product_fused_attention_overrideable_backward(grad_out, query,
 ** key, value, attn_bias, grad_input_mask, out, logsumexp, cum_seq_q,
 ** cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
 ** philox_offset, *, scale?) -> (grad_query, grad_key, grad_value,
-** grad_attn_bias). P is recomputed from the scores and logsumexp. */
+** grad_attn_bias). */
 static tpurt_status_t lower_sdpa_backward(lower_ctx_t* ctx) {
   const sdpa_args_t* a = &kBackwardArgs;
   sdpa_t p;
   TPURT_RETURN_IF_ERROR(check_inputs(ctx, a, &p));
   const tpurt_tensor_t *go = lower_meta(ctx, 0), *out = lower_meta(ctx, 6), *lse = lower_meta(ctx, 7);
   int64_t odims[TPURT_MAX_RANK];
-  plain_dims(&p, p.dv, odims);
+  plain_dims(&p, p.l, p.dv, odims);
   for (int32_t k = 0; k < 2; ++k) {
     const tpurt_tensor_t* t = k ? out : go;
     bool same = t->rank == p.nb + 3;
@@ -329,66 +475,42 @@ static tpurt_status_t lower_sdpa_backward(lower_ctx_t* ctx) {
     return lower_error(TPURT_INVALID_ARGUMENT, "Expected logsumexp of shape [%lld, %lld, %lld], but got %s",
                        (long long)p.n, (long long)p.h, (long long)p.l,
                        lower_shape_str(lse->rank, lse->sizes));
-  bool want_q = lower_bool_list_item(ctx, 5, 0, true), want_k = lower_bool_list_item(ctx, 5, 1, true);
-  bool want_v = lower_bool_list_item(ctx, 5, 2, true), want_b = lower_bool_list_item(ctx, 5, 3, true);
-  want_b = want_b && !lower_is_none(ctx, a->bias) && lower_meta(ctx, a->bias)->dtype != TPURT_DTYPE_BOOL;
-
-  ir_func_t* f = ctx->func;
+  sdpa_grads_t gr = {.dq = IR_NONE, .dk = IR_NONE, .dv = IR_NONE, .ds = IR_NONE};
+  gr.want_q = lower_bool_list_item(ctx, 5, 0, true);
+  gr.want_k = lower_bool_list_item(ctx, 5, 1, true);
+  gr.want_v = lower_bool_list_item(ctx, 5, 2, true);
+  gr.want_b = lower_bool_list_item(ctx, 5, 3, true) && !lower_is_none(ctx, a->bias) &&
+              lower_meta(ctx, a->bias)->dtype != TPURT_DTYPE_BOOL;
   ir_value_t scale = scale_value(ctx, a, &p);
-  ir_value_t s = scores(ctx, a, &p, scale);
-  int64_t rdims[TPURT_MAX_RANK], sdims[TPURT_MAX_RANK];
-  row_dims(&p, rdims);
-  grouped_dims(&p, p.s, sdims);
-  /* P = exp(s - lse); a dead row (lse -inf) gets +inf, so its P is 0 */
-  ir_value_t l = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 7), p.acc), p.w - 1, rdims);
-  ir_value_t dead = ir_compare(f, IR_EQ, l, lower_splat(ctx, p.acc, p.w - 1, rdims, -INFINITY));
-  l = ir_select(f, dead, lower_splat(ctx, p.acc, p.w - 1, rdims, INFINITY), l);
-  ir_value_t prob =
-      ir_unary(f, "stablehlo.exponential", ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, &p, l, p.s)));
-
-  ir_value_t dout = grouped(ctx, &p, lower_tensor(ctx, 0), p.dv);
-  int64_t gl[2] = {p.nb + 1, p.nb + 2}; /* the (G, L) dims of a grouped tensor */
-  if (want_v) {                         /* dV = P^T dO, summed over the group */
-    ir_value_t dv = batched_dot(ctx, &p, lower_cast(ctx, prob, p.dtype), dout, 2, gl, gl);
-    set_like(ctx, 2, lower_cast(ctx, dv, p.dtype), lower_meta(ctx, a->v));
+  /* the bias gradient is the whole dS: one block */
+  int64_t rows = gr.want_b ? p.l : block_rows(&p);
+  ir_value_t dqs[SDPA_MAX_BLOCKS + 1];
+  int32_t nblocks = 0;
+  for (int64_t l0 = 0; l0 < p.l || nblocks == 0; l0 += rows, ++nblocks) {
+    sdpa_t blk = p;
+    blk.l0 = l0;
+    blk.lb = p.l - l0 < rows ? p.l - l0 : rows;
+    backward_block(ctx, a, &blk, scale, &gr);
+    dqs[nblocks] = gr.dq;
+  }
+  if (gr.want_q) {
+    ir_value_t dq = nblocks == 1 ? dqs[0] : ir_concatenate(ctx->func, dqs, nblocks, p.nb + 1);
+    set_like(ctx, 0, lower_cast(ctx, dq, p.dtype), lower_meta(ctx, a->q));
   } else {
+    lower_set_undefined(ctx, 0);
+  }
+  if (gr.want_k)
+    set_like(ctx, 1, lower_cast(ctx, gr.dk, p.dtype), lower_meta(ctx, a->k));
+  else
+    lower_set_undefined(ctx, 1);
+  if (gr.want_v)
+    set_like(ctx, 2, lower_cast(ctx, gr.dv, p.dtype), lower_meta(ctx, a->v));
+  else
     lower_set_undefined(ctx, 2);
-  }
-  if (!want_q && !want_k && !want_b) {
-    lower_set_undefined(ctx, 0);
-    lower_set_undefined(ctx, 1);
+  if (gr.want_b)
+    lower_set_result(ctx, 3, sum_to_bias(ctx, &p, gr.ds, a->bias));
+  else
     lower_set_undefined(ctx, 3);
-    return NULL;
-  }
-  /* dS = P * (dO V^T - rowsum(dO * O)) */
-  int64_t lc = p.w - 1, rc = p.nb + 2;
-  ir_value_t dp = batched_dot(ctx, &p, dout, lower_tensor(ctx, a->v), 1, &lc, &rc);
-  ir_value_t o = grouped(ctx, &p, lower_tensor(ctx, 6), p.dv);
-  ir_value_t oo = ir_binary(f, "stablehlo.multiply", lower_cast(ctx, dout, p.acc), lower_cast(ctx, o, p.acc));
-  ir_value_t di = ir_reduce(f, oo, ir_constant_f64(f, p.acc, 0.0), &lc, 1, IR_REDUCE_ADD);
-  ir_value_t ds = ir_binary(f, "stablehlo.multiply", prob,
-                            ir_binary(f, "stablehlo.subtract", dp, over_rows(ctx, &p, di, p.s)));
-  ir_value_t dss = lower_cast(
-      ctx, ir_binary(f, "stablehlo.multiply", ds, lower_broadcast_to(ctx, scale, p.w, sdims)), p.dtype);
-  if (want_q) { /* dQ = scale dS K */
-    int64_t klc = p.w - 1, krc = p.nb + 1;
-    ir_value_t dq = batched_dot(ctx, &p, dss, lower_tensor(ctx, a->k), 1, &klc, &krc);
-    set_like(ctx, 0, ungrouped(ctx, &p, lower_cast(ctx, dq, p.dtype), p.d), lower_meta(ctx, a->q));
-  } else {
-    lower_set_undefined(ctx, 0);
-  }
-  if (want_k) { /* dK = scale dS^T Q, summed over the group */
-    ir_value_t q = grouped(ctx, &p, lower_tensor(ctx, a->q), p.d);
-    ir_value_t dk = batched_dot(ctx, &p, dss, q, 2, gl, gl);
-    set_like(ctx, 1, lower_cast(ctx, dk, p.dtype), lower_meta(ctx, a->k));
-  } else {
-    lower_set_undefined(ctx, 1);
-  }
-  if (want_b) { /* d bias = dS, summed to the bias shape */
-    lower_set_result(ctx, 3, sum_to_bias(ctx, &p, ungrouped(ctx, &p, ds, p.s), a->bias));
-  } else {
-    lower_set_undefined(ctx, 3);
-  }
   return NULL;
 }
 
