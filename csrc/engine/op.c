@@ -75,6 +75,7 @@ static uint64_t number_facts(const tpurt_arg_t* a) {
 static void build_signature(const tpurt_op_call_t* call, bool numbers_in_key, sig_t* s) {
   s->n = 0;
   sig_push(s, tpurt_hash_str(TPURT_HASH_SEED, call->name));
+  sig_push(s, (uint64_t)call->matmul_precision);
   for (int32_t i = 0; i < call->num_args; ++i) {
     const tpurt_arg_t* a = &call->args[i];
     sig_push(s, (uint64_t)a->kind | ((uint64_t)a->is_write << 8));
@@ -347,6 +348,9 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
   e->graph = graph;
   ctx->func = graph ? graph_func(graph) : ir_func_create();
   const int32_t first_param = ir_func_num_params(ctx->func);
+  ir_func_set_precision(ctx->func, call->matmul_precision == TPURT_MATMUL_PRECISION_MEDIUM ? IR_PRECISION_DEFAULT
+                                   : call->matmul_precision == TPURT_MATMUL_PRECISION_HIGH ? IR_PRECISION_HIGH
+                                                                                           : IR_PRECISION_HIGHEST);
   ctx->op_name = call->name;
   ctx->args = call->args;
   ctx->engine = e;

@@ -263,11 +263,21 @@ typedef struct tpurt_result_s {
 ** to one result per list item: size results by the tensors passed. */
 #define TPURT_MAX_RESULTS 16
 
+/* PyTorch's float32 matmul precision (torch.get_float32_matmul_precision())
+** when an op is called: f32 dots and convolutions ask the platform for it.
+** Zero is PyTorch's default. */
+typedef enum tpurt_matmul_precision_e {
+  TPURT_MATMUL_PRECISION_HIGHEST = 0,
+  TPURT_MATMUL_PRECISION_HIGH = 1,
+  TPURT_MATMUL_PRECISION_MEDIUM = 2,
+} tpurt_matmul_precision_t;
+
 typedef struct tpurt_op_call_s {
   const char* name; /* "aten::add.Tensor" */
   const tpurt_arg_t* args;
   int32_t num_args;
   int device; /* device the op runs on */
+  tpurt_matmul_precision_t matmul_precision; /* part of the op's cache key */
   /* Outputs, for ops whose schema returns new tensors: the caller's array
   ** of max_results entries (TPURT_MAX_RESULTS, or more for Tensor[]). */
   tpurt_result_t* results;

@@ -70,6 +70,7 @@ struct ir_func_s {
   ir_region_t body;
   ir_region_t* open[IR_MAX_OPEN_REGIONS]; /* open[0] is &body */
   int32_t num_open;
+  ir_precision_t precision; /* for f32/f64 dots and convolutions built next */
 };
 
 /* Grows an arena array of |elem|-byte entries to hold count + 1 entries. */
@@ -978,6 +979,20 @@ ir_value_t ir_reverse(ir_func_t* func, ir_value_t x, const int64_t* dims, int32_
 /* dot_general                                                            */
 /*===------------------------------------------------------------------===*/
 
+void ir_func_set_precision(ir_func_t* func, ir_precision_t precision) {
+  if (func) func->precision = precision;
+}
+
+/* ", precision_config = [...]" for an op over |dtype| operands, or nothing:
+** only full-width floats have a precision to choose. */
+static void put_precision(const ir_func_t* func, tpurt_strbuf_t* attrs, tpurt_dtype_t dtype) {
+  static const char* const kNames[] = {"", "DEFAULT", "HIGH", "HIGHEST"};
+  if (func->precision == IR_PRECISION_UNSET || (dtype != TPURT_DTYPE_F32 && dtype != TPURT_DTYPE_F64)) return;
+  const char* name = kNames[func->precision];
+  tpurt_strbuf_printf(attrs, ", precision_config = [#stablehlo<precision %s>, #stablehlo<precision %s>]", name,
+                      name);
+}
+
 ir_value_t ir_dot_general(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const ir_dot_dims_t* dims,
                           tpurt_dtype_t result_dtype) {
   const char* op = "stablehlo.dot_general";
@@ -1034,6 +1049,7 @@ ir_value_t ir_dot_general(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const
   tpurt_strbuf_puts(&attrs, ", rhs_contracting_dimensions = ");
   put_list(&attrs, dims->rhs_contract, nc);
   tpurt_strbuf_puts(&attrs, ">");
+  put_precision(func, &attrs, tl->dtype);
   ir_value_t operands[2] = {lhs, rhs};
   return emit_buf(func, op, operands, 2, &type, &attrs);
 }
@@ -1707,6 +1723,7 @@ ir_value_t ir_convolution(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const
   tpurt_strbuf_printf(&attrs, "]> : tensor<%dx2xi64>", (int)ns);
   put_named_array(&attrs, ", ", "rhs_dilation", dims->rhs_dilation, ns);
   put_named_array(&attrs, ", ", "window_strides", dims->window_strides, ns);
+  put_precision(func, &attrs, tl->dtype);
   ir_value_t operands[2] = {lhs, rhs};
   return emit_buf(func, op, operands, 2, &type, &attrs);
 }

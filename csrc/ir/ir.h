@@ -103,6 +103,18 @@ ir_value_t ir_pad(ir_func_t* func, ir_value_t x, ir_value_t pad_value, const int
                   const int64_t* high, const int64_t* interior);
 ir_value_t ir_reverse(ir_func_t* func, ir_value_t x, const int64_t* dims, int32_t num_dims);
 
+/* The precision that f32/f64 dot_general and convolution ops built from now
+** on ask for: PyTorch's float32 matmul precision, which the engine sets
+** before each op. Half types never carry one (their precision is the
+** type's). IR_PRECISION_UNSET (a new function's) prints no attribute. */
+typedef enum ir_precision_e {
+  IR_PRECISION_UNSET = 0,
+  IR_PRECISION_DEFAULT, /* "medium": the platform's fastest (one bf16 pass on a TPU) */
+  IR_PRECISION_HIGH,    /* "high": TF32 on a GPU, 3 bf16 passes on a TPU */
+  IR_PRECISION_HIGHEST, /* "highest": full f32, as PyTorch's default */
+} ir_precision_t;
+void ir_func_set_precision(ir_func_t* func, ir_precision_t precision);
+
 /* dot_general with batching and contracting dims; result dims are batch,
 ** then lhs free, then rhs free. |result_dtype| may differ (f32 accumulate). */
 typedef struct ir_dot_dims_s {

@@ -46,10 +46,14 @@ typedef struct sdpa_s {
   int64_t l0, lb; /* the query block: rows [l0, l0 + lb) */
 } sdpa_t;
 
-/* Scores bytes of one query block at most (f32). Measured on the CPU plugin:
-** see docs/architecture.md. TORCH_TPU_SDPA_BLOCK_BYTES overrides it (0: one
-** block), for measuring the crossover. */
-#define SDPA_BLOCK_BYTES (8LL << 20)
+/* Scores bytes of one query block at most (f32); 0: one block. Measured on
+** the CPU plugin, unrolled blocks were never faster (XLA may run independent
+** blocks at once, so the scores are live together anyway): (1, 8, 4096, 64)
+** forward took 1088 ms of CPU unblocked, 1192 ms with 32 MiB blocks, 1542 ms
+** with 8 MiB. So the default is one block; TORCH_TPU_SDPA_BLOCK_BYTES sets a
+** budget, to measure the crossover on another platform (docs/architecture.md,
+** "Attention and matmul precision"). */
+#define SDPA_BLOCK_BYTES 0
 #define SDPA_MAX_BLOCKS 64
 
 static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_t* p) {

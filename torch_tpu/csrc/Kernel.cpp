@@ -320,6 +320,20 @@ void push_returns(const c10::FunctionSchema& schema, Call& call, tpurt_op_call_t
 
 bool debug_mode() { return tpurt_get_eager_mode() == TPURT_MODE_LAUNCH_BLOCKING; }
 
+// torch.get_float32_matmul_precision(), read at every op: it is part of the
+// op's key, so changing it between calls never reuses a program built for
+// another precision.
+tpurt_matmul_precision_t matmul_precision() {
+  switch (at::globalContext().float32MatmulPrecision()) {
+    case at::Float32MatmulPrecision::HIGH:
+      return TPURT_MATMUL_PRECISION_HIGH;
+    case at::Float32MatmulPrecision::MEDIUM:
+      return TPURT_MATMUL_PRECISION_MEDIUM;
+    default:
+      return TPURT_MATMUL_PRECISION_HIGHEST;
+  }
+}
+
 void check_index_range(const std::string& name, const at::Tensor& index, int64_t size, bool negative_ok) {
   if (!index.defined() || index.numel() == 0 || index.is_floating_point() || index.scalar_type() == at::kBool)
     return;
@@ -453,6 +467,7 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   run.args = call.args.data();
   run.num_args = static_cast<int32_t>(call.args.size());
   run.device = call.device;
+  run.matmul_precision = matmul_precision();
   run.results = inline_results.data();
   run.max_results = TPURT_MAX_RESULTS;
   if (call.args.size() > TPURT_MAX_RESULTS) {
