@@ -58,6 +58,9 @@ class _CompiledGraph:
         self.kind = kind
         self.backend = backend
         self.programs: dict[tuple, tuple[Any, list]] = {}
+        # The fast path: the last program, when every argument is a tpu
+        # tensor (then the C++ side checks them, and nothing else can differ).
+        self.last: tuple[Any, list, int] | None = None
         compile_id = torch._guards.CompileContext.current_compile_id()
         # the frame dynamo compiles: its recompiles share this id
         self.frame = compile_id.frame_id if compile_id is not None else id(gm)
@@ -79,6 +82,11 @@ class _CompiledGraph:
         return tuple(parts)
 
     def __call__(self, *args: Any) -> Any:
+        last = self.last
+        if last is not None and len(args) == last[2]:
+            results = last[0].run_if_accepted(args)  # None unless the inputs are the traced ones
+            if results is not None:
+                return self.rebuild(last[1], results, args)
         if any(_is_symbolic(a) for a in args):
             raise RuntimeError(_DYNAMIC_ERROR)
         key = self.signature(args)
@@ -88,6 +96,8 @@ class _CompiledGraph:
         program, layout = entry
         inputs = [_program_input(a) for a in args if isinstance(a, torch.Tensor) and a.device.type == "tpu"]
         results = program(inputs) if program is not None else []
+        every_arg_on_tpu = all(isinstance(a, torch.Tensor) and a.device.type == "tpu" for a in args)
+        self.last = (program, layout, len(args)) if program is not None and every_arg_on_tpu else None
         return self.rebuild(layout, results, args)
 
     def compile(self, args: Sequence[Any], key: tuple) -> tuple[Any, list]:

@@ -23,6 +23,15 @@ move; most others (Stable Diffusion 1.x/2.x among them) still send the token
 ids to the execution device. Encoder outputs are left alone: every pipeline
 moves the embeddings to the execution device itself.
 
+Scheduler tables stay on the host: ``scheduler.set_timesteps(..., device=tpu)``
+builds its sigma/timestep tables on the CPU instead. Every step reads one entry
+(``sigmas[i]``); on the device each new number of steps would be a table of a
+new size, and so new programs for the ops that read it, while on the host an
+entry is a number that reaches the device as a runtime scalar. The denoiser's
+CPU tensor inputs (the step's timestep) are moved to its device by the same
+pre-hook that serves the encoders, so any ``num_inference_steps`` runs the
+programs of the first image.
+
 Dtypes: a diffusion pipeline takes the latents' dtype from the text encoder,
 so float32 text encoders with a bfloat16 denoiser feed it float32 latents,
 which fails on any device. On "tpu" the denoiser checks its latents and raises
@@ -33,6 +42,7 @@ still leave the VAE to fail); keep the text encoders in the denoiser's dtype
 
 from __future__ import annotations
 
+import functools
 import importlib.abc
 import importlib.util
 import logging
@@ -115,7 +125,7 @@ def _tensors(value: Any) -> Iterable[torch.Tensor]:
 
 
 def _inputs_to_module_device(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
-    """Forward pre-hook of encoders: tensor inputs go to the module's device."""
+    """Forward pre-hook of encoders and denoisers: tensor inputs go to the module's device."""
     if hasattr(module, "_hf_hook"):
         return None  # accelerate offloading places the inputs itself
     device = _device_of(module)
@@ -153,14 +163,36 @@ def _check_latent_dtype(module: torch.nn.Module, args: tuple, kwargs: dict) -> N
     )
 
 
+def _host_tables(scheduler: Any) -> None:
+    """Makes ``scheduler.set_timesteps`` build its tables on the CPU when asked
+    for "tpu" (see the module docstring)."""
+    set_timesteps = getattr(scheduler, "set_timesteps", None)
+    if set_timesteps is None or getattr(scheduler, _MARK, False):
+        return
+
+    @functools.wraps(set_timesteps)  # retrieve_timesteps reads its signature
+    def set_timesteps_on_host(*args: Any, **kwargs: Any) -> Any:
+        device = kwargs.get("device")
+        if device is not None and torch.device(device).type == "tpu":
+            kwargs["device"] = "cpu"
+        return set_timesteps(*args, **kwargs)
+
+    object.__setattr__(scheduler, "set_timesteps", set_timesteps_on_host)
+    object.__setattr__(scheduler, _MARK, True)
+
+
 def _prepare_split_placement(pipe: Any) -> None:
     from diffusers.models.modeling_utils import ModelMixin
 
     for component in pipe.components.values():
+        if hasattr(component, "set_timesteps") and not isinstance(component, torch.nn.Module):
+            _host_tables(component)
+            continue
         if not isinstance(component, torch.nn.Module) or getattr(component, _MARK, False):
             continue
         if isinstance(_unwrap(component), ModelMixin):
             if not hasattr(_unwrap(component), "decode"):  # a denoiser, not an autoencoder
+                component.register_forward_pre_hook(_inputs_to_module_device, with_kwargs=True)
                 component.register_forward_pre_hook(_check_latent_dtype, with_kwargs=True)
         else:  # a transformers text or image encoder
             component.register_forward_pre_hook(_inputs_to_module_device, with_kwargs=True)

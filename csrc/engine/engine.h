@@ -61,11 +61,14 @@ bool view_is_contiguous(const tpurt_tensor_t* view);
 bool view_memory_order(const tpurt_tensor_t* view, int64_t* order);
 int64_t view_numel(const tpurt_tensor_t* view);
 
-/* Emits the read of |view| out of |base| (the storage value). */
-ir_value_t view_read(ir_func_t* func, ir_value_t base, const tpurt_tensor_t* view);
+/* Emits the read of |view| out of |base| (the storage value). |offset| is
+** the view's offset as a runtime 0-d i64 value, or IR_NONE to use
+** view->offset as a constant. */
+ir_value_t view_read(ir_func_t* func, ir_value_t base, const tpurt_tensor_t* view, ir_value_t offset);
 /* Emits the new storage value after writing |update| (view-shaped, in the
-** view's dtype) through |view| into |base|. */
-ir_value_t view_write(ir_func_t* func, ir_value_t base, const tpurt_tensor_t* view, ir_value_t update);
+** view's dtype) through |view| into |base| (|offset| as for view_read). */
+ir_value_t view_write(ir_func_t* func, ir_value_t base, const tpurt_tensor_t* view, ir_value_t update,
+                      ir_value_t offset);
 /* The value an empty storage reads as: zeros, flat, in |dtype|. */
 ir_value_t view_empty_base(ir_func_t* func, const tpurt_storage_t* storage, tpurt_dtype_t dtype);
 
@@ -112,6 +115,9 @@ int graph_device(const graph_t* graph);
 int32_t graph_num_ops(const graph_t* graph);
 uint64_t graph_first_op(const graph_t* graph);
 void graph_note_op(graph_t* graph, const char* name, uint64_t signature);
+/* True if an op of |signature| recorded next would start a repeat of the ops
+** before it (a loop step): fused eager flushes there. */
+bool graph_repeats(graph_t* graph, uint64_t signature);
 /* The storage's current value in the graph (a parameter bound to its buffer
 ** on first use, or zeros if it was never written). */
 ir_value_t graph_storage_value(graph_t* graph, tpurt_storage_t* storage, tpurt_dtype_t dtype);

@@ -55,7 +55,14 @@ struct graph_s {
   entry_t* entries;
   int32_t num_entries, cap_entries;
   uint64_t first_op; /* signature-lite hash of the first op */
-  int32_t num_rng;   /* RNG states bound so far */
+  /* Loop detection (graph_repeats): the fingerprint of every op so far, for
+  ** each op the position of the previous op with the same fingerprint
+  ** (-1: none), and an open-addressed map fingerprint -> last position. */
+  uint64_t* history;
+  int32_t* prev;
+  int32_t cap_history;
+  int32_t* last_at; /* GRAPH_MAP_SLOTS entries: position + 1, 0 = empty */
+  int32_t num_rng;  /* RNG states bound so far */
   char last_op[96];  /* for error messages */
   char first_op_name[96];
   bool tracing;
@@ -235,12 +242,63 @@ void graph_bind_host(graph_t* g, int32_t param_index, ir_type_t type, const void
   memcpy(b->bytes, bytes, size < sizeof(b->bytes) ? size : sizeof(b->bytes));
 }
 
+/* Loop detection. A fused graph should end where a loop step ends, so that
+** every step is the same program. Steps are found as repeats: the op about
+** to be recorded starts a repeat when the ops before it equal the ops before
+** an earlier op of the same fingerprint, over a window of LOOP_WINDOW ops
+** (or the whole distance, if shorter) and at least LOOP_MIN_PERIOD ops
+** apart. Flushing there cuts every later step at the same place, whatever
+** code ran before the loop: the graphs between two cuts are one rotated step
+** each (or one repeated block of it), all the same program. */
+#define LOOP_MIN_PERIOD 16
+#define LOOP_WINDOW 32
+#define LOOP_CANDIDATES 8
+#define GRAPH_MAP_SLOTS 4096 /* power of two */
+
+static int32_t* map_slot(graph_t* g, uint64_t fp) {
+  if (!g->last_at) g->last_at = tpurt_xcalloc(GRAPH_MAP_SLOTS, sizeof(int32_t));
+  uint32_t i = (uint32_t)(fp ^ (fp >> 29)) & (GRAPH_MAP_SLOTS - 1);
+  for (uint32_t probe = 0; probe < GRAPH_MAP_SLOTS; ++probe, i = (i + 1) & (GRAPH_MAP_SLOTS - 1)) {
+    int32_t at = g->last_at[i];
+    if (at == 0 || g->history[at - 1] == fp) return &g->last_at[i];
+  }
+  return NULL; /* full: more distinct ops than slots; detection just stops */
+}
+
+bool graph_repeats(graph_t* g, uint64_t fp) {
+  int32_t n = g->num_ops;
+  if (n >= LOOP_MIN_PERIOD && fp == g->first_op) return true; /* the loop began with the graph */
+  if (n < LOOP_MIN_PERIOD || !g->history) return false;
+  int32_t* slot = map_slot(g, fp);
+  int32_t p = slot && *slot ? *slot - 1 : -1;
+  for (int32_t tries = 0; p >= 0 && tries < LOOP_CANDIDATES; ++tries, p = g->prev[p]) {
+    int32_t period = n - p;
+    if (period < LOOP_MIN_PERIOD) continue;
+    int32_t m = period < LOOP_WINDOW ? period : LOOP_WINDOW;
+    if (p < m) return false; /* earlier candidates have even less history */
+    bool same = true;
+    for (int32_t j = 0; same && j < m; ++j) same = g->history[n - 1 - j] == g->history[p - 1 - j];
+    if (same) return true;
+  }
+  return false;
+}
+
 void graph_note_op(graph_t* g, const char* name, uint64_t sig) {
   if (g->num_ops == 0) {
     g->first_op = sig;
     snprintf(g->first_op_name, sizeof(g->first_op_name), "%s", name);
   }
   snprintf(g->last_op, sizeof(g->last_op), "%s", name);
+  int32_t n = g->num_ops;
+  if (n == g->cap_history) {
+    g->cap_history = g->cap_history ? g->cap_history * 2 : 256;
+    g->history = tpurt_xrealloc(g->history, sizeof(uint64_t) * (size_t)g->cap_history);
+    g->prev = tpurt_xrealloc(g->prev, sizeof(int32_t) * (size_t)g->cap_history);
+  }
+  g->history[n] = sig;
+  int32_t* slot = map_slot(g, sig);
+  g->prev[n] = slot && *slot ? *slot - 1 : -1;
+  if (slot) *slot = n + 1;
   ++g->num_ops;
 }
 
@@ -256,6 +314,9 @@ static void graph_clear(graph_t* g) {
   for (int32_t i = 0; i < g->num_bindings; ++i) pjrt_buffer_release(g->bindings[i].buffer);
   free(g->entries);
   free(g->bindings);
+  free(g->history);
+  free(g->prev);
+  free(g->last_at);
   ir_func_destroy(g->func);
   memset(g, 0, sizeof(*g));
 }
@@ -453,7 +514,7 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
   for (int32_t k = 0; k < num_outputs && !status; ++k) {
     const tpurt_tensor_t* t = &outputs[k];
     ir_value_t base = graph_storage_value(g, t->storage, t->dtype);
-    values[k] = view_read(g->func, base, t);
+    values[k] = view_read(g->func, base, t, IR_NONE); /* a trace is one fixed graph */
     /* An output traced with permuted dense strides (e.g. attention output
     ** saved for the backward graph) keeps them: the graph that receives it
     ** may view it in a way only those strides allow. */
@@ -485,6 +546,18 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     p->bindings = g->bindings; /* take them: buffers stay retained */
     g->bindings = NULL;
     g->num_bindings = 0;
+    p->input_types = tpurt_xcalloc((size_t)num_inputs + 1, sizeof(ir_type_t));
+    for (int32_t i = 0; i < p->num_bindings; ++i) {
+      binding_t* b = &p->bindings[i];
+      if (b->kind == BIND_PLACEHOLDER && b->input >= 0 && b->input < num_inputs) p->input_types[b->input] = b->type;
+      /* A number traced into the program is the same at every run: upload
+      ** it once now instead of at each call. */
+      if (b->kind == BIND_HOST && !status) {
+        status = pjrt_buffer_from_host(g->device, b->type.dtype, b->type.rank, b->type.dims, b->bytes,
+                                       &b->buffer);
+        if (!status) b->kind = BIND_BUFFER;
+      }
+    }
     p->num_outputs = num_outputs;
     p->output_permuted = permuted;
     p->output_perm = perms;
@@ -494,6 +567,11 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     for (int32_t k = 0; k < num_outputs; ++k) p->output_types[k] = *ir_value_type(g->func, values[k]);
     p->text = text;
     text = NULL;
+    if (status) {
+      tpurt_program_release(p); /* releases exe */
+      exe = NULL;
+      p = NULL;
+    }
     *out_program = p;
   }
   if (status && exe) pjrt_executable_release(exe);
@@ -505,6 +583,21 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
   graph_clear(g);
   engine_unlock();
   return status;
+}
+
+bool tpurt_program_accepts(const tpurt_program_t* p, int device, const tpurt_tensor_t* inputs,
+                           int32_t num_inputs) {
+  if (num_inputs != p->num_inputs) return false;
+  for (int32_t i = 0; i < num_inputs; ++i) {
+    const tpurt_tensor_t* t = &inputs[i];
+    const ir_type_t* want = &p->input_types[i];
+    if (t->storage->device != device || t->dtype != want->dtype || t->rank != want->rank ||
+        !view_is_contiguous(t))
+      return false;
+    for (int32_t d = 0; d < t->rank; ++d)
+      if (t->sizes[d] != want->dims[d]) return false;
+  }
+  return true;
 }
 
 void tpurt_trace_abort(void) {

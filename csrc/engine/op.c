@@ -87,7 +87,7 @@ static void build_signature(const tpurt_op_call_t* call, bool numbers_in_key, si
           sig_push(s, (uint64_t)t->sizes[d]);
           sig_push(s, (uint64_t)t->strides[d]);
         }
-        sig_push(s, (uint64_t)t->offset);
+        sig_push(s, (uint64_t)(t->offset != 0)); /* where a view starts is a runtime value */
         const pjrt_buffer_t* b = t->storage->buffer;
         if (!b) {
           sig_push(s, 0xE0E0E0E0ULL);
@@ -145,9 +145,28 @@ typedef struct engine_ctx_s {
   lower_ctx_t lower;
   const tpurt_op_call_t* call;
   int32_t cls[LOWER_MAX_FLAT_ARGS];
-  ir_value_t base[LOWER_MAX_FLAT_ARGS]; /* per storage class: its value now */
-  graph_t* graph;                       /* fused eager / tracing: lower into the pending graph */
+  ir_value_t base[LOWER_MAX_FLAT_ARGS];    /* per storage class: its value now */
+  ir_value_t offsets[LOWER_MAX_FLAT_ARGS]; /* per tensor arg: its runtime view offset */
+  graph_t* graph;                          /* fused eager / tracing: lower into the pending graph */
 } engine_ctx_t;
+
+/* The view offset of tensor arg |flat| as a runtime parameter (IR_NONE when
+** it is 0, or while tracing: a traced program is one fixed graph). Strict
+** and fused eager key a program on whether a view starts at 0, never on
+** where it starts, so a loop over `table[i]` is one program. */
+static ir_value_t view_offset(engine_ctx_t* e, int32_t flat) {
+  const tpurt_tensor_t* t = &e->call->args[flat].u.tensor;
+  if (t->offset == 0 || (e->graph && graph_is_tracing(e->graph))) return IR_NONE;
+  if (e->offsets[flat] != IR_NONE) return e->offsets[flat];
+  lower_ctx_t* ctx = &e->lower;
+  if (ctx->num_params >= LOWER_MAX_PARAMS) {
+    ir_func_fail(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands"));
+    return IR_NONE;
+  }
+  ctx->params[ctx->num_params++] =
+      (lower_param_t){.arg = flat, .item = -1, .kind = LOWER_PARAM_VIEW_OFFSET, .dtype = TPURT_DTYPE_I64};
+  return e->offsets[flat] = ir_param(ctx->func, ir_type_scalar(TPURT_DTYPE_I64));
+}
 
 static ir_value_t storage_base(engine_ctx_t* e, int32_t flat) {
   int32_t c = e->cls[flat];
@@ -174,7 +193,7 @@ static ir_value_t engine_read_tensor(lower_ctx_t* ctx, int32_t flat) {
   engine_ctx_t* e = ctx->engine;
   if (ctx->tensor_values[flat] != IR_NONE) return ctx->tensor_values[flat];
   ir_value_t base = storage_base(e, flat);
-  ir_value_t v = view_read(ctx->func, base, &e->call->args[flat].u.tensor);
+  ir_value_t v = view_read(ctx->func, base, &e->call->args[flat].u.tensor, view_offset(e, flat));
   ctx->tensor_values[flat] = v;
   return v;
 }
@@ -202,7 +221,7 @@ static tpurt_status_t write_back(engine_ctx_t* e, int32_t flat, ir_value_t value
     const pjrt_buffer_t* b = t->storage->buffer;
     nb = b ? ir_reshape(ctx->func, value, b->rank, b->dims) : value;
   } else {
-    nb = view_write(ctx->func, storage_base(e, flat), t, value);
+    nb = view_write(ctx->func, storage_base(e, flat), t, value, view_offset(e, flat));
   }
   e->base[c] = nb;
   if (e->graph) graph_set_storage_value(e->graph, t->storage, nb);
@@ -305,6 +324,11 @@ static void bind_graph_numbers(engine_ctx_t* e, int32_t first) {
       graph_bind_rng(e->graph, p, bytes);
       continue;
     }
+    if (prm->kind == LOWER_PARAM_VIEW_OFFSET) {
+      int64_t offset = a->u.tensor.offset;
+      graph_bind_host(e->graph, p, ir_type_scalar(TPURT_DTYPE_I64), &offset, sizeof(offset));
+      continue;
+    }
     tpurt_arg_t item = *a;
     if (prm->kind == LOWER_PARAM_LIST_ITEM)
       item = (tpurt_arg_t){.kind = TPURT_ARG_SCALAR,
@@ -364,6 +388,7 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
   for (int32_t i = 0; i < call->num_args; ++i) {
     ctx->tensor_values[i] = IR_NONE;
     e->base[i] = IR_NONE;
+    e->offsets[i] = IR_NONE;
     e->cls[i] = call->args[i].kind == TPURT_ARG_TENSOR ? storage_class(call, i) : i;
     if (call->args[i].kind == TPURT_ARG_TENSOR && call->args[i].u.tensor.storage->device != call->device) {
       status = lower_error(TPURT_INVALID_ARGUMENT,
@@ -535,6 +560,10 @@ static tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* call) {
       scalar_bytes(a, prm->dtype, bytes);
       status = pjrt_buffer_from_host(call->device, prm->dtype, 0, NULL, bytes, &bufs[made]);
       owned[made] = true;
+    } else if (prm->kind == LOWER_PARAM_VIEW_OFFSET) {
+      int64_t offset = a->u.tensor.offset;
+      status = pjrt_buffer_from_host(call->device, TPURT_DTYPE_I64, 0, NULL, &offset, &bufs[made]);
+      owned[made] = true;
     } else if (prm->kind == LOWER_PARAM_LIST_ITEM) {
       tpurt_arg_t item = {.kind = TPURT_ARG_SCALAR,
                           .u.scalar = {.dtype = TPURT_DTYPE_F64, .f = a->u.floats.data[prm->item]}};
@@ -696,7 +725,7 @@ static tpurt_status_t record_op(const lower_rule_t* rule, tpurt_op_call_t* call,
   if (fuse && g && !graph_is_tracing(g)) {
     if (graph_device(g) != call->device) {
       TPURT_RETURN_IF_ERROR(graph_flush_locked(GRAPH_FLUSH_DEVICE_COPY));
-    } else if (graph_num_ops(g) >= 16 && graph_first_op(g) == fp) {
+    } else if (graph_repeats(g, fp)) {
       TPURT_RETURN_IF_ERROR(graph_flush_locked(GRAPH_FLUSH_REPEATED_SEQUENCE));
     }
   }

@@ -10,6 +10,12 @@
 **   - a gather with computed indices otherwise (overlapping as_strided).
 ** Writes are the mirror image: a whole write replaces the value, a
 ** contiguous range is a dynamic_update_slice, anything else a scatter.
+**
+** The offset can be a runtime value (|offset| != IR_NONE: a 0-d i64
+** parameter): then the slices are dynamic and nothing in the program depends
+** on where the view starts, so `sigmas[i]` for every i, or `x[:, j]` for every
+** j, is one program. The program then depends only on sizes and strides:
+** a nested read pads by the most it can overrun for any valid offset.
 */
 #include "../base/base.h"
 #include "engine.h"
@@ -57,13 +63,25 @@ static ir_value_t reinterpret_flat(ir_func_t* f, ir_value_t flat, tpurt_dtype_t 
   return ir_bitcast_convert(f, ir_reshape(f, flat, 2, dims), ir_type_make(dtype, 1, dims));
 }
 
+/* The view's offset as a 0-d i64 value: the runtime one, or a constant. */
+static ir_value_t offset_value(ir_func_t* f, const tpurt_tensor_t* v, ir_value_t offset) {
+  return offset != IR_NONE ? offset : ir_constant_i64(f, TPURT_DTYPE_I64, v->offset);
+}
+
+/* |len| elements of |flat| from the view's offset. */
+static ir_value_t flat_range(ir_func_t* f, ir_value_t flat, const tpurt_tensor_t* v, ir_value_t offset,
+                             int64_t len) {
+  if (offset != IR_NONE) return ir_dynamic_slice(f, flat, &offset, &len);
+  int64_t start = v->offset, limit = v->offset + len, one = 1;
+  return ir_slice(f, flat, &start, &limit, &one);
+}
+
 /* offset + sum_d iota_d * stride_d, shaped [sizes..., 1], as i64. */
-static ir_value_t strided_indices(ir_func_t* f, const tpurt_tensor_t* v) {
+static ir_value_t strided_indices(ir_func_t* f, const tpurt_tensor_t* v, ir_value_t offset) {
   int64_t dims[TPURT_MAX_RANK + 1];
   for (int32_t i = 0; i < v->rank; ++i) dims[i] = v->sizes[i];
   ir_type_t t = ir_type_make(TPURT_DTYPE_I64, v->rank, dims);
-  ir_value_t idx =
-      ir_broadcast_in_dim(f, ir_constant_i64(f, TPURT_DTYPE_I64, v->offset), v->rank, dims, NULL);
+  ir_value_t idx = ir_broadcast_in_dim(f, offset_value(f, v, offset), v->rank, dims, NULL);
   for (int32_t d = 0; d < v->rank; ++d) {
     if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
     ir_value_t io = ir_iota(f, t, d);
@@ -76,7 +94,8 @@ static ir_value_t strided_indices(ir_func_t* f, const tpurt_tensor_t* v) {
 }
 
 /* The nested-strides decomposition; IR_NONE (no error) if it does not apply. */
-static ir_value_t read_nested(ir_func_t* f, ir_value_t flat, int64_t n, const tpurt_tensor_t* v) {
+static ir_value_t read_nested(ir_func_t* f, ir_value_t flat, int64_t n, const tpurt_tensor_t* v,
+                              ir_value_t offset) {
   int32_t order[TPURT_MAX_RANK], k = 0;
   for (int32_t d = 0; d < v->rank; ++d) {
     if (v->sizes[d] == 1 || v->strides[d] == 0) continue;
@@ -97,21 +116,25 @@ static ir_value_t read_nested(ir_func_t* f, ir_value_t flat, int64_t n, const tp
   ir_value_t x;
   int64_t shape[TPURT_MAX_RANK + 1];
   if (k == 0) {
-    int64_t start = v->offset, limit = v->offset + 1, one = 1;
-    x = ir_reshape(f, ir_slice(f, flat, &start, &limit, &one), 0, NULL);
+    x = ir_reshape(f, flat_range(f, flat, v, offset, 1), 0, NULL);
   } else {
     int64_t s0 = v->strides[order[0]];
     int64_t span = v->sizes[order[0]] * s0;
-    if (v->offset + span > n) {
-      int64_t lo = 0, hi = v->offset + span - n, in = 0;
+    /* The slice of |span| elements may run past the end (a last column):
+    ** pad by the overrun, or, with a runtime offset, by the most any valid
+    ** offset can overrun (span minus the elements the view reaches). */
+    int64_t reach = 1;
+    for (int32_t j = 0; j < k; ++j) reach += (v->sizes[order[j]] - 1) * v->strides[order[j]];
+    int64_t overrun = offset != IR_NONE ? span - reach : v->offset + span - n;
+    if (overrun > 0) {
+      int64_t lo = 0, hi = overrun, in = 0;
       const ir_type_t* ft = ir_value_type(f, flat);
       if (!ft) return IR_NONE;
       ir_value_t zero = tpurt_dtype_is_float(ft->dtype) ? ir_constant_f64(f, ft->dtype, 0.0)
                                                         : ir_constant_i64(f, ft->dtype, 0);
       flat = ir_pad(f, flat, zero, &lo, &hi, &in);
     }
-    int64_t start = v->offset, limit = v->offset + span, one = 1;
-    x = ir_slice(f, flat, &start, &limit, &one);
+    x = flat_range(f, flat, v, offset, span);
     shape[0] = v->sizes[order[0]];
     for (int32_t j = 1; j < k; ++j) shape[j] = v->strides[order[j - 1]] / v->strides[order[j]];
     shape[k] = v->strides[order[k - 1]];
@@ -148,7 +171,7 @@ static ir_value_t read_nested(ir_func_t* f, ir_value_t flat, int64_t n, const tp
   return ir_broadcast_in_dim(f, x, v->rank, v->sizes, bdims);
 }
 
-ir_value_t view_read(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v) {
+ir_value_t view_read(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v, ir_value_t offset) {
   const ir_type_t* bt = ir_value_type(f, base);
   if (!bt) return IR_NONE;
   int64_t numel = view_numel(v);
@@ -167,11 +190,8 @@ ir_value_t view_read(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v) {
   const ir_type_t* ft = ir_value_type(f, flat);
   if (!ft) return IR_NONE;
   n = ft->dims[0];
-  if (view_is_contiguous(v)) {
-    int64_t start = v->offset, limit = v->offset + numel, one = 1;
-    return ir_reshape(f, ir_slice(f, flat, &start, &limit, &one), v->rank, v->sizes);
-  }
-  ir_value_t x = read_nested(f, flat, n, v);
+  if (view_is_contiguous(v)) return ir_reshape(f, flat_range(f, flat, v, offset, numel), v->rank, v->sizes);
+  ir_value_t x = read_nested(f, flat, n, v, offset);
   if (x != IR_NONE || ir_func_status(f)) return x;
   ir_gather_dims_t g = {.num_collapsed = 1,
                         .collapsed_slice_dims = {0},
@@ -179,10 +199,11 @@ ir_value_t view_read(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v) {
                         .start_index_map = {0},
                         .index_vector_dim = v->rank,
                         .slice_sizes = {1}};
-  return ir_gather(f, flat, strided_indices(f, v), &g);
+  return ir_gather(f, flat, strided_indices(f, v, offset), &g);
 }
 
-ir_value_t view_write(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v, ir_value_t update) {
+ir_value_t view_write(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v, ir_value_t update,
+                      ir_value_t offset) {
   const ir_type_t* bt0 = ir_value_type(f, base);
   if (!bt0) return IR_NONE;
   ir_type_t bt = *bt0;
@@ -196,7 +217,7 @@ ir_value_t view_write(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v, ir
   ir_value_t upd = ir_reshape(f, update, 1, &numel);
   ir_value_t out;
   if (view_is_contiguous(v)) {
-    ir_value_t start = ir_constant_i64(f, TPURT_DTYPE_I64, v->offset);
+    ir_value_t start = offset_value(f, v, offset);
     out = ir_dynamic_update_slice(f, flat, upd, &start);
   } else {
     int64_t dims[TPURT_MAX_RANK];
@@ -208,7 +229,7 @@ ir_value_t view_write(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v, ir
                            .scatter_dims_to_operand_dims = {0},
                            .index_vector_dim = v->rank};
     ir_value_t block[2];
-    out = ir_scatter_begin(f, flat, strided_indices(f, v), shaped, &s, block);
+    out = ir_scatter_begin(f, flat, strided_indices(f, v, offset), shaped, &s, block);
     ir_region_end(f, &block[1], 1); /* replace: the update wins */
   }
   out = reinterpret_flat(f, out, bt.dtype);

@@ -346,6 +346,11 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* program, int device, const tpu
                                  int32_t num_inputs, const uint64_t rng[2], tpurt_result_t* results,
                                  int32_t max_results);
 int32_t tpurt_program_num_rng(const tpurt_program_t* program);
+/* True if |inputs| can be run as they are: on |device|, contiguous, with
+** the traced dtypes and sizes. The caller's fast path for repeated calls;
+** anything else takes the slow path (signature, maybe a new trace). */
+bool tpurt_program_accepts(const tpurt_program_t* program, int device, const tpurt_tensor_t* inputs,
+                           int32_t num_inputs);
 int32_t tpurt_program_num_outputs(const tpurt_program_t* program);
 /* The StableHLO text of the program (borrowed). */
 const char* tpurt_program_text(const tpurt_program_t* program);

@@ -12,12 +12,12 @@
 **
 ** Query blocks: the [N.., H, L, S] scores of a long sequence do not fit in
 ** any cache (8 heads x 4096 x 4096 f32 is 512 MiB), and every pass over them
-** (max, exp, sum, the dot with V) then runs at memory speed. So the rows are
-** cut into blocks whose scores stay under a byte budget, and each block is
-** its own small softmax over all S keys: rows are independent, so this is
-** exact, with no rescaling (unlike an online softmax over key blocks, which
-** only pays when one row of scores is itself too big). The budget is the
-** crossover measured on the CPU plugin (docs/architecture.md, "Attention").
+** (max, exp, sum, the dot with V) then runs at memory speed. So the rows can
+** be cut into blocks whose scores stay under a byte budget, each block its
+** own small softmax over all S keys: rows are independent, so this is exact,
+** with no rescaling (unlike an online softmax over key blocks). Unrolled
+** blocks measured slower on the CPU plugin (see SDPA_BLOCK_BYTES), so the
+** budget is off by default (docs/architecture.md, "Attention").
 **
 ** Half types: the dots take the inputs as they are and accumulate in f32;
 ** scores, softmax and logsumexp are f32; probabilities are rounded to the

@@ -63,7 +63,13 @@ typedef struct lower_param_s {
   tpurt_dtype_t dtype;
 } lower_param_t;
 
-enum { LOWER_PARAM_STORAGE = 0, LOWER_PARAM_SCALAR = 1, LOWER_PARAM_RNG = 2, LOWER_PARAM_LIST_ITEM = 3 };
+enum {
+  LOWER_PARAM_STORAGE = 0,
+  LOWER_PARAM_SCALAR = 1,
+  LOWER_PARAM_RNG = 2,
+  LOWER_PARAM_LIST_ITEM = 3,
+  LOWER_PARAM_VIEW_OFFSET = 4, /* a tensor arg's view offset, as an i64 (engine) */
+};
 
 /* A result value meaning "an undefined tensor" (see lower_set_undefined). */
 #define LOWER_UNDEFINED ((ir_value_t) - 2)

@@ -47,14 +47,7 @@ std::shared_ptr<Program> trace_end(const std::vector<at::Tensor>& outputs, int n
   return program;
 }
 
-std::vector<at::Tensor> run(const Program& p, const std::vector<at::Tensor>& inputs) {
-  std::vector<tpurt_tensor_t> views;
-  views.reserve(inputs.size());
-  for (const at::Tensor& t : inputs) {
-    TORCH_CHECK(t.device() == c10::Device(kTpu, p.device), kTrace, ": a compiled graph input is on ",
-                t.device(), ", expected ", c10::Device(kTpu, p.device));
-    views.push_back(describe(t, kTrace));
-  }
+std::vector<at::Tensor> launch(const Program& p, const std::vector<tpurt_tensor_t>& views) {
   const int32_t n = tpurt_program_num_outputs(p.program);
   std::vector<tpurt_result_t> results(static_cast<size_t>(n > 0 ? n : 1));
   // Random ops inside draw from the device's default generator, which
@@ -79,6 +72,33 @@ std::vector<at::Tensor> run(const Program& p, const std::vector<at::Tensor>& inp
   return out;
 }
 
+std::vector<tpurt_tensor_t> describe_inputs(const Program& p, const std::vector<at::Tensor>& inputs) {
+  std::vector<tpurt_tensor_t> views;
+  views.reserve(inputs.size());
+  for (const at::Tensor& t : inputs) {
+    TORCH_CHECK(t.device() == c10::Device(kTpu, p.device), kTrace, ": a compiled graph input is on ",
+                t.device(), ", expected ", c10::Device(kTpu, p.device));
+    views.push_back(describe(t, kTrace));
+  }
+  return views;
+}
+
+std::vector<at::Tensor> run(const Program& p, const std::vector<at::Tensor>& inputs) {
+  return launch(p, describe_inputs(p, inputs));
+}
+
+// The fast path of a repeated call: runs when the inputs are what the
+// program was traced for, else returns None and the caller takes the slow
+// path (which also reports what changed).
+py::object run_if_accepted(const Program& p, const std::vector<at::Tensor>& inputs) {
+  for (const at::Tensor& t : inputs)
+    if (t.device() != c10::Device(kTpu, p.device)) return py::none();
+  const std::vector<tpurt_tensor_t> views = describe_inputs(p, inputs);
+  if (!tpurt_program_accepts(p.program, p.device, views.data(), static_cast<int32_t>(views.size())))
+    return py::none();
+  return py::cast(launch(p, views));
+}
+
 }  // namespace
 
 void register_mode_bindings(py::module& m) {
@@ -91,7 +111,8 @@ void register_mode_bindings(py::module& m) {
   py::class_<Program, std::shared_ptr<Program>>(m, "_Program")
       .def_property_readonly("text",
                              [](const Program& p) { return std::string(tpurt_program_text(p.program)); })
-      .def("__call__", &run);
+      .def("__call__", &run)
+      .def("run_if_accepted", &run_if_accepted);
   m.def("_trace_begin", [](int device) { check(tpurt_trace_begin(device), kTrace); });
   m.def("_trace_input", &trace_input);
   m.def("_trace_abort", &tpurt_trace_abort);
