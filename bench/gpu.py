@@ -155,14 +155,16 @@ def bench_flux(args, torch_tpu, sync_tpu, sync_cuda) -> None:
         model = FluxTransformer2DModel(**FLUX_CONFIG).to(torch.bfloat16).eval()
     params = sum(p.numel() for p in model.parameters()) / 1e9
     g = torch.Generator().manual_seed(0)
-    side = IMAGE_SIDE
+    side, c = IMAGE_SIDE, FLUX_CONFIG
     img_ids = torch.zeros(side, side, 3)
     img_ids[..., 1] = torch.arange(side)[:, None]
     img_ids[..., 2] = torch.arange(side)[None, :]
     kw = {
-        "hidden_states": torch.randn(1, side * side, 64, generator=g).bfloat16(),
-        "encoder_hidden_states": torch.randn(1, TEXT_TOKENS, 4096, generator=g).bfloat16(),
-        "pooled_projections": torch.randn(1, 768, generator=g).bfloat16(),
+        "hidden_states": torch.randn(1, side * side, c["in_channels"], generator=g).bfloat16(),
+        "encoder_hidden_states": torch.randn(
+            1, TEXT_TOKENS, c["joint_attention_dim"], generator=g
+        ).bfloat16(),
+        "pooled_projections": torch.randn(1, c["pooled_projection_dim"], generator=g).bfloat16(),
         "timestep": torch.tensor([0.5]).bfloat16(),
         "img_ids": img_ids.reshape(-1, 3),
         "txt_ids": torch.zeros(TEXT_TOKENS, 3),
@@ -178,7 +180,10 @@ def bench_flux(args, torch_tpu, sync_tpu, sync_cuda) -> None:
             expected = cuda_model(**kw_cuda, return_dict=False)[0]
         flops = float(counter.get_total_flops())
     print(
-        f"FLUX slice: {params:.2f} B params, 2 double + 2 single blocks, hidden 3072 (24 x 128), "
+        f"FLUX slice: {params:.2f} B params, "
+        f"{c['num_layers']} double + {c['num_single_layers']} single blocks, "
+        f"hidden {c['num_attention_heads'] * c['attention_head_dim']} "
+        f"({c['num_attention_heads']} x {c['attention_head_dim']}), "
         f"{side * side} image + {TEXT_TOKENS} text tokens, bf16, {flops / 1e12:.2f} TFLOP per forward, "
         f"median of {args.reps}",
         flush=True,
