@@ -102,7 +102,8 @@ static ir_value_t bias_bnts(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t
 ** rhs dim |rc|, batch over (B, N). */
 static void put_dot_dims(tpurt_strbuf_t* json, const char* name, int lc, int rc) {
   tpurt_strbuf_printf(json,
-                      ",\"%s\":{\"lhs_contracting_dimensions\":[\"%d\"],\"rhs_contracting_dimensions\":[\"%d\"],"
+                      ",\"%s\":{\"lhs_contracting_dimensions\":[\"%d\"],"
+                      "\"rhs_contracting_dimensions\":[\"%d\"],"
                       "\"lhs_batch_dimensions\":[\"0\",\"1\"],\"rhs_batch_dimensions\":[\"0\",\"1\"]}",
                       name, lc, rc);
 }
@@ -125,12 +126,14 @@ static char* backend_config(const sdpa_t* p, double scale, bool causal, bool bac
                       (long long)p->l, (long long)p->s);
   tpurt_strbuf_puts(&json,
                     "\"layout\":{\"dim_level_types\":[],\"dim_unique\":[],\"dim_ordered\":[],"
-                    "\"minor_to_major\":[\"3\",\"2\",\"1\",\"0\"],\"tiles\":[],\"element_size_in_bits\":\"0\","
+                    "\"minor_to_major\":[\"3\",\"2\",\"1\",\"0\"],\"tiles\":[],"
+                    "\"element_size_in_bits\":\"0\","
                     "\"memory_space\":\"0\",\"index_primitive_type\":\"PRIMITIVE_TYPE_INVALID\","
                     "\"pointer_primitive_type\":\"PRIMITIVE_TYPE_INVALID\","
                     "\"dynamic_shape_metadata_prefix_bytes\":\"0\"},"
                     "\"is_dynamic_dimension\":[false,false,false,false]},");
-  tpurt_strbuf_printf(&json, "\"is_flash_attention\":true,\"mask_type\":\"%s\"", causal ? "CAUSAL" : "NO_MASK");
+  tpurt_strbuf_printf(&json, "\"is_flash_attention\":true,\"mask_type\":\"%s\"",
+                      causal ? "CAUSAL" : "NO_MASK");
   if (backward) {
     put_dot_dims(&json, "bmm1_grad_gemm1_dot_dimension_numbers", 2, 2); /* dK = dS^T Q */
     put_dot_dims(&json, "bmm1_grad_gemm2_dot_dimension_numbers", 3, 2); /* dQ = dS K */

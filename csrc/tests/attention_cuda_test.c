@@ -62,7 +62,8 @@ static tpurt_arg_t tensor(tpurt_dtype_t dtype, int32_t rank, const int64_t* size
 }
 
 /* [N, heads, rows, last] or, for 3-d calls, [heads, rows, last]. */
-static tpurt_arg_t bnth(const sdpa_case_t* c, tpurt_dtype_t dtype, int64_t heads, int64_t rows, int64_t last) {
+static tpurt_arg_t bnth(const sdpa_case_t* c, tpurt_dtype_t dtype, int64_t heads, int64_t rows,
+                        int64_t last) {
   int64_t dims[4] = {c->n, heads, rows, last};
   return c->three_d ? tensor(dtype, 3, dims + 1) : tensor(dtype, 4, dims);
 }
@@ -134,12 +135,13 @@ static char* lower_case(const sdpa_case_t* c, bool backward) {
   lower_rule_t scratch;
   const lower_rule_t* rule = lower_find(ctx->op_name, &scratch);
   char* text = NULL;
-  tpurt_status_t s = rule ? rule->fn(ctx) : tpurt_status_create(TPURT_NOT_FOUND, "no rule for %s", ctx->op_name);
+  tpurt_status_t s =
+      rule ? rule->fn(ctx) : tpurt_status_create(TPURT_NOT_FOUND, "no rule for %s", ctx->op_name);
   if (!s) {
     ir_value_t results[LOWER_MAX_FLAT_ARGS];
     int32_t nr = 0;
-    for (int32_t k2 = 0; k2 < ctx->num_results; ++k2)
-      if (ctx->results[k2] >= 0) results[nr++] = ctx->results[k2];
+    for (int32_t r = 0; r < ctx->num_results; ++r)
+      if (ctx->results[r] >= 0) results[nr++] = ctx->results[r];
     ir_func_set_results(ctx->func, results, nr);
     s = ir_func_status(ctx->func) ? tpurt_status_create(TPURT_INTERNAL, "%s",
                                                         tpurt_status_message(ir_func_status(ctx->func)))
@@ -220,8 +222,8 @@ static void expect_generic(const sdpa_case_t* c, bool backward) {
   free(text);
 }
 
-static const sdpa_case_t kFlux = {.platform = "cuda", .dtype = BF16, .n = 1, .h = 4, .hk = 4, .l = 64, .s = 64,
-                                  .d = 128};
+static const sdpa_case_t kFlux = {
+    .platform = "cuda", .dtype = BF16, .n = 1, .h = 4, .hk = 4, .l = 64, .s = 64, .d = 128};
 
 TEST(CudnnSdpa_Forward) {
   sdpa_case_t c = kFlux;
@@ -261,7 +263,8 @@ TEST(CudnnSdpa_Signature) {
   char* text = lower_case(&c, false);
   ASSERT(text);
   EXPECT(strstr(text, ": (tensor<2x8x32x128xbf16>, tensor<2x2x48x128xbf16>, tensor<2x2x48x128xbf16>, "
-                      "tensor<1x8x32x48xbf16>) -> (tensor<2x8x32x128xbf16>, tensor<2x8x32xf32>, tensor<0xui8>)"));
+                      "tensor<1x8x32x48xbf16>) -> (tensor<2x8x32x128xbf16>, tensor<2x8x32xf32>, "
+                      "tensor<0xui8>)"));
   EXPECT(strstr(text, "\\\"dimensions\\\":[\\\"2\\\",\\\"8\\\",\\\"32\\\",\\\"48\\\"]"));
   free(text);
   text = lower_case(&c, true);

@@ -39,12 +39,14 @@ TEST(IrCustomCall_Golden) {
   ASSERT(text);
   const char* golden =
       HDR
-      "  func.func public @main(%v0: tensor<2x8xbf16>, %v1: tensor<8xf32>) -> (tensor<2x8xbf16>, tensor<f32>) {\n"
+      "  func.func public @main(%v0: tensor<2x8xbf16>, %v1: tensor<8xf32>) -> "
+      "(tensor<2x8xbf16>, tensor<f32>) {\n"
       "    %v2:3 = \"stablehlo.custom_call\"(%v0, %v1) {api_version = 2 : i32, backend_config = "
       "\"{\\\"a\\\":\\\"b\\\\c\\\"}\\0A\", call_target_name = \"__test$target\", has_side_effect = false, "
       "operand_layouts = [dense<[1, 0]> : tensor<2xindex>, dense<[0]> : tensor<1xindex>], "
       "result_layouts = [dense<[1, 0]> : tensor<2xindex>, dense<> : tensor<0xindex>, dense<[0]> : "
-      "tensor<1xindex>]} : (tensor<2x8xbf16>, tensor<8xf32>) -> (tensor<2x8xbf16>, tensor<f32>, tensor<0xui8>)\n"
+      "tensor<1xindex>]} : (tensor<2x8xbf16>, tensor<8xf32>) -> "
+      "(tensor<2x8xbf16>, tensor<f32>, tensor<0xui8>)\n"
       "    \"func.return\"(%v2#0, %v2#1) : (tensor<2x8xbf16>, tensor<f32>) -> ()\n"
       "  }\n"
       "}\n";
