@@ -6,7 +6,9 @@
 ** wanted bias gradient, another platform) must keep the StableHLO lowering.
 **
 ** With TORCH_TPU_PJRT_PLUGIN set (make ctest), every module that takes the
-** StableHLO path is also compiled by the CPU plugin. */
+** StableHLO path is also compiled by the CPU plugin, and every cuDNN module
+** must get through its parser and HLO conversion, failing only for want of a
+** kernel for the target (the CPU has none). */
 #include "../base/base.h"
 #include "../ir/ir.h"
 #include "../lower/lower.h"
@@ -189,6 +191,21 @@ static void expect_cudnn(const sdpa_case_t* c, bool backward, const char* target
     char s[64];
     snprintf(s, sizeof(s), "\\\"fmha_scale\\\":%s,", scale);
     ok = ok && strstr(text, s);
+  }
+  if (ok && plugin_state() == 1) {
+    /* The CPU plugin parses the module and converts it to HLO (layouts,
+    ** config string and all); only then does it miss a kernel for the target.
+    ** Any other error is ours. */
+    pjrt_executable_t* exe = NULL;
+    tpurt_status_t st = pjrt_compile(text, strlen(text), &exe);
+    const char* msg = st ? tpurt_status_message(st) : "";
+    if (!st || !strstr(msg, "custom call") || !strstr(msg, target)) {
+      fprintf(stderr, "  the CPU plugin should stop only at the missing %s kernel, got: %s\n", target,
+              st ? msg : "a compiled program");
+      ok = false;
+    }
+    tpurt_status_free(st);
+    pjrt_executable_release(exe);
   }
   if (!ok) {
     fprintf(stderr, "  expected one %s (%s%s%s) call:\n%s", target, mask_type, scale ? ", scale " : "",
