@@ -363,6 +363,17 @@ static void finish_graph_op(engine_ctx_t* e, const lower_rule_t* rule, tpurt_op_
   call->num_results = ctx->num_results;
 }
 
+/* The client's platform name for the lowering context ("" before init). */
+static const char* platform_name(void) {
+  tpurt_runtime_info_t info;
+  tpurt_status_t s = pjrt_info(&info);
+  if (s) {
+    tpurt_status_free(s);
+    return "";
+  }
+  return info.platform_name ? info.platform_name : "";
+}
+
 static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, graph_t* graph,
                                plan_t** out_plan) {
   *out_plan = NULL;
@@ -376,6 +387,7 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
                                    : call->matmul_precision == TPURT_MATMUL_PRECISION_HIGH ? IR_PRECISION_HIGH
                                                                                            : IR_PRECISION_HIGHEST);
   ctx->op_name = call->name;
+  ctx->platform = platform_name();
   ctx->args = call->args;
   ctx->engine = e;
   ctx->read_tensor = engine_read_tensor;

@@ -221,4 +221,22 @@ typedef struct ir_conv_dims_s {
 ir_value_t ir_convolution(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const ir_conv_dims_t* dims,
                           tpurt_dtype_t result_dtype);
 
+/*===------------------------------------------------------------------===*/
+/* Custom call (appended for cuDNN fused attention)                       */
+/*===------------------------------------------------------------------===*/
+
+/* stablehlo.custom_call of |call_target_name| (e.g. "__cudnn$fmhaSoftmax"):
+** an opaque kernel of the backend, with no side effect. Its result types
+** are given, not inferred (only the target knows them). Every operand and
+** result gets the row-major layout (operand_layouts/result_layouts): the
+** kernels read raw buffers and must not see XLA's choice of layout.
+** |backend_config| is the target's config string (printed escaped; NULL:
+** empty); |api_version| is XLA's CustomCallApiVersion (2: status returning,
+** what the GPU targets use). Writes the |num_results| values to
+** |out_results| (IR_NONE each on error). */
+#define IR_MAX_CUSTOM_CALL_OPERANDS 16
+void ir_custom_call(ir_func_t* func, const char* call_target_name, const ir_value_t* operands,
+                    int32_t num_operands, const ir_type_t* result_types, int32_t num_results,
+                    const char* backend_config, int32_t api_version, ir_value_t* out_results);
+
 #endif /* TPURT_IR_IR_H_ */

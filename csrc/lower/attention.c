@@ -22,29 +22,20 @@
 ** Half types: the dots take the inputs as they are and accumulate in f32;
 ** scores, softmax and logsumexp are f32; probabilities are rounded to the
 ** input type for the dot with value (as flash kernels do), and the output
-** is rounded once. Rows that mask out every key give 0, as PyTorch does. */
+** is rounded once. Rows that mask out every key give 0, as PyTorch does.
+**
+** On a CUDA platform, the calls cuDNN's flash attention supports become one
+** custom call each instead (attention_cudnn.c); everything else (f32, odd
+** head dims, non-square causal...) stays here. */
 #include <math.h>
 
 #include "../base/base.h"
-#include "lower.h"
+#include "attention.h"
 
-/* Schema positions shared by forward and backward. */
-typedef struct sdpa_args_s {
-  int32_t q, k, v, bias, dropout, causal, scale;
-} sdpa_args_t;
-
+/* Schema positions of the forward and the backward. */
 static const sdpa_args_t kForwardArgs = {0, 1, 2, 3, 4, 5, 7};
 static const sdpa_args_t kBackwardArgs = {1, 2, 3, 4, 12, 13, 16};
 
-/* The problem, in the grouped layout, and the query rows being lowered. */
-typedef struct sdpa_s {
-  tpurt_dtype_t dtype, acc;
-  int32_t nb; /* batch dims before the head dim: 0 or 1 */
-  int64_t n, h, hk, g, l, s, d, dv;
-  int32_t gd; /* 1 when the grouped layout has a G dim (g > 1) */
-  int32_t w;  /* rank of the grouped scores [N.., Hk, (G), rows, S] */
-  int64_t l0, lb; /* the query block: rows [l0, l0 + lb) */
-} sdpa_t;
 
 /* Scores bytes of one query block at most (f32); 0: one block. Measured on
 ** the CPU plugin, unrolled blocks were never faster (XLA may run independent
@@ -357,18 +348,23 @@ static tpurt_status_t lower_sdpa_forward(lower_ctx_t* ctx) {
   if (lower_bool(ctx, 6, false))
     return lower_error(TPURT_INVALID_ARGUMENT, "return_debug_mask=True is not supported on tpu");
   ir_func_t* f = ctx->func;
-  ir_value_t scale = scale_value(ctx, a, &p);
-  int64_t rows = block_rows(&p);
-  ir_value_t outs[SDPA_MAX_BLOCKS + 1], lses[SDPA_MAX_BLOCKS + 1];
-  int32_t nblocks = 0;
-  for (int64_t l0 = 0; l0 < p.l || nblocks == 0; l0 += rows, ++nblocks) {
-    sdpa_t blk = p;
-    blk.l0 = l0;
-    blk.lb = p.l - l0 < rows ? p.l - l0 : rows;
-    forward_block(ctx, a, &blk, scale, &outs[nblocks], &lses[nblocks]);
+  ir_value_t o, lse;
+  if (sdpa_cudnn_supported(ctx, a, &p)) {
+    sdpa_cudnn_forward(ctx, a, &p, &o, &lse);
+  } else {
+    ir_value_t scale = scale_value(ctx, a, &p);
+    int64_t rows = block_rows(&p);
+    ir_value_t outs[SDPA_MAX_BLOCKS + 1], lses[SDPA_MAX_BLOCKS + 1];
+    int32_t nblocks = 0;
+    for (int64_t l0 = 0; l0 < p.l || nblocks == 0; l0 += rows, ++nblocks) {
+      sdpa_t blk = p;
+      blk.l0 = l0;
+      blk.lb = p.l - l0 < rows ? p.l - l0 : rows;
+      forward_block(ctx, a, &blk, scale, &outs[nblocks], &lses[nblocks]);
+    }
+    o = nblocks == 1 ? outs[0] : ir_concatenate(f, outs, nblocks, p.nb + 1);
+    lse = nblocks == 1 ? lses[0] : ir_concatenate(f, lses, nblocks, 2);
   }
-  ir_value_t o = nblocks == 1 ? outs[0] : ir_concatenate(f, outs, nblocks, p.nb + 1);
-  ir_value_t lse = nblocks == 1 ? lses[0] : ir_concatenate(f, lses, nblocks, 2);
   set_like(ctx, 0, o, lower_meta(ctx, a->q));
   lower_set_result(ctx, 1, lse); /* [N, H, L] in f32 (N = 1 for 3-d inputs) */
   lower_set_undefined(ctx, 2);   /* cum_seq_q, cum_seq_k: not a nested (varlen) call */
@@ -485,21 +481,27 @@ static tpurt_status_t lower_sdpa_backward(lower_ctx_t* ctx) {
   gr.want_v = lower_bool_list_item(ctx, 5, 2, true);
   gr.want_b = lower_bool_list_item(ctx, 5, 3, true) && !lower_is_none(ctx, a->bias) &&
               lower_meta(ctx, a->bias)->dtype != TPURT_DTYPE_BOOL;
-  ir_value_t scale = scale_value(ctx, a, &p);
-  /* the bias gradient is the whole dS: one block */
-  int64_t rows = gr.want_b ? p.l : block_rows(&p);
-  ir_value_t dqs[SDPA_MAX_BLOCKS + 1];
-  int32_t nblocks = 0;
-  for (int64_t l0 = 0; l0 < p.l || nblocks == 0; l0 += rows, ++nblocks) {
-    sdpa_t blk = p;
-    blk.l0 = l0;
-    blk.lb = p.l - l0 < rows ? p.l - l0 : rows;
-    backward_block(ctx, a, &blk, scale, &gr);
-    dqs[nblocks] = gr.dq;
+  /* cuDNN computes no bias gradient here (see attention_cudnn.c); its
+  ** logsumexp is the same as ours, so either backward fits either forward */
+  if (!gr.want_b && sdpa_cudnn_supported(ctx, a, &p)) {
+    sdpa_cudnn_backward(ctx, a, &p, 0, 6, 7, &gr.dq, &gr.dk, &gr.dv);
+  } else {
+    ir_value_t scale = scale_value(ctx, a, &p);
+    /* the bias gradient is the whole dS: one block */
+    int64_t rows = gr.want_b ? p.l : block_rows(&p);
+    ir_value_t dqs[SDPA_MAX_BLOCKS + 1];
+    int32_t nblocks = 0;
+    for (int64_t l0 = 0; l0 < p.l || nblocks == 0; l0 += rows, ++nblocks) {
+      sdpa_t blk = p;
+      blk.l0 = l0;
+      blk.lb = p.l - l0 < rows ? p.l - l0 : rows;
+      backward_block(ctx, a, &blk, scale, &gr);
+      dqs[nblocks] = gr.dq;
+    }
+    if (gr.want_q) gr.dq = nblocks == 1 ? dqs[0] : ir_concatenate(ctx->func, dqs, nblocks, p.nb + 1);
   }
   if (gr.want_q) {
-    ir_value_t dq = nblocks == 1 ? dqs[0] : ir_concatenate(ctx->func, dqs, nblocks, p.nb + 1);
-    set_like(ctx, 0, lower_cast(ctx, dq, p.dtype), lower_meta(ctx, a->q));
+    set_like(ctx, 0, lower_cast(ctx, gr.dq, p.dtype), lower_meta(ctx, a->q));
   } else {
     lower_set_undefined(ctx, 0);
   }
@@ -519,7 +521,8 @@ static tpurt_status_t lower_sdpa_backward(lower_ctx_t* ctx) {
 }
 
 const lower_rule_t lower_attention_rules[] = {
-    LOWER_FN("aten::_scaled_dot_product_fused_attention_overrideable", lower_sdpa_forward),
-    LOWER_FN("aten::_scaled_dot_product_fused_attention_overrideable_backward", lower_sdpa_backward),
+    /* keyed: the cuDNN path bakes the scale into its backend config */
+    LOWER_KEYED_FN("aten::_scaled_dot_product_fused_attention_overrideable", lower_sdpa_forward),
+    LOWER_KEYED_FN("aten::_scaled_dot_product_fused_attention_overrideable_backward", lower_sdpa_backward),
     LOWER_END,
 };

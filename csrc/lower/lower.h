@@ -43,6 +43,7 @@ typedef struct lower_rule_s {
 #define LOWER_OUT_FN(name, fn) {name, fn, LOWER_OUT, false, -1}
 /* A row whose number args are program attributes (see numbers_in_key). */
 #define LOWER_KEYED_OUT_FN(name, fn) {name, fn, LOWER_OUT, true, -1}
+#define LOWER_KEYED_FN(name, fn) {name, fn, LOWER_FUNCTIONAL, true, -1}
 /* A row whose output size is the nonzero count of tensor arg |arg|. */
 #define LOWER_COUNTED_FN(name, fn, arg) {name, fn, LOWER_FUNCTIONAL, false, arg}
 #define LOWER_END {NULL, NULL, LOWER_FUNCTIONAL, false, -1}
@@ -97,6 +98,10 @@ struct lower_ctx_s {
   /* Runtime parameters, in @main order (owned by the engine). */
   int32_t num_params;
   lower_param_t params[LOWER_MAX_PARAMS];
+  /* The PJRT platform the program is for ("cpu", "cuda", "tpu"; "" when
+  ** unknown): rules that call a platform's own kernels (cuDNN attention)
+  ** check it. The engine fills it from the client; tests may set it. */
+  const char* platform;
   /* Engine hooks: how a tensor arg becomes a value. */
   void* engine;
   ir_value_t (*read_tensor)(lower_ctx_t* ctx, int32_t flat_index);
