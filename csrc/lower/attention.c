@@ -522,7 +522,7 @@ static tpurt_status_t lower_sdpa_backward(lower_ctx_t* ctx) {
 
 const lower_rule_t lower_attention_rules[] = {
     /* keyed: the cuDNN path bakes the scale into its backend config */
-    LOWER_KEYED_FN("aten::_scaled_dot_product_fused_attention_overrideable", lower_sdpa_forward),
-    LOWER_KEYED_FN("aten::_scaled_dot_product_fused_attention_overrideable_backward", lower_sdpa_backward),
+    LOWER_FN("aten::_scaled_dot_product_fused_attention_overrideable", lower_sdpa_forward),
+    LOWER_FN("aten::_scaled_dot_product_fused_attention_overrideable_backward", lower_sdpa_backward),
     LOWER_END,
 };

@@ -19,9 +19,10 @@
 **   dot dimension numbers of the two (forward) or four (backward) matmuls
 **   are in the backend_config JSON, a GpuBackendConfig message whose
 **   cudnn_fmha_backend_config field XLA reads. The scale is a constant
-**   there, not an operand: the rows that lower SDPA key their programs on
-**   their number values (attention.c, LOWER_KEYED_FN), so another scale
-**   compiles another program instead of reusing a wrong one.
+**   there, not an operand, so the config always says 1/sqrt(head dim) (a
+**   fact of the shapes) and an explicit scale, a runtime number like every
+**   Python float we take, multiplies q first (and dq after): any scale runs
+**   the same program. The cost is one rounding of q*scale to the input type.
 ** - A bias is [B or 1, N or 1, T, S] in the input type. A bool mask becomes
 **   such a bias: 0 where a key is kept, a large finite negative where it is
 **   not (finite, because cuDNN subtracts the row max, and -inf - -inf is
@@ -47,12 +48,29 @@ bool sdpa_cudnn_supported(const lower_ctx_t* ctx, const sdpa_args_t* a, const sd
   ** right: they agree only when the two lengths do */
   if (lower_bool(ctx, a->causal, false) && p->l != p->s) return false;
   if (!lower_is_none(ctx, a->bias) && (p->l % 2 != 0 || p->s % 2 != 0)) return false;
-  if (!lower_is_none(ctx, a->scale) && !isfinite(lower_scalar_value(ctx, a->scale))) return false;
   return true;
 }
 
-static double scale_of(const lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p) {
-  return lower_is_none(ctx, a->scale) ? 1.0 / sqrt((double)p->d) : lower_scalar_value(ctx, a->scale);
+/* The scale in the config: SDPA's default, known from the shapes. */
+static double config_scale(const sdpa_t* p) { return 1.0 / sqrt((double)p->d); }
+
+/* An explicit scale as a factor on q (and on dq): scale / config_scale, a
+** runtime f32 value; IR_NONE without one. */
+static ir_value_t scale_factor(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p) {
+  if (lower_is_none(ctx, a->scale)) return IR_NONE;
+  ir_value_t scale = lower_scalar(ctx, a->scale, TPURT_DTYPE_F32);
+  return ir_binary(ctx->func, "stablehlo.multiply", scale,
+                   ir_constant_f64(ctx->func, TPURT_DTYPE_F32, 1.0 / config_scale(p)));
+}
+
+/* |x| times a 0-d f32 |factor| (IR_NONE: |x| itself), in |x|'s type. */
+static ir_value_t scaled(lower_ctx_t* ctx, ir_value_t x, ir_value_t factor, tpurt_dtype_t dtype) {
+  if (factor == IR_NONE) return x;
+  const ir_type_t* t = ir_value_type(ctx->func, x);
+  if (!t) return IR_NONE;
+  ir_value_t wide = lower_cast(ctx, x, TPURT_DTYPE_F32);
+  ir_value_t f = lower_broadcast_to(ctx, factor, t->rank, t->dims);
+  return lower_cast(ctx, ir_binary(ctx->func, "stablehlo.multiply", wide, f), dtype);
 }
 
 /* A plain [N.., heads, rows, last] tensor as [B, heads, rows, last]. */
@@ -152,8 +170,9 @@ static char* backend_config(const sdpa_t* p, double scale, bool causal, bool bac
 void sdpa_cudnn_forward(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t* out_o,
                         ir_value_t* out_lse) {
   bool has_bias = !lower_is_none(ctx, a->bias);
+  ir_value_t factor = scale_factor(ctx, a, p);
   ir_value_t ops[4] = {
-      to_bnth(ctx, p, lower_tensor(ctx, a->q), p->h, p->l, p->d),
+      to_bnth(ctx, p, scaled(ctx, lower_tensor(ctx, a->q), factor, p->dtype), p->h, p->l, p->d),
       to_bnth(ctx, p, lower_tensor(ctx, a->k), p->hk, p->s, p->d),
       to_bnth(ctx, p, lower_tensor(ctx, a->v), p->hk, p->s, p->dv),
       has_bias ? bias_bnts(ctx, a, p) : IR_NONE,
@@ -161,7 +180,7 @@ void sdpa_cudnn_forward(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p,
   int64_t o_dims[4] = {p->n, p->h, p->l, p->dv}, stat_dims[3] = {p->n, p->h, p->l}, none = 0;
   ir_type_t types[3] = {ir_type_make(p->dtype, 4, o_dims), ir_type_make(TPURT_DTYPE_F32, 3, stat_dims),
                         ir_type_make(TPURT_DTYPE_U8, 1, &none)};
-  char* config = backend_config(p, scale_of(ctx, a, p), lower_bool(ctx, a->causal, false), false);
+  char* config = backend_config(p, config_scale(p), lower_bool(ctx, a->causal, false), false);
   ir_value_t res[3];
   ir_custom_call(ctx->func, has_bias ? "__cudnn$fmhaScaleBiasSoftmax" : "__cudnn$fmhaSoftmax", ops,
                  has_bias ? 4 : 3, types, 3, config, 2, res);
@@ -174,9 +193,10 @@ void sdpa_cudnn_backward(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p
                          int32_t out_arg, int32_t lse_arg, ir_value_t* out_dq, ir_value_t* out_dk,
                          ir_value_t* out_dv) {
   bool has_bias = !lower_is_none(ctx, a->bias);
+  ir_value_t factor = scale_factor(ctx, a, p);
   ir_value_t ops[7];
   int32_t n = 0;
-  ops[n++] = to_bnth(ctx, p, lower_tensor(ctx, a->q), p->h, p->l, p->d);
+  ops[n++] = to_bnth(ctx, p, scaled(ctx, lower_tensor(ctx, a->q), factor, p->dtype), p->h, p->l, p->d);
   ops[n++] = to_bnth(ctx, p, lower_tensor(ctx, a->k), p->hk, p->s, p->d);
   ops[n++] = to_bnth(ctx, p, lower_tensor(ctx, a->v), p->hk, p->s, p->dv);
   ops[n++] = lower_cast(ctx, lower_tensor(ctx, lse_arg), TPURT_DTYPE_F32);
@@ -187,12 +207,12 @@ void sdpa_cudnn_backward(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p
   int64_t dv_dims[4] = {p->n, p->hk, p->s, p->dv}, none = 0;
   ir_type_t types[4] = {ir_type_make(p->dtype, 4, dq_dims), ir_type_make(p->dtype, 4, dk_dims),
                         ir_type_make(p->dtype, 4, dv_dims), ir_type_make(TPURT_DTYPE_U8, 1, &none)};
-  char* config = backend_config(p, scale_of(ctx, a, p), lower_bool(ctx, a->causal, false), true);
+  char* config = backend_config(p, config_scale(p), lower_bool(ctx, a->causal, false), true);
   ir_value_t res[4];
   ir_custom_call(ctx->func, has_bias ? "__cudnn$fmhaScaleBiasSoftmaxBackward" : "__cudnn$fmhaSoftmaxBackward",
                  ops, n, types, 4, config, 2, res);
   free(config);
-  *out_dq = from_bnth(ctx, p, res[0], p->h, p->l, p->d);
+  *out_dq = scaled(ctx, from_bnth(ctx, p, res[0], p->h, p->l, p->d), factor, p->dtype); /* d/dq of q*f */
   *out_dk = from_bnth(ctx, p, res[1], p->hk, p->s, p->d);
   *out_dv = from_bnth(ctx, p, res[2], p->hk, p->s, p->dv);
 }

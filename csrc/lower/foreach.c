@@ -410,11 +410,6 @@ static tpurt_status_t lower_lerp(lower_ctx_t* ctx) {
   return single(ctx, OP_LERP, 2);
 }
 
-/* A functional row whose number args are program attributes. */
-#ifndef LOWER_KEYED_FN
-#define LOWER_KEYED_FN(name, fn) {name, fn, LOWER_FUNCTIONAL, true, -1}
-#endif
-
 const lower_rule_t lower_foreach_rules[] = {
     LOWER_FN("aten::_foreach_abs", lower_foreach_abs),
     LOWER_FN("aten::_foreach_add.List", lower_foreach_add),

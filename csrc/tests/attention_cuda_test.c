@@ -248,9 +248,12 @@ TEST(CudnnSdpa_Forward) {
   c.causal = true;
   expect_cudnn(&c, false, "__cudnn$fmhaSoftmax", "CAUSAL", NULL);
   c.causal = false;
-  c.scale = 0.25;
+  c.scale = 0.25; /* an explicit scale multiplies q: the config keeps 1/sqrt(d) */
   c.dtype = F16;
-  expect_cudnn(&c, false, "__cudnn$fmhaSoftmax", "NO_MASK", "0.25");
+  expect_cudnn(&c, false, "__cudnn$fmhaSoftmax", "NO_MASK", "0.088388347648318433");
+  char* text = lower_case(&c, false);
+  EXPECT(text && strstr(text, "stablehlo.multiply"));
+  free(text);
   c = kFlux;
   c.bias_rank = 4, c.bias_dtype = BOOL; /* a bool mask becomes a bias */
   expect_cudnn(&c, false, "__cudnn$fmhaScaleBiasSoftmax", "NO_MASK", NULL);
@@ -270,7 +273,7 @@ TEST(CudnnSdpa_Backward) {
   expect_cudnn(&c, true, "__cudnn$fmhaScaleBiasSoftmaxBackward", "CAUSAL", NULL);
   c = kFlux;
   c.bias_rank = 3, c.bias_dtype = BF16, c.want_bias_grad = false, c.scale = 0.5;
-  expect_cudnn(&c, true, "__cudnn$fmhaScaleBiasSoftmaxBackward", "NO_MASK", "0.5");
+  expect_cudnn(&c, true, "__cudnn$fmhaScaleBiasSoftmaxBackward", "NO_MASK", "0.088388347648318433");
 }
 
 /* The cuDNN call's operands and results as XLA expects them. */
