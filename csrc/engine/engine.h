@@ -103,13 +103,19 @@ enum {
   GRAPH_FLUSH_MODE_CHANGE,
   GRAPH_FLUSH_STRICT_OP,
   GRAPH_FLUSH_DEVICE_COPY,
+  GRAPH_FLUSH_OTHER_THREAD, /* another thread used a value this graph holds */
   GRAPH_FLUSH_REASONS,
 };
 
-/* The open graph, or NULL. */
+/* This thread's open graph, or NULL. */
 graph_t* graph_current(void);
-/* The open graph, opened on |device| if none is. */
+/* This thread's open graph, opened on |device| if none is. */
 graph_t* graph_open(int device);
+/* The open graph (of any thread) that holds a newer value of |storage|, or NULL. */
+graph_t* graph_holding(const tpurt_storage_t* storage);
+/* Runs another thread's graph if it holds a newer value of |storage|, so
+** that this thread sees the value (engine lock held). */
+tpurt_status_t graph_settle_locked(const tpurt_storage_t* storage);
 ir_func_t* graph_func(graph_t* graph);
 int graph_device(const graph_t* graph);
 int32_t graph_num_ops(const graph_t* graph);
@@ -131,8 +137,10 @@ void graph_bind_host(graph_t* graph, int32_t param_index, ir_type_t type, const 
 void graph_bind_rng(graph_t* graph, int32_t param_index, const uint64_t state[2]);
 /* Whether @main parameter |param_index| is already bound. */
 bool graph_param_bound(const graph_t* graph, int32_t param_index);
-/* Runs the open graph (engine lock held); a trace is never flushed. */
+/* Runs this thread's open graph (engine lock held); a trace is never flushed. */
 tpurt_status_t graph_flush_locked(int reason);
+/* Runs |graph| (any thread's; engine lock held). */
+tpurt_status_t graph_flush_graph_locked(graph_t* graph, int reason);
 /* Drops the open graph without running it. */
 void graph_discard(graph_t* graph);
 bool graph_is_tracing(const graph_t* graph);

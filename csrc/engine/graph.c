@@ -66,9 +66,17 @@ struct graph_s {
   char last_op[96];  /* for error messages */
   char first_op_name[96];
   bool tracing;
+  graph_t* next_thread; /* the registry of every thread's graph */
 };
 
-static graph_t g_graph;
+/* Each thread records into its own pending graph: its fused eager ops and
+** its torch.compile trace never mix with another thread's. A thread's graph
+** object is made on its first use and kept for the process (registered in
+** g_graphs, so that another thread can find and flush a graph that holds a
+** value it reads, even after the owner exited); between flushes it is
+** empty (func NULL). All of it runs under the engine lock. */
+static _Thread_local graph_t* t_graph;
+static graph_t* g_graphs;
 static uint32_t g_epoch = 1;
 static _Thread_local tpurt_eager_mode_t t_mode = TPURT_MODE_DEFER_NEVER;
 static _Thread_local bool t_mode_set;
@@ -76,7 +84,8 @@ static _Thread_local bool t_mode_set;
 /* Counters by flush reason (metrics). */
 static uint64_t g_flush_counts[GRAPH_FLUSH_REASONS];
 static const char* const kFlushNames[GRAPH_FLUSH_REASONS] = {
-    "host_read", "synchronize", "size_limit", "repeated_sequence", "mode_change", "strict_op", "device_copy",
+    "host_read",   "synchronize", "size_limit",  "repeated_sequence",
+    "mode_change", "strict_op",   "device_copy", "other_thread",
 };
 
 const char* graph_flush_reason_name(int reason) {
@@ -117,15 +126,36 @@ tpurt_status_t tpurt_set_eager_mode(tpurt_eager_mode_t mode) {
 
 /*===--- building ---===*/
 
-graph_t* graph_current(void) { return g_graph.func ? &g_graph : NULL; }
+graph_t* graph_current(void) { return t_graph && t_graph->func ? t_graph : NULL; }
 
 graph_t* graph_open(int device) {
-  if (g_graph.func) return &g_graph;
-  memset(&g_graph, 0, sizeof(g_graph));
-  g_graph.func = ir_func_create();
-  g_graph.device = device;
-  g_graph.epoch = ++g_epoch;
-  return &g_graph;
+  if (!t_graph) {
+    t_graph = tpurt_xcalloc(1, sizeof(*t_graph));
+    t_graph->next_thread = g_graphs;
+    g_graphs = t_graph;
+  }
+  graph_t* g = t_graph;
+  if (g->func) return g;
+  graph_t* next = g->next_thread;
+  memset(g, 0, sizeof(*g));
+  g->next_thread = next;
+  g->func = ir_func_create();
+  g->device = device;
+  g->epoch = ++g_epoch;
+  return g;
+}
+
+/* Only a graph that wrote the storage holds a newer value: one that only
+** read it captured its buffer, which a later write swaps out but never
+** changes. So threads that share read-only values (weights) never flush each
+** other; the last reader owns the membership, and a reader that lost it
+** reads the storage again as a new parameter (the same buffer). */
+graph_t* graph_holding(const tpurt_storage_t* s) {
+  if (s->graph_epoch == 0) return NULL;
+  for (graph_t* g = g_graphs; g; g = g->next_thread)
+    if (g->func && g->epoch == s->graph_epoch)
+      return s->graph_index < g->num_entries && g->entries[s->graph_index].written ? g : NULL;
+  return NULL;
 }
 
 ir_func_t* graph_func(graph_t* g) { return g->func; }
@@ -307,9 +337,11 @@ uint64_t graph_first_op(const graph_t* g) { return g->first_op; }
 /*===--- running ---===*/
 
 static void graph_clear(graph_t* g) {
+  graph_t* next = g->next_thread;
   for (int32_t i = 0; i < g->num_entries; ++i) {
-    g->entries[i].storage->graph_epoch = 0;
-    tpurt_storage_release(g->entries[i].storage);
+    tpurt_storage_t* s = g->entries[i].storage;
+    if (s->graph_epoch == g->epoch) s->graph_epoch = 0; /* else another graph read it since */
+    tpurt_storage_release(s);
   }
   for (int32_t i = 0; i < g->num_bindings; ++i) pjrt_buffer_release(g->bindings[i].buffer);
   free(g->entries);
@@ -319,6 +351,7 @@ static void graph_clear(graph_t* g) {
   free(g->last_at);
   ir_func_destroy(g->func);
   memset(g, 0, sizeof(*g));
+  g->next_thread = next;
 }
 
 void graph_discard(graph_t* g) { graph_clear(g); }
@@ -362,9 +395,20 @@ static void release_args(pjrt_buffer_t** args, const bool* owned, int32_t n) {
     if (owned[i]) pjrt_buffer_release(args[i]);
 }
 
-tpurt_status_t graph_flush_locked(int reason) {
-  graph_t* g = graph_current();
-  if (!g) return NULL;
+tpurt_status_t graph_flush_locked(int reason) { return graph_flush_graph_locked(graph_current(), reason); }
+
+tpurt_status_t graph_settle_locked(const tpurt_storage_t* storage) {
+  graph_t* g = graph_holding(storage);
+  if (!g || g == graph_current()) return NULL;
+  if (g->tracing)
+    return tpurt_status_create(TPURT_FAILED_PRECONDITION,
+                               "a value computed inside a graph that another thread is compiling was used; "
+                               "pass values between threads outside torch.compile regions");
+  return graph_flush_graph_locked(g, GRAPH_FLUSH_OTHER_THREAD);
+}
+
+tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
+  if (!g || !g->func) return NULL;
   if (g->tracing) return NULL; /* a trace ends only with tpurt_trace_end */
   ++g_flush_counts[reason];
   tpurt_status_t status = ir_func_status(g->func);
@@ -646,6 +690,9 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
   tpurt_storage_t** tmp = tpurt_xcalloc((size_t)num_inputs + 1, sizeof(void*));
   for (int32_t i = 0; i < num_inputs && !status; ++i) {
     const tpurt_tensor_t* t = &inputs[i];
+    status = graph_settle_locked(t->storage);
+    if (!status) status = storage_check_poison(t->storage);
+    if (status) break;
     pjrt_buffer_t* b = t->storage->buffer;
     bool dense = b && b->dtype == t->dtype && t->offset == 0 && view_is_contiguous(t) &&
                  (size_t)view_numel(t) * tpurt_dtype_size(t->dtype) == b->nbytes;
@@ -654,8 +701,6 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
       for (int32_t d = 0; d < t->rank; ++d) same &= b->dims[d] == t->sizes[d];
       dense = same;
     }
-    status = storage_check_poison(t->storage);
-    if (status) break;
     if (dense) {
       in[i] = b;
     } else {

@@ -754,12 +754,14 @@ static tpurt_status_t record_op(const lower_rule_t* rule, tpurt_op_call_t* call,
   return status;
 }
 
-/* An operand whose value a failed graph lost makes the op fail with that
-** graph's error, never compute from stale bytes. */
+/* Operands first: a value pending in another thread's graph is computed
+** (that graph runs), and one that a failed graph lost makes the op fail
+** with that graph's error, never compute from stale bytes. */
 static tpurt_status_t check_operands(const tpurt_op_call_t* call) {
   for (int32_t i = 0; i < call->num_args; ++i) {
     const tpurt_arg_t* a = &call->args[i];
     if (a->kind != TPURT_ARG_TENSOR || !a->u.tensor.storage) continue;
+    TPURT_RETURN_IF_ERROR(graph_settle_locked(a->u.tensor.storage));
     TPURT_RETURN_IF_ERROR(storage_check_poison(a->u.tensor.storage));
   }
   return NULL;

@@ -90,15 +90,15 @@ tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer) {
 ** current and the graph keeps growing). While tracing for torch.compile a
 ** value of the graph cannot be read: it does not exist yet. */
 static tpurt_status_t settle_pending(const tpurt_storage_t* storage, int reason) {
-  graph_t* g = graph_current();
-  if (!g || (storage && !graph_has_storage(g, storage))) return NULL;
+  graph_t* g = storage ? graph_holding(storage) : graph_current();
+  if (!g) return NULL;
   if (graph_is_tracing(g)) {
     return tpurt_status_create(
         TPURT_FAILED_PRECONDITION,
         "a value computed inside a graph being compiled was read on the host (data-dependent "
         "control flow or .item()); move that code outside the compiled region");
   }
-  return graph_flush_locked(reason);
+  return graph_flush_graph_locked(g, g == graph_current() ? reason : GRAPH_FLUSH_OTHER_THREAD);
 }
 
 /* A storage keeps its natural shape when resized: growing reads the old
