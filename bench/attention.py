@@ -12,11 +12,11 @@ Prints ms and the ratio tpu / CPU; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
 import torch.nn.functional as F
+from timing import median_seconds
 
 import torch_tpu  # noqa: F401
 
@@ -28,15 +28,7 @@ def timed(fn, reps: int, sync) -> float:
     """Median wall ms of |reps| calls after one warm-up; with --cpu-time, the
     process's CPU ms instead (all threads: steadier on a shared machine)."""
     clock = time.process_time if CPU_TIME else time.perf_counter
-    fn()
-    sync()
-    times = []
-    for _ in range(reps):
-        t0 = clock()
-        fn()
-        sync()
-        times.append(clock() - t0)
-    return statistics.median(times) * 1e3
+    return median_seconds(fn, reps, sync, clock=clock) * 1e3
 
 
 def run(shape: tuple[int, ...], device: str, backward: bool, reps: int) -> tuple[float, torch.Tensor]:

@@ -35,7 +35,6 @@ import argparse
 import copy
 import glob
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -52,6 +51,7 @@ if "--no-cudnn" in sys.argv:
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from timing import median_seconds  # noqa: E402
 
 FLUX_CONFIG = dict(
     patch_size=1,
@@ -75,16 +75,7 @@ BASELINE = "cuda"
 
 def timed(fn: Callable[[], object], reps: int, sync: Callable[[], None], warmup: int = 2) -> float:
     """Median seconds of |reps| calls of |fn| after |warmup| calls, each waited for."""
-    for _ in range(warmup):
-        fn()
-        sync()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return median_seconds(fn, reps, sync, warmup)
 
 
 class Table:

@@ -767,12 +767,19 @@ static tpurt_status_t check_operands(const tpurt_op_call_t* call) {
   return NULL;
 }
 
-tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call) {
+/* The rule of |call| (into |scratch| if resolved from another name), after
+** check_operands. */
+static tpurt_status_t prepare_call(tpurt_op_call_t* call, lower_rule_t* scratch, const lower_rule_t** out_rule) {
   call->num_results = 0;
+  *out_rule = lower_find(call->name, scratch);
+  if (!*out_rule) return tpurt_status_create(TPURT_UNIMPLEMENTED, "no tpu lowering for %s", call->name);
+  return check_operands(call);
+}
+
+tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call) {
   lower_rule_t scratch;
-  const lower_rule_t* rule = lower_find(call->name, &scratch);
-  if (!rule) return tpurt_status_create(TPURT_UNIMPLEMENTED, "no tpu lowering for %s", call->name);
-  TPURT_RETURN_IF_ERROR(check_operands(call));
+  const lower_rule_t* rule = NULL;
+  TPURT_RETURN_IF_ERROR(prepare_call(call, &scratch, &rule));
   if (try_share_copy(call)) return NULL;
   return rule->count_arg >= 0 ? run_counted(rule, call) : run_rule(rule, call);
 }
@@ -793,11 +800,9 @@ tpurt_status_t engine_view_materialize_locked(const tpurt_tensor_t* view, tpurt_
 }
 
 tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call) {
-  call->num_results = 0;
   lower_rule_t scratch;
-  const lower_rule_t* rule = lower_find(call->name, &scratch);
-  if (!rule) return tpurt_status_create(TPURT_UNIMPLEMENTED, "no tpu lowering for %s", call->name);
-  TPURT_RETURN_IF_ERROR(check_operands(call));
+  const lower_rule_t* rule = NULL;
+  TPURT_RETURN_IF_ERROR(prepare_call(call, &scratch, &rule));
   tpurt_eager_mode_t mode = tpurt_get_eager_mode();
   graph_t* g = graph_current();
   bool tracing = g && graph_is_tracing(g);
