@@ -158,17 +158,6 @@ static char* lower_case(const sdpa_case_t* c, bool backward) {
   return text;
 }
 
-/* 1: the plugin loaded; 0: no plugin named; -1: it failed to load. */
-static int plugin_state(void) {
-  static int state = 2;
-  if (state != 2) return state;
-  const char* path = getenv("TORCH_TPU_PJRT_PLUGIN");
-  if (!path || !*path) return state = 0;
-  tpurt_status_t s = tpurt_runtime_init();
-  state = s ? -1 : 1;
-  tpurt_status_free(s);
-  return state;
-}
 
 /* Expects the module of |c| to be one cuDNN call to |target| (forward when
 ** !backward) with |mask_type| and, when given, the scale text |scale|. */
@@ -192,7 +181,7 @@ static void expect_cudnn(const sdpa_case_t* c, bool backward, const char* target
     snprintf(s, sizeof(s), "\\\"fmha_scale\\\":%s,", scale);
     ok = ok && strstr(text, s);
   }
-  if (ok && plugin_state() == 1) {
+  if (ok && test_plugin_state() == 1) {
     /* The CPU plugin parses the module and converts it to HLO (layouts,
     ** config string and all); only then does it miss a kernel for the target.
     ** Any other error is ours. */
@@ -226,7 +215,7 @@ static void expect_generic(const sdpa_case_t* c, bool backward) {
   if (strstr(text, "custom_call") || !strstr(text, "stablehlo.exponential")) {
     fprintf(stderr, "  expected the StableHLO lowering:\n%s", text);
     ++test_failures_;
-  } else if (plugin_state() == 1) {
+  } else if (test_plugin_state() == 1) {
     pjrt_executable_t* exe = NULL;
     tpurt_status_t s = pjrt_compile(text, strlen(text), &exe);
     if (s) {

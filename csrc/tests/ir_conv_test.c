@@ -10,18 +10,6 @@
 #define F32 TPURT_DTYPE_F32
 #define BF16 TPURT_DTYPE_BF16
 
-/* 1: the plugin loaded; 0: none named; -1: a named plugin failed. */
-static int plugin_state(void) {
-  static int state = 2;
-  if (state != 2) return state;
-  const char* path = getenv("TORCH_TPU_PJRT_PLUGIN");
-  if (!path || !*path) return state = 0;
-  tpurt_status_t s = tpurt_runtime_init();
-  if (s) fprintf(stderr, "  plugin %s does not load: %s\n", path, tpurt_status_message(s));
-  state = s ? -1 : 1;
-  tpurt_status_free(s);
-  return state;
-}
 
 /* Prints |func| (destroyed), compares with |golden| and compiles it. */
 static void check_golden(ir_func_t* func, const char* golden) {
@@ -38,7 +26,7 @@ static void check_golden(ir_func_t* func, const char* golden) {
     fprintf(stderr, "  printed text differs.\n--- expected\n%s--- got\n%s---\n", golden, text);
     ++test_failures_;
   }
-  int state = plugin_state();
+  int state = test_plugin_state();
   if (state < 0) ++test_failures_;
   if (state == 1) {
     pjrt_executable_t* exe = NULL;
@@ -194,8 +182,8 @@ TEST(IrConv_Errors) {
 
 /* y = conv1d(x, w), stride 2, padding 1, dilation 2, run and checked. */
 TEST(IrConv_Run1d) {
-  if (plugin_state() == 0) return;
-  ASSERT(plugin_state() == 1);
+  if (test_plugin_state() == 0) return;
+  ASSERT(test_plugin_state() == 1);
   enum { N = 2, C = 2, L = 7, O = 3, K = 2, S = 2, P = 1, D = 2 };
   const int64_t out_len = (L + 2 * P - D * (K - 1) - 1) / S + 1; /* 4 */
   float xs[N * C * L], ws[O * C * K], ys[N * O * 4], want[N * O * 4];
@@ -317,8 +305,8 @@ static void run_op(const char* name, tpurt_arg_t* args, int32_t num_args, int32_
 }
 
 TEST(IrConv_Rules) {
-  if (plugin_state() == 0) return;
-  ASSERT(plugin_state() == 1);
+  if (test_plugin_state() == 0) return;
+  ASSERT(test_plugin_state() == 1);
   float xs[2 * 4 * 5 * 5], ws[4 * 3 * 3 * 3], bs[6] = {1, 2, 3, 4, 5, 6}, gs[2 * 6 * 11 * 11];
   for (int i = 0; i < (int)(sizeof(xs) / 4); ++i) xs[i] = (float)(i % 7) - 3;
   for (int i = 0; i < (int)(sizeof(ws) / 4); ++i) ws[i] = (float)(i % 5) - 2;

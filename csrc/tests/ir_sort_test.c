@@ -12,21 +12,6 @@
 #define F32 TPURT_DTYPE_F32
 #define I64 TPURT_DTYPE_I64
 
-/* 1: the plugin loaded; 0: no plugin named; -1: it failed to load. */
-static int plugin_state(void) {
-  static int state = 2;
-  if (state != 2) return state;
-  const char* path = getenv("TORCH_TPU_PJRT_PLUGIN");
-  if (!path || !*path) {
-    printf("  TORCH_TPU_PJRT_PLUGIN unset: golden modules are not compiled\n");
-    return state = 0;
-  }
-  tpurt_status_t s = tpurt_runtime_init();
-  if (s) fprintf(stderr, "  plugin %s does not load: %s\n", path, tpurt_status_message(s));
-  state = s ? -1 : 1;
-  tpurt_status_free(s);
-  return state;
-}
 
 /* Prints |func| (destroyed); compares with |golden| when given; compiles it
 ** with the plugin when there is one, keeping the executable in *out_exe if
@@ -45,7 +30,7 @@ static int print_check(ir_func_t* func, const char* golden, pjrt_executable_t** 
     fprintf(stderr, "  printed text differs.\n--- expected\n%s--- got\n%s---\n", golden, text);
     ok = 0;
   }
-  int state = plugin_state();
+  int state = test_plugin_state();
   if (ok && state != 0) {
     pjrt_executable_t* exe = NULL;
     s = state < 0 ? tpurt_status_create(TPURT_INTERNAL, "no plugin") : pjrt_compile(text, strlen(text), &exe);
@@ -130,8 +115,8 @@ TEST(IrSort_Errors) {
 
 /* descending and stable: equal keys keep their order */
 TEST(IrSort_RunDescendingStable) {
-  if (plugin_state() == 0) return;
-  ASSERT(plugin_state() == 1);
+  if (test_plugin_state() == 0) return;
+  ASSERT(test_plugin_state() == 1);
   pjrt_executable_t* exe = NULL;
   ASSERT(print_check(build_sort(true), NULL, &exe));
   const float host[6] = {1, 5, 1, -2, 7, 7};

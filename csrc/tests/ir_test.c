@@ -25,27 +25,11 @@ static void dump(const char* name, const char* text) {
   fclose(f);
 }
 
-/* 1: the plugin loaded; 0: no plugin named (compiling is skipped); -1: a
-** named plugin failed to load (every compile check fails). */
-static int plugin_state(void) {
-  static int state = 2;
-  if (state != 2) return state;
-  const char* path = getenv("TORCH_TPU_PJRT_PLUGIN");
-  if (!path || !*path) {
-    printf("  TORCH_TPU_PJRT_PLUGIN unset: golden modules are not compiled\n");
-    return state = 0;
-  }
-  tpurt_status_t s = tpurt_runtime_init();
-  if (s) fprintf(stderr, "  plugin %s does not load: %s\n", path, tpurt_status_message(s));
-  state = s ? -1 : 1;
-  tpurt_status_free(s);
-  return state;
-}
 
 /* Compiles |text| with the plugin; the executable goes to *out_exe when
 ** asked for, otherwise it is released. */
 static int compile_ok(const char* name, const char* text, pjrt_executable_t** out_exe) {
-  int state = plugin_state();
+  int state = test_plugin_state();
   if (state == 0) return 1;
   if (state < 0) return 0;
   pjrt_executable_t* exe = NULL;
@@ -778,7 +762,7 @@ static int run_func(ir_func_t* func, pjrt_buffer_t** args, size_t num_args, void
   }
   int rc = 1;
   pjrt_executable_t* exe = NULL;
-  if (plugin_state() == 0) {
+  if (test_plugin_state() == 0) {
     rc = 0;
   } else if (!compile_ok("run", text, &exe)) {
     rc = -1;
@@ -799,8 +783,8 @@ static int run_func(ir_func_t* func, pjrt_buffer_t** args, size_t num_args, void
 }
 
 TEST(Ir_RunArgmax) {
-  if (plugin_state() == 0) return;
-  ASSERT(plugin_state() == 1);
+  if (test_plugin_state() == 0) return;
+  ASSERT(test_plugin_state() == 1);
   ir_func_t* f = ir_func_create();
   ir_value_t x = ir_param(f, T(F32, 2, 3, 4, 0));
   ir_value_t idx = ir_iota(f, T(I32, 2, 3, 4, 0), 1);
@@ -827,8 +811,8 @@ TEST(Ir_RunArgmax) {
 
 /* constants come back from the device bit for bit */
 TEST(Ir_RunConstants) {
-  if (plugin_state() == 0) return;
-  ASSERT(plugin_state() == 1);
+  if (test_plugin_state() == 0) return;
+  ASSERT(test_plugin_state() == 1);
   ir_func_t* f = ir_func_create();
   ir_value_t vs[8] = {
       ir_constant_f64(f, F32, 0.5),

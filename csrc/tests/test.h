@@ -60,6 +60,21 @@ typedef struct {
   void (*fn)(void);
 } test_case_t;
 
+/* 1: the plugin named by TORCH_TPU_PJRT_PLUGIN loaded; 0: none is named;
+** -1: the named plugin failed to load (said once on stderr). Tests that
+** compile their golden modules use it to skip that part without a plugin. */
+static inline int test_plugin_state(void) {
+  static int state = 2;
+  if (state != 2) return state;
+  const char* path = getenv("TORCH_TPU_PJRT_PLUGIN");
+  if (!path || !*path) return state = 0;
+  tpurt_status_t s = tpurt_runtime_init();
+  if (s) fprintf(stderr, "  plugin %s does not load: %s\n", path, tpurt_status_message(s));
+  state = s ? -1 : 1;
+  tpurt_status_free(s);
+  return state;
+}
+
 #define TEST_CASE(fn) {#fn, fn}
 
 #define TEST_MAIN(...)                                                  \
