@@ -214,5 +214,6 @@ extern const lower_rule_t lower_foreach_rules[];
 extern const lower_rule_t lower_misc_rules[];
 extern const lower_rule_t lower_pooling_rules[];
 extern const lower_rule_t lower_batch_norm_rules[];
+extern const lower_rule_t lower_special_rules[];
 
 #endif /* TPURT_LOWER_LOWER_H_ */
