@@ -154,7 +154,44 @@ static tpurt_status_t lower_dot(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* addbmm(self, batch1, batch2, *, beta=1, alpha=1). CPU runs one addmm_ per
+** batch: r = beta*self + alpha*p0, then r += alpha*p_b, rounding r to the
+** dtype after each; up to 64 batches this is unrolled in that order (half
+** types round where CPU rounds), beyond that the products are summed by one
+** reduction. */
+static tpurt_status_t lower_addbmm(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *a = lower_meta(ctx, 1), *b = lower_meta(ctx, 2);
+  TPURT_RETURN_IF_ERROR(check_bmm(a, b));
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t acc = lower_acc_dtype(a->dtype);
+  ir_value_t p = matmul_acc(ctx, lower_tensor(ctx, 1), lower_tensor(ctx, 2), 1, a->dtype);
+  int64_t nb = a->sizes[0], n = a->sizes[1], m = b->sizes[2];
+  if (nb == 0 || nb > 64) {
+    int64_t batch = 0;
+    p = ir_reduce(f, p, lower_cast(ctx, ir_constant_f64(f, TPURT_DTYPE_F64, 0.0), acc), &batch, 1, IR_REDUCE_ADD);
+    return scaled_sum(ctx, p, a->dtype, 3, 4);
+  }
+  int64_t mn[2] = {n, m};
+  ir_value_t r = IR_NONE;
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t start[3] = {i, 0, 0}, limit[3] = {i + 1, n, m}, strides[3] = {1, 1, 1};
+    ir_value_t pi = ir_reshape(f, ir_slice(f, p, start, limit, strides), 2, mn);
+    if (i == 0) {
+      TPURT_RETURN_IF_ERROR(scaled_sum(ctx, pi, a->dtype, 3, 4)); /* sets result 0 */
+      r = ctx->results[0];
+      continue;
+    }
+    if (!lower_scalar_is(ctx, 4, 1.0))
+      pi = ir_binary(f, "stablehlo.multiply", pi, lower_broadcast_to(ctx, lower_scalar(ctx, 4, acc), 2, mn));
+    r = lower_cast(ctx, ir_binary(f, "stablehlo.add", lower_cast(ctx, r, acc), pi), a->dtype);
+  }
+  lower_set_result(ctx, 0, r);
+  return NULL;
+}
+
 const lower_rule_t lower_linalg_rules[] = {
+    LOWER_FN("aten::addbmm", lower_addbmm),   LOWER_OUT_FN("aten::addbmm.out", lower_addbmm),
+    LOWER_FN("aten::vdot", lower_dot), /* real dtypes only: no conjugate */
     LOWER_FN("aten::addmm", lower_addmm),     LOWER_OUT_FN("aten::addmm.out", lower_addmm),
     LOWER_FN("aten::addmv", lower_addmv),     LOWER_OUT_FN("aten::addmv.out", lower_addmv),
     LOWER_FN("aten::baddbmm", lower_baddbmm), LOWER_OUT_FN("aten::baddbmm.out", lower_baddbmm),

@@ -210,7 +210,9 @@ static tpurt_status_t lower_repeat_interleave(lower_ctx_t* ctx) {
 /* linspace.out(start, end, steps, *, out): the first half counts up from
 ** start, the second half down from end, as PyTorch's CPU kernel does (ints
 ** step in double, then truncate). */
-static tpurt_status_t lower_linspace(lower_ctx_t* ctx) {
+/* |base_arg| >= 0: logspace, base ** (the linspace values), the power taken
+** in double as PyTorch's kernel takes std::pow(double base, exponent). */
+static tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx, int32_t base_arg) {
   int64_t steps = lower_int(ctx, 2, 0);
   if (steps < 0) return lower_error(TPURT_INVALID_ARGUMENT, "number of steps must be non-negative");
   const tpurt_arg_t* out = &ctx->args[ctx->arg_index[ctx->num_args]];
@@ -218,7 +220,10 @@ static tpurt_status_t lower_linspace(lower_ctx_t* ctx) {
   tpurt_dtype_t math = is_float(dt) ? lower_acc_dtype(dt) : TPURT_DTYPE_F64;
   ir_func_t* f = ctx->func;
   if (steps <= 1) {
-    ir_value_t s = lower_cast(ctx, lower_scalar(ctx, 0, is_float(dt) ? math : dt), dt);
+    ir_value_t s = lower_scalar(ctx, 0, is_float(dt) ? math : dt);
+    if (base_arg >= 0)
+      s = ir_binary(f, "stablehlo.power", lower_scalar(ctx, base_arg, TPURT_DTYPE_F64), lower_cast(ctx, s, TPURT_DTYPE_F64));
+    s = lower_cast(ctx, s, dt);
     lower_set_result(ctx, 0, steps == 0 ? lower_splat(ctx, dt, 1, &steps, 0.0) : ir_reshape(f, s, 1, &steps));
     return NULL;
   }
@@ -236,10 +241,18 @@ static tpurt_status_t lower_linspace(lower_ctx_t* ctx) {
                         mul(ctx, lower_broadcast_to(ctx, step, 1, &steps), rest));
   ir_value_t first_half = ir_compare(f, IR_LT, idx, k(ctx, idx, (double)(steps / 2)));
   ir_value_t v = ir_select(f, first_half, up, down);
+  if (base_arg >= 0) {
+    ir_value_t e = lower_cast(ctx, v, TPURT_DTYPE_F64);
+    v = ir_binary(f, "stablehlo.power", lower_broadcast_to(ctx, lower_scalar(ctx, base_arg, TPURT_DTYPE_F64), 1, &steps), e);
+  }
   if (!is_float(dt)) v = trunc_value(ctx, v);
   lower_set_result(ctx, 0, lower_cast(ctx, v, dt));
   return NULL;
 }
+
+static tpurt_status_t lower_linspace(lower_ctx_t* ctx) { return linspace_or_logspace(ctx, -1); }
+/* logspace.out(start, end, steps, base, *, out) */
+static tpurt_status_t lower_logspace(lower_ctx_t* ctx) { return linspace_or_logspace(ctx, 3); }
 
 /*===--- logsumexp ---===*/
 
@@ -499,6 +512,7 @@ const lower_rule_t lower_misc_rules[] = {
     LOWER_FN("aten::isposinf", lower_isposinf),
     LOWER_FN("aten::leaky_relu", lower_leaky_relu),
     LOWER_OUT_FN("aten::linspace.out", lower_linspace),
+    LOWER_OUT_FN("aten::logspace.out", lower_logspace),
     LOWER_FN("aten::log10", lower_log10),
     LOWER_FN("aten::logsumexp", lower_logsumexp),
     LOWER_FN("aten::mish", lower_mish),
