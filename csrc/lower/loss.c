@@ -1,4 +1,4 @@
-/* loss.c: smooth L1 and Huber losses, forward and backward, with
+/* loss.c: smooth L1, Huber and binary cross entropy losses, forward and backward, with
 ** PyTorch's reductions (0 none, 1 mean, 2 sum). Half types compute in f32.
 ** (mse, l1, cross entropy and the other losses are composites of ops
 ** with rules.) */
@@ -101,7 +101,72 @@ static tpurt_status_t lower_huber_loss(lower_ctx_t* ctx) { return smooth_loss(ct
 static tpurt_status_t lower_smooth_l1_loss_backward(lower_ctx_t* ctx) { return smooth_loss_backward(ctx, false); }
 static tpurt_status_t lower_huber_loss_backward(lower_ctx_t* ctx) { return smooth_loss_backward(ctx, true); }
 
+/* binary_cross_entropy(self, target, weight?, reduction): -w (t log x + (1 - t) log(1 - x)),
+** each log clamped at -100 as PyTorch does */
+static tpurt_status_t lower_binary_cross_entropy(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *x_t = lower_meta(ctx, 0), *y_t = lower_meta(ctx, 1);
+  int64_t reduction = lower_int(ctx, 3, REDUCTION_MEAN);
+  TPURT_RETURN_IF_ERROR(check_reduction(reduction));
+  bool same = x_t->rank == y_t->rank;
+  for (int32_t d = 0; same && d < x_t->rank; ++d) same = x_t->sizes[d] == y_t->sizes[d];
+  if (!same)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Using a target size (%s) that is different to the input size is deprecated. Please "
+                       "ensure they have the same size.", lower_shape_str(y_t->rank, y_t->sizes));
+  tpurt_dtype_t acc = lower_acc_dtype(x_t->dtype);
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc), y = lower_cast(ctx, lower_tensor(ctx, 1), acc);
+  ir_value_t floor = lower_full_like(ctx, x, -100.0), one = lower_full_like(ctx, x, 1.0);
+  ir_value_t lx = ir_binary(f, "stablehlo.maximum", ir_unary(f, "stablehlo.log", x), floor);
+  ir_value_t l1x = ir_binary(f, "stablehlo.maximum", ir_unary(f, "stablehlo.log", ir_binary(f, "stablehlo.subtract", one, x)), floor);
+  ir_value_t l = ir_binary(f, "stablehlo.add", ir_binary(f, "stablehlo.multiply", y, lx),
+                           ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", one, y), l1x));
+  l = ir_unary(f, "stablehlo.negate", l);
+  if (lower_meta(ctx, 2))
+    l = ir_binary(f, "stablehlo.multiply", l,
+                  lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 2), acc), x_t->rank, x_t->sizes));
+  if (reduction != REDUCTION_NONE) {
+    int64_t all[TPURT_MAX_RANK], n = 1;
+    for (int32_t i = 0; i < x_t->rank; ++i) all[i] = i, n *= x_t->sizes[i];
+    l = ir_reduce(f, l, ir_constant_f64(f, acc, 0.0), all, x_t->rank, IR_REDUCE_ADD);
+    if (reduction == REDUCTION_MEAN) l = ir_binary(f, "stablehlo.divide", l, lower_full_like(ctx, l, (double)n));
+  }
+  lower_set_result(ctx, 0, lower_cast(ctx, l, x_t->dtype));
+  return NULL;
+}
+
+/* binary_cross_entropy_backward(grad_output, self, target, weight?, reduction):
+** grad * w * (x - t) / max(x (1 - x), 1e-12) */
+static tpurt_status_t lower_binary_cross_entropy_backward(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* x_t = lower_meta(ctx, 1);
+  int64_t reduction = lower_int(ctx, 4, REDUCTION_MEAN);
+  TPURT_RETURN_IF_ERROR(check_reduction(reduction));
+  tpurt_dtype_t acc = lower_acc_dtype(x_t->dtype);
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 1), acc), y = lower_cast(ctx, lower_tensor(ctx, 2), acc);
+  ir_value_t one = lower_full_like(ctx, x, 1.0);
+  ir_value_t den = ir_binary(f, "stablehlo.maximum", ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", one, x), x),
+                             lower_full_like(ctx, x, 1e-12));
+  ir_value_t g = ir_binary(f, "stablehlo.divide", ir_binary(f, "stablehlo.subtract", x, y), den);
+  g = ir_binary(f, "stablehlo.multiply", g,
+                lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), acc), x_t->rank, x_t->sizes));
+  if (lower_meta(ctx, 3))
+    g = ir_binary(f, "stablehlo.multiply", g,
+                  lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 3), acc), x_t->rank, x_t->sizes));
+  if (reduction == REDUCTION_MEAN) {
+    int64_t n = 1;
+    for (int32_t i = 0; i < x_t->rank; ++i) n *= x_t->sizes[i];
+    g = ir_binary(f, "stablehlo.divide", g, lower_full_like(ctx, g, (double)n));
+  }
+  lower_set_result(ctx, 0, lower_cast(ctx, g, x_t->dtype));
+  return NULL;
+}
+
 const lower_rule_t lower_loss_rules[] = {
+    LOWER_FN("aten::binary_cross_entropy", lower_binary_cross_entropy),
+    LOWER_OUT_FN("aten::binary_cross_entropy.out", lower_binary_cross_entropy),
+    LOWER_FN("aten::binary_cross_entropy_backward", lower_binary_cross_entropy_backward),
+    LOWER_OUT_FN("aten::binary_cross_entropy_backward.grad_input", lower_binary_cross_entropy_backward),
     LOWER_FN("aten::huber_loss", lower_huber_loss),
     LOWER_OUT_FN("aten::huber_loss.out", lower_huber_loss),
     LOWER_FN("aten::huber_loss_backward", lower_huber_loss_backward),

@@ -1,4 +1,4 @@
-/* misc.c: scans (cumsum, cumprod), sorting (sort, topk, kthvalue, median), repeat_interleave
+/* misc.c: scans (cumsum, cumprod, logcumsumexp), sorting (sort, topk, kthvalue, median), repeat_interleave
 ** with a known output size, linspace, logsumexp, the smaller activations
 ** (mish, hardswish, hardsigmoid, leaky_relu, elu, softplus) and the rest of
 ** unary math (inverse and hyperbolic trig, erfinv, exp2, log10, sgn, frac).
@@ -283,6 +283,50 @@ static tpurt_status_t lower_median(lower_ctx_t* ctx) { return order_stat(ctx, ST
 static tpurt_status_t lower_nanmedian(lower_ctx_t* ctx) { return order_stat(ctx, STAT_NANMEDIAN, 0, false, 0, false); }
 static tpurt_status_t lower_median_dim(lower_ctx_t* ctx) { return median_dim(ctx, STAT_MEDIAN); }
 static tpurt_status_t lower_nanmedian_dim(lower_ctx_t* ctx) { return median_dim(ctx, STAT_NANMEDIAN); }
+
+/*===--- logcumsumexp ---===*/
+
+/* log(exp(a) + exp(b)) without overflow; two equal infinities give themselves. */
+static ir_value_t log_add_exp(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  ir_func_t* f = ctx->func;
+  ir_value_t m = ir_binary(f, "stablehlo.maximum", a, b);
+  ir_value_t d = ir_unary(f, "stablehlo.abs", ir_binary(f, "stablehlo.subtract", a, b));
+  ir_value_t r = ir_binary(f, "stablehlo.add", m,
+                           ir_unary(f, "stablehlo.log_plus_one", ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", d))));
+  ir_value_t same_inf = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, a, b),
+                                  ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", a), k(ctx, a, INFINITY)));
+  return ir_select(f, same_inf, a, r);
+}
+
+/* _logcumsumexp(self, dim): the log-step scan of lower_cumsum with
+** log-add-exp in place of add and -inf shifted in. */
+static tpurt_status_t lower_logcumsumexp(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "logcumsumexp(): expected a floating point input, got %s",
+                       tpurt_dtype_name(t->dtype));
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_tensor(ctx, 0);
+  if (t->rank == 0) {
+    lower_set_result(ctx, 0, x);
+    return NULL;
+  }
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
+  x = lower_cast(ctx, x, acc);
+  ir_value_t neg_inf = ir_constant_f64(f, acc, -INFINITY);
+  for (int64_t shift = 1; shift < t->sizes[dim]; shift *= 2) {
+    int64_t lo[TPURT_MAX_RANK] = {0}, hi[TPURT_MAX_RANK] = {0}, in[TPURT_MAX_RANK] = {0};
+    int64_t st[TPURT_MAX_RANK] = {0}, li[TPURT_MAX_RANK], one[TPURT_MAX_RANK];
+    for (int32_t i = 0; i < t->rank; ++i) li[i] = t->sizes[i], one[i] = 1;
+    lo[dim] = shift;
+    ir_value_t shifted = ir_slice(f, ir_pad(f, x, neg_inf, lo, hi, in), st, li, one);
+    x = log_add_exp(ctx, x, shifted);
+  }
+  lower_set_result(ctx, 0, lower_cast(ctx, x, t->dtype));
+  return NULL;
+}
 
 /*===--- repeat_interleave ---===*/
 
@@ -600,6 +644,8 @@ static tpurt_status_t lower_any_dim(lower_ctx_t* ctx) { return all_any_dim(ctx, 
 
 /* Sorted by name. In-place forms (leaky_relu_...) resolve to these rows. */
 const lower_rule_t lower_misc_rules[] = {
+    LOWER_FN("aten::_logcumsumexp", lower_logcumsumexp),
+    LOWER_OUT_FN("aten::_logcumsumexp.out", lower_logcumsumexp),
     LOWER_FN("aten::acos", lower_acos),
     LOWER_FN("aten::acosh", lower_acosh),
     LOWER_FN("aten::all.dim", lower_all_dim),
