@@ -497,6 +497,11 @@ const lower_rule_t lower_reduction_rules[] = {
     /* the order (a number) selects the program: keyed */
     {"aten::linalg_vector_norm", lower_vector_norm, LOWER_FUNCTIONAL, true, -1},
     {"aten::linalg_vector_norm.out", lower_vector_norm, LOWER_OUT, true, -1},
+    /* norm(self, p?, dim, keepdim[, dtype]) is the vector norm with the same leading args */
+    {"aten::norm.ScalarOpt_dim", lower_vector_norm, LOWER_FUNCTIONAL, true, -1},
+    {"aten::norm.ScalarOpt_dim_dtype", lower_vector_norm, LOWER_FUNCTIONAL, true, -1},
+    {"aten::norm.dtype_out", lower_vector_norm, LOWER_OUT, true, -1},
+    {"aten::norm.out", lower_vector_norm, LOWER_OUT, true, -1},
     LOWER_FN("aten::count_nonzero", lower_count_nonzero),
     LOWER_FN("aten::count_nonzero.dim_IntList", lower_count_nonzero),
     LOWER_FN("aten::max", lower_max),
