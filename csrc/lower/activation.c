@@ -228,8 +228,25 @@ static tpurt_status_t lower_log_sigmoid_backward(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* _prelu_kernel(self, weight): x where x > 0, else weight * x (weight already
+** shaped to broadcast by prelu) */
+static tpurt_status_t lower_prelu_kernel(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *x_t = lower_meta(ctx, 0), *w_t = lower_meta(ctx, 1);
+  int32_t rank;
+  int64_t dims[TPURT_MAX_RANK];
+  TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(x_t->rank, x_t->sizes, w_t->rank, w_t->sizes, &rank, dims));
+  tpurt_dtype_t acc = lower_acc_dtype(x_t->dtype);
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), acc), rank, dims);
+  ir_value_t w = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), acc), rank, dims);
+  ir_value_t y = ir_select(f, ir_compare(f, IR_GT, x, k(ctx, x, 0.0)), x, mul(ctx, w, x));
+  lower_set_result(ctx, 0, lower_cast(ctx, y, x_t->dtype));
+  return NULL;
+}
+
 const lower_rule_t lower_activation_rules[] = {
     LOWER_FN("aten::_log_softmax", lower_log_softmax),
+    LOWER_FN("aten::_prelu_kernel", lower_prelu_kernel),
     LOWER_OUT_FN("aten::_log_softmax.out", lower_log_softmax),
     LOWER_FN("aten::_softmax", lower_softmax),
     LOWER_OUT_FN("aten::_softmax.out", lower_softmax),

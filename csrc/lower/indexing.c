@@ -356,6 +356,40 @@ static tpurt_status_t lower_scatter_reduce_two(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- take ---===*/
+
+/* take(self, index): self read as 1-D at |index| (any shape); negative
+** indices count from the end. */
+static tpurt_status_t lower_take(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* it = lower_meta(ctx, 1);
+  if (it->dtype != TPURT_DTYPE_I64)
+    return lower_error(TPURT_INVALID_ARGUMENT, "take(): Expected a long tensor for index, but got %s",
+                       tpurt_dtype_name(it->dtype));
+  int64_t n = numel_of(t->rank, t->sizes), m = numel_of(it->rank, it->sizes);
+  if (m == 0) {
+    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, it->rank, it->sizes, 0.0));
+    return NULL;
+  }
+  if (n == 0) return lower_error(TPURT_OUT_OF_RANGE, "take(): tried to take from an empty tensor");
+  ir_func_t* f = ctx->func;
+  ir_value_t flat = ir_reshape(f, lower_tensor(ctx, 0), 1, &n);
+  int64_t idims[2] = {m, 1};
+  ir_value_t idx = ir_reshape(f, lower_tensor(ctx, 1), 2, idims);
+  idx = ir_select(f, ir_compare(f, IR_LT, idx, lower_full_like(ctx, idx, 0.0)),
+                  ir_binary(f, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)n)), idx);
+  ir_gather_dims_t g = {0};
+  g.num_collapsed = 1;
+  g.collapsed_slice_dims[0] = 0;
+  g.num_start_index_map = 1;
+  g.start_index_map[0] = 0;
+  g.index_vector_dim = 1;
+  g.slice_sizes[0] = 1;
+  ir_value_t out = ir_gather(f, flat, idx, &g);
+  lower_set_result(ctx, 0, ir_reshape(f, out, it->rank, it->sizes));
+  return NULL;
+}
+
 /*===--- index_add ---===*/
 
 /* index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) */
@@ -717,6 +751,8 @@ const lower_rule_t lower_indexing_rules[] = {
     LOWER_FN("aten::scatter.value_reduce", lower_scatter_reduce),
     LOWER_OUT_FN("aten::scatter.value_reduce_out", lower_scatter_reduce),
     LOWER_FN("aten::scatter_add", lower_scatter_add),
+    LOWER_FN("aten::take", lower_take),
+    LOWER_OUT_FN("aten::take.out", lower_take),
     LOWER_FN("aten::scatter_reduce.two", lower_scatter_reduce_two),
     LOWER_OUT_FN("aten::scatter_reduce.two_out", lower_scatter_reduce_two),
     LOWER_OUT_FN("aten::scatter_add.out", lower_scatter_add),
