@@ -390,6 +390,91 @@ static tpurt_status_t lower_take(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- index_fill / index_copy ---===*/
+
+/* The index arg |arg| as wrapped int64 [n] for a dim of |size|, with PyTorch's checks. */
+static tpurt_status_t index_vector(lower_ctx_t* ctx, int32_t arg, const char* op, int64_t size, ir_value_t* out,
+                                   int64_t* n) {
+  const tpurt_tensor_t* it = lower_meta(ctx, arg);
+  if (!it || !is_index_dtype(it->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected a long tensor for index, but got %s", op,
+                       tpurt_dtype_name(it ? it->dtype : TPURT_DTYPE_INVALID));
+  if (it->rank > 1) return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Index is supposed to be a vector", op);
+  *n = numel_of(it->rank, it->sizes);
+  ir_value_t idx = ir_reshape(ctx->func, lower_cast(ctx, lower_tensor(ctx, arg), TPURT_DTYPE_I64), 1, n);
+  ir_value_t neg = ir_compare(ctx->func, IR_LT, idx, lower_full_like(ctx, idx, 0.0));
+  *out = ir_select(ctx->func, neg, ir_binary(ctx->func, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)size)), idx);
+  return NULL;
+}
+
+/* index_fill.int_Scalar / int_Tensor(self, dim, index, value): value at
+** every position whose coordinate along dim is in index */
+static tpurt_status_t lower_index_fill(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  const tpurt_tensor_t* vt = lower_meta(ctx, 3);
+  if (vt && vt->rank != 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_fill_ only supports a 0-dimensional value tensor, but got tensor with %d dimension(s).",
+                       (int)vt->rank);
+  int64_t size = t->rank ? t->sizes[dim] : 1, n;
+  ir_value_t idx;
+  TPURT_RETURN_IF_ERROR(index_vector(ctx, 2, "index_fill_", size, &idx, &n));
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_tensor(ctx, 0);
+  ir_value_t v = vt ? lower_cast(ctx, lower_tensor(ctx, 3), t->dtype) : lower_scalar(ctx, 3, t->dtype);
+  if (n == 0 || t->rank == 0) {
+    lower_set_result(ctx, 0, n == 0 ? x : v);
+    return NULL;
+  }
+  /* hit[j] = any(index == j) for j along dim */
+  int64_t md[2] = {size, n}, one_dim = 1;
+  ir_value_t j = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 2, md), 0);
+  ir_value_t eq = ir_compare(f, IR_EQ, j, ir_broadcast_in_dim(f, idx, 2, md, &one_dim));
+  ir_value_t hit = ir_reduce(f, eq, ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), &one_dim, 1, IR_REDUCE_OR);
+  ir_value_t mask = ir_broadcast_in_dim(f, hit, t->rank, t->sizes, &dim);
+  lower_set_result(ctx, 0, ir_select(f, mask, lower_broadcast_to(ctx, v, t->rank, t->sizes), x));
+  return NULL;
+}
+
+/* index_copy(self, dim, index, source): the slices of source land at
+** self[index[k]] along dim (a scatter with the other dims as windows) */
+static tpurt_status_t lower_index_copy(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* st = lower_meta(ctx, 3);
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  if (!st || st->dtype != t->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT, "index_copy_(): self and source expected to have the same dtype");
+  int64_t size = t->rank ? t->sizes[dim] : 1, n;
+  ir_value_t idx;
+  TPURT_RETURN_IF_ERROR(index_vector(ctx, 2, "index_copy_", size, &idx, &n));
+  bool ok = st->rank == t->rank && (t->rank == 0 || st->sizes[dim] == n);
+  for (int32_t d = 0; ok && d < t->rank; ++d) ok = d == dim || st->sizes[d] == t->sizes[d];
+  if (!ok)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_copy_(): Source/destination tensor must have same slice shapes. Destination slice "
+                       "shape: %s", lower_shape_str(t->rank, t->sizes));
+  if (n == 0 || t->rank == 0) {
+    lower_set_result(ctx, 0, n == 0 ? lower_tensor(ctx, 0) : lower_tensor(ctx, 3));
+    return NULL;
+  }
+  int64_t id[2] = {n, 1};
+  ir_scatter_dims_t sd = {0};
+  for (int32_t d = 0; d < t->rank; ++d)
+    if (d != dim) sd.update_window_dims[sd.num_update_window_dims++] = d;
+  sd.num_inserted = 1;
+  sd.inserted_window_dims[0] = dim;
+  sd.num_scatter_dims_to_operand = 1;
+  sd.scatter_dims_to_operand_dims[0] = dim;
+  sd.index_vector_dim = 1;
+  ir_value_t r = scatter(ctx, lower_tensor(ctx, 0), ir_reshape(ctx->func, idx, 2, id), lower_tensor(ctx, 3), &sd,
+                         COMBINE_REPLACE);
+  lower_set_result(ctx, 0, r);
+  return NULL;
+}
+
 /*===--- index_add ---===*/
 
 /* index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) */
@@ -750,6 +835,10 @@ const lower_rule_t lower_indexing_rules[] = {
     LOWER_OUT_FN("aten::scatter.value_out", lower_scatter),
     LOWER_FN("aten::scatter.value_reduce", lower_scatter_reduce),
     LOWER_OUT_FN("aten::scatter.value_reduce_out", lower_scatter_reduce),
+    LOWER_FN("aten::index_copy", lower_index_copy),
+    LOWER_OUT_FN("aten::index_copy.out", lower_index_copy),
+    LOWER_FN("aten::index_fill.int_Scalar", lower_index_fill),
+    LOWER_FN("aten::index_fill.int_Tensor", lower_index_fill),
     LOWER_FN("aten::scatter_add", lower_scatter_add),
     LOWER_FN("aten::take", lower_take),
     LOWER_OUT_FN("aten::take.out", lower_take),
