@@ -246,15 +246,17 @@ DTYPE_SKIP = {
 # Entries not covered, each with its reason.
 SKIP = {
     "_batch_norm_with_update": (
-        "falls back to CPU: needs aten::_batch_norm_with_update (backward/norm family in progress)"
+        "training with running stats falls back to CPU: it updates running_mean/running_var in place, "
+        "which the engine cannot write back yet (batch_norm.c declines that form)"
     ),
     "_native_batch_norm_legit": (
-        "falls back to CPU: needs aten::_native_batch_norm_legit (backward/norm family in progress)"
+        "training with running stats falls back to CPU: it updates running_mean/running_var in place, "
+        "which the engine cannot write back yet (batch_norm.c declines that form)"
     ),
     "_segment_reduce.lengths": "falls back to CPU: needs aten::segment_reduce",
     "_segment_reduce.offsets": "falls back to CPU: needs aten::segment_reduce",
     "_upsample_bilinear2d_aa": (
-        "falls back to CPU: needs aten::_upsample_bilinear2d_aa.out (conv/resample family in progress)"
+        "falls back to CPU: needs aten::_upsample_bilinear2d_aa.out (no rule yet)"
     ),
     "angle": "falls back to CPU: needs aten::angle",
     "as_strided.partial_views": (
@@ -315,8 +317,8 @@ SKIP = {
         "range, tests/test_random_moments.py the moments)"
     ),
     "geqrf": "falls back to CPU: needs aten::geqrf (no linalg decompositions yet)",
-    "grid_sampler_2d": "falls back to CPU: needs aten::grid_sampler_2d (conv/resample family in progress)",
-    "grid_sampler_3d": "falls back to CPU: needs aten::grid_sampler_3d (conv/resample family in progress)",
+    "grid_sampler_2d": "falls back to CPU: needs aten::grid_sampler_2d (no rule yet)",
+    "grid_sampler_3d": "falls back to CPU: needs aten::grid_sampler_3d (no rule yet)",
     "hash_tensor": "falls back to CPU: needs aten::hash_tensor.out",
     "histc": "falls back to CPU: needs aten::histc",
     "histogram": "falls back to CPU: needs aten::histogram.bin_ct, aten::histogram.bins_tensor",
@@ -417,7 +419,8 @@ SKIP = {
     "mode": "falls back to CPU: needs aten::mode",
     "multinomial": "random output: the tpu and CPU generators give different streams",
     "native_batch_norm": (
-        "falls back to CPU: needs aten::native_batch_norm (backward/norm family in progress)"
+        "training with running stats falls back to CPU: it updates running_mean/running_var in place, "
+        "which the engine cannot write back yet (batch_norm.c declines that form)"
     ),
     "native_dropout_backward": (
         "falls back to CPU: needs aten::native_dropout_backward (backward/norm family in progress)"
@@ -426,17 +429,18 @@ SKIP = {
     "new_empty_strided": "uninitialized output (empty): nothing to compare",
     "nextafter": "falls back to CPU: needs aten::nextafter.out",
     "nn.functional.adaptive_max_pool1d": (
-        "falls back to CPU: needs aten::adaptive_max_pool2d.out (conv/resample family in progress)"
+        "falls back to CPU: needs aten::adaptive_max_pool2d.out (no rule yet)"
     ),
     "nn.functional.adaptive_max_pool2d": (
-        "falls back to CPU: needs aten::adaptive_max_pool2d.out (conv/resample family in progress)"
+        "falls back to CPU: needs aten::adaptive_max_pool2d.out (no rule yet)"
     ),
     "nn.functional.adaptive_max_pool3d": (
-        "falls back to CPU: needs aten::adaptive_max_pool3d.out (conv/resample family in progress)"
+        "falls back to CPU: needs aten::adaptive_max_pool3d.out (no rule yet)"
     ),
     "nn.functional.alpha_dropout": "random output: the tpu and CPU generators give different streams",
     "nn.functional.batch_norm": (
-        "falls back to CPU: needs aten::native_batch_norm (backward/norm family in progress)"
+        "training with running stats falls back to CPU: it updates running_mean/running_var in place, "
+        "which the engine cannot write back yet (batch_norm.c declines that form)"
     ),
     "nn.functional.batch_norm.without_cudnn": "no f32/bf16/f16/i64 support in op_db (dtypes: )",
     "nn.functional.channel_shuffle": "falls back to CPU: needs aten::channel_shuffle",
@@ -451,32 +455,33 @@ SKIP = {
     "nn.functional.fractional_max_pool2d": "random output: the tpu and CPU generators give different streams",
     "nn.functional.fractional_max_pool3d": "random output: the tpu and CPU generators give different streams",
     "nn.functional.grid_sample": (
-        "falls back to CPU: needs aten::grid_sampler_2d (conv/resample family in progress)"
+        "falls back to CPU: needs aten::grid_sampler_2d (no rule yet)"
     ),
     "nn.functional.instance_norm": (
-        "falls back to CPU: needs aten::native_batch_norm (backward/norm family in progress)"
+        "training with running stats falls back to CPU: it updates running_mean/running_var in place, "
+        "which the engine cannot write back yet (batch_norm.c declines that form)"
     ),
     "nn.functional.interpolate.bicubic": (
-        "falls back to CPU: needs aten::upsample_bicubic2d.out (conv/resample family in progress)"
+        "falls back to CPU: needs aten::upsample_bicubic2d.out (no rule yet)"
     ),
     "nn.functional.kl_div": "falls back to CPU: needs aten::xlogy.OutTensor",
     "nn.functional.max_unpool1d": (
-        "falls back to CPU: needs aten::max_unpool2d (conv/resample family in progress)"
+        "falls back to CPU: needs aten::max_unpool2d (no rule yet)"
     ),
     "nn.functional.max_unpool1d.grad": (
-        "falls back to CPU: needs aten::max_unpool2d (conv/resample family in progress)"
+        "falls back to CPU: needs aten::max_unpool2d (no rule yet)"
     ),
     "nn.functional.max_unpool2d": (
-        "falls back to CPU: needs aten::max_unpool2d (conv/resample family in progress)"
+        "falls back to CPU: needs aten::max_unpool2d (no rule yet)"
     ),
     "nn.functional.max_unpool2d.grad": (
-        "falls back to CPU: needs aten::max_unpool2d (conv/resample family in progress)"
+        "falls back to CPU: needs aten::max_unpool2d (no rule yet)"
     ),
     "nn.functional.max_unpool3d": (
-        "falls back to CPU: needs aten::max_unpool3d (conv/resample family in progress)"
+        "falls back to CPU: needs aten::max_unpool3d (no rule yet)"
     ),
     "nn.functional.max_unpool3d.grad": (
-        "falls back to CPU: needs aten::max_unpool3d (conv/resample family in progress)"
+        "falls back to CPU: needs aten::max_unpool3d (no rule yet)"
     ),
     "nn.functional.multi_head_attention_forward": "falls back to CPU: needs aten::native_dropout",
     "nn.functional.multi_margin_loss": "falls back to CPU: needs aten::multi_margin_loss",
@@ -496,11 +501,26 @@ SKIP = {
     ),
     "pinverse": "falls back to CPU: needs aten::_linalg_svd.U (no linalg decompositions yet)",
     "polar": "complex dtypes: tpu has no complex storage",
-    "polygamma.polygamma_n_0": "falls back to CPU: needs aten::polygamma.out",
-    "polygamma.polygamma_n_1": "falls back to CPU: needs aten::polygamma.out",
-    "polygamma.polygamma_n_2": "falls back to CPU: needs aten::polygamma.out",
-    "polygamma.polygamma_n_3": "falls back to CPU: needs aten::polygamma.out",
-    "polygamma.polygamma_n_4": "falls back to CPU: needs aten::polygamma.out",
+    "polygamma.polygamma_n_0": (
+        "n >= 2 falls back to CPU: chlo.polygamma gives NaN for negative x where CPU's zeta series has "
+        "values (n = 0, 1 run on tpu)"
+    ),
+    "polygamma.polygamma_n_1": (
+        "n >= 2 falls back to CPU: chlo.polygamma gives NaN for negative x where CPU's zeta series has "
+        "values (n = 0, 1 run on tpu)"
+    ),
+    "polygamma.polygamma_n_2": (
+        "n >= 2 falls back to CPU: chlo.polygamma gives NaN for negative x where CPU's zeta series has "
+        "values (n = 0, 1 run on tpu)"
+    ),
+    "polygamma.polygamma_n_3": (
+        "n >= 2 falls back to CPU: chlo.polygamma gives NaN for negative x where CPU's zeta series has "
+        "values (n = 0, 1 run on tpu)"
+    ),
+    "polygamma.polygamma_n_4": (
+        "n >= 2 falls back to CPU: chlo.polygamma gives NaN for negative x where CPU's zeta series has "
+        "values (n = 0, 1 run on tpu)"
+    ),
     "put": "falls back to CPU: needs aten::put_",
     "qr": "falls back to CPU: needs aten::linalg_qr.out (no linalg decompositions yet)",
     "rand_like": "random output: the tpu and CPU generators give different streams",
@@ -532,7 +552,10 @@ SKIP = {
     "special.modified_bessel_i1": "falls back to CPU: needs aten::special_modified_bessel_i1.out",
     "special.modified_bessel_k0": "falls back to CPU: needs aten::special_modified_bessel_k0.out",
     "special.modified_bessel_k1": "falls back to CPU: needs aten::special_modified_bessel_k1.out",
-    "special.polygamma.special_polygamma_n_0": "falls back to CPU: needs aten::polygamma.out",
+    "special.polygamma.special_polygamma_n_0": (
+        "n >= 2 samples fall back to CPU: chlo.polygamma gives NaN for negative x where CPU's zeta series "
+        "has values (n = 0, 1 run on tpu)"
+    ),
     "special.scaled_modified_bessel_k0": (
         "falls back to CPU: needs aten::special_scaled_modified_bessel_k0.out"
     ),
