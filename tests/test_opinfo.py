@@ -103,15 +103,16 @@ ALLOW = (
     "maximum", "mean", "median", "meshgrid.list_of_tensors", "meshgrid.variadic_tensors", "min.binary",
     "min.reduction_no_dim", "min.reduction_with_dim", "minimum", "mm", "movedim", "msort", "mul", "mv",
     "mvlgamma.mvlgamma_p_1", "mvlgamma.mvlgamma_p_3", "mvlgamma.mvlgamma_p_5", "nan_to_num", "nanmean",
-    "nanmedian", "nanquantile", "nansum", "narrow", "narrow_copy", "native_group_norm", "native_layer_norm",
-    "ne", "neg", "new_full", "new_ones", "new_zeros", "nn.functional.adaptive_avg_pool1d",
-    "nn.functional.adaptive_avg_pool2d", "nn.functional.adaptive_avg_pool3d", "nn.functional.avg_pool1d",
-    "nn.functional.avg_pool2d", "nn.functional.avg_pool3d", "nn.functional.bilinear",
-    "nn.functional.binary_cross_entropy", "nn.functional.binary_cross_entropy_with_logits",
-    "nn.functional.celu", "nn.functional.conv1d", "nn.functional.conv2d", "nn.functional.conv3d",
-    "nn.functional.conv_transpose1d", "nn.functional.conv_transpose2d", "nn.functional.conv_transpose3d",
-    "nn.functional.cosine_embedding_loss", "nn.functional.cosine_similarity", "nn.functional.cross_entropy",
-    "nn.functional.elu", "nn.functional.embedding", "nn.functional.feature_alpha_dropout.without_train",
+    "nanmedian", "nanquantile", "nansum", "narrow", "narrow_copy", "native_dropout_backward",
+    "native_group_norm", "native_layer_norm", "ne", "neg", "new_full", "new_ones", "new_zeros",
+    "nn.functional.adaptive_avg_pool1d", "nn.functional.adaptive_avg_pool2d",
+    "nn.functional.adaptive_avg_pool3d", "nn.functional.avg_pool1d", "nn.functional.avg_pool2d",
+    "nn.functional.avg_pool3d", "nn.functional.bilinear", "nn.functional.binary_cross_entropy",
+    "nn.functional.binary_cross_entropy_with_logits", "nn.functional.celu", "nn.functional.conv1d",
+    "nn.functional.conv2d", "nn.functional.conv3d", "nn.functional.conv_transpose1d",
+    "nn.functional.conv_transpose2d", "nn.functional.conv_transpose3d", "nn.functional.cosine_embedding_loss",
+    "nn.functional.cosine_similarity", "nn.functional.cross_entropy", "nn.functional.elu",
+    "nn.functional.embedding", "nn.functional.feature_alpha_dropout.without_train",
     "nn.functional.gaussian_nll_loss", "nn.functional.gelu", "nn.functional.glu", "nn.functional.group_norm",
     "nn.functional.hardshrink", "nn.functional.hardsigmoid", "nn.functional.hardswish",
     "nn.functional.hardtanh", "nn.functional.hinge_embedding_loss", "nn.functional.huber_loss",
@@ -421,9 +422,6 @@ SKIP = {
     "native_batch_norm": (
         "training with running stats falls back to CPU: it updates running_mean/running_var in place, "
         "which the engine cannot write back yet (batch_norm.c declines that form)"
-    ),
-    "native_dropout_backward": (
-        "falls back to CPU: needs aten::native_dropout_backward (backward/norm family in progress)"
     ),
     "new_empty": "uninitialized output (empty): nothing to compare",
     "new_empty_strided": "uninitialized output (empty): nothing to compare",

@@ -515,6 +515,18 @@ static tpurt_status_t lower_geometric_(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* native_dropout_backward(grad_output, mask, scale): grad * mask * scale */
+static tpurt_status_t lower_native_dropout_backward(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* g = lower_meta(ctx, 0);
+  tpurt_dtype_t acc = lower_acc_dtype(g->dtype);
+  ir_func_t* f = ctx->func;
+  ir_value_t gv = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  ir_value_t m = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), acc), g->rank, g->sizes);
+  ir_value_t r = ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.multiply", gv, m), scalar_like(ctx, 2, gv));
+  lower_set_result(ctx, 0, lower_cast(ctx, r, g->dtype));
+  return NULL;
+}
+
 const lower_rule_t lower_random_rules[] = {
     LOWER_FN("aten::bernoulli", lower_bernoulli),
     LOWER_FN("aten::bernoulli.p", lower_bernoulli_float),
@@ -523,6 +535,8 @@ const lower_rule_t lower_random_rules[] = {
     LOWER_INPLACE_FN("aten::geometric_", lower_geometric_),
     LOWER_INPLACE_FN("aten::log_normal_", lower_log_normal_),
     LOWER_FN("aten::native_dropout", lower_native_dropout),
+    LOWER_FN("aten::native_dropout_backward", lower_native_dropout_backward),
+    LOWER_OUT_FN("aten::native_dropout_backward.out", lower_native_dropout_backward),
     LOWER_INPLACE_FN("aten::bernoulli_.Tensor", lower_bernoulli_tensor_),
     LOWER_INPLACE_FN("aten::bernoulli_.float", lower_bernoulli_float),
     LOWER_FN("aten::normal.Tensor_Tensor", lower_normal_tensor),
