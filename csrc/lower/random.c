@@ -515,15 +515,18 @@ static tpurt_status_t lower_geometric_(lower_ctx_t* ctx) {
   return NULL;
 }
 
-/* native_dropout_backward(grad_output, mask, scale): grad * mask * scale */
+/* native_dropout_backward(grad_output, mask, scale): grad * mask * scale, in
+** the promoted type (an int grad times the float scale is float) */
 static tpurt_status_t lower_native_dropout_backward(lower_ctx_t* ctx) {
   const tpurt_tensor_t* g = lower_meta(ctx, 0);
-  tpurt_dtype_t acc = lower_acc_dtype(g->dtype);
+  int32_t idx[3] = {0, 1, 2};
+  tpurt_dtype_t out = lower_result_type(ctx, idx, 3);
+  tpurt_dtype_t acc = lower_acc_dtype(out);
   ir_func_t* f = ctx->func;
   ir_value_t gv = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   ir_value_t m = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), acc), g->rank, g->sizes);
   ir_value_t r = ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.multiply", gv, m), scalar_like(ctx, 2, gv));
-  lower_set_result(ctx, 0, lower_cast(ctx, r, g->dtype));
+  lower_set_result(ctx, 0, lower_cast(ctx, r, out));
   return NULL;
 }
 
