@@ -15,6 +15,12 @@ first samples of ``op.sample_inputs("cpu", dtype)`` on both devices and checks, 
 (f32) for the float ops the models use (``GRAD``). The fast run takes the first
 ``FAST_SAMPLES`` samples; ``-m slow`` runs every sample. ``python tests/test_opinfo.py``
 re-runs the skipped entries and lists those that now pass without a fallback.
+
+The all-entries mode (``test_all_entries``, slow; ``python tests/test_opinfo.py --all f32|bf16``)
+tries EVERY op_db entry that supports the dtype, with the CPU fallback off, and reports the share
+that passes and the rest by reason (missing rules ranked by the entries each would unlock). Random
+entries are checked by shape, dtype and the range CPU's draws keep, uninitialized ones by shape and
+dtype; it asserts the share stays at or above ``ALL_ENTRIES_FLOOR``.
 """
 
 from __future__ import annotations
@@ -1057,8 +1063,9 @@ def format_report(dtype, passed, supported, failures):
     return "\n".join(lines)
 
 
-# The shares the all-entries mode must keep (measured; raise them as rules land).
-ALL_ENTRIES_FLOOR = {F32: 0.0, BF16: 0.0}
+# The shares the all-entries mode must keep (measured 2026-12-01: f32 501/677 = 74.0%, bf16
+# 474/551 = 86.0% of the entries that support bf16; raise them as rules land).
+ALL_ENTRIES_FLOOR = {F32: 0.73, BF16: 0.85}
 
 
 @pytest.mark.slow

@@ -144,8 +144,9 @@ static tpurt_status_t lower_hardshrink(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_tensor(ctx, 0);
   ir_value_t l = lower_is_none(ctx, 1) ? k(ctx, x, 0.5) : scalar_like(ctx, 1, x);
-  ir_value_t inside = ir_binary(f, "stablehlo.and", ir_compare(f, IR_GE, x, ir_unary(f, "stablehlo.negate", l)),
-                                ir_compare(f, IR_LE, x, l));
+  ir_value_t inside =
+      ir_binary(f, "stablehlo.and", ir_compare(f, IR_GE, x, ir_unary(f, "stablehlo.negate", l)),
+                ir_compare(f, IR_LE, x, l));
   lower_set_result(ctx, 0, ir_select(f, inside, k(ctx, x, 0.0), x));
   return NULL;
 }
@@ -154,13 +155,14 @@ static tpurt_status_t lower_hardshrink(lower_ctx_t* ctx) {
 static tpurt_status_t lower_softshrink(lower_ctx_t* ctx) {
   TPURT_RETURN_IF_ERROR(need_float(ctx, "softshrink_cpu"));
   if (!lower_is_none(ctx, 1) && lower_scalar_value(ctx, 1) < 0)
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "lambda must be greater or equal to 0, but found to be %g.", lower_scalar_value(ctx, 1));
+    return lower_error(TPURT_INVALID_ARGUMENT, "lambda must be greater or equal to 0, but found to be %g.",
+                       lower_scalar_value(ctx, 1));
   ir_func_t* f = ctx->func;
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
   ir_value_t l = lower_is_none(ctx, 1) ? k(ctx, x, 0.5) : scalar_like(ctx, 1, x);
-  ir_value_t y = ir_select(f, ir_compare(f, IR_GT, x, l), ir_binary(f, "stablehlo.subtract", x, l), k(ctx, x, 0.0));
+  ir_value_t y =
+      ir_select(f, ir_compare(f, IR_GT, x, l), ir_binary(f, "stablehlo.subtract", x, l), k(ctx, x, 0.0));
   y = ir_select(f, ir_compare(f, IR_LT, x, ir_unary(f, "stablehlo.negate", l)), add(ctx, x, l), y);
   y = ir_select(f, ir_compare(f, IR_NE, x, x), x, y);
   lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
@@ -171,7 +173,8 @@ static tpurt_status_t lower_softshrink(lower_ctx_t* ctx) {
 static tpurt_status_t lower_threshold(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_tensor(ctx, 0);
-  ir_value_t keep = ir_binary(f, "stablehlo.or", ir_compare(f, IR_GT, x, scalar_like(ctx, 1, x)), ir_compare(f, IR_NE, x, x));
+  ir_value_t keep = ir_binary(f, "stablehlo.or", ir_compare(f, IR_GT, x, scalar_like(ctx, 1, x)),
+                              ir_compare(f, IR_NE, x, x));
   lower_set_result(ctx, 0, ir_select(f, keep, x, scalar_like(ctx, 2, x)));
   return NULL;
 }
@@ -180,12 +183,15 @@ static tpurt_status_t lower_threshold(lower_ctx_t* ctx) {
 static tpurt_status_t lower_glu(lower_ctx_t* ctx) {
   TPURT_RETURN_IF_ERROR(need_float(ctx, "glu"));
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
-  if (t->rank == 0) return lower_error(TPURT_INVALID_ARGUMENT, "glu does not support scalars because halving size must be even");
+  if (t->rank == 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "glu does not support scalars because halving size must be even");
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, -1), t->rank, &dim));
   if (t->sizes[dim] % 2 != 0)
-    return lower_error(TPURT_INVALID_ARGUMENT, "Halving dimension must be even, but dimension %lld is size %lld",
-                       (long long)dim, (long long)t->sizes[dim]);
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Halving dimension must be even, but dimension %lld is size %lld", (long long)dim,
+                       (long long)t->sizes[dim]);
   tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   int64_t start[TPURT_MAX_RANK] = {0}, limit[TPURT_MAX_RANK], strides[TPURT_MAX_RANK];
@@ -196,7 +202,8 @@ static tpurt_status_t lower_glu(lower_ctx_t* ctx) {
   start[dim] = half;
   limit[dim] = 2 * half;
   ir_value_t b = ir_slice(ctx->func, x, start, limit, strides);
-  lower_set_result(ctx, 0, lower_cast(ctx, mul(ctx, a, ir_unary(ctx->func, "stablehlo.logistic", b)), t->dtype));
+  lower_set_result(ctx, 0,
+                   lower_cast(ctx, mul(ctx, a, ir_unary(ctx->func, "stablehlo.logistic", b)), t->dtype));
   return NULL;
 }
 
@@ -207,7 +214,8 @@ static tpurt_status_t lower_log_sigmoid_forward(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
-  ir_value_t e = ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", ir_unary(f, "stablehlo.abs", x)));
+  ir_value_t e =
+      ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", ir_unary(f, "stablehlo.abs", x)));
   ir_value_t y = ir_binary(f, "stablehlo.subtract", ir_binary(f, "stablehlo.minimum", x, k(ctx, x, 0.0)),
                            ir_unary(f, "stablehlo.log_plus_one", e));
   lower_set_result(ctx, 0, lower_cast(ctx, y, dt));

@@ -12,8 +12,8 @@
 
 typedef struct bn_s {
   const tpurt_tensor_t* in;
-  tpurt_dtype_t acc;   /* compute dtype */
-  tpurt_dtype_t stat;  /* dtype of save_mean / save_invstd */
+  tpurt_dtype_t acc;            /* compute dtype */
+  tpurt_dtype_t stat;           /* dtype of save_mean / save_invstd */
   int64_t dims[TPURT_MAX_RANK]; /* the reduced dims: all but 1 */
   int32_t num_dims;
   int64_t count; /* elements per channel */
@@ -77,9 +77,11 @@ static tpurt_status_t bn_forward(lower_ctx_t* ctx, int32_t w, int32_t bias, int3
                        "training batch norm updates running_mean/running_var in place, which the engine "
                        "cannot write back yet");
   if (!training && !has_running)
-    return lower_error(TPURT_INVALID_ARGUMENT, "running_mean and running_var must be defined in evaluation mode");
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "running_mean and running_var must be defined in evaluation mode");
   if (training && b.count <= 1)
-    return lower_error(TPURT_INVALID_ARGUMENT, "Expected more than 1 value per channel when training, got input size %s",
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Expected more than 1 value per channel when training, got input size %s",
                        lower_shape_str(b.in->rank, b.in->sizes));
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), b.acc);
@@ -142,7 +144,8 @@ static tpurt_status_t lower_native_batch_norm_backward(lower_ctx_t* ctx) {
   ir_value_t mean, invstd;
   if (train) {
     if (!lower_meta(ctx, 5) || !lower_meta(ctx, 6))
-      return lower_error(TPURT_INVALID_ARGUMENT, "batch_norm backward in training needs save_mean and save_invstd");
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "batch_norm backward in training needs save_mean and save_invstd");
     mean = lower_cast(ctx, lower_tensor(ctx, 5), b.acc);
     invstd = lower_cast(ctx, lower_tensor(ctx, 6), b.acc);
   } else {
@@ -156,10 +159,12 @@ static tpurt_status_t lower_native_batch_norm_backward(lower_ctx_t* ctx) {
   }
   ir_value_t zero = ir_constant_f64(f, b.acc, 0.0);
   ir_value_t w = channel_arg(ctx, &b, 2, 1.0);
-  ir_value_t xhat = ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", x, per_channel(ctx, &b, mean)),
-                              per_channel(ctx, &b, invstd));
+  ir_value_t xhat =
+      ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", x, per_channel(ctx, &b, mean)),
+                per_channel(ctx, &b, invstd));
   ir_value_t sum_g = ir_reduce(f, g, zero, b.dims, b.num_dims, IR_REDUCE_ADD);
-  ir_value_t sum_gx = ir_reduce(f, ir_binary(f, "stablehlo.multiply", g, xhat), zero, b.dims, b.num_dims, IR_REDUCE_ADD);
+  ir_value_t sum_gx =
+      ir_reduce(f, ir_binary(f, "stablehlo.multiply", g, xhat), zero, b.dims, b.num_dims, IR_REDUCE_ADD);
   if (lower_bool_list_item(ctx, 9, 0, true)) {
     ir_value_t scale = ir_binary(f, "stablehlo.multiply", w, invstd);
     ir_value_t gi;

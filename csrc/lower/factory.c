@@ -83,8 +83,12 @@ static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
 /* eye.m_out(n, m, *, out) / eye.out(n, *, out): ones on the main diagonal */
 static tpurt_status_t eye(lower_ctx_t* ctx, bool has_m) {
   int64_t dims[2] = {lower_int(ctx, 0, 0), has_m ? lower_int(ctx, 1, 0) : lower_int(ctx, 0, 0)};
-  if (dims[0] < 0) return lower_error(TPURT_INVALID_ARGUMENT, "n must be greater or equal to 0, got %lld", (long long)dims[0]);
-  if (dims[1] < 0) return lower_error(TPURT_INVALID_ARGUMENT, "m must be greater or equal to 0, got %lld", (long long)dims[1]);
+  if (dims[0] < 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "n must be greater or equal to 0, got %lld",
+                       (long long)dims[0]);
+  if (dims[1] < 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "m must be greater or equal to 0, got %lld",
+                       (long long)dims[1]);
   const tpurt_arg_t* out = &ctx->args[ctx->arg_index[ctx->num_args]];
   tpurt_dtype_t dt = out->kind == TPURT_ARG_TENSOR ? out->u.tensor.dtype : LOWER_DEFAULT_FLOAT;
   ir_type_t it = ir_type_make(TPURT_DTYPE_I64, 2, dims);

@@ -217,8 +217,8 @@ static tpurt_status_t lower_gather(lower_ctx_t* ctx) {
 /* |base|: the value scattered into (IR_NONE: self), shaped like self, of
 ** any dtype; |ones|: scatter ones of base's dtype instead of src; |out|:
 ** where the result goes (NULL: result 0). */
-static tpurt_status_t scatter_dim_on(lower_ctx_t* ctx, const char* op, combine_t combine, ir_value_t base, bool ones,
-                                     ir_value_t* out_value) {
+static tpurt_status_t scatter_dim_on(lower_ctx_t* ctx, const char* op, combine_t combine, ir_value_t base,
+                                     bool ones, ir_value_t* out_value) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* it = lower_meta(ctx, 2);
   const tpurt_tensor_t* st = lower_meta(ctx, 3);
@@ -238,7 +238,9 @@ static tpurt_status_t scatter_dim_on(lower_ctx_t* ctx, const char* op, combine_t
   }
   if (r >= TPURT_MAX_RANK) return lower_error(TPURT_UNIMPLEMENTED, "%s of a rank-%d tensor on tpu", op, r);
   int64_t one = 1;
-  ir_value_t operand = base == IR_NONE ? at_least_1d(ctx, 0) : t->rank ? base : ir_reshape(ctx->func, base, 1, &one);
+  ir_value_t operand = base == IR_NONE ? at_least_1d(ctx, 0)
+                       : t->rank       ? base
+                                       : ir_reshape(ctx->func, base, 1, &one);
   tpurt_dtype_t bdt = ir_value_type(ctx->func, operand)->dtype;
   ir_value_t updates;
   if (ones) {
@@ -263,8 +265,9 @@ static tpurt_status_t scatter_dim_on(lower_ctx_t* ctx, const char* op, combine_t
     s.scatter_dims_to_operand_dims[s.num_scatter_dims_to_operand++] = d;
   }
   s.index_vector_dim = r;
-  ir_value_t out = ir_reshape(ctx->func, scatter(ctx, operand, coords, lower_cast(ctx, updates, bdt), &s, combine),
-                              t->rank, t->sizes);
+  ir_value_t out =
+      ir_reshape(ctx->func, scatter(ctx, operand, coords, lower_cast(ctx, updates, bdt), &s, combine),
+                 t->rank, t->sizes);
   if (out_value)
     *out_value = out;
   else
@@ -303,7 +306,8 @@ static tpurt_status_t lower_scatter_reduce_two(lower_ctx_t* ctx) {
   const char* reduce = lower_str(ctx, 4, "");
   bool include_self = lower_bool(ctx, 5, true);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
-  if (!lower_meta(ctx, 3)) return lower_error(TPURT_INVALID_ARGUMENT, "scatter_reduce(): src must be a tensor");
+  if (!lower_meta(ctx, 3))
+    return lower_error(TPURT_INVALID_ARGUMENT, "scatter_reduce(): src must be a tensor");
   combine_t combine;
   double identity;
   bool mean = strcmp(reduce, "mean") == 0;
@@ -316,22 +320,25 @@ static tpurt_status_t lower_scatter_reduce_two(lower_ctx_t* ctx) {
   } else if (strcmp(reduce, "amin") == 0) {
     combine = COMBINE_MIN, identity = tpurt_dtype_is_float(t->dtype) ? INFINITY : 9.2233720368547758e18;
   } else {
-    return lower_error(TPURT_INVALID_ARGUMENT, "reduce argument must be either sum, prod, mean, amax or amin, got %s",
-                       reduce);
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "reduce argument must be either sum, prod, mean, amax or amin, got %s", reduce);
   }
-  if (!tpurt_dtype_is_float(t->dtype) && (combine == COMBINE_MAX || combine == COMBINE_MIN) && t->dtype != TPURT_DTYPE_I64)
+  if (!tpurt_dtype_is_float(t->dtype) && (combine == COMBINE_MAX || combine == COMBINE_MIN) &&
+      t->dtype != TPURT_DTYPE_I64)
     return lower_error(TPURT_UNIMPLEMENTED, "scatter_reduce amax/amin over %s", tpurt_dtype_name(t->dtype));
   ir_func_t* f = ctx->func;
   ir_value_t self = lower_tensor(ctx, 0);
   /* which positions the index touches */
   ir_value_t touched;
-  TPURT_RETURN_IF_ERROR(
-      scatter_dim_on(ctx, "scatter_reduce", COMBINE_REPLACE, lower_splat(ctx, TPURT_DTYPE_BOOL, t->rank, t->sizes, 0.0), true, &touched));
+  TPURT_RETURN_IF_ERROR(scatter_dim_on(ctx, "scatter_reduce", COMBINE_REPLACE,
+                                       lower_splat(ctx, TPURT_DTYPE_BOOL, t->rank, t->sizes, 0.0), true,
+                                       &touched));
   ir_value_t base = self;
   if (!include_self) {
     ir_value_t id = t->dtype == TPURT_DTYPE_I64 && (combine == COMBINE_MAX || combine == COMBINE_MIN)
-                        ? ir_broadcast_in_dim(f, ir_constant_i64(f, t->dtype, combine == COMBINE_MAX ? INT64_MIN : INT64_MAX),
-                                              t->rank, t->sizes, NULL)
+                        ? ir_broadcast_in_dim(
+                              f, ir_constant_i64(f, t->dtype, combine == COMBINE_MAX ? INT64_MIN : INT64_MAX),
+                              t->rank, t->sizes, NULL)
                         : lower_splat(ctx, t->dtype, t->rank, t->sizes, identity);
     base = ir_select(f, touched, id, self);
   }
@@ -343,11 +350,13 @@ static tpurt_status_t lower_scatter_reduce_two(lower_ctx_t* ctx) {
     TPURT_RETURN_IF_ERROR(scatter_dim_on(ctx, "scatter_reduce", COMBINE_ADD, start, true, &counts));
     ir_value_t safe = ir_select(f, touched, counts, lower_full_like(ctx, counts, 1.0));
     ir_value_t q = ir_binary(f, "stablehlo.divide", r, safe);
-    if (!tpurt_dtype_is_float(t->dtype)) { /* floor division: one less where the signs differ and it was inexact */
+    if (!tpurt_dtype_is_float(
+            t->dtype)) { /* floor division: one less where the signs differ and it was inexact */
       ir_value_t rem = ir_binary(f, "stablehlo.remainder", r, safe);
       ir_value_t zero = lower_full_like(ctx, r, 0.0);
-      ir_value_t fix = ir_binary(f, "stablehlo.and", ir_compare(f, IR_NE, rem, zero),
-                                 ir_compare(f, IR_NE, ir_compare(f, IR_LT, r, zero), ir_compare(f, IR_LT, safe, zero)));
+      ir_value_t fix =
+          ir_binary(f, "stablehlo.and", ir_compare(f, IR_NE, rem, zero),
+                    ir_compare(f, IR_NE, ir_compare(f, IR_LT, r, zero), ir_compare(f, IR_LT, safe, zero)));
       q = ir_select(f, fix, ir_binary(f, "stablehlo.subtract", q, lower_full_like(ctx, q, 1.0)), q);
     }
     r = ir_select(f, touched, q, self);
@@ -393,8 +402,8 @@ static tpurt_status_t lower_take(lower_ctx_t* ctx) {
 /*===--- index_fill / index_copy ---===*/
 
 /* The index arg |arg| as wrapped int64 [n] for a dim of |size|, with PyTorch's checks. */
-static tpurt_status_t index_vector(lower_ctx_t* ctx, int32_t arg, const char* op, int64_t size, ir_value_t* out,
-                                   int64_t* n) {
+static tpurt_status_t index_vector(lower_ctx_t* ctx, int32_t arg, const char* op, int64_t size,
+                                   ir_value_t* out, int64_t* n) {
   const tpurt_tensor_t* it = lower_meta(ctx, arg);
   if (!it || !is_index_dtype(it->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected a long tensor for index, but got %s", op,
@@ -403,7 +412,8 @@ static tpurt_status_t index_vector(lower_ctx_t* ctx, int32_t arg, const char* op
   *n = numel_of(it->rank, it->sizes);
   ir_value_t idx = ir_reshape(ctx->func, lower_cast(ctx, lower_tensor(ctx, arg), TPURT_DTYPE_I64), 1, n);
   ir_value_t neg = ir_compare(ctx->func, IR_LT, idx, lower_full_like(ctx, idx, 0.0));
-  *out = ir_select(ctx->func, neg, ir_binary(ctx->func, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)size)), idx);
+  *out = ir_select(ctx->func, neg,
+                   ir_binary(ctx->func, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)size)), idx);
   return NULL;
 }
 
@@ -415,9 +425,10 @@ static tpurt_status_t lower_index_fill(lower_ctx_t* ctx) {
   TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
   const tpurt_tensor_t* vt = lower_meta(ctx, 3);
   if (vt && vt->rank != 0)
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "index_fill_ only supports a 0-dimensional value tensor, but got tensor with %d dimension(s).",
-                       (int)vt->rank);
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "index_fill_ only supports a 0-dimensional value tensor, but got tensor with %d dimension(s).",
+        (int)vt->rank);
   int64_t size = t->rank ? t->sizes[dim] : 1, n;
   ir_value_t idx;
   TPURT_RETURN_IF_ERROR(index_vector(ctx, 2, "index_fill_", size, &idx, &n));
@@ -446,16 +457,19 @@ static tpurt_status_t lower_index_copy(lower_ctx_t* ctx) {
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
   if (!st || st->dtype != t->dtype)
-    return lower_error(TPURT_INVALID_ARGUMENT, "index_copy_(): self and source expected to have the same dtype");
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_copy_(): self and source expected to have the same dtype");
   int64_t size = t->rank ? t->sizes[dim] : 1, n;
   ir_value_t idx;
   TPURT_RETURN_IF_ERROR(index_vector(ctx, 2, "index_copy_", size, &idx, &n));
   bool ok = st->rank == t->rank && (t->rank == 0 || st->sizes[dim] == n);
   for (int32_t d = 0; ok && d < t->rank; ++d) ok = d == dim || st->sizes[d] == t->sizes[d];
   if (!ok)
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "index_copy_(): Source/destination tensor must have same slice shapes. Destination slice "
-                       "shape: %s", lower_shape_str(t->rank, t->sizes));
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "index_copy_(): Source/destination tensor must have same slice shapes. Destination slice "
+        "shape: %s",
+        lower_shape_str(t->rank, t->sizes));
   if (n == 0 || t->rank == 0) {
     lower_set_result(ctx, 0, n == 0 ? lower_tensor(ctx, 0) : lower_tensor(ctx, 3));
     return NULL;
@@ -469,8 +483,8 @@ static tpurt_status_t lower_index_copy(lower_ctx_t* ctx) {
   sd.num_scatter_dims_to_operand = 1;
   sd.scatter_dims_to_operand_dims[0] = dim;
   sd.index_vector_dim = 1;
-  ir_value_t r = scatter(ctx, lower_tensor(ctx, 0), ir_reshape(ctx->func, idx, 2, id), lower_tensor(ctx, 3), &sd,
-                         COMBINE_REPLACE);
+  ir_value_t r = scatter(ctx, lower_tensor(ctx, 0), ir_reshape(ctx->func, idx, 2, id), lower_tensor(ctx, 3),
+                         &sd, COMBINE_REPLACE);
   lower_set_result(ctx, 0, r);
   return NULL;
 }

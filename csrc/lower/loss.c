@@ -8,8 +8,8 @@
 enum { REDUCTION_NONE = 0, REDUCTION_MEAN = 1, REDUCTION_SUM = 2 };
 
 /* self and target (args 0, 1) broadcast together, in |acc|. */
-static tpurt_status_t loss_operands(lower_ctx_t* ctx, int32_t first, tpurt_dtype_t acc, ir_value_t* x, ir_value_t* y,
-                                    int32_t* rank, int64_t* dims) {
+static tpurt_status_t loss_operands(lower_ctx_t* ctx, int32_t first, tpurt_dtype_t acc, ir_value_t* x,
+                                    ir_value_t* y, int32_t* rank, int64_t* dims) {
   const tpurt_tensor_t *a = lower_meta(ctx, first), *b = lower_meta(ctx, first + 1);
   TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(a->rank, a->sizes, b->rank, b->sizes, rank, dims));
   *x = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, first), acc), *rank, dims);
@@ -19,7 +19,8 @@ static tpurt_status_t loss_operands(lower_ctx_t* ctx, int32_t first, tpurt_dtype
 
 static tpurt_status_t check_reduction(int64_t reduction) {
   if (reduction < REDUCTION_NONE || reduction > REDUCTION_SUM)
-    return lower_error(TPURT_INVALID_ARGUMENT, "%lld is not a valid value for reduction", (long long)reduction);
+    return lower_error(TPURT_INVALID_ARGUMENT, "%lld is not a valid value for reduction",
+                       (long long)reduction);
   return NULL;
 }
 
@@ -29,8 +30,9 @@ static tpurt_status_t smooth_loss(lower_ctx_t* ctx, bool huber) {
   int64_t reduction = lower_int(ctx, 2, REDUCTION_MEAN);
   TPURT_RETURN_IF_ERROR(check_reduction(reduction));
   if (lower_scalar_value(ctx, 3) < 0)
-    return lower_error(TPURT_INVALID_ARGUMENT, huber ? "huber_loss does not support non-positive values for delta."
-                                                     : "smooth_l1_loss does not support negative values for beta.");
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       huber ? "huber_loss does not support non-positive values for delta."
+                             : "smooth_l1_loss does not support negative values for beta.");
   if (huber && lower_scalar_value(ctx, 3) == 0)
     return lower_error(TPURT_INVALID_ARGUMENT, "huber_loss does not support non-positive values for delta.");
   tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
@@ -56,7 +58,8 @@ static tpurt_status_t smooth_loss(lower_ctx_t* ctx, bool huber) {
     int64_t all[TPURT_MAX_RANK], n = 1;
     for (int32_t i = 0; i < rank; ++i) all[i] = i, n *= dims[i];
     l = ir_reduce(f, l, ir_constant_f64(f, acc, 0.0), all, rank, IR_REDUCE_ADD);
-    if (reduction == REDUCTION_MEAN) l = ir_binary(f, "stablehlo.divide", l, lower_full_like(ctx, l, (double)n));
+    if (reduction == REDUCTION_MEAN)
+      l = ir_binary(f, "stablehlo.divide", l, lower_full_like(ctx, l, (double)n));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, l, t->dtype));
   return NULL;
@@ -98,7 +101,9 @@ static tpurt_status_t smooth_loss_backward(lower_ctx_t* ctx, bool huber) {
 
 static tpurt_status_t lower_smooth_l1_loss(lower_ctx_t* ctx) { return smooth_loss(ctx, false); }
 static tpurt_status_t lower_huber_loss(lower_ctx_t* ctx) { return smooth_loss(ctx, true); }
-static tpurt_status_t lower_smooth_l1_loss_backward(lower_ctx_t* ctx) { return smooth_loss_backward(ctx, false); }
+static tpurt_status_t lower_smooth_l1_loss_backward(lower_ctx_t* ctx) {
+  return smooth_loss_backward(ctx, false);
+}
 static tpurt_status_t lower_huber_loss_backward(lower_ctx_t* ctx) { return smooth_loss_backward(ctx, true); }
 
 /* binary_cross_entropy(self, target, weight?, reduction): -w (t log x + (1 - t) log(1 - x)),
@@ -112,15 +117,18 @@ static tpurt_status_t lower_binary_cross_entropy(lower_ctx_t* ctx) {
   if (!same)
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "Using a target size (%s) that is different to the input size is deprecated. Please "
-                       "ensure they have the same size.", lower_shape_str(y_t->rank, y_t->sizes));
+                       "ensure they have the same size.",
+                       lower_shape_str(y_t->rank, y_t->sizes));
   tpurt_dtype_t acc = lower_acc_dtype(x_t->dtype);
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc), y = lower_cast(ctx, lower_tensor(ctx, 1), acc);
   ir_value_t floor = lower_full_like(ctx, x, -100.0), one = lower_full_like(ctx, x, 1.0);
   ir_value_t lx = ir_binary(f, "stablehlo.maximum", ir_unary(f, "stablehlo.log", x), floor);
-  ir_value_t l1x = ir_binary(f, "stablehlo.maximum", ir_unary(f, "stablehlo.log", ir_binary(f, "stablehlo.subtract", one, x)), floor);
-  ir_value_t l = ir_binary(f, "stablehlo.add", ir_binary(f, "stablehlo.multiply", y, lx),
-                           ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", one, y), l1x));
+  ir_value_t l1x = ir_binary(f, "stablehlo.maximum",
+                             ir_unary(f, "stablehlo.log", ir_binary(f, "stablehlo.subtract", one, x)), floor);
+  ir_value_t l =
+      ir_binary(f, "stablehlo.add", ir_binary(f, "stablehlo.multiply", y, lx),
+                ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", one, y), l1x));
   l = ir_unary(f, "stablehlo.negate", l);
   if (lower_meta(ctx, 2))
     l = ir_binary(f, "stablehlo.multiply", l,
@@ -129,7 +137,8 @@ static tpurt_status_t lower_binary_cross_entropy(lower_ctx_t* ctx) {
     int64_t all[TPURT_MAX_RANK], n = 1;
     for (int32_t i = 0; i < x_t->rank; ++i) all[i] = i, n *= x_t->sizes[i];
     l = ir_reduce(f, l, ir_constant_f64(f, acc, 0.0), all, x_t->rank, IR_REDUCE_ADD);
-    if (reduction == REDUCTION_MEAN) l = ir_binary(f, "stablehlo.divide", l, lower_full_like(ctx, l, (double)n));
+    if (reduction == REDUCTION_MEAN)
+      l = ir_binary(f, "stablehlo.divide", l, lower_full_like(ctx, l, (double)n));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, l, x_t->dtype));
   return NULL;
@@ -145,8 +154,10 @@ static tpurt_status_t lower_binary_cross_entropy_backward(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 1), acc), y = lower_cast(ctx, lower_tensor(ctx, 2), acc);
   ir_value_t one = lower_full_like(ctx, x, 1.0);
-  ir_value_t den = ir_binary(f, "stablehlo.maximum", ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", one, x), x),
-                             lower_full_like(ctx, x, 1e-12));
+  ir_value_t den =
+      ir_binary(f, "stablehlo.maximum",
+                ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", one, x), x),
+                lower_full_like(ctx, x, 1e-12));
   ir_value_t g = ir_binary(f, "stablehlo.divide", ir_binary(f, "stablehlo.subtract", x, y), den);
   g = ir_binary(f, "stablehlo.multiply", g,
                 lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), acc), x_t->rank, x_t->sizes));

@@ -187,17 +187,21 @@ static void pick_sorted(lower_ctx_t* ctx, ir_value_t v, ir_value_t i, int64_t di
   int64_t bd[TPURT_MAX_RANK], n = 0;
   for (int32_t d = 0; d < t->rank; ++d)
     if (d != dim) bd[n++] = d;
-  ir_value_t hit = ir_compare(f, IR_EQ, ir_iota(f, it, (int32_t)dim), ir_broadcast_in_dim(f, pos, t->rank, t->dims, bd));
+  ir_value_t hit =
+      ir_compare(f, IR_EQ, ir_iota(f, it, (int32_t)dim), ir_broadcast_in_dim(f, pos, t->rank, t->dims, bd));
   tpurt_dtype_t acc = t->dtype == TPURT_DTYPE_BOOL ? TPURT_DTYPE_I64 : t->dtype;
   ir_value_t vv = lower_cast(ctx, v, acc);
-  *out_v = lower_cast(ctx, ir_reduce(f, ir_select(f, hit, vv, lower_full_like(ctx, vv, 0.0)),
-                                     ir_constant_f64(f, acc, 0.0), &dim, 1, IR_REDUCE_ADD), t->dtype);
-  *out_i = ir_reduce(f, ir_select(f, hit, i, lower_full_like(ctx, i, 0.0)), ir_constant_i64(f, TPURT_DTYPE_I64, 0),
-                     &dim, 1, IR_REDUCE_ADD);
+  *out_v = lower_cast(ctx,
+                      ir_reduce(f, ir_select(f, hit, vv, lower_full_like(ctx, vv, 0.0)),
+                                ir_constant_f64(f, acc, 0.0), &dim, 1, IR_REDUCE_ADD),
+                      t->dtype);
+  *out_i = ir_reduce(f, ir_select(f, hit, i, lower_full_like(ctx, i, 0.0)),
+                     ir_constant_i64(f, TPURT_DTYPE_I64, 0), &dim, 1, IR_REDUCE_ADD);
 }
 
 /* Adds the reduced dim back as size 1 when |keepdim|. */
-static ir_value_t keep_dim(lower_ctx_t* ctx, ir_value_t v, const tpurt_tensor_t* t, int64_t dim, bool keepdim) {
+static ir_value_t keep_dim(lower_ctx_t* ctx, ir_value_t v, const tpurt_tensor_t* t, int64_t dim,
+                           bool keepdim) {
   if (!keepdim || t->rank == 0) return v;
   int64_t shape[TPURT_MAX_RANK];
   for (int32_t d = 0; d < t->rank; ++d) shape[d] = d == dim ? 1 : t->sizes[d];
@@ -218,8 +222,7 @@ static tpurt_status_t order_stat(lower_ctx_t* ctx, order_stat_t which, int64_t d
   if (!has_dim || t->rank == 0) { /* the whole tensor as one row */
     int64_t n = 1;
     for (int32_t d = 0; d < t->rank; ++d) n *= t->sizes[d];
-    if (n == 0)
-      return lower_error(TPURT_INVALID_ARGUMENT, "median() input tensor cannot be empty");
+    if (n == 0) return lower_error(TPURT_INVALID_ARGUMENT, "median() input tensor cannot be empty");
     x = ir_reshape(f, x, 1, &n);
     flat.rank = 1;
     flat.sizes[0] = n;
@@ -229,8 +232,8 @@ static tpurt_status_t order_stat(lower_ctx_t* ctx, order_stat_t which, int64_t d
   }
   int64_t size = flat.sizes[dim];
   if (which == STAT_KTH && (k < 1 || k > size))
-    return lower_error(TPURT_INVALID_ARGUMENT, "kthvalue(): selected number k out of range for dimension %lld",
-                       (long long)dim);
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "kthvalue(): selected number k out of range for dimension %lld", (long long)dim);
   ir_value_t v, i;
   sort_with_indices(ctx, x, dim, false, &v, &i);
   int64_t row[TPURT_MAX_RANK], rank = 0;
@@ -248,8 +251,10 @@ static tpurt_status_t order_stat(lower_ctx_t* ctx, order_stat_t which, int64_t d
       ir_value_t mid = lower_full_like(ctx, nans, (double)((size - 1) / 2));
       pos = ir_select(f, ir_compare(f, IR_GT, nans, lower_full_like(ctx, nans, 0.0)), numbers, mid);
     } else { /* (numbers - 1) / 2, 0 when the row is all NaN */
-      ir_value_t m = ir_binary(f, "stablehlo.divide", ir_binary(f, "stablehlo.subtract", numbers, lower_full_like(ctx, numbers, 1.0)),
-                               lower_full_like(ctx, numbers, 2.0));
+      ir_value_t m =
+          ir_binary(f, "stablehlo.divide",
+                    ir_binary(f, "stablehlo.subtract", numbers, lower_full_like(ctx, numbers, 1.0)),
+                    lower_full_like(ctx, numbers, 2.0));
       pos = ir_binary(f, "stablehlo.maximum", m, lower_full_like(ctx, m, 0.0));
     }
   }
@@ -279,8 +284,12 @@ static tpurt_status_t median_dim(lower_ctx_t* ctx, order_stat_t which) {
   return order_stat(ctx, which, dim, true, 0, lower_bool(ctx, 2, false));
 }
 
-static tpurt_status_t lower_median(lower_ctx_t* ctx) { return order_stat(ctx, STAT_MEDIAN, 0, false, 0, false); }
-static tpurt_status_t lower_nanmedian(lower_ctx_t* ctx) { return order_stat(ctx, STAT_NANMEDIAN, 0, false, 0, false); }
+static tpurt_status_t lower_median(lower_ctx_t* ctx) {
+  return order_stat(ctx, STAT_MEDIAN, 0, false, 0, false);
+}
+static tpurt_status_t lower_nanmedian(lower_ctx_t* ctx) {
+  return order_stat(ctx, STAT_NANMEDIAN, 0, false, 0, false);
+}
 static tpurt_status_t lower_median_dim(lower_ctx_t* ctx) { return median_dim(ctx, STAT_MEDIAN); }
 static tpurt_status_t lower_nanmedian_dim(lower_ctx_t* ctx) { return median_dim(ctx, STAT_NANMEDIAN); }
 
@@ -291,8 +300,10 @@ static ir_value_t log_add_exp(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   ir_func_t* f = ctx->func;
   ir_value_t m = ir_binary(f, "stablehlo.maximum", a, b);
   ir_value_t d = ir_unary(f, "stablehlo.abs", ir_binary(f, "stablehlo.subtract", a, b));
-  ir_value_t r = ir_binary(f, "stablehlo.add", m,
-                           ir_unary(f, "stablehlo.log_plus_one", ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", d))));
+  ir_value_t r =
+      ir_binary(f, "stablehlo.add", m,
+                ir_unary(f, "stablehlo.log_plus_one",
+                         ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", d))));
   ir_value_t same_inf = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, a, b),
                                   ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", a), k(ctx, a, INFINITY)));
   return ir_select(f, same_inf, a, r);
@@ -377,7 +388,8 @@ static tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx, int32_t base_arg) {
   if (steps <= 1) {
     ir_value_t s = lower_scalar(ctx, 0, is_float(dt) ? math : dt);
     if (base_arg >= 0)
-      s = ir_binary(f, "stablehlo.power", lower_scalar(ctx, base_arg, TPURT_DTYPE_F64), lower_cast(ctx, s, TPURT_DTYPE_F64));
+      s = ir_binary(f, "stablehlo.power", lower_scalar(ctx, base_arg, TPURT_DTYPE_F64),
+                    lower_cast(ctx, s, TPURT_DTYPE_F64));
     s = lower_cast(ctx, s, dt);
     lower_set_result(ctx, 0, steps == 0 ? lower_splat(ctx, dt, 1, &steps, 0.0) : ir_reshape(f, s, 1, &steps));
     return NULL;
@@ -398,7 +410,8 @@ static tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx, int32_t base_arg) {
   ir_value_t v = ir_select(f, first_half, up, down);
   if (base_arg >= 0) {
     ir_value_t e = lower_cast(ctx, v, TPURT_DTYPE_F64);
-    v = ir_binary(f, "stablehlo.power", lower_broadcast_to(ctx, lower_scalar(ctx, base_arg, TPURT_DTYPE_F64), 1, &steps), e);
+    v = ir_binary(f, "stablehlo.power",
+                  lower_broadcast_to(ctx, lower_scalar(ctx, base_arg, TPURT_DTYPE_F64), 1, &steps), e);
   }
   if (!is_float(dt)) v = trunc_value(ctx, v);
   lower_set_result(ctx, 0, lower_cast(ctx, v, dt));

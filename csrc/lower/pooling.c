@@ -47,7 +47,8 @@ static tpurt_status_t pool_param(const lower_ctx_t* ctx, int32_t arg, const char
 }
 
 /* PyTorch's pooling_output_shape. */
-static int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil_mode) {
+static int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil,
+                             bool ceil_mode) {
   int64_t num = in + 2 * pad - dil * (k - 1) - 1 + (ceil_mode ? stride - 1 : 0);
   int64_t out = (num >= 0 ? num / stride : -((-num + stride - 1) / stride)) + 1;
   if (ceil_mode && (out - 1) * stride >= in + pad) --out;
@@ -63,14 +64,15 @@ static tpurt_status_t read_pool(const lower_ctx_t* ctx, const char* name, int32_
   p->ns = ns;
   const tpurt_tensor_t* in = lower_meta(ctx, input_arg);
   if (in->rank != ns + 1 && in->rank != ns + 2)
-    return lower_error(TPURT_INVALID_ARGUMENT, "%s: Expected %dD or %dD (batch mode) tensor for input, got %dD",
-                       name, (int)ns + 1, (int)ns + 2, (int)in->rank);
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "%s: Expected %dD or %dD (batch mode) tensor for input, got %dD", name, (int)ns + 1,
+                       (int)ns + 2, (int)in->rank);
   p->lead = in->rank - ns;
   for (int32_t i = 0; i < ns; ++i) p->in[i] = in->sizes[p->lead + i];
   for (int32_t i = 0; i < p->lead; ++i)
     if (in->sizes[i] == 0 && !(p->lead == 2 && i == 0))
-      return lower_error(TPURT_INVALID_ARGUMENT, "%s: Expected input's non-batch dimensions to have positive length",
-                         name);
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "%s: Expected input's non-batch dimensions to have positive length", name);
   TPURT_RETURN_IF_ERROR(pool_param(ctx, k_arg, "kernel_size", p, NULL, p->k));
   TPURT_RETURN_IF_ERROR(pool_param(ctx, k_arg + 1, "stride", p, p->k, p->stride));
   TPURT_RETURN_IF_ERROR(pool_param(ctx, k_arg + 2, "padding", p, NULL, p->pad));
@@ -102,8 +104,10 @@ static tpurt_status_t read_pool(const lower_ctx_t* ctx, const char* name, int32_
       char a[128], b[128];
       snprintf(a, sizeof(a), "%s", lower_shape_str(ns, p->in));
       snprintf(b, sizeof(b), "%s", lower_shape_str(ns, p->out));
-      return lower_error(TPURT_INVALID_ARGUMENT, "%s: Given input size: %s. Calculated output size: %s. "
-                         "Output size is too small", name, a, b);
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "%s: Given input size: %s. Calculated output size: %s. "
+                         "Output size is too small",
+                         name, a, b);
     }
   return NULL;
 }
@@ -151,7 +155,8 @@ static ir_value_t plane_index(lower_ctx_t* ctx, const ir_type_t* t, const pool_t
   int64_t scale = 1;
   for (int32_t i = p->ns - 1; i >= 0; --i) {
     ir_value_t term = ir_iota(ctx->func, it, p->lead + i);
-    if (scale != 1) term = ir_binary(ctx->func, "stablehlo.multiply", term, lower_full_like(ctx, term, (double)scale));
+    if (scale != 1)
+      term = ir_binary(ctx->func, "stablehlo.multiply", term, lower_full_like(ctx, term, (double)scale));
     idx = idx == IR_NONE ? term : ir_binary(ctx->func, "stablehlo.add", idx, term);
     scale *= p->in[i];
   }
@@ -186,9 +191,9 @@ static void max_pool(lower_ctx_t* ctx, ir_value_t x, const pool_t* p, ir_value_t
   ir_window_t w = pool_window(p, crop);
   ir_value_t inputs[2] = {crop_spatial(ctx, x, p, crop), crop_spatial(ctx, idx, p, crop)};
   /* padding loses every comparison: the lowest value, and the largest index for ties */
-  ir_value_t inits[2] = {dt == TPURT_DTYPE_I64 ? ir_constant_i64(f, dt, INT64_MIN)
-                                               : ir_constant_f64(f, dt, lowest_of(dt)),
-                         ir_constant_i64(f, TPURT_DTYPE_I64, INT64_MAX)};
+  ir_value_t inits[2] = {
+      dt == TPURT_DTYPE_I64 ? ir_constant_i64(f, dt, INT64_MIN) : ir_constant_f64(f, dt, lowest_of(dt)),
+      ir_constant_i64(f, TPURT_DTYPE_I64, INT64_MAX)};
   ir_value_t results[2], a[4];
   ir_reduce_window_begin(f, inputs, inits, 2, &w, results, a);
   /* a[0], a[1]: accumulated (value, index); a[2], a[3]: the candidate. The body
@@ -204,7 +209,8 @@ static void max_pool(lower_ctx_t* ctx, ir_value_t x, const pool_t* p, ir_value_t
   ir_value_t equal = ir_compare(f, IR_EQ, a[2], a[0]);
   ir_value_t by_value = ir_binary(f, "stablehlo.or", greater, ir_binary(f, "stablehlo.and", equal, earlier));
   ir_value_t not_acc_nan = ir_unary(f, "stablehlo.not", acc_nan);
-  ir_value_t nan_case = ir_binary(f, "stablehlo.and", cand_nan, ir_binary(f, "stablehlo.or", not_acc_nan, later));
+  ir_value_t nan_case =
+      ir_binary(f, "stablehlo.and", cand_nan, ir_binary(f, "stablehlo.or", not_acc_nan, later));
   ir_value_t plain_case = ir_binary(f, "stablehlo.and", ir_unary(f, "stablehlo.not", cand_nan),
                                     ir_binary(f, "stablehlo.and", not_acc_nan, by_value));
   ir_value_t take = ir_binary(f, "stablehlo.or", nan_case, plain_case);
@@ -238,7 +244,7 @@ static tpurt_status_t lower_max_pool3d_with_indices(lower_ctx_t* ctx) {
 /* Adds |updates| [*lead, *out] into zeros shaped like the input
 ** [*lead, *in] at the plane indices |indices| (same shape as updates). */
 static ir_value_t scatter_add_plane(lower_ctx_t* ctx, ir_value_t updates, ir_value_t indices, int32_t lead,
-                                   const int64_t* lead_dims, int64_t plane, int64_t out_plane) {
+                                    const int64_t* lead_dims, int64_t plane, int64_t out_plane) {
   ir_func_t* f = ctx->func;
   tpurt_dtype_t dt = ir_value_type(f, updates)->dtype;
   int64_t rows = 1;
@@ -274,12 +280,13 @@ static tpurt_status_t max_pool_backward(lower_ctx_t* ctx, int32_t ns, const char
   const tpurt_tensor_t* g = lower_meta(ctx, 0);
   const tpurt_tensor_t* ind = lower_meta(ctx, 7);
   if (g->rank != in->rank || ind->rank != in->rank)
-    return lower_error(TPURT_INVALID_ARGUMENT, "%s_backward: grad_output and indices must have the input's rank",
-                       name);
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "%s_backward: grad_output and indices must have the input's rank", name);
   for (int32_t i = 0; i < ns; ++i)
     if (g->sizes[p.lead + i] != p.out[i] || ind->sizes[p.lead + i] != p.out[i])
-      return lower_error(TPURT_INVALID_ARGUMENT, "%s_backward: grad_output has size %lld at dim %d, expected %lld",
-                         name, (long long)g->sizes[p.lead + i], (int)(p.lead + i), (long long)p.out[i]);
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "%s_backward: grad_output has size %lld at dim %d, expected %lld", name,
+                         (long long)g->sizes[p.lead + i], (int)(p.lead + i), (long long)p.out[i]);
   tpurt_dtype_t acc = lower_acc_dtype(in->dtype);
   int64_t plane = 1, out_plane = 1;
   for (int32_t i = 0; i < ns; ++i) plane *= p.in[i], out_plane *= p.out[i];
@@ -305,7 +312,7 @@ static tpurt_status_t lower_max_pool3d_backward(lower_ctx_t* ctx) {
 ** to the input itself unless count_include_pad), as avg_pool2d's kernel. */
 static ir_value_t avg_divisor(lower_ctx_t* ctx, const pool_t* p, bool count_include_pad, int64_t override,
                               tpurt_dtype_t dtype) {
-  int64_t(*counts)[4096] = malloc(sizeof(int64_t[POOL_MAX_SPATIAL][4096]));
+  int64_t (*counts)[4096] = malloc(sizeof(int64_t[POOL_MAX_SPATIAL][4096]));
   if (!counts) return IR_NONE;
   int64_t total = 1;
   for (int32_t i = 0; i < p->ns; ++i) {
@@ -339,11 +346,12 @@ static ir_value_t avg_divisor(lower_ctx_t* ctx, const pool_t* p, bool count_incl
 }
 
 /* avg_pool{2,3}d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override) */
-static tpurt_status_t read_avg(lower_ctx_t* ctx, int32_t input_arg, int32_t k_arg, int32_t ns, const char* name,
-                               pool_t* p, bool* count_include_pad, int64_t* override) {
+static tpurt_status_t read_avg(lower_ctx_t* ctx, int32_t input_arg, int32_t k_arg, int32_t ns,
+                               const char* name, pool_t* p, bool* count_include_pad, int64_t* override) {
   TPURT_RETURN_IF_ERROR(read_pool(ctx, name, ns, input_arg, k_arg, -1, k_arg + 3, p));
   for (int32_t i = 0; i < ns; ++i)
-    if (p->out[i] > 4096) return lower_error(TPURT_UNIMPLEMENTED, "%s: more than 4096 outputs along a dim", name);
+    if (p->out[i] > 4096)
+      return lower_error(TPURT_UNIMPLEMENTED, "%s: more than 4096 outputs along a dim", name);
   *count_include_pad = lower_bool(ctx, k_arg + 4, true);
   *override = lower_int(ctx, k_arg + 5, 0);
   if (!lower_is_none(ctx, k_arg + 5) && *override == 0)
@@ -398,8 +406,8 @@ static tpurt_status_t avg_pool_backward(lower_ctx_t* ctx, int32_t ns, const char
   const ir_type_t* gt = ir_value_type(f, gv);
   int64_t bdims[POOL_MAX_SPATIAL];
   for (int32_t i = 0; i < ns; ++i) bdims[i] = p.lead + i;
-  ir_value_t div = ir_broadcast_in_dim(f, avg_divisor(ctx, &p, include_pad, override, acc), gt->rank, gt->dims,
-                                       bdims);
+  ir_value_t div =
+      ir_broadcast_in_dim(f, avg_divisor(ctx, &p, include_pad, override, acc), gt->rank, gt->dims, bdims);
   gv = ir_binary(f, "stablehlo.divide", gv, div);
   /* Output o covers inputs o*s - pad + j (j < k): spread o to o*s (interior
   ** padding s-1), shift by k-1-pad, and sum windows of k at stride 1. */
@@ -431,7 +439,8 @@ static tpurt_status_t lower_avg_pool3d_backward(lower_ctx_t* ctx) {
 
 /* The 0/1 matrix [out, in] of which inputs output o averages: PyTorch's
 ** start = floor(o*in/out), end = ceil((o+1)*in/out); and the window sizes. */
-static ir_value_t adaptive_matrix(lower_ctx_t* ctx, int64_t in, int64_t out, tpurt_dtype_t dtype, int64_t* sizes) {
+static ir_value_t adaptive_matrix(lower_ctx_t* ctx, int64_t in, int64_t out, tpurt_dtype_t dtype,
+                                  int64_t* sizes) {
   int64_t* m = calloc((size_t)(in * out > 0 ? in * out : 1), sizeof(int64_t));
   if (!m) return IR_NONE;
   for (int64_t o = 0; o < out; ++o) {
@@ -451,8 +460,8 @@ static tpurt_status_t adaptive_avg(lower_ctx_t* ctx, int32_t ns, bool backward) 
   const char* name = ns == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d";
   const tpurt_tensor_t* in = lower_meta(ctx, backward ? 1 : 0);
   if (in->rank != ns + 1 && in->rank != ns + 2)
-    return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected %dD or %dD tensor, but got %s", name, (int)ns + 1,
-                       (int)ns + 2, lower_shape_str(in->rank, in->sizes));
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected %dD or %dD tensor, but got %s", name,
+                       (int)ns + 1, (int)ns + 2, lower_shape_str(in->rank, in->sizes));
   int32_t lead = in->rank - ns;
   for (int32_t i = 1; i < in->rank; ++i)
     if (in->sizes[i] == 0)
@@ -474,11 +483,12 @@ static tpurt_status_t adaptive_avg(lower_ctx_t* ctx, int32_t ns, bool backward) 
   }
   for (int32_t i = 0; i < ns; ++i)
     if (out[i] < 0 || out[i] > 4096)
-      return lower_error(TPURT_INVALID_ARGUMENT, "%s: output size %lld is out of range", name, (long long)out[i]);
+      return lower_error(TPURT_INVALID_ARGUMENT, "%s: output size %lld is out of range", name,
+                         (long long)out[i]);
   tpurt_dtype_t acc = lower_acc_dtype(in->dtype);
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
-  int64_t(*sizes)[4096] = malloc(sizeof(int64_t[POOL_MAX_SPATIAL][4096]));
+  int64_t (*sizes)[4096] = malloc(sizeof(int64_t[POOL_MAX_SPATIAL][4096]));
   if (!sizes) return lower_error(TPURT_RESOURCE_EXHAUSTED, "%s: out of memory", name);
   ir_value_t mats[POOL_MAX_SPATIAL];
   for (int32_t i = 0; i < ns; ++i) mats[i] = adaptive_matrix(ctx, in->sizes[lead + i], out[i], acc, sizes[i]);
@@ -525,8 +535,12 @@ static tpurt_status_t adaptive_avg(lower_ctx_t* ctx, int32_t ns, bool backward) 
 
 static tpurt_status_t lower_adaptive_avg_pool2d(lower_ctx_t* ctx) { return adaptive_avg(ctx, 2, false); }
 static tpurt_status_t lower_adaptive_avg_pool3d(lower_ctx_t* ctx) { return adaptive_avg(ctx, 3, false); }
-static tpurt_status_t lower_adaptive_avg_pool2d_backward(lower_ctx_t* ctx) { return adaptive_avg(ctx, 2, true); }
-static tpurt_status_t lower_adaptive_avg_pool3d_backward(lower_ctx_t* ctx) { return adaptive_avg(ctx, 3, true); }
+static tpurt_status_t lower_adaptive_avg_pool2d_backward(lower_ctx_t* ctx) {
+  return adaptive_avg(ctx, 2, true);
+}
+static tpurt_status_t lower_adaptive_avg_pool3d_backward(lower_ctx_t* ctx) {
+  return adaptive_avg(ctx, 3, true);
+}
 
 const lower_rule_t lower_pooling_rules[] = {
     LOWER_FN("aten::_adaptive_avg_pool2d", lower_adaptive_avg_pool2d),

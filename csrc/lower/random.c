@@ -437,21 +437,25 @@ static tpurt_status_t lower_native_dropout(lower_ctx_t* ctx) {
 /*===--- exponential_, cauchy_, log_normal_, geometric_ ---===*/
 
 /* -log(1 - u) / lambda with u in [0, 1): exponential; 1 - u is in (0, 1]. */
-static ir_value_t exponential_of(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtype_t fdt, const tpurt_tensor_t* t) {
+static ir_value_t exponential_of(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtype_t fdt,
+                                 const tpurt_tensor_t* t) {
   ir_func_t* f = ctx->func;
   ir_value_t u = uniform01(ctx, state, fdt, t->rank, t->sizes);
-  return ir_unary(f, "stablehlo.negate",
-                  ir_unary(f, "stablehlo.log", ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, u, 1.0), u)));
+  return ir_unary(
+      f, "stablehlo.negate",
+      ir_unary(f, "stablehlo.log", ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, u, 1.0), u)));
 }
 
 /* exponential_(self, lambd=1, *, generator) */
 static tpurt_status_t lower_exponential_(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!is_float(t->dtype))
-    return lower_error(TPURT_INVALID_ARGUMENT, "exponential_ not implemented for '%s'", tpurt_dtype_name(t->dtype));
+    return lower_error(TPURT_INVALID_ARGUMENT, "exponential_ not implemented for '%s'",
+                       tpurt_dtype_name(t->dtype));
   double lambd = lower_scalar_value(ctx, 1);
   if (!(lambd > 0.0))
-    return lower_error(TPURT_INVALID_ARGUMENT, "exponential_ expects lambda > 0.0, but found lambda=%g", lambd);
+    return lower_error(TPURT_INVALID_ARGUMENT, "exponential_ expects lambda > 0.0, but found lambda=%g",
+                       lambd);
   tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_value_t state = lower_rng_state(ctx, 2);
   ir_value_t e = exponential_of(ctx, &state, cd, t);
@@ -464,15 +468,18 @@ static tpurt_status_t lower_exponential_(lower_ctx_t* ctx) {
 static tpurt_status_t lower_cauchy_(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!is_float(t->dtype))
-    return lower_error(TPURT_INVALID_ARGUMENT, "cauchy_ not implemented for '%s'", tpurt_dtype_name(t->dtype));
+    return lower_error(TPURT_INVALID_ARGUMENT, "cauchy_ not implemented for '%s'",
+                       tpurt_dtype_name(t->dtype));
   if (!(lower_scalar_value(ctx, 2) > 0.0))
-    return lower_error(TPURT_INVALID_ARGUMENT, "cauchy_ expects sigma > 0.0, but found sigma=%g", lower_scalar_value(ctx, 2));
+    return lower_error(TPURT_INVALID_ARGUMENT, "cauchy_ expects sigma > 0.0, but found sigma=%g",
+                       lower_scalar_value(ctx, 2));
   ir_func_t* f = ctx->func;
   tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_value_t state = lower_rng_state(ctx, 3);
   ir_value_t u = uniform01(ctx, &state, cd, t->rank, t->sizes);
-  ir_value_t a = ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", u, lower_full_like(ctx, u, 0.5)),
-                           lower_full_like(ctx, u, M_PI));
+  ir_value_t a =
+      ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", u, lower_full_like(ctx, u, 0.5)),
+                lower_full_like(ctx, u, M_PI));
   ir_value_t r = ir_binary(f, "stablehlo.multiply", ir_unary(f, "stablehlo.tan", a), scalar_like(ctx, 2, u));
   r = ir_binary(f, "stablehlo.add", r, scalar_like(ctx, 1, u));
   lower_set_result(ctx, 0, lower_cast(ctx, r, t->dtype));
@@ -483,14 +490,17 @@ static tpurt_status_t lower_cauchy_(lower_ctx_t* ctx) {
 static tpurt_status_t lower_log_normal_(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!is_float(t->dtype))
-    return lower_error(TPURT_INVALID_ARGUMENT, "log_normal_ not implemented for '%s'", tpurt_dtype_name(t->dtype));
+    return lower_error(TPURT_INVALID_ARGUMENT, "log_normal_ not implemented for '%s'",
+                       tpurt_dtype_name(t->dtype));
   if (!(lower_scalar_value(ctx, 2) > 0.0))
-    return lower_error(TPURT_INVALID_ARGUMENT, "log_normal_ expects std > 0.0, but found std=%g", lower_scalar_value(ctx, 2));
+    return lower_error(TPURT_INVALID_ARGUMENT, "log_normal_ expects std > 0.0, but found std=%g",
+                       lower_scalar_value(ctx, 2));
   ir_func_t* f = ctx->func;
   tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_value_t state = lower_rng_state(ctx, 3);
   ir_value_t z = std_normal(ctx, &state, cd, t->rank, t->sizes);
-  z = ir_binary(f, "stablehlo.add", ir_binary(f, "stablehlo.multiply", z, scalar_like(ctx, 2, z)), scalar_like(ctx, 1, z));
+  z = ir_binary(f, "stablehlo.add", ir_binary(f, "stablehlo.multiply", z, scalar_like(ctx, 2, z)),
+                scalar_like(ctx, 1, z));
   lower_set_result(ctx, 0, lower_cast(ctx, ir_unary(f, "stablehlo.exponential", z), t->dtype));
   return NULL;
 }
@@ -525,7 +535,8 @@ static tpurt_status_t lower_native_dropout_backward(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t gv = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   ir_value_t m = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), acc), g->rank, g->sizes);
-  ir_value_t r = ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.multiply", gv, m), scalar_like(ctx, 2, gv));
+  ir_value_t r =
+      ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.multiply", gv, m), scalar_like(ctx, 2, gv));
   lower_set_result(ctx, 0, lower_cast(ctx, r, out));
   return NULL;
 }

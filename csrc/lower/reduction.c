@@ -428,9 +428,10 @@ static tpurt_status_t lower_count_nonzero(lower_ctx_t* ctx) {
   int32_t n = 0;
   TPURT_RETURN_IF_ERROR(reduce_dims(ctx, 1, t->rank, mask, dims, &n));
   ir_value_t x = lower_tensor(ctx, 0);
-  ir_value_t nz = ir_convert(ctx->func, ir_compare(ctx->func, IR_NE, x, lower_full_like(ctx, x, 0.0)),
-                             TPURT_DTYPE_I64);
-  lower_set_result(ctx, 0, ir_reduce(ctx->func, nz, scalar_const(ctx, TPURT_DTYPE_I64, 0), dims, n, IR_REDUCE_ADD));
+  ir_value_t nz =
+      ir_convert(ctx->func, ir_compare(ctx->func, IR_NE, x, lower_full_like(ctx, x, 0.0)), TPURT_DTYPE_I64);
+  lower_set_result(ctx, 0,
+                   ir_reduce(ctx->func, nz, scalar_const(ctx, TPURT_DTYPE_I64, 0), dims, n, IR_REDUCE_ADD));
   return NULL;
 }
 
@@ -455,8 +456,10 @@ static tpurt_status_t lower_aminmax(lower_ctx_t* ctx) {
                          "aminmax(): Expected reduction dim %lld to have non-zero size.", (long long)dims[i]);
   ir_value_t x = lower_tensor(ctx, 0);
   bool keep = lower_bool(ctx, 2, false);
-  ir_value_t lo = ir_reduce(ctx->func, x, scalar_const(ctx, t->dtype, highest(t->dtype)), dims, n, IR_REDUCE_MIN);
-  ir_value_t hi = ir_reduce(ctx->func, x, scalar_const(ctx, t->dtype, lowest(t->dtype)), dims, n, IR_REDUCE_MAX);
+  ir_value_t lo =
+      ir_reduce(ctx->func, x, scalar_const(ctx, t->dtype, highest(t->dtype)), dims, n, IR_REDUCE_MIN);
+  ir_value_t hi =
+      ir_reduce(ctx->func, x, scalar_const(ctx, t->dtype, lowest(t->dtype)), dims, n, IR_REDUCE_MAX);
   lower_set_result(ctx, 0, keep_dims(ctx, lo, t, mask, keep));
   lower_set_result(ctx, 1, keep_dims(ctx, hi, t, mask, keep));
   return NULL;
@@ -466,7 +469,8 @@ static tpurt_status_t lower_aminmax(lower_ctx_t* ctx) {
 static tpurt_status_t lower_trace(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (t->rank != 2)
-    return lower_error(TPURT_INVALID_ARGUMENT, "trace: expected a matrix, but got tensor with dim %d", (int)t->rank);
+    return lower_error(TPURT_INVALID_ARGUMENT, "trace: expected a matrix, but got tensor with dim %d",
+                       (int)t->rank);
   tpurt_dtype_t out = tpurt_dtype_is_float(t->dtype) ? t->dtype : TPURT_DTYPE_I64;
   tpurt_dtype_t acc = lower_acc_dtype(out);
   ir_func_t* f = ctx->func;
@@ -475,7 +479,8 @@ static tpurt_status_t lower_trace(lower_ctx_t* ctx) {
   ir_value_t diag = ir_compare(f, IR_EQ, ir_iota(f, it, 0), ir_iota(f, it, 1));
   x = ir_select(f, diag, x, lower_full_like(ctx, x, 0.0));
   int64_t both[2] = {0, 1};
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_reduce(f, x, scalar_const(ctx, acc, 0.0), both, 2, IR_REDUCE_ADD), out));
+  lower_set_result(
+      ctx, 0, lower_cast(ctx, ir_reduce(f, x, scalar_const(ctx, acc, 0.0), both, 2, IR_REDUCE_ADD), out));
   return NULL;
 }
 

@@ -10,7 +10,8 @@
 
 /* A tensor arg or a Scalar arg as a value of |dtype| (a Scalar becomes rank 0). */
 static ir_value_t tensor_or_scalar(lower_ctx_t* ctx, int32_t arg, tpurt_dtype_t dtype) {
-  return lower_meta(ctx, arg) ? lower_cast(ctx, lower_tensor(ctx, arg), dtype) : lower_scalar(ctx, arg, dtype);
+  return lower_meta(ctx, arg) ? lower_cast(ctx, lower_tensor(ctx, arg), dtype)
+                              : lower_scalar(ctx, arg, dtype);
 }
 
 /* isin(elements, test_elements, assume_unique=False, invert=False) */
@@ -57,7 +58,8 @@ static ir_value_t insertion_index(lower_ctx_t* ctx, ir_value_t seq, ir_value_t v
   ir_value_t below = ir_compare(f, right ? IR_LE : IR_LT, sb, vb);
   if (tpurt_dtype_is_float(vt->dtype)) {
     ir_value_t v_nan = ir_compare(f, IR_NE, vb, vb), s_nan = ir_compare(f, IR_NE, sb, sb);
-    ir_value_t nan_rule = right ? v_nan : ir_binary(f, "stablehlo.and", v_nan, ir_unary(f, "stablehlo.not", s_nan));
+    ir_value_t nan_rule =
+        right ? v_nan : ir_binary(f, "stablehlo.and", v_nan, ir_unary(f, "stablehlo.not", s_nan));
     below = ir_binary(f, "stablehlo.or", below, nan_rule);
   }
   ir_value_t counts = ir_convert(f, below, out);
@@ -76,12 +78,15 @@ static tpurt_status_t lower_searchsorted(lower_ctx_t* ctx) {
     bool same = sorter->rank == s->rank;
     for (int32_t d = 0; same && d < s->rank; ++d) same = sorter->sizes[d] == s->sizes[d];
     if (!same)
-      return lower_error(TPURT_INVALID_ARGUMENT,
-                         "torch.searchsorted(): boundary and sorter must have the same size, but got boundary "
-                         "tensor %s", lower_shape_str(s->rank, s->sizes));
+      return lower_error(
+          TPURT_INVALID_ARGUMENT,
+          "torch.searchsorted(): boundary and sorter must have the same size, but got boundary "
+          "tensor %s",
+          lower_shape_str(s->rank, s->sizes));
   }
   if (s->rank == 0)
-    return lower_error(TPURT_INVALID_ARGUMENT, "torch.searchsorted(): input value can be a scalar only when "
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.searchsorted(): input value can be a scalar only when "
                        "boundaries tensor dimension is 1, but we got boundaries tensor dim(0)");
   if (v && s->rank != 1) {
     bool ok = v->rank == s->rank;
@@ -96,15 +101,18 @@ static tpurt_status_t lower_searchsorted(lower_ctx_t* ctx) {
   const char* side = lower_str(ctx, 4, NULL);
   bool right = lower_bool(ctx, 3, false) || (side && strcmp(side, "right") == 0);
   if (side && strcmp(side, "left") != 0 && strcmp(side, "right") != 0)
-    return lower_error(TPURT_INVALID_ARGUMENT, "torch.searchsorted(): side can only be 'left' or 'right' but got %s", side);
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.searchsorted(): side can only be 'left' or 'right' but got %s", side);
   if (lower_bool(ctx, 3, false) && side && strcmp(side, "left") == 0)
     return lower_error(TPURT_INVALID_ARGUMENT,
-                       "torch.searchsorted(): side and right can't be set to opposites, got side of left while right was True");
+                       "torch.searchsorted(): side and right can't be set to opposites, got side of left "
+                       "while right was True");
   tpurt_dtype_t out = lower_bool(ctx, 2, false) ? TPURT_DTYPE_I32 : TPURT_DTYPE_I64;
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   ir_value_t values = tensor_or_scalar(ctx, 1, dt);
-  lower_set_result(ctx, 0, insertion_index(ctx, lower_cast(ctx, lower_tensor(ctx, 0), dt), values, right, out));
+  lower_set_result(ctx, 0,
+                   insertion_index(ctx, lower_cast(ctx, lower_tensor(ctx, 0), dt), values, right, out));
   return NULL;
 }
 
@@ -112,13 +120,15 @@ static tpurt_status_t lower_searchsorted(lower_ctx_t* ctx) {
 static tpurt_status_t lower_bucketize(lower_ctx_t* ctx) {
   const tpurt_tensor_t* b = lower_meta(ctx, 1);
   if (b->rank != 1)
-    return lower_error(TPURT_INVALID_ARGUMENT, "boundaries tensor must be 1 dimension, but got dim(%d)", (int)b->rank);
+    return lower_error(TPURT_INVALID_ARGUMENT, "boundaries tensor must be 1 dimension, but got dim(%d)",
+                       (int)b->rank);
   tpurt_dtype_t out = lower_bool(ctx, 2, false) ? TPURT_DTYPE_I32 : TPURT_DTYPE_I64;
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   ir_value_t values = tensor_or_scalar(ctx, 0, dt);
   lower_set_result(ctx, 0,
-                   insertion_index(ctx, lower_cast(ctx, lower_tensor(ctx, 1), dt), values, lower_bool(ctx, 3, false), out));
+                   insertion_index(ctx, lower_cast(ctx, lower_tensor(ctx, 1), dt), values,
+                                   lower_bool(ctx, 3, false), out));
   return NULL;
 }
 

@@ -18,7 +18,9 @@ static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t
 static ir_value_t is_nan(lower_ctx_t* ctx, ir_value_t x) { return ir_compare(ctx->func, IR_NE, x, x); }
 
 /* The float dtype of a float op on |in|: itself, or float32 for ints/bool. */
-static tpurt_dtype_t float_of(tpurt_dtype_t in) { return tpurt_dtype_is_float(in) ? in : LOWER_DEFAULT_FLOAT; }
+static tpurt_dtype_t float_of(tpurt_dtype_t in) {
+  return tpurt_dtype_is_float(in) ? in : LOWER_DEFAULT_FLOAT;
+}
 
 /* Schema args |idx| (tensors or numbers) as values of |dtype| broadcast to their common shape. */
 static tpurt_status_t operands(lower_ctx_t* ctx, const int32_t* idx, int32_t n, tpurt_dtype_t dtype,
@@ -71,14 +73,16 @@ static ir_value_t sinc_of(lower_ctx_t* ctx, ir_value_t x) {
 /* entr(x) = -x log x for x > 0, 0 at 0, -inf below */
 static ir_value_t entr_of(lower_ctx_t* ctx, ir_value_t x) {
   ir_func_t* f = ctx->func;
-  ir_value_t r = ir_unary(f, "stablehlo.negate", bin(ctx, "stablehlo.multiply", x, ir_unary(f, "stablehlo.log", x)));
+  ir_value_t r =
+      ir_unary(f, "stablehlo.negate", bin(ctx, "stablehlo.multiply", x, ir_unary(f, "stablehlo.log", x)));
   r = ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)), k(ctx, x, 0.0), r);
   return ir_select(f, ir_compare(f, IR_LT, x, k(ctx, x, 0.0)), k(ctx, x, -INFINITY), r);
 }
 
 /* ndtri(p) = sqrt(2) erfinv(2p - 1) */
 static ir_value_t ndtri_of(lower_ctx_t* ctx, ir_value_t p) {
-  ir_value_t t = bin(ctx, "stablehlo.subtract", bin(ctx, "stablehlo.multiply", p, k(ctx, p, 2.0)), k(ctx, p, 1.0));
+  ir_value_t t =
+      bin(ctx, "stablehlo.subtract", bin(ctx, "stablehlo.multiply", p, k(ctx, p, 2.0)), k(ctx, p, 1.0));
   return bin(ctx, "stablehlo.multiply", ir_unary(ctx->func, "chlo.erf_inv", t), k(ctx, p, M_SQRT2));
 }
 
@@ -121,9 +125,10 @@ static tpurt_status_t lower_signbit(lower_ctx_t* ctx) {
   ir_value_t x = lower_tensor(ctx, 0);
   ir_func_t* f = ctx->func;
   if (!tpurt_dtype_is_float(t->dtype)) {
-    lower_set_result(ctx, 0, t->dtype == TPURT_DTYPE_BOOL || t->dtype == TPURT_DTYPE_U8
-                                 ? ir_compare(f, IR_NE, x, x)
-                                 : ir_compare(f, IR_LT, x, k(ctx, x, 0.0)));
+    lower_set_result(ctx, 0,
+                     t->dtype == TPURT_DTYPE_BOOL || t->dtype == TPURT_DTYPE_U8
+                         ? ir_compare(f, IR_NE, x, x)
+                         : ir_compare(f, IR_LT, x, k(ctx, x, 0.0)));
     return NULL;
   }
   tpurt_dtype_t bits = tpurt_dtype_size(t->dtype) == 8   ? TPURT_DTYPE_I64
@@ -159,11 +164,15 @@ static tpurt_status_t lower_nan_to_num(lower_ctx_t* ctx) {
     return NULL;
   }
   ir_func_t* f = ctx->func;
-  ir_value_t nan = lower_is_none(ctx, 1) ? k(ctx, x, 0.0) : lower_broadcast_to(ctx, lower_scalar(ctx, 1, t->dtype), t->rank, t->sizes);
-  ir_value_t pos = lower_is_none(ctx, 2) ? k(ctx, x, finite_max(t->dtype))
-                                         : lower_broadcast_to(ctx, lower_scalar(ctx, 2, t->dtype), t->rank, t->sizes);
-  ir_value_t neg = lower_is_none(ctx, 3) ? k(ctx, x, -finite_max(t->dtype))
-                                         : lower_broadcast_to(ctx, lower_scalar(ctx, 3, t->dtype), t->rank, t->sizes);
+  ir_value_t nan = lower_is_none(ctx, 1)
+                       ? k(ctx, x, 0.0)
+                       : lower_broadcast_to(ctx, lower_scalar(ctx, 1, t->dtype), t->rank, t->sizes);
+  ir_value_t pos = lower_is_none(ctx, 2)
+                       ? k(ctx, x, finite_max(t->dtype))
+                       : lower_broadcast_to(ctx, lower_scalar(ctx, 2, t->dtype), t->rank, t->sizes);
+  ir_value_t neg = lower_is_none(ctx, 3)
+                       ? k(ctx, x, -finite_max(t->dtype))
+                       : lower_broadcast_to(ctx, lower_scalar(ctx, 3, t->dtype), t->rank, t->sizes);
   ir_value_t r = ir_select(f, is_nan(ctx, x), nan, x);
   r = ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, INFINITY)), pos, r);
   r = ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, -INFINITY)), neg, r);
@@ -177,7 +186,9 @@ static tpurt_status_t lower_round_decimals(lower_ctx_t* ctx) {
   int64_t d = lower_int(ctx, 1, 0);
   ir_value_t x = lower_tensor(ctx, 0);
   if (!tpurt_dtype_is_float(t->dtype)) {
-    if (d != 0) return lower_error(TPURT_INVALID_ARGUMENT, "round_cpu not implemented for '%s' with decimals", tpurt_dtype_name(t->dtype));
+    if (d != 0)
+      return lower_error(TPURT_INVALID_ARGUMENT, "round_cpu not implemented for '%s' with decimals",
+                         tpurt_dtype_name(t->dtype));
     lower_set_result(ctx, 0, x);
     return NULL;
   }
@@ -187,9 +198,11 @@ static tpurt_status_t lower_round_decimals(lower_ctx_t* ctx) {
   ir_value_t s = k(ctx, x, scale);
   ir_value_t r;
   if (d >= 0)
-    r = bin(ctx, "stablehlo.divide", ir_unary(ctx->func, "stablehlo.round_nearest_even", bin(ctx, "stablehlo.multiply", x, s)), s);
+    r = bin(ctx, "stablehlo.divide",
+            ir_unary(ctx->func, "stablehlo.round_nearest_even", bin(ctx, "stablehlo.multiply", x, s)), s);
   else
-    r = bin(ctx, "stablehlo.multiply", ir_unary(ctx->func, "stablehlo.round_nearest_even", bin(ctx, "stablehlo.divide", x, s)), s);
+    r = bin(ctx, "stablehlo.multiply",
+            ir_unary(ctx->func, "stablehlo.round_nearest_even", bin(ctx, "stablehlo.divide", x, s)), s);
   lower_set_result(ctx, 0, lower_cast(ctx, r, t->dtype));
   return NULL;
 }
@@ -234,8 +247,10 @@ static ir_value_t hypot_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   ir_value_t x = ir_unary(f, "stablehlo.abs", a), y = ir_unary(f, "stablehlo.abs", b);
   ir_value_t m = bin(ctx, "stablehlo.maximum", x, y), n = bin(ctx, "stablehlo.minimum", x, y);
   ir_value_t q = bin(ctx, "stablehlo.divide", n, m);
-  ir_value_t r = bin(ctx, "stablehlo.multiply", m,
-                     ir_unary(f, "stablehlo.sqrt", bin(ctx, "stablehlo.add", k(ctx, q, 1.0), bin(ctx, "stablehlo.multiply", q, q))));
+  ir_value_t r =
+      bin(ctx, "stablehlo.multiply", m,
+          ir_unary(f, "stablehlo.sqrt",
+                   bin(ctx, "stablehlo.add", k(ctx, q, 1.0), bin(ctx, "stablehlo.multiply", q, q))));
   r = ir_select(f, ir_compare(f, IR_EQ, m, k(ctx, m, 0.0)), k(ctx, m, 0.0), r);
   ir_value_t inf = ir_binary(f, "stablehlo.or", ir_compare(f, IR_EQ, x, k(ctx, x, INFINITY)),
                              ir_compare(f, IR_EQ, y, k(ctx, y, INFINITY)));
@@ -247,7 +262,9 @@ static ir_value_t copysign_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   ir_func_t* f = ctx->func;
   const ir_type_t* t = ir_value_type(f, b);
   ir_type_t it = *t;
-  it.dtype = tpurt_dtype_size(t->dtype) == 8 ? TPURT_DTYPE_I64 : tpurt_dtype_size(t->dtype) == 4 ? TPURT_DTYPE_I32 : TPURT_DTYPE_I16;
+  it.dtype = tpurt_dtype_size(t->dtype) == 8   ? TPURT_DTYPE_I64
+             : tpurt_dtype_size(t->dtype) == 4 ? TPURT_DTYPE_I32
+                                               : TPURT_DTYPE_I16;
   ir_value_t bits = ir_bitcast_convert(f, b, it);
   ir_value_t neg = ir_compare(f, IR_LT, bits, lower_full_like(ctx, bits, 0.0));
   ir_value_t mag = ir_unary(f, "stablehlo.abs", a);
@@ -263,8 +280,12 @@ static ir_value_t fmaxmin(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, const ch
   r = ir_select(f, is_nan(ctx, a), b, r);
   return ir_select(f, is_nan(ctx, b), a, r);
 }
-static ir_value_t fmax_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) { return fmaxmin(ctx, a, b, "stablehlo.maximum"); }
-static ir_value_t fmin_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) { return fmaxmin(ctx, a, b, "stablehlo.minimum"); }
+static ir_value_t fmax_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return fmaxmin(ctx, a, b, "stablehlo.maximum");
+}
+static ir_value_t fmin_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return fmaxmin(ctx, a, b, "stablehlo.minimum");
+}
 
 /* logaddexp(a, b) = max + log1p(exp(-|a - b|)); equal infinities give themselves */
 static ir_value_t logaddexp_base(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, bool base2) {
@@ -274,16 +295,23 @@ static ir_value_t logaddexp_base(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, b
   ir_value_t r;
   if (base2) { /* m + log2(1 + 2^-d) */
     ir_value_t e = ir_unary(f, "stablehlo.exponential", bin(ctx, "stablehlo.multiply", d, k(ctx, d, -M_LN2)));
-    r = bin(ctx, "stablehlo.add", m, bin(ctx, "stablehlo.multiply", ir_unary(f, "stablehlo.log_plus_one", e), k(ctx, e, 1.0 / M_LN2)));
+    r = bin(ctx, "stablehlo.add", m,
+            bin(ctx, "stablehlo.multiply", ir_unary(f, "stablehlo.log_plus_one", e), k(ctx, e, 1.0 / M_LN2)));
   } else {
-    r = bin(ctx, "stablehlo.add", m, ir_unary(f, "stablehlo.log_plus_one", ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", d))));
+    r = bin(ctx, "stablehlo.add", m,
+            ir_unary(f, "stablehlo.log_plus_one",
+                     ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", d))));
   }
   ir_value_t same_inf = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, a, b),
                                   ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", a), k(ctx, a, INFINITY)));
   return ir_select(f, same_inf, a, r);
 }
-static ir_value_t logaddexp_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) { return logaddexp_base(ctx, a, b, false); }
-static ir_value_t logaddexp2_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) { return logaddexp_base(ctx, a, b, true); }
+static ir_value_t logaddexp_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return logaddexp_base(ctx, a, b, false);
+}
+static ir_value_t logaddexp2_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return logaddexp_base(ctx, a, b, true);
+}
 
 /* heaviside(x, values) = values at 0, else (x > 0) */
 static ir_value_t heaviside_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t v) {
@@ -296,7 +324,9 @@ static ir_value_t heaviside_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t v) {
 }
 
 /* zeta(x, q): Hurwitz zeta */
-static ir_value_t zeta_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t q) { return ir_binary(ctx->func, "chlo.zeta", x, q); }
+static ir_value_t zeta_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t q) {
+  return ir_binary(ctx->func, "chlo.zeta", x, q);
+}
 
 static tpurt_status_t lower_xlogy(lower_ctx_t* ctx) { return binary(ctx, 0, 1, xlogy_of, true); }
 static tpurt_status_t lower_xlog1py(lower_ctx_t* ctx) { return binary(ctx, 0, 1, xlog1py_of, true); }
@@ -311,7 +341,8 @@ static tpurt_status_t lower_zeta(lower_ctx_t* ctx) { return binary(ctx, 0, 1, ze
 static tpurt_status_t lower_heaviside(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
   if (a && b && a->dtype != b->dtype)
-    return lower_error(TPURT_INVALID_ARGUMENT, "heaviside is not yet implemented for tensors with different dtypes");
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "heaviside is not yet implemented for tensors with different dtypes");
   return binary(ctx, 0, 1, heaviside_of, false);
 }
 
@@ -332,7 +363,8 @@ static tpurt_status_t lower_polygamma(lower_ctx_t* ctx) {
     ir_value_t arg = ir_select(f, neg, bin(ctx, "stablehlo.subtract", one, x), x);
     ir_value_t tg = ir_binary(f, "chlo.polygamma", one, arg);
     ir_value_t s = ir_unary(f, "stablehlo.sine", bin(ctx, "stablehlo.multiply", x, k(ctx, x, M_PI)));
-    ir_value_t refl = bin(ctx, "stablehlo.divide", k(ctx, x, M_PI * M_PI), bin(ctx, "stablehlo.multiply", s, s));
+    ir_value_t refl =
+        bin(ctx, "stablehlo.divide", k(ctx, x, M_PI * M_PI), bin(ctx, "stablehlo.multiply", s, s));
     r = ir_select(f, neg, bin(ctx, "stablehlo.subtract", refl, tg), tg);
   } else { /* chlo.polygamma gives NaN below 0 where CPU's zeta series has values: leave it to the CPU */
     return lower_error(TPURT_UNIMPLEMENTED, "polygamma for n >= 2 (chlo.polygamma is NaN for negative x)");

@@ -14,7 +14,6 @@
 #define F32 TPURT_DTYPE_F32
 #define I64 TPURT_DTYPE_I64
 
-
 /* 1: the plugin loaded; 0: no plugin named; -1: it failed to load. */
 static int plugin_state(void) {
   static int state = 2;
@@ -71,28 +70,30 @@ static ir_func_t* build_max_pool(void) {
   int64_t dims[3] = {1, 4, 4};
   ir_func_t* f = ir_func_create();
   ir_value_t x = ir_param(f, ir_type_make(F32, 3, dims));
-  ir_window_t w = {.dimensions = {1, 2, 2}, .strides = {1, 2, 2}, .dilations = {1, 1, 1},
-                   .padding_low = {0, 0, 0}, .padding_high = {0, 0, 1}};
+  ir_window_t w = {.dimensions = {1, 2, 2},
+                   .strides = {1, 2, 2},
+                   .dilations = {1, 1, 1},
+                   .padding_low = {0, 0, 0},
+                   .padding_high = {0, 0, 1}};
   ir_value_t init = ir_constant_f64(f, F32, -INFINITY);
   ir_value_t y = ir_reduce_window(f, x, init, &w, IR_REDUCE_MAX);
   ir_func_set_results(f, &y, 1);
   return f;
 }
 
-#define GOLDEN                                                                                           \
-  HDR                                                                                                    \
-  "  func.func public @main(%v0: tensor<1x4x4xf32>) -> (tensor<1x2x2xf32>) {\n"                          \
-  "    %v1 = \"stablehlo.constant\"() {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>\n"    \
-  "    %v2 = \"stablehlo.reduce_window\"(%v0, %v1) ({\n"                                                 \
-  "    ^bb0(%v3: tensor<f32>, %v4: tensor<f32>):\n"                                                      \
-  "      %v5 = \"stablehlo.maximum\"(%v3, %v4) : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"            \
-  "      \"stablehlo.return\"(%v5) : (tensor<f32>) -> ()\n"                                              \
-  "    }) {base_dilations = array<i64: 1, 1, 1>, padding = dense<[[0, 0], [0, 0], [0, 1]]> : "          \
-  "tensor<3x2xi64>, window_dilations = array<i64: 1, 1, 1>, window_dimensions = array<i64: 1, 2, 2>, "  \
-  "window_strides = array<i64: 1, 2, 2>} : (tensor<1x4x4xf32>, tensor<f32>) -> tensor<1x2x2xf32>\n"     \
-  "    \"func.return\"(%v2) : (tensor<1x2x2xf32>) -> ()\n"                                               \
-  "  }\n"                                                                                                \
-  "}\n"
+#define GOLDEN                                                                                             \
+  HDR "  func.func public @main(%v0: tensor<1x4x4xf32>) -> (tensor<1x2x2xf32>) {\n"                        \
+      "    %v1 = \"stablehlo.constant\"() {value = dense<0xFF800000> : tensor<f32>} : () -> tensor<f32>\n" \
+      "    %v2 = \"stablehlo.reduce_window\"(%v0, %v1) ({\n"                                               \
+      "    ^bb0(%v3: tensor<f32>, %v4: tensor<f32>):\n"                                                    \
+      "      %v5 = \"stablehlo.maximum\"(%v3, %v4) : (tensor<f32>, tensor<f32>) -> tensor<f32>\n"          \
+      "      \"stablehlo.return\"(%v5) : (tensor<f32>) -> ()\n"                                            \
+      "    }) {base_dilations = array<i64: 1, 1, 1>, padding = dense<[[0, 0], [0, 0], [0, 1]]> : "         \
+      "tensor<3x2xi64>, window_dilations = array<i64: 1, 1, 1>, window_dimensions = array<i64: 1, 2, 2>, " \
+      "window_strides = array<i64: 1, 2, 2>} : (tensor<1x4x4xf32>, tensor<f32>) -> tensor<1x2x2xf32>\n"    \
+      "    \"func.return\"(%v2) : (tensor<1x2x2xf32>) -> ()\n"                                             \
+      "  }\n"                                                                                              \
+      "}\n"
 
 TEST(IrWindow_Golden) {
   ir_func_t* f = build_max_pool();
