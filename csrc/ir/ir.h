@@ -239,4 +239,28 @@ void ir_custom_call(ir_func_t* func, const char* call_target_name, const ir_valu
                     int32_t num_operands, const ir_type_t* result_types, int32_t num_results,
                     const char* backend_config, int32_t api_version, ir_value_t* out_results);
 
+/*===------------------------------------------------------------------===*/
+/* Reduce window (appended by the pooling family)                         */
+/*===------------------------------------------------------------------===*/
+
+/* stablehlo.reduce_window: one window per output element. All arrays have
+** one entry per operand dim; padding is (low, high) pairs. Base dilation is
+** always 1 (no rule needs it). */
+typedef struct ir_window_s {
+  int64_t dimensions[TPURT_MAX_RANK];
+  int64_t strides[TPURT_MAX_RANK];
+  int64_t dilations[TPURT_MAX_RANK];
+  int64_t padding_low[TPURT_MAX_RANK], padding_high[TPURT_MAX_RANK];
+} ir_window_t;
+
+/* Multi-operand reduce_window with a custom body, like ir_reduce_begin:
+** results to |out_results| (num_inputs), block args to |out_block_args|
+** (accumulators first, then elements). */
+void ir_reduce_window_begin(ir_func_t* func, const ir_value_t* inputs, const ir_value_t* inits,
+                            int32_t num_inputs, const ir_window_t* window, ir_value_t* out_results,
+                            ir_value_t* out_block_args);
+/* reduce_window of |x| with a one-op body. */
+ir_value_t ir_reduce_window(ir_func_t* func, ir_value_t x, ir_value_t init, const ir_window_t* window,
+                            ir_reducer_t reducer);
+
 #endif /* TPURT_IR_IR_H_ */

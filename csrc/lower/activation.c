@@ -1,4 +1,5 @@
-/* activation.c: gelu, silu, relu and the softmax family. Half types
+/* activation.c: gelu, silu, relu, the softmax family, hardtanh, shrinks,
+** threshold, glu and log-sigmoid. Half types
 ** compute in f32 and round once at the end, as PyTorch's CPU kernels do. */
 #include <math.h>
 
@@ -105,15 +106,178 @@ static tpurt_status_t softmax(lower_ctx_t* ctx, bool log) {
 static tpurt_status_t lower_softmax(lower_ctx_t* ctx) { return softmax(ctx, false); }
 static tpurt_status_t lower_log_softmax(lower_ctx_t* ctx) { return softmax(ctx, true); }
 
+/*===--- clamps, shrinks, thresholds, glu, log-sigmoid ---===*/
+
+/* A Scalar arg broadcast like |x| (a runtime parameter: no recompile per value). */
+static ir_value_t scalar_like(lower_ctx_t* ctx, int32_t arg, ir_value_t x) {
+  const ir_type_t* t = ir_value_type(ctx->func, x);
+  return lower_broadcast_to(ctx, lower_scalar(ctx, arg, t->dtype), t->rank, t->dims);
+}
+
+/* hardtanh(self, min_val=-1, max_val=1): a clamp that keeps NaN */
+static tpurt_status_t lower_hardtanh(lower_ctx_t* ctx) {
+  tpurt_dtype_t d = lower_meta(ctx, 0)->dtype;
+  if (d == TPURT_DTYPE_BOOL)
+    return lower_error(TPURT_INVALID_ARGUMENT, "Bool inputs not supported for hardtanh");
+  ir_value_t x = lower_tensor(ctx, 0);
+  ir_value_t lo = lower_is_none(ctx, 1) ? k(ctx, x, -1.0) : scalar_like(ctx, 1, x);
+  ir_value_t hi = lower_is_none(ctx, 2) ? k(ctx, x, 1.0) : scalar_like(ctx, 2, x);
+  ir_func_t* f = ctx->func;
+  ir_value_t y = ir_select(f, ir_compare(f, IR_LT, x, lo), lo, x);
+  y = ir_select(f, ir_compare(f, IR_GT, y, hi), hi, y);
+  lower_set_result(ctx, 0, y);
+  return NULL;
+}
+
+/* hardtanh_backward(grad_output, self, min_val, max_val): grad where min < x < max */
+static tpurt_status_t lower_hardtanh_backward(lower_ctx_t* ctx) {
+  ir_func_t* f = ctx->func;
+  ir_value_t g = lower_tensor(ctx, 0), x = lower_cast(ctx, lower_tensor(ctx, 1), lower_meta(ctx, 0)->dtype);
+  ir_value_t inside = ir_binary(f, "stablehlo.and", ir_compare(f, IR_GT, x, scalar_like(ctx, 2, x)),
+                                ir_compare(f, IR_LT, x, scalar_like(ctx, 3, x)));
+  lower_set_result(ctx, 0, ir_select(f, inside, g, k(ctx, g, 0.0)));
+  return NULL;
+}
+
+/* hardshrink(self, lambd=0.5): x where |x| > lambd, else 0 */
+static tpurt_status_t lower_hardshrink(lower_ctx_t* ctx) {
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_tensor(ctx, 0);
+  ir_value_t l = lower_is_none(ctx, 1) ? k(ctx, x, 0.5) : scalar_like(ctx, 1, x);
+  ir_value_t inside =
+      ir_binary(f, "stablehlo.and", ir_compare(f, IR_GE, x, ir_unary(f, "stablehlo.negate", l)),
+                ir_compare(f, IR_LE, x, l));
+  lower_set_result(ctx, 0, ir_select(f, inside, k(ctx, x, 0.0), x));
+  return NULL;
+}
+
+/* softshrink(self, lambd=0.5): x - lambd above lambd, x + lambd below -lambd, else 0 */
+static tpurt_status_t lower_softshrink(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(need_float(ctx, "softshrink_cpu"));
+  if (!lower_is_none(ctx, 1) && lower_scalar_value(ctx, 1) < 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "lambda must be greater or equal to 0, but found to be %g.",
+                       lower_scalar_value(ctx, 1));
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
+  ir_value_t l = lower_is_none(ctx, 1) ? k(ctx, x, 0.5) : scalar_like(ctx, 1, x);
+  ir_value_t y =
+      ir_select(f, ir_compare(f, IR_GT, x, l), ir_binary(f, "stablehlo.subtract", x, l), k(ctx, x, 0.0));
+  y = ir_select(f, ir_compare(f, IR_LT, x, ir_unary(f, "stablehlo.negate", l)), add(ctx, x, l), y);
+  y = ir_select(f, ir_compare(f, IR_NE, x, x), x, y);
+  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
+  return NULL;
+}
+
+/* threshold(self, threshold, value): x where x > threshold, else value */
+static tpurt_status_t lower_threshold(lower_ctx_t* ctx) {
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_tensor(ctx, 0);
+  ir_value_t keep = ir_binary(f, "stablehlo.or", ir_compare(f, IR_GT, x, scalar_like(ctx, 1, x)),
+                              ir_compare(f, IR_NE, x, x));
+  lower_set_result(ctx, 0, ir_select(f, keep, x, scalar_like(ctx, 2, x)));
+  return NULL;
+}
+
+/* glu(self, dim=-1) = a * sigmoid(b), a and b the two halves along dim */
+static tpurt_status_t lower_glu(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(need_float(ctx, "glu"));
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (t->rank == 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "glu does not support scalars because halving size must be even");
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, -1), t->rank, &dim));
+  if (t->sizes[dim] % 2 != 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Halving dimension must be even, but dimension %lld is size %lld", (long long)dim,
+                       (long long)t->sizes[dim]);
+  tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  int64_t start[TPURT_MAX_RANK] = {0}, limit[TPURT_MAX_RANK], strides[TPURT_MAX_RANK];
+  for (int32_t d = 0; d < t->rank; ++d) limit[d] = t->sizes[d], strides[d] = 1;
+  int64_t half = t->sizes[dim] / 2;
+  limit[dim] = half;
+  ir_value_t a = ir_slice(ctx->func, x, start, limit, strides);
+  start[dim] = half;
+  limit[dim] = 2 * half;
+  ir_value_t b = ir_slice(ctx->func, x, start, limit, strides);
+  lower_set_result(ctx, 0,
+                   lower_cast(ctx, mul(ctx, a, ir_unary(ctx->func, "stablehlo.logistic", b)), t->dtype));
+  return NULL;
+}
+
+/* log_sigmoid_forward(self) -> (output, buffer): min(x, 0) - log1p(exp(-|x|)); the
+** buffer is CPU's backward scratch, empty as on CUDA */
+static tpurt_status_t lower_log_sigmoid_forward(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(need_float(ctx, "log_sigmoid_forward"));
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
+  ir_value_t e =
+      ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", ir_unary(f, "stablehlo.abs", x)));
+  ir_value_t y = ir_binary(f, "stablehlo.subtract", ir_binary(f, "stablehlo.minimum", x, k(ctx, x, 0.0)),
+                           ir_unary(f, "stablehlo.log_plus_one", e));
+  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
+  int64_t none = 0;
+  lower_set_result(ctx, 1, lower_splat(ctx, dt, 1, &none, 0.0));
+  return NULL;
+}
+
+/* log_sigmoid_backward(grad_output, self, buffer): grad * (1 - sigmoid(x)) = grad * sigmoid(-x) */
+static tpurt_status_t lower_log_sigmoid_backward(lower_ctx_t* ctx) {
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
+  tpurt_dtype_t acc = lower_acc_dtype(dt);
+  ir_value_t g = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 1), acc);
+  ir_value_t s = ir_unary(f, "stablehlo.logistic", ir_unary(f, "stablehlo.negate", x));
+  lower_set_result(ctx, 0, lower_cast(ctx, mul(ctx, g, s), dt));
+  return NULL;
+}
+
+/* _prelu_kernel(self, weight): x where x > 0, else weight * x (weight already
+** shaped to broadcast by prelu) */
+static tpurt_status_t lower_prelu_kernel(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *x_t = lower_meta(ctx, 0), *w_t = lower_meta(ctx, 1);
+  int32_t rank;
+  int64_t dims[TPURT_MAX_RANK];
+  TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(x_t->rank, x_t->sizes, w_t->rank, w_t->sizes, &rank, dims));
+  tpurt_dtype_t acc = lower_acc_dtype(x_t->dtype);
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), acc), rank, dims);
+  ir_value_t w = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), acc), rank, dims);
+  ir_value_t y = ir_select(f, ir_compare(f, IR_GT, x, k(ctx, x, 0.0)), x, mul(ctx, w, x));
+  lower_set_result(ctx, 0, lower_cast(ctx, y, x_t->dtype));
+  return NULL;
+}
+
 const lower_rule_t lower_activation_rules[] = {
     LOWER_FN("aten::_log_softmax", lower_log_softmax),
+    LOWER_FN("aten::_prelu_kernel", lower_prelu_kernel),
     LOWER_OUT_FN("aten::_log_softmax.out", lower_log_softmax),
     LOWER_FN("aten::_softmax", lower_softmax),
     LOWER_OUT_FN("aten::_softmax.out", lower_softmax),
     LOWER_FN("aten::gelu", lower_gelu),
+    LOWER_FN("aten::glu", lower_glu),
+    LOWER_OUT_FN("aten::glu.out", lower_glu),
+    LOWER_FN("aten::hardshrink", lower_hardshrink),
+    LOWER_OUT_FN("aten::hardshrink.out", lower_hardshrink),
+    LOWER_FN("aten::hardtanh", lower_hardtanh),
+    LOWER_OUT_FN("aten::hardtanh.out", lower_hardtanh),
+    LOWER_FN("aten::hardtanh_backward", lower_hardtanh_backward),
+    LOWER_OUT_FN("aten::hardtanh_backward.grad_input", lower_hardtanh_backward),
+    LOWER_FN("aten::log_sigmoid_backward", lower_log_sigmoid_backward),
+    LOWER_OUT_FN("aten::log_sigmoid_backward.grad_input", lower_log_sigmoid_backward),
+    LOWER_FN("aten::log_sigmoid_forward", lower_log_sigmoid_forward),
+    LOWER_OUT_FN("aten::log_sigmoid_forward.output", lower_log_sigmoid_forward),
     LOWER_OUT_FN("aten::gelu.out", lower_gelu),
     LOWER_FN("aten::relu", lower_relu),
     LOWER_FN("aten::silu", lower_silu),
     LOWER_OUT_FN("aten::silu.out", lower_silu),
+    LOWER_FN("aten::softshrink", lower_softshrink),
+    LOWER_OUT_FN("aten::softshrink.out", lower_softshrink),
+    LOWER_FN("aten::threshold", lower_threshold),
+    LOWER_OUT_FN("aten::threshold.out", lower_threshold),
     LOWER_END,
 };

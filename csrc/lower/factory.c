@@ -1,4 +1,4 @@
-/* factory.c: ops that write whole values: fill_, zero_, copy_, arange.
+/* factory.c: ops that write whole values: fill_, zero_, copy_, arange, eye.
 ** (empty and empty_strided are allocations, done by the glue; full, zeros,
 ** ones and the *_like forms are PyTorch composites of empty and fill_.) */
 #include <math.h>
@@ -80,9 +80,31 @@ static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* eye.m_out(n, m, *, out) / eye.out(n, *, out): ones on the main diagonal */
+static tpurt_status_t eye(lower_ctx_t* ctx, bool has_m) {
+  int64_t dims[2] = {lower_int(ctx, 0, 0), has_m ? lower_int(ctx, 1, 0) : lower_int(ctx, 0, 0)};
+  if (dims[0] < 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "n must be greater or equal to 0, got %lld",
+                       (long long)dims[0]);
+  if (dims[1] < 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "m must be greater or equal to 0, got %lld",
+                       (long long)dims[1]);
+  const tpurt_arg_t* out = &ctx->args[ctx->arg_index[ctx->num_args]];
+  tpurt_dtype_t dt = out->kind == TPURT_ARG_TENSOR ? out->u.tensor.dtype : LOWER_DEFAULT_FLOAT;
+  ir_type_t it = ir_type_make(TPURT_DTYPE_I64, 2, dims);
+  ir_value_t diag = ir_compare(ctx->func, IR_EQ, ir_iota(ctx->func, it, 0), ir_iota(ctx->func, it, 1));
+  lower_set_result(ctx, 0, ir_convert(ctx->func, diag, dt));
+  return NULL;
+}
+
+static tpurt_status_t lower_eye(lower_ctx_t* ctx) { return eye(ctx, false); }
+static tpurt_status_t lower_eye_m(lower_ctx_t* ctx) { return eye(ctx, true); }
+
 const lower_rule_t lower_factory_rules[] = {
     LOWER_KEYED_OUT_FN("aten::arange.start_out", lower_arange),
     LOWER_INPLACE_FN("aten::copy_", lower_copy),
+    LOWER_OUT_FN("aten::eye.m_out", lower_eye_m),
+    LOWER_OUT_FN("aten::eye.out", lower_eye),
     LOWER_INPLACE_FN("aten::fill_.Scalar", lower_fill),
     LOWER_INPLACE_FN("aten::fill_.Tensor", lower_fill),
     LOWER_INPLACE_FN("aten::zero_", lower_zero),

@@ -9,6 +9,8 @@
 ** index_put); where PyTorch rejects them (index_select, gather, scatter,
 ** index_add) they are out of range like any other.
 */
+#include <math.h>
+
 #include "../base/base.h"
 #include "lower.h"
 
@@ -27,7 +29,7 @@ static ir_value_t value_of(lower_ctx_t* ctx, int32_t arg, tpurt_dtype_t dtype) {
 }
 
 /* The scatter combiner for (current, update). */
-typedef enum combine_e { COMBINE_REPLACE, COMBINE_ADD, COMBINE_MUL } combine_t;
+typedef enum combine_e { COMBINE_REPLACE, COMBINE_ADD, COMBINE_MUL, COMBINE_MAX, COMBINE_MIN } combine_t;
 
 static ir_value_t scatter(lower_ctx_t* ctx, ir_value_t operand, ir_value_t indices, ir_value_t updates,
                           const ir_scatter_dims_t* dims, combine_t combine) {
@@ -40,6 +42,10 @@ static ir_value_t scatter(lower_ctx_t* ctx, ir_value_t operand, ir_value_t indic
     body = ir_binary(ctx->func, is_bool ? "stablehlo.or" : "stablehlo.add", args[0], args[1]);
   if (combine == COMBINE_MUL)
     body = ir_binary(ctx->func, is_bool ? "stablehlo.and" : "stablehlo.multiply", args[0], args[1]);
+  if (combine == COMBINE_MAX)
+    body = ir_binary(ctx->func, is_bool ? "stablehlo.or" : "stablehlo.maximum", args[0], args[1]);
+  if (combine == COMBINE_MIN)
+    body = ir_binary(ctx->func, is_bool ? "stablehlo.and" : "stablehlo.minimum", args[0], args[1]);
   ir_region_end(ctx->func, &body, 1);
   return r;
 }
@@ -208,7 +214,11 @@ static tpurt_status_t lower_gather(lower_ctx_t* ctx) {
 
 /* scatter(self, dim, index, src|value) with a combiner: the index-shaped
 ** corner of src (or the value) lands at self[index along dim]. */
-static tpurt_status_t scatter_dim(lower_ctx_t* ctx, const char* op, combine_t combine) {
+/* |base|: the value scattered into (IR_NONE: self), shaped like self, of
+** any dtype; |ones|: scatter ones of base's dtype instead of src; |out|:
+** where the result goes (NULL: result 0). */
+static tpurt_status_t scatter_dim_on(lower_ctx_t* ctx, const char* op, combine_t combine, ir_value_t base,
+                                     bool ones, ir_value_t* out_value) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* it = lower_meta(ctx, 2);
   const tpurt_tensor_t* st = lower_meta(ctx, 3);
@@ -217,16 +227,25 @@ static tpurt_status_t scatter_dim(lower_ctx_t* ctx, const char* op, combine_t co
   TPURT_RETURN_IF_ERROR(dim_index_checks(ctx, op, 2, st ? 3 : -1, &dim, &r, isizes));
   if (st && st->dtype != t->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected self.dtype to be equal to src.dtype", op);
-  ir_value_t self = lower_tensor(ctx, 0);
+  ir_value_t self = base == IR_NONE ? lower_tensor(ctx, 0) : base;
   int64_t n = numel_of(it->rank, it->sizes);
   if (n == 0) {
-    lower_set_result(ctx, 0, self);
+    if (out_value)
+      *out_value = self;
+    else
+      lower_set_result(ctx, 0, self);
     return NULL;
   }
   if (r >= TPURT_MAX_RANK) return lower_error(TPURT_UNIMPLEMENTED, "%s of a rank-%d tensor on tpu", op, r);
-  ir_value_t operand = at_least_1d(ctx, 0);
+  int64_t one = 1;
+  ir_value_t operand = base == IR_NONE ? at_least_1d(ctx, 0)
+                       : t->rank       ? base
+                                       : ir_reshape(ctx->func, base, 1, &one);
+  tpurt_dtype_t bdt = ir_value_type(ctx->func, operand)->dtype;
   ir_value_t updates;
-  if (st) {
+  if (ones) {
+    updates = lower_splat(ctx, bdt, r, isizes, 1.0);
+  } else if (st) {
     updates = at_least_1d(ctx, 3);
     int64_t zeros[TPURT_MAX_RANK] = {0}, ones[TPURT_MAX_RANK];
     bool whole = true;
@@ -246,9 +265,18 @@ static tpurt_status_t scatter_dim(lower_ctx_t* ctx, const char* op, combine_t co
     s.scatter_dims_to_operand_dims[s.num_scatter_dims_to_operand++] = d;
   }
   s.index_vector_dim = r;
-  ir_value_t out = scatter(ctx, operand, coords, updates, &s, combine);
-  lower_set_result(ctx, 0, ir_reshape(ctx->func, out, t->rank, t->sizes));
+  ir_value_t out =
+      ir_reshape(ctx->func, scatter(ctx, operand, coords, lower_cast(ctx, updates, bdt), &s, combine),
+                 t->rank, t->sizes);
+  if (out_value)
+    *out_value = out;
+  else
+    lower_set_result(ctx, 0, out);
   return NULL;
+}
+
+static tpurt_status_t scatter_dim(lower_ctx_t* ctx, const char* op, combine_t combine) {
+  return scatter_dim_on(ctx, op, combine, IR_NONE, false, NULL);
 }
 
 /* scatter.src(Tensor self, int dim, Tensor index, Tensor src)
@@ -267,6 +295,198 @@ static tpurt_status_t lower_scatter_reduce(lower_ctx_t* ctx) {
   if (strcmp(reduce, "add") == 0) return scatter_dim(ctx, "scatter", COMBINE_ADD);
   if (strcmp(reduce, "multiply") == 0) return scatter_dim(ctx, "scatter", COMBINE_MUL);
   return lower_error(TPURT_INVALID_ARGUMENT, "reduce argument must be either add or multiply.");
+}
+
+/* scatter_reduce.two(self, dim, index, src, reduce, *, include_self=True):
+** reduce is sum, prod, mean, amax or amin. Without include_self the
+** positions the index touches start from the reduction's identity; mean
+** divides the sum by the count of values (self counted if included),
+** flooring for integers as CPU does. */
+static tpurt_status_t lower_scatter_reduce_two(lower_ctx_t* ctx) {
+  const char* reduce = lower_str(ctx, 4, "");
+  bool include_self = lower_bool(ctx, 5, true);
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!lower_meta(ctx, 3))
+    return lower_error(TPURT_INVALID_ARGUMENT, "scatter_reduce(): src must be a tensor");
+  combine_t combine;
+  double identity;
+  bool mean = strcmp(reduce, "mean") == 0;
+  if (strcmp(reduce, "sum") == 0 || mean) {
+    combine = COMBINE_ADD, identity = 0.0;
+  } else if (strcmp(reduce, "prod") == 0) {
+    combine = COMBINE_MUL, identity = 1.0;
+  } else if (strcmp(reduce, "amax") == 0) {
+    combine = COMBINE_MAX, identity = tpurt_dtype_is_float(t->dtype) ? -INFINITY : -9.2233720368547758e18;
+  } else if (strcmp(reduce, "amin") == 0) {
+    combine = COMBINE_MIN, identity = tpurt_dtype_is_float(t->dtype) ? INFINITY : 9.2233720368547758e18;
+  } else {
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "reduce argument must be either sum, prod, mean, amax or amin, got %s", reduce);
+  }
+  if (!tpurt_dtype_is_float(t->dtype) && (combine == COMBINE_MAX || combine == COMBINE_MIN) &&
+      t->dtype != TPURT_DTYPE_I64)
+    return lower_error(TPURT_UNIMPLEMENTED, "scatter_reduce amax/amin over %s", tpurt_dtype_name(t->dtype));
+  ir_func_t* f = ctx->func;
+  ir_value_t self = lower_tensor(ctx, 0);
+  /* which positions the index touches */
+  ir_value_t touched;
+  TPURT_RETURN_IF_ERROR(scatter_dim_on(ctx, "scatter_reduce", COMBINE_REPLACE,
+                                       lower_splat(ctx, TPURT_DTYPE_BOOL, t->rank, t->sizes, 0.0), true,
+                                       &touched));
+  ir_value_t base = self;
+  if (!include_self) {
+    ir_value_t id = t->dtype == TPURT_DTYPE_I64 && (combine == COMBINE_MAX || combine == COMBINE_MIN)
+                        ? ir_broadcast_in_dim(
+                              f, ir_constant_i64(f, t->dtype, combine == COMBINE_MAX ? INT64_MIN : INT64_MAX),
+                              t->rank, t->sizes, NULL)
+                        : lower_splat(ctx, t->dtype, t->rank, t->sizes, identity);
+    base = ir_select(f, touched, id, self);
+  }
+  ir_value_t r;
+  TPURT_RETURN_IF_ERROR(scatter_dim_on(ctx, "scatter_reduce", combine, base, false, &r));
+  if (mean) {
+    ir_value_t counts;
+    ir_value_t start = lower_splat(ctx, t->dtype, t->rank, t->sizes, include_self ? 1.0 : 0.0);
+    TPURT_RETURN_IF_ERROR(scatter_dim_on(ctx, "scatter_reduce", COMBINE_ADD, start, true, &counts));
+    ir_value_t safe = ir_select(f, touched, counts, lower_full_like(ctx, counts, 1.0));
+    ir_value_t q = ir_binary(f, "stablehlo.divide", r, safe);
+    if (!tpurt_dtype_is_float(
+            t->dtype)) { /* floor division: one less where the signs differ and it was inexact */
+      ir_value_t rem = ir_binary(f, "stablehlo.remainder", r, safe);
+      ir_value_t zero = lower_full_like(ctx, r, 0.0);
+      ir_value_t fix =
+          ir_binary(f, "stablehlo.and", ir_compare(f, IR_NE, rem, zero),
+                    ir_compare(f, IR_NE, ir_compare(f, IR_LT, r, zero), ir_compare(f, IR_LT, safe, zero)));
+      q = ir_select(f, fix, ir_binary(f, "stablehlo.subtract", q, lower_full_like(ctx, q, 1.0)), q);
+    }
+    r = ir_select(f, touched, q, self);
+  }
+  lower_set_result(ctx, 0, r);
+  return NULL;
+}
+
+/*===--- take ---===*/
+
+/* take(self, index): self read as 1-D at |index| (any shape); negative
+** indices count from the end. */
+static tpurt_status_t lower_take(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* it = lower_meta(ctx, 1);
+  if (it->dtype != TPURT_DTYPE_I64)
+    return lower_error(TPURT_INVALID_ARGUMENT, "take(): Expected a long tensor for index, but got %s",
+                       tpurt_dtype_name(it->dtype));
+  int64_t n = numel_of(t->rank, t->sizes), m = numel_of(it->rank, it->sizes);
+  if (m == 0) {
+    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, it->rank, it->sizes, 0.0));
+    return NULL;
+  }
+  if (n == 0) return lower_error(TPURT_OUT_OF_RANGE, "take(): tried to take from an empty tensor");
+  ir_func_t* f = ctx->func;
+  ir_value_t flat = ir_reshape(f, lower_tensor(ctx, 0), 1, &n);
+  int64_t idims[2] = {m, 1};
+  ir_value_t idx = ir_reshape(f, lower_tensor(ctx, 1), 2, idims);
+  idx = ir_select(f, ir_compare(f, IR_LT, idx, lower_full_like(ctx, idx, 0.0)),
+                  ir_binary(f, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)n)), idx);
+  ir_gather_dims_t g = {0};
+  g.num_collapsed = 1;
+  g.collapsed_slice_dims[0] = 0;
+  g.num_start_index_map = 1;
+  g.start_index_map[0] = 0;
+  g.index_vector_dim = 1;
+  g.slice_sizes[0] = 1;
+  ir_value_t out = ir_gather(f, flat, idx, &g);
+  lower_set_result(ctx, 0, ir_reshape(f, out, it->rank, it->sizes));
+  return NULL;
+}
+
+/*===--- index_fill / index_copy ---===*/
+
+/* The index arg |arg| as wrapped int64 [n] for a dim of |size|, with PyTorch's checks. */
+static tpurt_status_t index_vector(lower_ctx_t* ctx, int32_t arg, const char* op, int64_t size,
+                                   ir_value_t* out, int64_t* n) {
+  const tpurt_tensor_t* it = lower_meta(ctx, arg);
+  if (!it || !is_index_dtype(it->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected a long tensor for index, but got %s", op,
+                       tpurt_dtype_name(it ? it->dtype : TPURT_DTYPE_INVALID));
+  if (it->rank > 1) return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Index is supposed to be a vector", op);
+  *n = numel_of(it->rank, it->sizes);
+  ir_value_t idx = ir_reshape(ctx->func, lower_cast(ctx, lower_tensor(ctx, arg), TPURT_DTYPE_I64), 1, n);
+  ir_value_t neg = ir_compare(ctx->func, IR_LT, idx, lower_full_like(ctx, idx, 0.0));
+  *out = ir_select(ctx->func, neg,
+                   ir_binary(ctx->func, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)size)), idx);
+  return NULL;
+}
+
+/* index_fill.int_Scalar / int_Tensor(self, dim, index, value): value at
+** every position whose coordinate along dim is in index */
+static tpurt_status_t lower_index_fill(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  const tpurt_tensor_t* vt = lower_meta(ctx, 3);
+  if (vt && vt->rank != 0)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "index_fill_ only supports a 0-dimensional value tensor, but got tensor with %d dimension(s).",
+        (int)vt->rank);
+  int64_t size = t->rank ? t->sizes[dim] : 1, n;
+  ir_value_t idx;
+  TPURT_RETURN_IF_ERROR(index_vector(ctx, 2, "index_fill_", size, &idx, &n));
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_tensor(ctx, 0);
+  ir_value_t v = vt ? lower_cast(ctx, lower_tensor(ctx, 3), t->dtype) : lower_scalar(ctx, 3, t->dtype);
+  if (n == 0 || t->rank == 0) {
+    lower_set_result(ctx, 0, n == 0 ? x : v);
+    return NULL;
+  }
+  /* hit[j] = any(index == j) for j along dim */
+  int64_t md[2] = {size, n}, one_dim = 1;
+  ir_value_t j = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 2, md), 0);
+  ir_value_t eq = ir_compare(f, IR_EQ, j, ir_broadcast_in_dim(f, idx, 2, md, &one_dim));
+  ir_value_t hit = ir_reduce(f, eq, ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), &one_dim, 1, IR_REDUCE_OR);
+  ir_value_t mask = ir_broadcast_in_dim(f, hit, t->rank, t->sizes, &dim);
+  lower_set_result(ctx, 0, ir_select(f, mask, lower_broadcast_to(ctx, v, t->rank, t->sizes), x));
+  return NULL;
+}
+
+/* index_copy(self, dim, index, source): the slices of source land at
+** self[index[k]] along dim (a scatter with the other dims as windows) */
+static tpurt_status_t lower_index_copy(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* st = lower_meta(ctx, 3);
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  if (!st || st->dtype != t->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_copy_(): self and source expected to have the same dtype");
+  int64_t size = t->rank ? t->sizes[dim] : 1, n;
+  ir_value_t idx;
+  TPURT_RETURN_IF_ERROR(index_vector(ctx, 2, "index_copy_", size, &idx, &n));
+  bool ok = st->rank == t->rank && (t->rank == 0 || st->sizes[dim] == n);
+  for (int32_t d = 0; ok && d < t->rank; ++d) ok = d == dim || st->sizes[d] == t->sizes[d];
+  if (!ok)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "index_copy_(): Source/destination tensor must have same slice shapes. Destination slice "
+        "shape: %s",
+        lower_shape_str(t->rank, t->sizes));
+  if (n == 0 || t->rank == 0) {
+    lower_set_result(ctx, 0, n == 0 ? lower_tensor(ctx, 0) : lower_tensor(ctx, 3));
+    return NULL;
+  }
+  int64_t id[2] = {n, 1};
+  ir_scatter_dims_t sd = {0};
+  for (int32_t d = 0; d < t->rank; ++d)
+    if (d != dim) sd.update_window_dims[sd.num_update_window_dims++] = d;
+  sd.num_inserted = 1;
+  sd.inserted_window_dims[0] = dim;
+  sd.num_scatter_dims_to_operand = 1;
+  sd.scatter_dims_to_operand_dims[0] = dim;
+  sd.index_vector_dim = 1;
+  ir_value_t r = scatter(ctx, lower_tensor(ctx, 0), ir_reshape(ctx->func, idx, 2, id), lower_tensor(ctx, 3),
+                         &sd, COMBINE_REPLACE);
+  lower_set_result(ctx, 0, r);
+  return NULL;
 }
 
 /*===--- index_add ---===*/
@@ -629,7 +849,15 @@ const lower_rule_t lower_indexing_rules[] = {
     LOWER_OUT_FN("aten::scatter.value_out", lower_scatter),
     LOWER_FN("aten::scatter.value_reduce", lower_scatter_reduce),
     LOWER_OUT_FN("aten::scatter.value_reduce_out", lower_scatter_reduce),
+    LOWER_FN("aten::index_copy", lower_index_copy),
+    LOWER_OUT_FN("aten::index_copy.out", lower_index_copy),
+    LOWER_FN("aten::index_fill.int_Scalar", lower_index_fill),
+    LOWER_FN("aten::index_fill.int_Tensor", lower_index_fill),
     LOWER_FN("aten::scatter_add", lower_scatter_add),
+    LOWER_FN("aten::take", lower_take),
+    LOWER_OUT_FN("aten::take.out", lower_take),
+    LOWER_FN("aten::scatter_reduce.two", lower_scatter_reduce_two),
+    LOWER_OUT_FN("aten::scatter_reduce.two_out", lower_scatter_reduce_two),
     LOWER_OUT_FN("aten::scatter_add.out", lower_scatter_add),
     LOWER_END,
 };

@@ -1,5 +1,7 @@
 /* linalg.c: mm, bmm, addmm, baddbmm, dot through dot_general. Half types
 ** accumulate in f32 and round once, as PyTorch's CPU kernels do. */
+#include <math.h>
+
 #include "../base/base.h"
 #include "lower.h"
 
@@ -154,11 +156,148 @@ static tpurt_status_t lower_dot(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* addbmm(self, batch1, batch2, *, beta=1, alpha=1). CPU runs one addmm_ per
+** batch: r = beta*self + alpha*p0, then r += alpha*p_b, rounding r to the
+** dtype after each; up to 64 batches this is unrolled in that order (half
+** types round where CPU rounds), beyond that the products are summed by one
+** reduction. */
+static tpurt_status_t lower_addbmm(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *a = lower_meta(ctx, 1), *b = lower_meta(ctx, 2);
+  TPURT_RETURN_IF_ERROR(check_bmm(a, b));
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t acc = lower_acc_dtype(a->dtype);
+  ir_value_t p = matmul_acc(ctx, lower_tensor(ctx, 1), lower_tensor(ctx, 2), 1, a->dtype);
+  int64_t nb = a->sizes[0], n = a->sizes[1], m = b->sizes[2];
+  if (nb == 0 || nb > 64) {
+    int64_t batch = 0;
+    p = ir_reduce(f, p, lower_cast(ctx, ir_constant_f64(f, TPURT_DTYPE_F64, 0.0), acc), &batch, 1,
+                  IR_REDUCE_ADD);
+    return scaled_sum(ctx, p, a->dtype, 3, 4);
+  }
+  int64_t mn[2] = {n, m};
+  ir_value_t r = IR_NONE;
+  for (int64_t i = 0; i < nb; ++i) {
+    int64_t start[3] = {i, 0, 0}, limit[3] = {i + 1, n, m}, strides[3] = {1, 1, 1};
+    ir_value_t pi = ir_reshape(f, ir_slice(f, p, start, limit, strides), 2, mn);
+    if (i == 0) {
+      TPURT_RETURN_IF_ERROR(scaled_sum(ctx, pi, a->dtype, 3, 4)); /* sets result 0 */
+      r = ctx->results[0];
+      continue;
+    }
+    if (!lower_scalar_is(ctx, 4, 1.0))
+      pi = ir_binary(f, "stablehlo.multiply", pi, lower_broadcast_to(ctx, lower_scalar(ctx, 4, acc), 2, mn));
+    r = lower_cast(ctx, ir_binary(f, "stablehlo.add", lower_cast(ctx, r, acc), pi), a->dtype);
+  }
+  lower_set_result(ctx, 0, r);
+  return NULL;
+}
+
+/* _cdist_forward(x1 [*, P, M], x2 [*, R, M], p, compute_mode?) -> [*, P, R]:
+** (sum |a - b|^p)^(1/p) over M, computed directly on the broadcast
+** differences (p = 0 counts nonzeros, p = inf takes the max); for p = 2 in
+** the matrix-product mode (asked for, or above 25 rows by default), as CPU:
+** sqrt(max(0, |a|^2 + |b|^2 - 2 a.b)) as one product of augmented rows.
+** The value of p picks the program, so this row keys on it. */
+static tpurt_status_t lower_cdist(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
+  if (a->rank < 2 || b->rank < 2)
+    return lower_error(TPURT_INVALID_ARGUMENT, "cdist only supports at least 2D tensors, X1 got: %dD",
+                       (int)a->rank);
+  if (a->sizes[a->rank - 1] != b->sizes[b->rank - 1])
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "X1 and X2 must have the same number of columns. X1: %lld X2: %lld",
+                       (long long)a->sizes[a->rank - 1], (long long)b->sizes[b->rank - 1]);
+  if (!tpurt_dtype_is_float(a->dtype) || a->dtype != b->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT, "cdist only supports floating-point dtypes, X1 got: %s",
+                       tpurt_dtype_name(a->dtype));
+  double p = lower_scalar_value(ctx, 2);
+  if (!(p >= 0)) return lower_error(TPURT_INVALID_ARGUMENT, "cdist only supports non-negative p values");
+  int64_t mode = lower_is_none(ctx, 3) ? 0 : lower_int(ctx, 3, 0);
+  int64_t rows_a = a->sizes[a->rank - 2], rows_b = b->sizes[b->rank - 2];
+  bool mm_form = p == 2.0 && (mode == 1 || (mode == 0 && (rows_a > 25 || rows_b > 25)));
+  /* batch dims broadcast */
+  int32_t br;
+  int64_t bdims[TPURT_MAX_RANK];
+  TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(a->rank - 2, a->sizes, b->rank - 2, b->sizes, &br, bdims));
+  if (br + 3 > TPURT_MAX_RANK) return lower_error(TPURT_UNIMPLEMENTED, "cdist over this many batch dims");
+  int64_t m = a->sizes[a->rank - 1];
+  tpurt_dtype_t acc = lower_acc_dtype(a->dtype);
+  ir_func_t* f = ctx->func;
+  int64_t da[TPURT_MAX_RANK], db[TPURT_MAX_RANK], full[TPURT_MAX_RANK], map_a[TPURT_MAX_RANK],
+      map_b[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < br; ++i) da[i] = db[i] = full[i] = bdims[i], map_a[i] = map_b[i] = i;
+  da[br] = rows_a, da[br + 1] = m;
+  db[br] = rows_b, db[br + 1] = m;
+  full[br] = rows_a, full[br + 1] = rows_b, full[br + 2] = m;
+  map_a[br] = br, map_a[br + 1] = br + 2;
+  map_b[br] = br + 1, map_b[br + 1] = br + 2;
+  ir_value_t x = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), acc), br + 2, da);
+  ir_value_t y = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), acc), br + 2, db);
+  if (mm_form) { /* |a - b|^2 = [-2a, |a|^2, 1] . [b, 1, |b|^2], clamped at 0 */
+    int64_t row = br + 1;
+    ir_value_t xn = ir_reduce(f, ir_binary(f, "stablehlo.multiply", x, x), ir_constant_f64(f, acc, 0.0), &row,
+                              1, IR_REDUCE_ADD);
+    ir_value_t yn = ir_reduce(f, ir_binary(f, "stablehlo.multiply", y, y), ir_constant_f64(f, acc, 0.0), &row,
+                              1, IR_REDUCE_ADD);
+    int64_t ca[TPURT_MAX_RANK], cb[TPURT_MAX_RANK];
+    memcpy(ca, da, sizeof(ca));
+    memcpy(cb, db, sizeof(cb));
+    ca[br + 1] = cb[br + 1] = 1;
+    xn = ir_reshape(f, xn, br + 2, ca);
+    yn = ir_reshape(f, yn, br + 2, cb);
+    ir_value_t xs[3] = {ir_binary(f, "stablehlo.multiply", x, lower_full_like(ctx, x, -2.0)), xn,
+                        lower_full_like(ctx, xn, 1.0)};
+    ir_value_t ys[3] = {y, lower_full_like(ctx, yn, 1.0), yn};
+    ir_value_t xa = ir_concatenate(f, xs, 3, br + 1), ya = ir_concatenate(f, ys, 3, br + 1);
+    ir_dot_dims_t dd = {.num_batch = br, .num_contract = 1};
+    for (int32_t i = 0; i < br; ++i) dd.lhs_batch[i] = dd.rhs_batch[i] = i;
+    dd.lhs_contract[0] = dd.rhs_contract[0] = br + 1;
+    ir_value_t sq = ir_dot_general(f, xa, ya, &dd, acc);
+    sq = ir_binary(f, "stablehlo.maximum", sq, lower_full_like(ctx, sq, 0.0));
+    lower_set_result(ctx, 0, lower_cast(ctx, ir_unary(f, "stablehlo.sqrt", sq), a->dtype));
+    return NULL;
+  }
+  ir_value_t d = ir_unary(f, "stablehlo.abs",
+                          ir_binary(f, "stablehlo.subtract", ir_broadcast_in_dim(f, x, br + 3, full, map_a),
+                                    ir_broadcast_in_dim(f, y, br + 3, full, map_b)));
+  int64_t last = br + 2;
+  ir_value_t zero = ir_constant_f64(f, acc, 0.0);
+  ir_value_t r;
+  if (p == 0) {
+    r = ir_reduce(f, ir_convert(f, ir_compare(f, IR_NE, d, lower_full_like(ctx, d, 0.0)), acc), zero, &last,
+                  1, IR_REDUCE_ADD);
+  } else if (isinf(p)) {
+    r = ir_reduce(f, d, zero, &last, 1, IR_REDUCE_MAX);
+  } else if (p == 1) {
+    r = ir_reduce(f, d, zero, &last, 1, IR_REDUCE_ADD);
+  } else if (p == 2) {
+    r = ir_unary(f, "stablehlo.sqrt",
+                 ir_reduce(f, ir_binary(f, "stablehlo.multiply", d, d), zero, &last, 1, IR_REDUCE_ADD));
+  } else {
+    r = ir_reduce(f, ir_binary(f, "stablehlo.power", d, lower_full_like(ctx, d, p)), zero, &last, 1,
+                  IR_REDUCE_ADD);
+    r = ir_binary(f, "stablehlo.power", r, lower_full_like(ctx, r, 1.0 / p));
+  }
+  lower_set_result(ctx, 0, lower_cast(ctx, r, a->dtype));
+  return NULL;
+}
+
 const lower_rule_t lower_linalg_rules[] = {
-    LOWER_FN("aten::addmm", lower_addmm),     LOWER_OUT_FN("aten::addmm.out", lower_addmm),
-    LOWER_FN("aten::addmv", lower_addmv),     LOWER_OUT_FN("aten::addmv.out", lower_addmv),
-    LOWER_FN("aten::baddbmm", lower_baddbmm), LOWER_OUT_FN("aten::baddbmm.out", lower_baddbmm),
-    LOWER_FN("aten::bmm", lower_bmm),         LOWER_OUT_FN("aten::bmm.out", lower_bmm),
-    LOWER_FN("aten::dot", lower_dot),         LOWER_FN("aten::mm", lower_mm),
-    LOWER_OUT_FN("aten::mm.out", lower_mm),   LOWER_END,
+    /* p picks the program: keyed */
+    {"aten::_cdist_forward", lower_cdist, LOWER_FUNCTIONAL, true, -1},
+    LOWER_FN("aten::addbmm", lower_addbmm),
+    LOWER_OUT_FN("aten::addbmm.out", lower_addbmm),
+    LOWER_FN("aten::vdot", lower_dot), /* real dtypes only: no conjugate */
+    LOWER_FN("aten::addmm", lower_addmm),
+    LOWER_OUT_FN("aten::addmm.out", lower_addmm),
+    LOWER_FN("aten::addmv", lower_addmv),
+    LOWER_OUT_FN("aten::addmv.out", lower_addmv),
+    LOWER_FN("aten::baddbmm", lower_baddbmm),
+    LOWER_OUT_FN("aten::baddbmm.out", lower_baddbmm),
+    LOWER_FN("aten::bmm", lower_bmm),
+    LOWER_OUT_FN("aten::bmm.out", lower_bmm),
+    LOWER_FN("aten::dot", lower_dot),
+    LOWER_FN("aten::mm", lower_mm),
+    LOWER_OUT_FN("aten::mm.out", lower_mm),
+    LOWER_END,
 };

@@ -223,5 +223,10 @@ extern const lower_rule_t lower_attention_rules[];
 extern const lower_rule_t lower_backward_rules[];
 extern const lower_rule_t lower_foreach_rules[];
 extern const lower_rule_t lower_misc_rules[];
+extern const lower_rule_t lower_pooling_rules[];
+extern const lower_rule_t lower_batch_norm_rules[];
+extern const lower_rule_t lower_special_rules[];
+extern const lower_rule_t lower_search_rules[];
+extern const lower_rule_t lower_loss_rules[];
 
 #endif /* TPURT_LOWER_LOWER_H_ */

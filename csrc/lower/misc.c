@@ -1,4 +1,4 @@
-/* misc.c: scans (cumsum, cumprod), sorting (sort, topk), repeat_interleave
+/* misc.c: scans (cumsum, cumprod, logcumsumexp), sorting (sort, topk, kthvalue, median), repeat_interleave
 ** with a known output size, linspace, logsumexp, the smaller activations
 ** (mish, hardswish, hardsigmoid, leaky_relu, elu, softplus) and the rest of
 ** unary math (inverse and hyperbolic trig, erfinv, exp2, log10, sgn, frac).
@@ -173,6 +173,172 @@ static tpurt_status_t lower_topk(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- kthvalue / median / nanmedian ---===*/
+
+/* The element at sorted position |pos| (a value shaped like the reduced row,
+** int64) along |dim| of the sorted |v| and its index |i|: a select and a sum
+** over the dim (no gather needed: exactly one position matches). */
+static void pick_sorted(lower_ctx_t* ctx, ir_value_t v, ir_value_t i, int64_t dim, ir_value_t pos,
+                        ir_value_t* out_v, ir_value_t* out_i) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = ir_value_type(f, v);
+  ir_type_t it = *t;
+  it.dtype = TPURT_DTYPE_I64;
+  int64_t bd[TPURT_MAX_RANK], n = 0;
+  for (int32_t d = 0; d < t->rank; ++d)
+    if (d != dim) bd[n++] = d;
+  ir_value_t hit =
+      ir_compare(f, IR_EQ, ir_iota(f, it, (int32_t)dim), ir_broadcast_in_dim(f, pos, t->rank, t->dims, bd));
+  tpurt_dtype_t acc = t->dtype == TPURT_DTYPE_BOOL ? TPURT_DTYPE_I64 : t->dtype;
+  ir_value_t vv = lower_cast(ctx, v, acc);
+  *out_v = lower_cast(ctx,
+                      ir_reduce(f, ir_select(f, hit, vv, lower_full_like(ctx, vv, 0.0)),
+                                ir_constant_f64(f, acc, 0.0), &dim, 1, IR_REDUCE_ADD),
+                      t->dtype);
+  *out_i = ir_reduce(f, ir_select(f, hit, i, lower_full_like(ctx, i, 0.0)),
+                     ir_constant_i64(f, TPURT_DTYPE_I64, 0), &dim, 1, IR_REDUCE_ADD);
+}
+
+/* Adds the reduced dim back as size 1 when |keepdim|. */
+static ir_value_t keep_dim(lower_ctx_t* ctx, ir_value_t v, const tpurt_tensor_t* t, int64_t dim,
+                           bool keepdim) {
+  if (!keepdim || t->rank == 0) return v;
+  int64_t shape[TPURT_MAX_RANK];
+  for (int32_t d = 0; d < t->rank; ++d) shape[d] = d == dim ? 1 : t->sizes[d];
+  return ir_reshape(ctx->func, v, t->rank, shape);
+}
+
+typedef enum order_stat_e { STAT_KTH, STAT_MEDIAN, STAT_NANMEDIAN } order_stat_t;
+
+/* Sorted position per row: k - 1; the lower median ((n - 1) / 2) or, for a
+** row with a NaN, the first NaN (sorted last, so at the count of numbers);
+** nanmedian: the lower median of the numbers alone. */
+static tpurt_status_t order_stat(lower_ctx_t* ctx, order_stat_t which, int64_t dim, bool has_dim, int64_t k,
+                                 bool keepdim) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_tensor(ctx, 0);
+  tpurt_tensor_t flat = *t;
+  if (!has_dim || t->rank == 0) { /* the whole tensor as one row */
+    int64_t n = 1;
+    for (int32_t d = 0; d < t->rank; ++d) n *= t->sizes[d];
+    if (n == 0) return lower_error(TPURT_INVALID_ARGUMENT, "median() input tensor cannot be empty");
+    x = ir_reshape(f, x, 1, &n);
+    flat.rank = 1;
+    flat.sizes[0] = n;
+    dim = 0;
+  } else if (t->sizes[dim] == 0) {
+    return lower_error(TPURT_INVALID_ARGUMENT, "median() cannot compute median for a dimension of size 0");
+  }
+  int64_t size = flat.sizes[dim];
+  if (which == STAT_KTH && (k < 1 || k > size))
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "kthvalue(): selected number k out of range for dimension %lld", (long long)dim);
+  ir_value_t v, i;
+  sort_with_indices(ctx, x, dim, false, &v, &i);
+  int64_t row[TPURT_MAX_RANK], rank = 0;
+  for (int32_t d = 0; d < flat.rank; ++d)
+    if (d != dim) row[rank++] = flat.sizes[d];
+  ir_value_t pos;
+  if (which == STAT_KTH) {
+    pos = lower_splat(ctx, TPURT_DTYPE_I64, (int32_t)rank, row, (double)(k - 1));
+  } else {
+    ir_value_t nan = is_float(t->dtype) ? ir_convert(f, ir_compare(f, IR_NE, x, x), TPURT_DTYPE_I64)
+                                        : lower_splat(ctx, TPURT_DTYPE_I64, flat.rank, flat.sizes, 0.0);
+    ir_value_t nans = ir_reduce(f, nan, ir_constant_i64(f, TPURT_DTYPE_I64, 0), &dim, 1, IR_REDUCE_ADD);
+    ir_value_t numbers = ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, nans, (double)size), nans);
+    if (which == STAT_MEDIAN) {
+      ir_value_t mid = lower_full_like(ctx, nans, (double)((size - 1) / 2));
+      pos = ir_select(f, ir_compare(f, IR_GT, nans, lower_full_like(ctx, nans, 0.0)), numbers, mid);
+    } else { /* (numbers - 1) / 2, 0 when the row is all NaN */
+      ir_value_t m =
+          ir_binary(f, "stablehlo.divide",
+                    ir_binary(f, "stablehlo.subtract", numbers, lower_full_like(ctx, numbers, 1.0)),
+                    lower_full_like(ctx, numbers, 2.0));
+      pos = ir_binary(f, "stablehlo.maximum", m, lower_full_like(ctx, m, 0.0));
+    }
+  }
+  ir_value_t rv, ri;
+  pick_sorted(ctx, v, i, dim, pos, &rv, &ri);
+  if (!has_dim) {
+    lower_set_result(ctx, 0, rv);
+    return NULL;
+  }
+  lower_set_result(ctx, 0, keep_dim(ctx, rv, t, dim, keepdim));
+  lower_set_result(ctx, 1, keep_dim(ctx, ri, t, dim, keepdim));
+  return NULL;
+}
+
+/* kthvalue(self, k, dim=-1, keepdim=False) -> (values, indices) */
+static tpurt_status_t lower_kthvalue(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 2, -1), t->rank, &dim));
+  return order_stat(ctx, STAT_KTH, dim, true, lower_int(ctx, 1, 1), lower_bool(ctx, 3, false));
+}
+
+static tpurt_status_t median_dim(lower_ctx_t* ctx, order_stat_t which) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  return order_stat(ctx, which, dim, true, 0, lower_bool(ctx, 2, false));
+}
+
+static tpurt_status_t lower_median(lower_ctx_t* ctx) {
+  return order_stat(ctx, STAT_MEDIAN, 0, false, 0, false);
+}
+static tpurt_status_t lower_nanmedian(lower_ctx_t* ctx) {
+  return order_stat(ctx, STAT_NANMEDIAN, 0, false, 0, false);
+}
+static tpurt_status_t lower_median_dim(lower_ctx_t* ctx) { return median_dim(ctx, STAT_MEDIAN); }
+static tpurt_status_t lower_nanmedian_dim(lower_ctx_t* ctx) { return median_dim(ctx, STAT_NANMEDIAN); }
+
+/*===--- logcumsumexp ---===*/
+
+/* log(exp(a) + exp(b)) without overflow; two equal infinities give themselves. */
+static ir_value_t log_add_exp(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  ir_func_t* f = ctx->func;
+  ir_value_t m = ir_binary(f, "stablehlo.maximum", a, b);
+  ir_value_t d = ir_unary(f, "stablehlo.abs", ir_binary(f, "stablehlo.subtract", a, b));
+  ir_value_t r =
+      ir_binary(f, "stablehlo.add", m,
+                ir_unary(f, "stablehlo.log_plus_one",
+                         ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", d))));
+  ir_value_t same_inf = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, a, b),
+                                  ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", a), k(ctx, a, INFINITY)));
+  return ir_select(f, same_inf, a, r);
+}
+
+/* _logcumsumexp(self, dim): the log-step scan of lower_cumsum with
+** log-add-exp in place of add and -inf shifted in. */
+static tpurt_status_t lower_logcumsumexp(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "logcumsumexp(): expected a floating point input, got %s",
+                       tpurt_dtype_name(t->dtype));
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_tensor(ctx, 0);
+  if (t->rank == 0) {
+    lower_set_result(ctx, 0, x);
+    return NULL;
+  }
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
+  x = lower_cast(ctx, x, acc);
+  ir_value_t neg_inf = ir_constant_f64(f, acc, -INFINITY);
+  for (int64_t shift = 1; shift < t->sizes[dim]; shift *= 2) {
+    int64_t lo[TPURT_MAX_RANK] = {0}, hi[TPURT_MAX_RANK] = {0}, in[TPURT_MAX_RANK] = {0};
+    int64_t st[TPURT_MAX_RANK] = {0}, li[TPURT_MAX_RANK], one[TPURT_MAX_RANK];
+    for (int32_t i = 0; i < t->rank; ++i) li[i] = t->sizes[i], one[i] = 1;
+    lo[dim] = shift;
+    ir_value_t shifted = ir_slice(f, ir_pad(f, x, neg_inf, lo, hi, in), st, li, one);
+    x = log_add_exp(ctx, x, shifted);
+  }
+  lower_set_result(ctx, 0, lower_cast(ctx, x, t->dtype));
+  return NULL;
+}
+
 /*===--- repeat_interleave ---===*/
 
 /* repeat_interleave.Tensor(repeats, *, output_size=None): index i repeated
@@ -210,7 +376,9 @@ static tpurt_status_t lower_repeat_interleave(lower_ctx_t* ctx) {
 /* linspace.out(start, end, steps, *, out): the first half counts up from
 ** start, the second half down from end, as PyTorch's CPU kernel does (ints
 ** step in double, then truncate). */
-static tpurt_status_t lower_linspace(lower_ctx_t* ctx) {
+/* |base_arg| >= 0: logspace, base ** (the linspace values), the power taken
+** in double as PyTorch's kernel takes std::pow(double base, exponent). */
+static tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx, int32_t base_arg) {
   int64_t steps = lower_int(ctx, 2, 0);
   if (steps < 0) return lower_error(TPURT_INVALID_ARGUMENT, "number of steps must be non-negative");
   const tpurt_arg_t* out = &ctx->args[ctx->arg_index[ctx->num_args]];
@@ -218,7 +386,11 @@ static tpurt_status_t lower_linspace(lower_ctx_t* ctx) {
   tpurt_dtype_t math = is_float(dt) ? lower_acc_dtype(dt) : TPURT_DTYPE_F64;
   ir_func_t* f = ctx->func;
   if (steps <= 1) {
-    ir_value_t s = lower_cast(ctx, lower_scalar(ctx, 0, is_float(dt) ? math : dt), dt);
+    ir_value_t s = lower_scalar(ctx, 0, is_float(dt) ? math : dt);
+    if (base_arg >= 0)
+      s = ir_binary(f, "stablehlo.power", lower_scalar(ctx, base_arg, TPURT_DTYPE_F64),
+                    lower_cast(ctx, s, TPURT_DTYPE_F64));
+    s = lower_cast(ctx, s, dt);
     lower_set_result(ctx, 0, steps == 0 ? lower_splat(ctx, dt, 1, &steps, 0.0) : ir_reshape(f, s, 1, &steps));
     return NULL;
   }
@@ -236,10 +408,19 @@ static tpurt_status_t lower_linspace(lower_ctx_t* ctx) {
                         mul(ctx, lower_broadcast_to(ctx, step, 1, &steps), rest));
   ir_value_t first_half = ir_compare(f, IR_LT, idx, k(ctx, idx, (double)(steps / 2)));
   ir_value_t v = ir_select(f, first_half, up, down);
+  if (base_arg >= 0) {
+    ir_value_t e = lower_cast(ctx, v, TPURT_DTYPE_F64);
+    v = ir_binary(f, "stablehlo.power",
+                  lower_broadcast_to(ctx, lower_scalar(ctx, base_arg, TPURT_DTYPE_F64), 1, &steps), e);
+  }
   if (!is_float(dt)) v = trunc_value(ctx, v);
   lower_set_result(ctx, 0, lower_cast(ctx, v, dt));
   return NULL;
 }
+
+static tpurt_status_t lower_linspace(lower_ctx_t* ctx) { return linspace_or_logspace(ctx, -1); }
+/* logspace.out(start, end, steps, base, *, out) */
+static tpurt_status_t lower_logspace(lower_ctx_t* ctx) { return linspace_or_logspace(ctx, 3); }
 
 /*===--- logsumexp ---===*/
 
@@ -476,6 +657,8 @@ static tpurt_status_t lower_any_dim(lower_ctx_t* ctx) { return all_any_dim(ctx, 
 
 /* Sorted by name. In-place forms (leaky_relu_...) resolve to these rows. */
 const lower_rule_t lower_misc_rules[] = {
+    LOWER_FN("aten::_logcumsumexp", lower_logcumsumexp),
+    LOWER_OUT_FN("aten::_logcumsumexp.out", lower_logcumsumexp),
     LOWER_FN("aten::acos", lower_acos),
     LOWER_FN("aten::acosh", lower_acosh),
     LOWER_FN("aten::all.dim", lower_all_dim),
@@ -497,11 +680,20 @@ const lower_rule_t lower_misc_rules[] = {
     LOWER_FN("aten::hardswish", lower_hardswish),
     LOWER_FN("aten::isneginf", lower_isneginf),
     LOWER_FN("aten::isposinf", lower_isposinf),
+    LOWER_FN("aten::kthvalue", lower_kthvalue),
+    LOWER_OUT_FN("aten::kthvalue.values", lower_kthvalue),
     LOWER_FN("aten::leaky_relu", lower_leaky_relu),
     LOWER_OUT_FN("aten::linspace.out", lower_linspace),
+    LOWER_OUT_FN("aten::logspace.out", lower_logspace),
     LOWER_FN("aten::log10", lower_log10),
     LOWER_FN("aten::logsumexp", lower_logsumexp),
+    LOWER_FN("aten::median", lower_median),
+    LOWER_FN("aten::median.dim", lower_median_dim),
+    LOWER_OUT_FN("aten::median.dim_values", lower_median_dim),
     LOWER_FN("aten::mish", lower_mish),
+    LOWER_FN("aten::nanmedian", lower_nanmedian),
+    LOWER_FN("aten::nanmedian.dim", lower_nanmedian_dim),
+    LOWER_OUT_FN("aten::nanmedian.dim_values", lower_nanmedian_dim),
     LOWER_FN("aten::repeat_interleave.Tensor", lower_repeat_interleave),
     LOWER_FN("aten::sgn", lower_sgn),
     LOWER_FN("aten::sinh", lower_sinh),

@@ -1,4 +1,5 @@
-/* random.c: uniform_, normal_ and normal, random_, bernoulli.
+/* random.c: uniform_, normal_ and normal, random_, bernoulli, exponential_,
+** cauchy_, log_normal_, geometric_.
 **
 ** Every rule draws its bits with stablehlo.rng_bit_generator (THREE_FRY)
 ** from the Generator argument: the engine turns the generator's (seed,
@@ -433,10 +434,123 @@ static tpurt_status_t lower_native_dropout(lower_ctx_t* ctx) {
 }
 
 /* Sorted by name. */
+/*===--- exponential_, cauchy_, log_normal_, geometric_ ---===*/
+
+/* -log(1 - u) / lambda with u in [0, 1): exponential; 1 - u is in (0, 1]. */
+static ir_value_t exponential_of(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtype_t fdt,
+                                 const tpurt_tensor_t* t) {
+  ir_func_t* f = ctx->func;
+  ir_value_t u = uniform01(ctx, state, fdt, t->rank, t->sizes);
+  return ir_unary(
+      f, "stablehlo.negate",
+      ir_unary(f, "stablehlo.log", ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, u, 1.0), u)));
+}
+
+/* exponential_(self, lambd=1, *, generator) */
+static tpurt_status_t lower_exponential_(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "exponential_ not implemented for '%s'",
+                       tpurt_dtype_name(t->dtype));
+  double lambd = lower_scalar_value(ctx, 1);
+  if (!(lambd > 0.0))
+    return lower_error(TPURT_INVALID_ARGUMENT, "exponential_ expects lambda > 0.0, but found lambda=%g",
+                       lambd);
+  tpurt_dtype_t cd = draw_dtype(t->dtype);
+  ir_value_t state = lower_rng_state(ctx, 2);
+  ir_value_t e = exponential_of(ctx, &state, cd, t);
+  e = ir_binary(ctx->func, "stablehlo.divide", e, scalar_like(ctx, 1, e));
+  lower_set_result(ctx, 0, lower_cast(ctx, e, t->dtype));
+  return NULL;
+}
+
+/* cauchy_(self, median=0, sigma=1, *, generator): median + sigma * tan(pi (u - 1/2)) */
+static tpurt_status_t lower_cauchy_(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "cauchy_ not implemented for '%s'",
+                       tpurt_dtype_name(t->dtype));
+  if (!(lower_scalar_value(ctx, 2) > 0.0))
+    return lower_error(TPURT_INVALID_ARGUMENT, "cauchy_ expects sigma > 0.0, but found sigma=%g",
+                       lower_scalar_value(ctx, 2));
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t cd = draw_dtype(t->dtype);
+  ir_value_t state = lower_rng_state(ctx, 3);
+  ir_value_t u = uniform01(ctx, &state, cd, t->rank, t->sizes);
+  ir_value_t a =
+      ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", u, lower_full_like(ctx, u, 0.5)),
+                lower_full_like(ctx, u, M_PI));
+  ir_value_t r = ir_binary(f, "stablehlo.multiply", ir_unary(f, "stablehlo.tan", a), scalar_like(ctx, 2, u));
+  r = ir_binary(f, "stablehlo.add", r, scalar_like(ctx, 1, u));
+  lower_set_result(ctx, 0, lower_cast(ctx, r, t->dtype));
+  return NULL;
+}
+
+/* log_normal_(self, mean=1, std=2, *, generator): exp(N(mean, std)) */
+static tpurt_status_t lower_log_normal_(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "log_normal_ not implemented for '%s'",
+                       tpurt_dtype_name(t->dtype));
+  if (!(lower_scalar_value(ctx, 2) > 0.0))
+    return lower_error(TPURT_INVALID_ARGUMENT, "log_normal_ expects std > 0.0, but found std=%g",
+                       lower_scalar_value(ctx, 2));
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t cd = draw_dtype(t->dtype);
+  ir_value_t state = lower_rng_state(ctx, 3);
+  ir_value_t z = std_normal(ctx, &state, cd, t->rank, t->sizes);
+  z = ir_binary(f, "stablehlo.add", ir_binary(f, "stablehlo.multiply", z, scalar_like(ctx, 2, z)),
+                scalar_like(ctx, 1, z));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_unary(f, "stablehlo.exponential", z), t->dtype));
+  return NULL;
+}
+
+/* geometric_(self, p, *, generator): the number of Bernoulli(p) trials up to the
+** first success, ceil(log(1 - u) / log(1 - p)), at least 1 */
+static tpurt_status_t lower_geometric_(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  double p = lower_scalar_value(ctx, 1);
+  if (!(p > 0.0 && p < 1.0))
+    return lower_error(TPURT_INVALID_ARGUMENT, "geometric_ expects p to be in (0, 1), but got p=%g", p);
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t cd = TPURT_DTYPE_F64 == t->dtype ? TPURT_DTYPE_F64 : TPURT_DTYPE_F32;
+  ir_value_t state = lower_rng_state(ctx, 2);
+  ir_value_t e = exponential_of(ctx, &state, cd, t); /* -log(1 - u) */
+  ir_value_t pp = scalar_like(ctx, 1, e);
+  ir_value_t denom = ir_unary(f, "stablehlo.negate",
+                              ir_unary(f, "stablehlo.log_plus_one", ir_unary(f, "stablehlo.negate", pp)));
+  ir_value_t n = ir_unary(f, "stablehlo.ceil", ir_binary(f, "stablehlo.divide", e, denom));
+  n = ir_binary(f, "stablehlo.maximum", n, lower_full_like(ctx, n, 1.0));
+  lower_set_result(ctx, 0, lower_cast(ctx, n, t->dtype));
+  return NULL;
+}
+
+/* native_dropout_backward(grad_output, mask, scale): grad * mask * scale, in
+** the promoted type (an int grad times the float scale is float) */
+static tpurt_status_t lower_native_dropout_backward(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* g = lower_meta(ctx, 0);
+  int32_t idx[3] = {0, 1, 2};
+  tpurt_dtype_t out = lower_result_type(ctx, idx, 3);
+  tpurt_dtype_t acc = lower_acc_dtype(out);
+  ir_func_t* f = ctx->func;
+  ir_value_t gv = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  ir_value_t m = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), acc), g->rank, g->sizes);
+  ir_value_t r =
+      ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.multiply", gv, m), scalar_like(ctx, 2, gv));
+  lower_set_result(ctx, 0, lower_cast(ctx, r, out));
+  return NULL;
+}
+
 const lower_rule_t lower_random_rules[] = {
     LOWER_FN("aten::bernoulli", lower_bernoulli),
     LOWER_FN("aten::bernoulli.p", lower_bernoulli_float),
+    LOWER_INPLACE_FN("aten::cauchy_", lower_cauchy_),
+    LOWER_INPLACE_FN("aten::exponential_", lower_exponential_),
+    LOWER_INPLACE_FN("aten::geometric_", lower_geometric_),
+    LOWER_INPLACE_FN("aten::log_normal_", lower_log_normal_),
     LOWER_FN("aten::native_dropout", lower_native_dropout),
+    LOWER_FN("aten::native_dropout_backward", lower_native_dropout_backward),
+    LOWER_OUT_FN("aten::native_dropout_backward.out", lower_native_dropout_backward),
     LOWER_INPLACE_FN("aten::bernoulli_.Tensor", lower_bernoulli_tensor_),
     LOWER_INPLACE_FN("aten::bernoulli_.float", lower_bernoulli_float),
     LOWER_FN("aten::normal.Tensor_Tensor", lower_normal_tensor),

@@ -1,5 +1,5 @@
 /* reduction.c: sum, mean, amax/amin, max/min, argmax/argmin, var/std,
-** any/all, prod. bf16/f16 inputs accumulate in f32 (XLA:CPU would
+** any/all, prod, nansum, count_nonzero, aminmax, trace. bf16/f16 inputs accumulate in f32 (XLA:CPU would
 ** accumulate them in bf16 element by element otherwise). */
 #include <math.h>
 #include <stdint.h>
@@ -400,6 +400,90 @@ static tpurt_status_t lower_vector_norm(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- nansum, count_nonzero, aminmax, trace ---===*/
+
+/* nansum(self, dim?, keepdim, dtype?): NaN counts as 0 */
+static tpurt_status_t lower_nansum(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  tpurt_dtype_t out = lower_dtype(ctx, 3, TPURT_DTYPE_INVALID);
+  if (out == TPURT_DTYPE_INVALID) out = tpurt_dtype_is_float(t->dtype) ? t->dtype : TPURT_DTYPE_I64;
+  bool mask[TPURT_MAX_RANK];
+  int64_t dims[TPURT_MAX_RANK];
+  int32_t n = 0;
+  TPURT_RETURN_IF_ERROR(reduce_dims(ctx, 1, t->rank, mask, dims, &n));
+  tpurt_dtype_t acc = lower_acc_dtype(out);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  if (tpurt_dtype_is_float(acc))
+    x = ir_select(ctx->func, ir_compare(ctx->func, IR_NE, x, x), lower_full_like(ctx, x, 0.0), x);
+  ir_value_t r = ir_reduce(ctx->func, x, scalar_const(ctx, acc, 0.0), dims, n, IR_REDUCE_ADD);
+  lower_set_result(ctx, 0, keep_dims(ctx, lower_cast(ctx, r, out), t, mask, lower_bool(ctx, 2, false)));
+  return NULL;
+}
+
+/* count_nonzero.dim_IntList(self, dim) / count_nonzero(self, dim?) -> int64 */
+static tpurt_status_t lower_count_nonzero(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  bool mask[TPURT_MAX_RANK];
+  int64_t dims[TPURT_MAX_RANK];
+  int32_t n = 0;
+  TPURT_RETURN_IF_ERROR(reduce_dims(ctx, 1, t->rank, mask, dims, &n));
+  ir_value_t x = lower_tensor(ctx, 0);
+  ir_value_t nz =
+      ir_convert(ctx->func, ir_compare(ctx->func, IR_NE, x, lower_full_like(ctx, x, 0.0)), TPURT_DTYPE_I64);
+  lower_set_result(ctx, 0,
+                   ir_reduce(ctx->func, nz, scalar_const(ctx, TPURT_DTYPE_I64, 0), dims, n, IR_REDUCE_ADD));
+  return NULL;
+}
+
+/* aminmax(self, *, dim?, keepdim) -> (min, max); NaN propagates as in amin/amax */
+static tpurt_status_t lower_aminmax(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  bool mask[TPURT_MAX_RANK];
+  int64_t dims[TPURT_MAX_RANK];
+  int32_t n = 0;
+  if (lower_is_none(ctx, 1)) {
+    for (int32_t i = 0; i < t->rank; ++i) mask[i] = true, dims[i] = i;
+    n = t->rank;
+  } else {
+    int64_t d;
+    TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &d));
+    for (int32_t i = 0; i < t->rank; ++i) mask[i] = i == d;
+    if (t->rank) dims[n++] = d;
+  }
+  for (int32_t i = 0; i < n; ++i)
+    if (t->sizes[dims[i]] == 0)
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "aminmax(): Expected reduction dim %lld to have non-zero size.", (long long)dims[i]);
+  ir_value_t x = lower_tensor(ctx, 0);
+  bool keep = lower_bool(ctx, 2, false);
+  ir_value_t lo =
+      ir_reduce(ctx->func, x, scalar_const(ctx, t->dtype, highest(t->dtype)), dims, n, IR_REDUCE_MIN);
+  ir_value_t hi =
+      ir_reduce(ctx->func, x, scalar_const(ctx, t->dtype, lowest(t->dtype)), dims, n, IR_REDUCE_MAX);
+  lower_set_result(ctx, 0, keep_dims(ctx, lo, t, mask, keep));
+  lower_set_result(ctx, 1, keep_dims(ctx, hi, t, mask, keep));
+  return NULL;
+}
+
+/* trace(self): the sum of the main diagonal of a matrix (ints sum as int64) */
+static tpurt_status_t lower_trace(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (t->rank != 2)
+    return lower_error(TPURT_INVALID_ARGUMENT, "trace: expected a matrix, but got tensor with dim %d",
+                       (int)t->rank);
+  tpurt_dtype_t out = tpurt_dtype_is_float(t->dtype) ? t->dtype : TPURT_DTYPE_I64;
+  tpurt_dtype_t acc = lower_acc_dtype(out);
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  ir_type_t it = ir_type_make(TPURT_DTYPE_I64, 2, t->sizes);
+  ir_value_t diag = ir_compare(f, IR_EQ, ir_iota(f, it, 0), ir_iota(f, it, 1));
+  x = ir_select(f, diag, x, lower_full_like(ctx, x, 0.0));
+  int64_t both[2] = {0, 1};
+  lower_set_result(
+      ctx, 0, lower_cast(ctx, ir_reduce(f, x, scalar_const(ctx, acc, 0.0), both, 2, IR_REDUCE_ADD), out));
+  return NULL;
+}
+
 const lower_rule_t lower_reduction_rules[] = {
     LOWER_FN("aten::all", lower_all),
     LOWER_FN("aten::all.dims", lower_all_dims),
@@ -407,6 +491,8 @@ const lower_rule_t lower_reduction_rules[] = {
     LOWER_OUT_FN("aten::amax.out", lower_amax),
     LOWER_FN("aten::amin", lower_amin),
     LOWER_OUT_FN("aten::amin.out", lower_amin),
+    LOWER_FN("aten::aminmax", lower_aminmax),
+    LOWER_OUT_FN("aten::aminmax.out", lower_aminmax),
     LOWER_FN("aten::any", lower_any),
     LOWER_FN("aten::any.dims", lower_any_dims),
     LOWER_FN("aten::argmax", lower_argmax),
@@ -416,6 +502,13 @@ const lower_rule_t lower_reduction_rules[] = {
     /* the order (a number) selects the program: keyed */
     {"aten::linalg_vector_norm", lower_vector_norm, LOWER_FUNCTIONAL, true, -1},
     {"aten::linalg_vector_norm.out", lower_vector_norm, LOWER_OUT, true, -1},
+    /* norm(self, p?, dim, keepdim[, dtype]) is the vector norm with the same leading args */
+    {"aten::norm.ScalarOpt_dim", lower_vector_norm, LOWER_FUNCTIONAL, true, -1},
+    {"aten::norm.ScalarOpt_dim_dtype", lower_vector_norm, LOWER_FUNCTIONAL, true, -1},
+    {"aten::norm.dtype_out", lower_vector_norm, LOWER_OUT, true, -1},
+    {"aten::norm.out", lower_vector_norm, LOWER_OUT, true, -1},
+    LOWER_FN("aten::count_nonzero", lower_count_nonzero),
+    LOWER_FN("aten::count_nonzero.dim_IntList", lower_count_nonzero),
     LOWER_FN("aten::max", lower_max),
     LOWER_FN("aten::max.dim", lower_max_dim),
     LOWER_OUT_FN("aten::max.dim_max", lower_max_dim),
@@ -425,6 +518,8 @@ const lower_rule_t lower_reduction_rules[] = {
     LOWER_FN("aten::min", lower_min),
     LOWER_FN("aten::min.dim", lower_min_dim),
     LOWER_OUT_FN("aten::min.dim_min", lower_min_dim),
+    LOWER_FN("aten::nansum", lower_nansum),
+    LOWER_OUT_FN("aten::nansum.out", lower_nansum),
     LOWER_FN("aten::prod", lower_prod),
     LOWER_FN("aten::prod.dim_int", lower_prod_dim),
     LOWER_FN("aten::std.correction", lower_std),
@@ -432,6 +527,7 @@ const lower_rule_t lower_reduction_rules[] = {
     LOWER_FN("aten::sum", lower_sum),
     LOWER_OUT_FN("aten::sum.IntList_out", lower_sum_dim),
     LOWER_FN("aten::sum.dim_IntList", lower_sum_dim),
+    LOWER_FN("aten::trace", lower_trace),
     LOWER_FN("aten::var.correction", lower_var),
     LOWER_FN("aten::var_mean.correction", lower_var_mean),
     LOWER_END,

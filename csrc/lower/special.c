@@ -1,0 +1,427 @@
+/* special.c: special functions and the pointwise math that elementwise.c
+** leaves out: erfc, lgamma, digamma, polygamma, zeta, ndtri, log_ndtr,
+** entr, sinc, logit, xlogy, xlog1py, hypot, copysign, fmax/fmin,
+** logaddexp(2), heaviside, signbit, nan_to_num, round(decimals).
+**
+** The gamma family and erfc use the CHLO ops the plugin expands (XLA's
+** own polynomial approximations). As in elementwise.c, ints and bool
+** become float32 and half types compute in f32, rounding once. */
+#include <math.h>
+
+#include "../base/base.h"
+#include "lower.h"
+
+static ir_value_t k(lower_ctx_t* ctx, ir_value_t like, double v) { return lower_full_like(ctx, like, v); }
+static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t b) {
+  return ir_binary(ctx->func, op, a, b);
+}
+static ir_value_t is_nan(lower_ctx_t* ctx, ir_value_t x) { return ir_compare(ctx->func, IR_NE, x, x); }
+
+/* The float dtype of a float op on |in|: itself, or float32 for ints/bool. */
+static tpurt_dtype_t float_of(tpurt_dtype_t in) {
+  return tpurt_dtype_is_float(in) ? in : LOWER_DEFAULT_FLOAT;
+}
+
+/* Schema args |idx| (tensors or numbers) as values of |dtype| broadcast to their common shape. */
+static tpurt_status_t operands(lower_ctx_t* ctx, const int32_t* idx, int32_t n, tpurt_dtype_t dtype,
+                               ir_value_t* out) {
+  int32_t rank = 0;
+  int64_t dims[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < n; ++i) {
+    const tpurt_tensor_t* t = lower_meta(ctx, idx[i]);
+    if (t) TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(rank, dims, t->rank, t->sizes, &rank, dims));
+  }
+  for (int32_t i = 0; i < n; ++i) {
+    ir_value_t v = lower_meta(ctx, idx[i]) ? lower_cast(ctx, lower_tensor(ctx, idx[i]), dtype)
+                                           : lower_scalar(ctx, idx[i], dtype);
+    out[i] = lower_broadcast_to(ctx, v, rank, dims);
+  }
+  return NULL;
+}
+
+/*===--- unary ---===*/
+
+typedef ir_value_t (*unary_fn_t)(lower_ctx_t* ctx, ir_value_t x);
+
+/* Applies |fn| to arg 0 in the op-math dtype of its float dtype. */
+static tpurt_status_t float_unary(lower_ctx_t* ctx, unary_fn_t fn) {
+  tpurt_dtype_t dt = float_of(lower_meta(ctx, 0)->dtype);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
+  lower_set_result(ctx, 0, lower_cast(ctx, fn(ctx, x), dt));
+  return NULL;
+}
+
+static ir_value_t erfc_of(lower_ctx_t* ctx, ir_value_t x) { return ir_unary(ctx->func, "chlo.erfc", x); }
+static ir_value_t lgamma_of(lower_ctx_t* ctx, ir_value_t x) { return ir_unary(ctx->func, "chlo.lgamma", x); }
+/* digamma; at +-0 PyTorch gives -+inf (chlo.digamma gives NaN there) */
+static ir_value_t digamma_of(lower_ctx_t* ctx, ir_value_t x) {
+  ir_func_t* f = ctx->func;
+  ir_value_t r = ir_unary(f, "chlo.digamma", x);
+  ir_value_t inf = ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)), k(ctx, x, INFINITY), r);
+  /* the sign: -inf at +0, +inf at -0: 1/x is +-inf with x's sign */
+  ir_value_t signed_inf = ir_unary(f, "stablehlo.negate", bin(ctx, "stablehlo.divide", k(ctx, x, 1.0), x));
+  return ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)), signed_inf, inf);
+}
+
+/* sinc(x) = sin(pi x) / (pi x), 1 at 0 */
+static ir_value_t sinc_of(lower_ctx_t* ctx, ir_value_t x) {
+  ir_value_t px = bin(ctx, "stablehlo.multiply", x, k(ctx, x, M_PI));
+  ir_value_t r = bin(ctx, "stablehlo.divide", ir_unary(ctx->func, "stablehlo.sine", px), px);
+  return ir_select(ctx->func, ir_compare(ctx->func, IR_EQ, x, k(ctx, x, 0.0)), k(ctx, x, 1.0), r);
+}
+
+/* entr(x) = -x log x for x > 0, 0 at 0, -inf below */
+static ir_value_t entr_of(lower_ctx_t* ctx, ir_value_t x) {
+  ir_func_t* f = ctx->func;
+  ir_value_t r =
+      ir_unary(f, "stablehlo.negate", bin(ctx, "stablehlo.multiply", x, ir_unary(f, "stablehlo.log", x)));
+  r = ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)), k(ctx, x, 0.0), r);
+  return ir_select(f, ir_compare(f, IR_LT, x, k(ctx, x, 0.0)), k(ctx, x, -INFINITY), r);
+}
+
+/* ndtri(p) = sqrt(2) erfinv(2p - 1) */
+static ir_value_t ndtri_of(lower_ctx_t* ctx, ir_value_t p) {
+  ir_value_t t =
+      bin(ctx, "stablehlo.subtract", bin(ctx, "stablehlo.multiply", p, k(ctx, p, 2.0)), k(ctx, p, 1.0));
+  return bin(ctx, "stablehlo.multiply", ir_unary(ctx->func, "chlo.erf_inv", t), k(ctx, p, M_SQRT2));
+}
+
+/* log_ndtr(x) = log(erfc(-x / sqrt 2) / 2) */
+static ir_value_t log_ndtr_of(lower_ctx_t* ctx, ir_value_t x) {
+  ir_value_t t = bin(ctx, "stablehlo.multiply", x, k(ctx, x, -M_SQRT1_2));
+  ir_value_t c = bin(ctx, "stablehlo.multiply", ir_unary(ctx->func, "chlo.erfc", t), k(ctx, x, 0.5));
+  return ir_unary(ctx->func, "stablehlo.log", c);
+}
+
+static tpurt_status_t lower_erfc(lower_ctx_t* ctx) { return float_unary(ctx, erfc_of); }
+static tpurt_status_t lower_lgamma(lower_ctx_t* ctx) { return float_unary(ctx, lgamma_of); }
+static tpurt_status_t lower_digamma(lower_ctx_t* ctx) { return float_unary(ctx, digamma_of); }
+static tpurt_status_t lower_sinc(lower_ctx_t* ctx) { return float_unary(ctx, sinc_of); }
+static tpurt_status_t lower_entr(lower_ctx_t* ctx) { return float_unary(ctx, entr_of); }
+static tpurt_status_t lower_ndtri(lower_ctx_t* ctx) { return float_unary(ctx, ndtri_of); }
+static tpurt_status_t lower_log_ndtr(lower_ctx_t* ctx) { return float_unary(ctx, log_ndtr_of); }
+
+/* logit(self, eps?) = log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given */
+static tpurt_status_t lower_logit(lower_ctx_t* ctx) {
+  tpurt_dtype_t dt = float_of(lower_meta(ctx, 0)->dtype);
+  tpurt_dtype_t acc = lower_acc_dtype(dt);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  if (!lower_is_none(ctx, 1)) {
+    const ir_type_t* t = ir_value_type(ctx->func, x);
+    ir_value_t eps = lower_broadcast_to(ctx, lower_scalar(ctx, 1, acc), t->rank, t->dims);
+    ir_value_t hi = bin(ctx, "stablehlo.subtract", k(ctx, x, 1.0), eps);
+    ir_value_t clamped = bin(ctx, "stablehlo.minimum", bin(ctx, "stablehlo.maximum", x, eps), hi);
+    x = ir_select(ctx->func, is_nan(ctx, x), x, clamped); /* NaN stays NaN */
+  }
+  ir_value_t r = ir_unary(ctx->func, "stablehlo.log",
+                          bin(ctx, "stablehlo.divide", x, bin(ctx, "stablehlo.subtract", k(ctx, x, 1.0), x)));
+  lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
+  return NULL;
+}
+
+/* signbit: the sign bit, so -0.0 and -NaN count as negative */
+static tpurt_status_t lower_signbit(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  ir_value_t x = lower_tensor(ctx, 0);
+  ir_func_t* f = ctx->func;
+  if (!tpurt_dtype_is_float(t->dtype)) {
+    lower_set_result(ctx, 0,
+                     t->dtype == TPURT_DTYPE_BOOL || t->dtype == TPURT_DTYPE_U8
+                         ? ir_compare(f, IR_NE, x, x)
+                         : ir_compare(f, IR_LT, x, k(ctx, x, 0.0)));
+    return NULL;
+  }
+  tpurt_dtype_t bits = tpurt_dtype_size(t->dtype) == 8   ? TPURT_DTYPE_I64
+                       : tpurt_dtype_size(t->dtype) == 4 ? TPURT_DTYPE_I32
+                                                         : TPURT_DTYPE_I16;
+  const ir_type_t* xt = ir_value_type(f, x);
+  ir_type_t it = *xt;
+  it.dtype = bits;
+  ir_value_t b = ir_bitcast_convert(f, x, it);
+  lower_set_result(ctx, 0, ir_compare(f, IR_LT, b, lower_full_like(ctx, b, 0.0)));
+  return NULL;
+}
+
+/* nan_to_num(self, nan?, posinf?, neginf?): defaults 0 and the dtype's finite extremes */
+static double finite_max(tpurt_dtype_t d) {
+  switch (d) {
+    case TPURT_DTYPE_BF16:
+      return 3.3895313892515355e38;
+    case TPURT_DTYPE_F16:
+      return 65504.0;
+    case TPURT_DTYPE_F64:
+      return 1.7976931348623157e308;
+    default:
+      return 3.4028234663852886e38;
+  }
+}
+
+static tpurt_status_t lower_nan_to_num(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  ir_value_t x = lower_tensor(ctx, 0);
+  if (!tpurt_dtype_is_float(t->dtype)) {
+    lower_set_result(ctx, 0, x);
+    return NULL;
+  }
+  ir_func_t* f = ctx->func;
+  ir_value_t nan = lower_is_none(ctx, 1)
+                       ? k(ctx, x, 0.0)
+                       : lower_broadcast_to(ctx, lower_scalar(ctx, 1, t->dtype), t->rank, t->sizes);
+  ir_value_t pos = lower_is_none(ctx, 2)
+                       ? k(ctx, x, finite_max(t->dtype))
+                       : lower_broadcast_to(ctx, lower_scalar(ctx, 2, t->dtype), t->rank, t->sizes);
+  ir_value_t neg = lower_is_none(ctx, 3)
+                       ? k(ctx, x, -finite_max(t->dtype))
+                       : lower_broadcast_to(ctx, lower_scalar(ctx, 3, t->dtype), t->rank, t->sizes);
+  ir_value_t r = ir_select(f, is_nan(ctx, x), nan, x);
+  r = ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, INFINITY)), pos, r);
+  r = ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, -INFINITY)), neg, r);
+  lower_set_result(ctx, 0, r);
+  return NULL;
+}
+
+/* round.decimals(self, decimals): round half to even at 10^-decimals, as CPU's nearbyint */
+static tpurt_status_t lower_round_decimals(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t d = lower_int(ctx, 1, 0);
+  ir_value_t x = lower_tensor(ctx, 0);
+  if (!tpurt_dtype_is_float(t->dtype)) {
+    if (d != 0)
+      return lower_error(TPURT_INVALID_ARGUMENT, "round_cpu not implemented for '%s' with decimals",
+                         tpurt_dtype_name(t->dtype));
+    lower_set_result(ctx, 0, x);
+    return NULL;
+  }
+  tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
+  x = lower_cast(ctx, x, acc);
+  double scale = pow(10.0, (double)(d < 0 ? -d : d));
+  ir_value_t s = k(ctx, x, scale);
+  ir_value_t r;
+  if (d >= 0)
+    r = bin(ctx, "stablehlo.divide",
+            ir_unary(ctx->func, "stablehlo.round_nearest_even", bin(ctx, "stablehlo.multiply", x, s)), s);
+  else
+    r = bin(ctx, "stablehlo.multiply",
+            ir_unary(ctx->func, "stablehlo.round_nearest_even", bin(ctx, "stablehlo.divide", x, s)), s);
+  lower_set_result(ctx, 0, lower_cast(ctx, r, t->dtype));
+  return NULL;
+}
+
+/*===--- binary ---===*/
+
+typedef ir_value_t (*binary_fn_t)(lower_ctx_t* ctx, ir_value_t a, ir_value_t b);
+
+/* Applies |fn| to args |a_arg|, |b_arg| promoted together; ints become
+** float32 when |to_float|. */
+static tpurt_status_t binary(lower_ctx_t* ctx, int32_t a_arg, int32_t b_arg, binary_fn_t fn, bool to_float) {
+  int32_t idx[2] = {a_arg, b_arg};
+  tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  if (to_float) dt = float_of(dt);
+  tpurt_dtype_t math = tpurt_dtype_is_float(dt) ? lower_acc_dtype(dt) : dt;
+  ir_value_t v[2];
+  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, math, v));
+  lower_set_result(ctx, 0, lower_cast(ctx, fn(ctx, v[0], v[1]), dt));
+  return NULL;
+}
+
+/* xlogy(x, y) = x log y, 0 where x == 0 (unless y is NaN) */
+static ir_value_t xlogy_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t y) {
+  ir_func_t* f = ctx->func;
+  ir_value_t r = bin(ctx, "stablehlo.multiply", x, ir_unary(f, "stablehlo.log", y));
+  ir_value_t zero = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)),
+                              ir_unary(f, "stablehlo.not", is_nan(ctx, y)));
+  return ir_select(f, zero, k(ctx, x, 0.0), r);
+}
+
+static ir_value_t xlog1py_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t y) {
+  ir_func_t* f = ctx->func;
+  ir_value_t r = bin(ctx, "stablehlo.multiply", x, ir_unary(f, "stablehlo.log_plus_one", y));
+  ir_value_t zero = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)),
+                              ir_unary(f, "stablehlo.not", is_nan(ctx, y)));
+  return ir_select(f, zero, k(ctx, x, 0.0), r);
+}
+
+/* hypot without overflow: m * sqrt(1 + (n/m)^2), m = max(|a|, |b|); inf wins over NaN */
+static ir_value_t hypot_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  ir_func_t* f = ctx->func;
+  ir_value_t x = ir_unary(f, "stablehlo.abs", a), y = ir_unary(f, "stablehlo.abs", b);
+  ir_value_t m = bin(ctx, "stablehlo.maximum", x, y), n = bin(ctx, "stablehlo.minimum", x, y);
+  ir_value_t q = bin(ctx, "stablehlo.divide", n, m);
+  ir_value_t r =
+      bin(ctx, "stablehlo.multiply", m,
+          ir_unary(f, "stablehlo.sqrt",
+                   bin(ctx, "stablehlo.add", k(ctx, q, 1.0), bin(ctx, "stablehlo.multiply", q, q))));
+  r = ir_select(f, ir_compare(f, IR_EQ, m, k(ctx, m, 0.0)), k(ctx, m, 0.0), r);
+  ir_value_t inf = ir_binary(f, "stablehlo.or", ir_compare(f, IR_EQ, x, k(ctx, x, INFINITY)),
+                             ir_compare(f, IR_EQ, y, k(ctx, y, INFINITY)));
+  return ir_select(f, inf, k(ctx, m, INFINITY), r);
+}
+
+/* copysign(a, b) = |a| with b's sign bit */
+static ir_value_t copysign_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = ir_value_type(f, b);
+  ir_type_t it = *t;
+  it.dtype = tpurt_dtype_size(t->dtype) == 8   ? TPURT_DTYPE_I64
+             : tpurt_dtype_size(t->dtype) == 4 ? TPURT_DTYPE_I32
+                                               : TPURT_DTYPE_I16;
+  ir_value_t bits = ir_bitcast_convert(f, b, it);
+  ir_value_t neg = ir_compare(f, IR_LT, bits, lower_full_like(ctx, bits, 0.0));
+  ir_value_t mag = ir_unary(f, "stablehlo.abs", a);
+  return ir_select(f, neg, ir_unary(f, "stablehlo.negate", mag), mag);
+}
+
+/* fmax/fmin: a NaN loses to a number */
+static ir_value_t fmaxmin(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, const char* op) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = ir_value_type(f, a);
+  if (!t || !tpurt_dtype_is_float(t->dtype)) return bin(ctx, op, a, b);
+  ir_value_t r = bin(ctx, op, a, b);
+  r = ir_select(f, is_nan(ctx, a), b, r);
+  return ir_select(f, is_nan(ctx, b), a, r);
+}
+static ir_value_t fmax_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return fmaxmin(ctx, a, b, "stablehlo.maximum");
+}
+static ir_value_t fmin_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return fmaxmin(ctx, a, b, "stablehlo.minimum");
+}
+
+/* logaddexp(a, b) = max + log1p(exp(-|a - b|)); equal infinities give themselves */
+static ir_value_t logaddexp_base(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, bool base2) {
+  ir_func_t* f = ctx->func;
+  ir_value_t m = bin(ctx, "stablehlo.maximum", a, b);
+  ir_value_t d = ir_unary(f, "stablehlo.abs", bin(ctx, "stablehlo.subtract", a, b));
+  ir_value_t r;
+  if (base2) { /* m + log2(1 + 2^-d) */
+    ir_value_t e = ir_unary(f, "stablehlo.exponential", bin(ctx, "stablehlo.multiply", d, k(ctx, d, -M_LN2)));
+    r = bin(ctx, "stablehlo.add", m,
+            bin(ctx, "stablehlo.multiply", ir_unary(f, "stablehlo.log_plus_one", e), k(ctx, e, 1.0 / M_LN2)));
+  } else {
+    r = bin(ctx, "stablehlo.add", m,
+            ir_unary(f, "stablehlo.log_plus_one",
+                     ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", d))));
+  }
+  ir_value_t same_inf = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, a, b),
+                                  ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", a), k(ctx, a, INFINITY)));
+  return ir_select(f, same_inf, a, r);
+}
+static ir_value_t logaddexp_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return logaddexp_base(ctx, a, b, false);
+}
+static ir_value_t logaddexp2_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return logaddexp_base(ctx, a, b, true);
+}
+
+/* heaviside(x, values) = values at 0, else (x > 0) */
+static ir_value_t heaviside_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t v) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = ir_value_type(f, x);
+  if (!t) return IR_NONE;
+  if (t->dtype == TPURT_DTYPE_BOOL) return ir_select(f, x, x, v); /* 0 -> values, 1 -> 1 */
+  ir_value_t pos = ir_convert(f, ir_compare(f, IR_GT, x, k(ctx, x, 0.0)), t->dtype);
+  return ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)), v, pos);
+}
+
+/* zeta(x, q): Hurwitz zeta */
+static ir_value_t zeta_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t q) {
+  return ir_binary(ctx->func, "chlo.zeta", x, q);
+}
+
+static tpurt_status_t lower_xlogy(lower_ctx_t* ctx) { return binary(ctx, 0, 1, xlogy_of, true); }
+static tpurt_status_t lower_xlog1py(lower_ctx_t* ctx) { return binary(ctx, 0, 1, xlog1py_of, true); }
+static tpurt_status_t lower_hypot(lower_ctx_t* ctx) { return binary(ctx, 0, 1, hypot_of, true); }
+static tpurt_status_t lower_copysign(lower_ctx_t* ctx) { return binary(ctx, 0, 1, copysign_of, true); }
+static tpurt_status_t lower_fmax(lower_ctx_t* ctx) { return binary(ctx, 0, 1, fmax_of, false); }
+static tpurt_status_t lower_fmin(lower_ctx_t* ctx) { return binary(ctx, 0, 1, fmin_of, false); }
+static tpurt_status_t lower_logaddexp(lower_ctx_t* ctx) { return binary(ctx, 0, 1, logaddexp_of, true); }
+static tpurt_status_t lower_logaddexp2(lower_ctx_t* ctx) { return binary(ctx, 0, 1, logaddexp2_of, true); }
+static tpurt_status_t lower_zeta(lower_ctx_t* ctx) { return binary(ctx, 0, 1, zeta_of, true); }
+
+static tpurt_status_t lower_heaviside(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
+  if (a && b && a->dtype != b->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "heaviside is not yet implemented for tensors with different dtypes");
+  return binary(ctx, 0, 1, heaviside_of, false);
+}
+
+/* polygamma(n, self): chlo.polygamma takes n as a float tensor like x */
+static tpurt_status_t lower_polygamma(lower_ctx_t* ctx) {
+  int64_t n = lower_int(ctx, 0, 0);
+  if (n < 0) return lower_error(TPURT_INVALID_ARGUMENT, "polygamma(n, x) does not support negative n.");
+  tpurt_dtype_t dt = float_of(lower_meta(ctx, 1)->dtype);
+  tpurt_dtype_t acc = lower_acc_dtype(dt);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 1), acc);
+  ir_value_t r;
+  if (n == 0) {
+    r = digamma_of(ctx, x);
+  } else if (n == 1) { /* trigamma; below 0 by reflection, as CPU: pi^2 / sin^2(pi x) - trigamma(1 - x) */
+    ir_func_t* f = ctx->func;
+    ir_value_t one = k(ctx, x, 1.0);
+    ir_value_t neg = ir_compare(f, IR_LT, x, k(ctx, x, 0.0));
+    ir_value_t arg = ir_select(f, neg, bin(ctx, "stablehlo.subtract", one, x), x);
+    ir_value_t tg = ir_binary(f, "chlo.polygamma", one, arg);
+    ir_value_t s = ir_unary(f, "stablehlo.sine", bin(ctx, "stablehlo.multiply", x, k(ctx, x, M_PI)));
+    ir_value_t refl =
+        bin(ctx, "stablehlo.divide", k(ctx, x, M_PI * M_PI), bin(ctx, "stablehlo.multiply", s, s));
+    r = ir_select(f, neg, bin(ctx, "stablehlo.subtract", refl, tg), tg);
+  } else { /* chlo.polygamma gives NaN below 0 where CPU's zeta series has values: leave it to the CPU */
+    return lower_error(TPURT_UNIMPLEMENTED, "polygamma for n >= 2 (chlo.polygamma is NaN for negative x)");
+  }
+  lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
+  return NULL;
+}
+
+const lower_rule_t lower_special_rules[] = {
+    LOWER_FN("aten::copysign.Scalar", lower_copysign),
+    LOWER_FN("aten::copysign.Tensor", lower_copysign),
+    LOWER_OUT_FN("aten::copysign.out", lower_copysign),
+    LOWER_FN("aten::digamma", lower_digamma),
+    LOWER_OUT_FN("aten::digamma.out", lower_digamma),
+    LOWER_FN("aten::erfc", lower_erfc),
+    LOWER_OUT_FN("aten::erfc.out", lower_erfc),
+    LOWER_FN("aten::fmax", lower_fmax),
+    LOWER_OUT_FN("aten::fmax.out", lower_fmax),
+    LOWER_FN("aten::fmin", lower_fmin),
+    LOWER_OUT_FN("aten::fmin.out", lower_fmin),
+    LOWER_FN("aten::heaviside", lower_heaviside),
+    LOWER_OUT_FN("aten::heaviside.out", lower_heaviside),
+    LOWER_FN("aten::hypot", lower_hypot),
+    LOWER_OUT_FN("aten::hypot.out", lower_hypot),
+    LOWER_FN("aten::lgamma", lower_lgamma),
+    LOWER_OUT_FN("aten::lgamma.out", lower_lgamma),
+    LOWER_FN("aten::logaddexp", lower_logaddexp),
+    LOWER_OUT_FN("aten::logaddexp.out", lower_logaddexp),
+    LOWER_FN("aten::logaddexp2", lower_logaddexp2),
+    LOWER_OUT_FN("aten::logaddexp2.out", lower_logaddexp2),
+    LOWER_FN("aten::logit", lower_logit),
+    LOWER_OUT_FN("aten::logit.out", lower_logit),
+    LOWER_FN("aten::nan_to_num", lower_nan_to_num),
+    LOWER_OUT_FN("aten::nan_to_num.out", lower_nan_to_num),
+    LOWER_FN("aten::polygamma", lower_polygamma),
+    LOWER_OUT_FN("aten::polygamma.out", lower_polygamma),
+    LOWER_FN("aten::round.decimals", lower_round_decimals),
+    LOWER_OUT_FN("aten::round.decimals_out", lower_round_decimals),
+    LOWER_FN("aten::signbit", lower_signbit),
+    LOWER_OUT_FN("aten::signbit.out", lower_signbit),
+    LOWER_FN("aten::sinc", lower_sinc),
+    LOWER_OUT_FN("aten::sinc.out", lower_sinc),
+    LOWER_FN("aten::special_entr", lower_entr),
+    LOWER_OUT_FN("aten::special_entr.out", lower_entr),
+    LOWER_FN("aten::special_log_ndtr", lower_log_ndtr),
+    LOWER_OUT_FN("aten::special_log_ndtr.out", lower_log_ndtr),
+    LOWER_FN("aten::special_ndtri", lower_ndtri),
+    LOWER_OUT_FN("aten::special_ndtri.out", lower_ndtri),
+    LOWER_FN("aten::special_xlog1py", lower_xlog1py),
+    LOWER_OUT_FN("aten::special_xlog1py.out", lower_xlog1py),
+    LOWER_FN("aten::special_zeta", lower_zeta),
+    LOWER_OUT_FN("aten::special_zeta.out", lower_zeta),
+    LOWER_FN("aten::xlogy.Tensor", lower_xlogy),
+    LOWER_FN("aten::xlogy.Scalar_Other", lower_xlogy),
+    LOWER_FN("aten::xlogy.Scalar_Self", lower_xlogy),
+    LOWER_OUT_FN("aten::xlogy.OutTensor", lower_xlogy),
+    LOWER_OUT_FN("aten::xlogy.OutScalar_Other", lower_xlogy),
+    LOWER_OUT_FN("aten::xlogy.OutScalar_Self", lower_xlogy),
+    LOWER_END,
+};
