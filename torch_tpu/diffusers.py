@@ -251,7 +251,7 @@ def enable_tpu_compile(
         component = components[name]
         if _is_compiled(component):
             continue
-        kwargs: dict[str, Any] = {"backend": TpuBackend(), "dynamic": False}
+        kwargs: dict[str, Any] = {"backend": TpuBackend(name=name), "dynamic": False}
         kwargs.update(compile_kwargs)
         if swap_attention_processors:
             _swap_legacy_attention(component)

@@ -227,7 +227,12 @@ tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* h
   return status;
 }
 
-tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes) {
+/* Copies |b| to |host|: waits, or (|async|) queues the copy on the device. */
+static tpurt_status_t buffer_to_host(pjrt_buffer_t* b, void* host, size_t host_nbytes, bool async) {
+  return async ? pjrt_buffer_to_host_async(b, host, host_nbytes) : pjrt_buffer_to_host(b, host, host_nbytes);
+}
+
+static tpurt_status_t read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes, bool async) {
   TPURT_RETURN_IF_ERROR(check_host_size(view, host_nbytes));
   if (host_nbytes == 0) return NULL;
   engine_lock();
@@ -241,7 +246,7 @@ tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, si
              (size_t)view_numel(view) * tpurt_dtype_size(view->dtype) == b->nbytes && view->offset == 0) {
     pjrt_buffer_retain(b);
     engine_unlock();
-    status = pjrt_buffer_to_host(b, host, host_nbytes);
+    status = buffer_to_host(b, host, host_nbytes, async);
     pjrt_buffer_release(b);
     return status;
   } else {
@@ -260,7 +265,7 @@ tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, si
       pjrt_buffer_t* db = dense->buffer;
       pjrt_buffer_retain(db);
       engine_unlock();
-      status = pjrt_buffer_to_host(db, host, host_nbytes);
+      status = buffer_to_host(db, host, host_nbytes, async);
       pjrt_buffer_release(db);
       tpurt_storage_release(dense);
       return status;
@@ -268,6 +273,14 @@ tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, si
   }
   engine_unlock();
   return status;
+}
+
+tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes) {
+  return read_host(view, host, host_nbytes, false);
+}
+
+tpurt_status_t tpurt_tensor_read_host_async(const tpurt_tensor_t* view, void* host, size_t host_nbytes) {
+  return read_host(view, host, host_nbytes, true);
 }
 
 tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t* src) {

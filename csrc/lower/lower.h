@@ -212,5 +212,6 @@ extern const lower_rule_t lower_attention_rules[];
 extern const lower_rule_t lower_backward_rules[];
 extern const lower_rule_t lower_foreach_rules[];
 extern const lower_rule_t lower_misc_rules[];
+extern const lower_rule_t lower_amp_rules[];
 
 #endif /* TPURT_LOWER_LOWER_H_ */

@@ -11,6 +11,7 @@ static const lower_rule_t* const kFamilies[] = {
     lower_linalg_rules,      lower_norm_rules,       lower_shape_rules,     lower_factory_rules,
     lower_indexing_rules,    lower_random_rules,     lower_conv_rules,      lower_resample_rules,
     lower_attention_rules,   lower_backward_rules,   lower_foreach_rules,   lower_misc_rules,
+    lower_amp_rules,
 };
 
 #define MAP_SIZE 2048 /* power of two, > 2x the number of rules */
