@@ -66,22 +66,21 @@ static tpurt_status_t lower_amp_unscale(lower_ctx_t* ctx) {
 static tpurt_status_t lower_amp_update_scale(lower_ctx_t* ctx) {
   TPURT_RETURN_IF_ERROR(check_flag(ctx, 0, "current_scale"));
   TPURT_RETURN_IF_ERROR(check_flag(ctx, 2, "found_inf"));
-  const tpurt_tensor_t* tracker_meta = lower_meta(ctx, 1);
-  if (tracker_meta->dtype != TPURT_DTYPE_I32)
-    return lower_error(TPURT_INVALID_ARGUMENT, "growth_tracker must be an int tensor.");
-  ir_func_t* f = ctx->func;
-  ir_value_t scale = lower_tensor(ctx, 0);
-  ir_value_t tracker = lower_tensor(ctx, 1);
-  ir_value_t found = lower_cast(ctx, lower_tensor(ctx, 2), TPURT_DTYPE_F32);
-  /* The factors are runtime parameters: changing them never recompiles. */
-  ir_value_t growth = lower_broadcast_to(ctx, lower_scalar(ctx, 3, TPURT_DTYPE_F32), 0, NULL);
-  ir_value_t backoff = lower_broadcast_to(ctx, lower_scalar(ctx, 4, TPURT_DTYPE_F32), 0, NULL);
-  int64_t interval = lower_int(ctx, 5, 1);
   const tpurt_tensor_t* scale_meta = lower_meta(ctx, 0);
-  int32_t r = scale_meta->rank;
-  const int64_t* dims = scale_meta->sizes;
-  growth = lower_broadcast_to(ctx, growth, r, dims);
-  backoff = lower_broadcast_to(ctx, backoff, r, dims);
+  const tpurt_tensor_t* tracker_meta = lower_meta(ctx, 1);
+  int64_t tracker_numel = 1;
+  for (int32_t d = 0; d < tracker_meta->rank; ++d) tracker_numel *= tracker_meta->sizes[d];
+  if (tracker_meta->dtype != TPURT_DTYPE_I32 || tracker_numel != 1)
+    return lower_error(TPURT_INVALID_ARGUMENT, "growth_tracker must be a 1-element int tensor.");
+  ir_func_t* f = ctx->func;
+  /* All three are one element: compute on scalars, reshape back at the end. */
+  ir_value_t scale = ir_reshape(f, lower_tensor(ctx, 0), 0, NULL);
+  ir_value_t tracker = ir_reshape(f, lower_tensor(ctx, 1), 0, NULL);
+  ir_value_t found = ir_reshape(f, lower_tensor(ctx, 2), 0, NULL);
+  /* The factors are runtime parameters: changing them never recompiles. */
+  ir_value_t growth = lower_scalar(ctx, 3, TPURT_DTYPE_F32);
+  ir_value_t backoff = lower_scalar(ctx, 4, TPURT_DTYPE_F32);
+  int64_t interval = lower_int(ctx, 5, 1);
   ir_value_t overflow = ir_compare(f, IR_NE, found, lower_full_like(ctx, found, 0.0));
   ir_value_t successful = ir_binary(f, "stablehlo.add", tracker, lower_full_like(ctx, tracker, 1.0));
   ir_value_t grow = ir_compare(f, IR_EQ, successful, lower_full_like(ctx, tracker, (double)interval));
@@ -91,10 +90,11 @@ static tpurt_status_t lower_amp_update_scale(lower_ctx_t* ctx) {
   ir_value_t clean_scale = ir_select(f, grow, grown_ok, scale);
   ir_value_t zero = lower_full_like(ctx, tracker, 0.0);
   ir_value_t clean_tracker = ir_select(f, grow, zero, successful);
-  lower_set_result(ctx, 0,
-                   ir_select(f, overflow, ir_binary(f, "stablehlo.multiply", scale, backoff), clean_scale));
-  lower_set_result(ctx, 1, ir_select(f, lower_broadcast_to(ctx, overflow, tracker_meta->rank, tracker_meta->sizes),
-                                     zero, clean_tracker));
+  ir_value_t backed_off = ir_binary(f, "stablehlo.multiply", scale, backoff);
+  ir_value_t new_scale = ir_select(f, overflow, backed_off, clean_scale);
+  ir_value_t new_tracker = ir_select(f, overflow, zero, clean_tracker);
+  lower_set_result(ctx, 0, ir_reshape(f, new_scale, scale_meta->rank, scale_meta->sizes));
+  lower_set_result(ctx, 1, ir_reshape(f, new_tracker, tracker_meta->rank, tracker_meta->sizes));
   return NULL;
 }
 

@@ -25,7 +25,8 @@ tpurt_status_t pjrt_device_memory(int device, tpurt_device_memory_t* out_memory)
   out_memory->bytes_in_use = out_memory->peak_bytes_in_use = out_memory->num_allocs = -1;
   out_memory->largest_alloc_size = out_memory->bytes_limit = out_memory->bytes_reserved = -1;
   out_memory->peak_bytes_reserved = out_memory->bytes_free = -1;
-  if (status && tpurt_status_code(status) == TPURT_UNIMPLEMENTED && strcmp(pjrt_g.platform_name, "cpu") == 0) {
+  bool unreported = status && tpurt_status_code(status) == TPURT_UNIMPLEMENTED;
+  if (unreported && strcmp(pjrt_g.platform_name, "cpu") == 0) {
     /* The CPU plugin's device memory is the host's RAM. */
     tpurt_status_free(status);
     long page = sysconf(_SC_PAGESIZE), total = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);

@@ -81,7 +81,9 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   }
   // The device's one queue already orders the waiting stream after the event.
   void block(void*, const c10::Stream&) const override {}
-  bool queryEvent(void* event) const override { return event == nullptr || tpurt_event_query(as_event(event)); }
+  bool queryEvent(void* event) const override {
+    return event == nullptr || tpurt_event_query(as_event(event));
+  }
   void synchronizeEvent(void* event) const override {
     if (event != nullptr) tpurt_event_synchronize(as_event(event));
   }

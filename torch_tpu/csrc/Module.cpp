@@ -166,7 +166,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_memory_allocated", [](int device) { return tpurt_memory_allocated(device); });
   m.def("_max_memory_allocated", [](int device) { return tpurt_max_memory_allocated(device); });
   m.def("_reset_peak_memory_stats", [](int device) { tpurt_reset_peak_memory(device); });
-  m.def("_device_memory", [](int device) { return device_memory_dict(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_device_memory",
+        [](int device) { return device_memory_dict(static_cast<c10::DeviceIndex>(device)); });
   m.def("_launch_log", &launch_log);
   m.def("_launch_log_position", &launch_log_position);
   m.def("_program_stats", &program_stats);
