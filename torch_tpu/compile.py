@@ -227,6 +227,11 @@ class TpuBackend:
 
     Args:
         debug: log the FX graphs and the StableHLO text of every compiled program.
+        name: what recompile messages call the compiled code: ``"transformer"``
+            (then the function's name is appended: ``transformer.forward``) or a
+            full ``"vae.decode"``; by default the function's qualified name.
+        fallback_dynamic: run graphs with symbolic sizes eagerly instead of
+            raising (the default ``torch.compile`` route uses this).
         enable_serialization: programs go through the executable cache, whose
             persistent tier (``TORCH_TPU_CACHE_DIR``) serves later processes.
         **compile_options: extra XLA compile options, recorded for the cache key
@@ -292,9 +297,14 @@ class TpuBackend:
                 )
                 return gm.forward
             raise RuntimeError(_DYNAMIC_ERROR)
+        # "transformer.forward" as given, "transformer" + the compiled
+        # function's name, or that function's qualified name.
         frame = _frame_name()
         method = frame.rsplit(".", 1)[-1] if frame else "forward"
-        label = f"{self.name}.{method}" if self.name else (frame or None)
+        if self.name:
+            label: str | None = self.name if "." in self.name else f"{self.name}.{method}"
+        else:
+            label = frame
         input_names = [_source_name(n) for n in gm.graph.nodes if n.op == "placeholder"]
 
         def compiler(kind: str) -> Callable[..., Any]:
