@@ -372,6 +372,9 @@ static void finish_pending(pending_t p) {
   pthread_mutex_unlock(&pjrt_g.lock);
   drain_released();
   note_finished(p.launch);
+  /* After a synchronize the launch log and totals hold everything it
+  ** waited for: the callback may trail the Await. */
+  wait_done(p.launch);
   pjrt_launch_release(p.launch);
 }
 
