@@ -84,8 +84,14 @@ def test_pin_memory_and_non_blocking_copy_complete_at_the_event(no_fallback):
     done.synchronize()
     assert done.query()
     assert torch.equal(host, (x + 1) * 3)
-    moved = y.to("cpu", non_blocking=True)  # into ordinary memory: waits
-    assert torch.equal(moved, (x + 1) * 3)
+    # PyTorch stages a non_blocking copy to the CPU in pinned memory: like
+    # CUDA, it is complete after a synchronize
+    moved = y.to("cpu", non_blocking=True)
+    torch.tpu.synchronize()
+    assert moved.is_pinned() and torch.equal(moved, (x + 1) * 3)
+    unpinned = torch.empty(3, 4)
+    unpinned.copy_(y, non_blocking=True)  # ordinary memory: the copy waits
+    assert torch.equal(unpinned, (x + 1) * 3)
 
 
 # ---- default torch.compile -------------------------------------------------------------------
