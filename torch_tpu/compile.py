@@ -74,7 +74,14 @@ def _frame_name() -> str | None:
     except Exception:  # noqa: BLE001 (dynamo internals vary: the name is only for messages)
         return None
     code = getattr(tx, "f_code", None)
-    return getattr(code, "co_qualname", None) or getattr(code, "co_name", None)
+    name = getattr(code, "co_qualname", None) or getattr(code, "co_name", None)
+    if name and "<locals>" in name:
+        # torch.compile(module) traces dynamo's wrapper around the module
+        # (its |fn|): name the module's forward instead.
+        fn = getattr(tx, "f_locals", {}).get("fn")
+        if isinstance(fn, torch.nn.Module):
+            return f"{type(fn).__name__}.forward"
+    return name
 
 
 class _CompiledGraph:
@@ -195,7 +202,7 @@ class _CompiledGraph:
         names = self.input_names
         if names is not None and len(names) != len(args):
             names = None
-        return {(names[i] if names else f"input {i}"): _describe(a) for i, a in enumerate(args)}
+        return {(names[i] if names else f"input {i}"): _describe_input(a) for i, a in enumerate(args)}
 
     @staticmethod
     def rebuild(layout: list, results: list[torch.Tensor], args: Sequence[Any]) -> Any:
@@ -208,6 +215,14 @@ class _CompiledGraph:
             else:
                 out.append(item[1])
         return out
+
+
+def _describe_input(x: Any) -> str:
+    """An input in a recompile message: ``float32[4, 32]`` (``@cpu`` for host tensors)."""
+    if isinstance(x, torch.Tensor):
+        where = "" if x.device.type == "tpu" else f"@{x.device}"
+        return f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}{where}"
+    return repr(x)
 
 
 def _span(t: torch.Tensor) -> int:
