@@ -42,6 +42,8 @@ double tpurt_event_elapsed_ms(tpurt_event_t* start, tpurt_event_t* end) {
 
 uint64_t tpurt_now_ns(void) { return pjrt_now_ns(); }
 
+void tpurt_wait_idle(void) { pjrt_wait_idle(); }
+
 int tpurt_launch_log(uint64_t since, tpurt_launch_record_t* out, int max, uint64_t* out_next) {
   return pjrt_launch_log(since, out, max, out_next);
 }

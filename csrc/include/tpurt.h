@@ -414,6 +414,10 @@ typedef struct tpurt_launch_record_s {
   uint64_t launch_ns, start_ns, end_ns;
 } tpurt_launch_record_t;
 uint64_t tpurt_now_ns(void);
+/* Waits for every launch queued so far (all devices) without reporting or
+** clearing asynchronous errors: they still surface at the next
+** synchronize. Never initialises the runtime. */
+void tpurt_wait_idle(void);
 /* Copies the records from index |since| on; returns how many, sets the
 ** next index. The core keeps the latest 65536. With |max| 0, only sets the
 ** index the next record will have. */

@@ -402,6 +402,11 @@ static bool on_device(const pending_t* p, const void* arg) {
   return device == -1 || p->launch->device == device;
 }
 
+void pjrt_wait_idle(void) {
+  int every = -1;
+  finish_matching(on_device, &every);
+}
+
 tpurt_status_t pjrt_synchronize(int device) {
   if (device != -1) TPURT_RETURN_IF_ERROR(pjrt_check_device(device));
   finish_matching(on_device, &device);

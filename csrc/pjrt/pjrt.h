@@ -110,6 +110,10 @@ void pjrt_program_stats_reset(void);
 /* Device_MemoryStats, or UNIMPLEMENTED where the plugin has none. */
 tpurt_status_t pjrt_device_memory(int device, tpurt_device_memory_t* out_memory);
 
+/* Waits for everything launched so far, on every device, leaving the
+** asynchronous errors for the next pjrt_synchronize. */
+void pjrt_wait_idle(void);
+
 /* Counters kept by this room, read by tpurt_metrics_get. */
 typedef struct pjrt_counters_s {
   uint64_t compiles, executions, bytes_to_device, bytes_from_device;

@@ -47,8 +47,9 @@ class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
   }
 
   void stop() override {
-    // Work launched inside the span completes before it is read.
-    tpurt_status_free(tpurt_synchronize(-1));
+    // Work launched inside the span completes before it is read; its errors
+    // are left for the user's next synchronize.
+    tpurt_wait_idle();
     stop_ns_ = tpurt_now_ns();
     std::vector<tpurt_launch_record_t> batch(1024);
     uint64_t next = since_;
