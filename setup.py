@@ -4,6 +4,7 @@ import glob
 import os
 import subprocess
 
+import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
@@ -19,12 +20,15 @@ class BuildTpuExtension(BuildExtension):
         super().run()
 
 
+KINETO_INCLUDE = os.path.join(os.path.dirname(torch.__file__), "include", "kineto")
+
 setup(
     ext_modules=[
         CppExtension(
             name="torch_tpu._C",
             sources=sorted(glob.glob("torch_tpu/csrc/*.cpp")),
-            include_dirs=[os.path.join(ROOT, "csrc", "include")],
+            # Kineto's headers (Profiler.cpp) are in torch's include tree.
+            include_dirs=[os.path.join(ROOT, "csrc", "include"), KINETO_INCLUDE],
             extra_compile_args=["-std=c++20", "-O2", "-Wall"],
             extra_objects=[LIBTPURT],
             libraries=["dl", "pthread"],

@@ -142,6 +142,11 @@ def test_new_resolution_recompiles_and_logs_the_cause(kind, pipelines, reference
     assert torch_tpu.metrics()["cpu_fallbacks"] == {}
     messages = [r.getMessage() for r in caplog.records if r.name == "torch_tpu.compile"]
     assert any("recompil" in msg and "->" in msg for msg in messages), messages
+    # the component by its pipeline name, and the changed input by its name
+    denoiser = "transformer" if kind == "flux" else "unet"
+    assert any(f"{denoiser}.forward" in msg and "frame" not in msg for msg in messages), messages
+    changed = "kwargs.hidden_states:" if kind == "flux" else "args[0]:"
+    assert any(changed in msg for msg in messages), messages
     expected = references(kind, "pt", height=2 * SIZE, width=SIZE)
     assert (images.cpu() - expected).abs().max().item() <= PIXEL_TOL
 

@@ -6,7 +6,10 @@ registers the device. Nothing is loaded until the device is first used.
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
+from typing import Any
 
 # XLA inside the plugin logs INFO lines to stderr at start-up; keep warnings
 # and errors only unless the user asked for more.
@@ -24,7 +27,7 @@ def _autoload() -> None:
 
 import torch  # noqa: E402
 
-from torch_tpu import _C  # noqa: E402
+from torch_tpu import _C, amp  # noqa: E402
 from torch_tpu import device as _device_module  # noqa: E402
 from torch_tpu import diffusers as _diffusers  # noqa: E402,F401 (an import hook: never imports diffusers)
 from torch_tpu._discovery import find_plugin  # noqa: E402
@@ -65,12 +68,54 @@ class cpu_fallback_mode:  # noqa: N801 (a function to users, also a context mana
         _C._set_cpu_fallback_enabled(self.previous)
 
 
+_compile_note_given = False
+
+
+def _route_default_compile() -> None:
+    """``torch.compile(model)`` (inductor, the default) on tpu inputs runs through ``TpuBackend``.
+
+    Inductor has its own code generator for any device named "tpu" (Pallas,
+    which needs JAX and targets real TPUs only); in torch 2.13 that choice is
+    made inside inductor by the device's name, so registering a device
+    interface for "tpu" would not keep it out. The default backend is
+    therefore routed here, before inductor sees the graph: graphs whose
+    inputs are on "tpu" go to ``TpuBackend`` (one note, once per process);
+    every other graph reaches inductor untouched.
+    """
+    wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
+    if wrapper is None or getattr(wrapper.__call__, "_tpu_routed", False):
+        return
+    inductor_call = wrapper.__call__
+
+    def __call__(self: Any, model_: Any, inputs_: Any, *args: Any, **kwargs: Any) -> Any:
+        global _compile_note_given
+        if not any(isinstance(x, torch.Tensor) and x.device.type == "tpu" for x in inputs_):
+            return inductor_call(self, model_, inputs_, *args, **kwargs)
+        if not _compile_note_given:
+            _compile_note_given = True
+            logging.getLogger("torch_tpu.compile").warning(
+                "torch_tpu: torch.compile without a backend on tpu inputs uses TpuBackend "
+                "(backend='tpu'); inductor's tpu code generator is for JAX/Pallas"
+            )
+        return TpuBackend(fallback_dynamic=True)(model_, inputs_)
+
+    __call__._tpu_routed = True  # type: ignore[attr-defined]
+    wrapper.__call__ = __call__
+
+
 def _register() -> None:
     if getattr(torch, "tpu", None) is _device_module:
         return  # already done in this process
     torch.utils.rename_privateuse1_backend("tpu")
     torch._register_device_module("tpu", _device_module)
+    _device_module.amp = amp  # type: ignore[attr-defined]
+    sys.modules["torch.tpu.amp"] = amp
     torch.utils.generate_methods_for_privateuse1_backend(for_tensor=True, for_module=True, for_storage=True)
+    # autocast("tpu") runs in bf16 unless told otherwise (the TPU's native
+    # type). PyTorch keeps this per thread: threads started later begin with
+    # float16, so pass dtype= there (or torch.tpu.set_autocast_dtype).
+    torch.set_autocast_dtype("tpu", torch.bfloat16)
+    _route_default_compile()
     try:
         _C._set_default_plugin(find_plugin())
     except RuntimeError as error:  # import must not fail: report at first device use

@@ -16,6 +16,7 @@ shape compiles a new program and logs which input changed.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -50,10 +51,50 @@ def _describe(x: Any) -> str:
     return repr(x)
 
 
+def _source_name(node: torch.fx.Node) -> str:
+    """The user-facing name of a dynamo graph input: ``x``, ``proj.weight``."""
+    grapharg = node.meta.get("grapharg")
+    if grapharg is None or getattr(grapharg, "source", None) is None:
+        return node.name
+    name = grapharg.source.name
+    name = name() if callable(name) else str(name)
+    # L['self']._modules['proj']._parameters['weight'] -> self.proj.weight
+    name = re.sub(r"\._(modules|parameters|buffers)\['([^']*)'\]", r".\2", name)
+    name = re.sub(r"^[LG]\['([^']*)'\]", r"\1", name)
+    name = re.sub(r"\['([^']*)'\]", r".\1", name)
+    return name.removeprefix("self.")
+
+
+def _frame_name() -> str | None:
+    """The qualified name of the function dynamo is compiling (``Transformer.forward``)."""
+    try:
+        from torch._dynamo.symbolic_convert import InstructionTranslator
+
+        tx = InstructionTranslator.current_tx()
+    except Exception:  # noqa: BLE001 (dynamo internals vary: the name is only for messages)
+        return None
+    code = getattr(tx, "f_code", None)
+    name = getattr(code, "co_qualname", None) or getattr(code, "co_name", None)
+    if name and "<locals>" in name:
+        # torch.compile(module) traces dynamo's wrapper around the module
+        # (its |fn|): name the module's forward instead.
+        fn = getattr(tx, "f_locals", {}).get("fn")
+        if isinstance(fn, torch.nn.Module):
+            return f"{type(fn).__name__}.forward"
+    return name
+
+
 class _CompiledGraph:
     """One aot graph: traced and compiled per input signature, then launched."""
 
-    def __init__(self, gm: torch.fx.GraphModule, kind: str, backend: TpuBackend) -> None:
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        kind: str,
+        backend: TpuBackend,
+        name: str | None = None,
+        input_names: Sequence[str] | None = None,
+    ) -> None:
         self.gm = gm
         self.kind = kind
         self.backend = backend
@@ -64,7 +105,8 @@ class _CompiledGraph:
         compile_id = torch._guards.CompileContext.current_compile_id()
         # the frame dynamo compiles: its recompiles share this id
         self.frame = compile_id.frame_id if compile_id is not None else id(gm)
-        self.name = getattr(gm, "_tpu_name", None) or f"frame {self.frame}"
+        self.name = name or getattr(gm, "_tpu_name", None) or f"frame {self.frame}"
+        self.input_names = list(input_names) if input_names is not None else None
         if backend.debug:
             log.warning("TpuBackend %s graph:\n%s", kind, gm.code)
 
@@ -156,12 +198,21 @@ class _CompiledGraph:
                 torch.tpu.set_rng_state(rng_state, device)
         seconds = time.perf_counter() - start
         self.backend.compiles += 1
-        self.backend.note_compile(self, key, seconds)
+        self.backend.note_compile(self, self.describe_inputs(args), seconds)
         if self.backend.debug:
             log.warning("TpuBackend %s StableHLO:\n%s", self.kind, program.text)
         entry = (program, layout)
         self.programs[key] = entry
         return entry
+
+    def describe_inputs(self, args: Sequence[Any]) -> dict[str, str]:
+        """Each input by name (dynamo's source names for a forward graph, else
+        its position): a recompile names the inputs that changed, never a
+        positional diff that re-traced weights would shift."""
+        names = self.input_names
+        if names is not None and len(names) != len(args):
+            names = None
+        return {(names[i] if names else f"input {i}"): _describe_input(a) for i, a in enumerate(args)}
 
     @staticmethod
     def rebuild(layout: list, results: list[torch.Tensor], args: Sequence[Any]) -> Any:
@@ -176,6 +227,14 @@ class _CompiledGraph:
         return out
 
 
+def _describe_input(x: Any) -> str:
+    """An input in a recompile message: ``float32[4, 32]`` (``@cpu`` for host tensors)."""
+    if isinstance(x, torch.Tensor):
+        where = "" if x.device.type == "tpu" else f"@{x.device}"
+        return f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}{where}"
+    return repr(x)
+
+
 def _span(t: torch.Tensor) -> int:
     """Elements from a strided tensor's first to its last element."""
     return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride(), strict=True) if size > 0)
@@ -188,17 +247,16 @@ def _program_input(a: torch.Tensor) -> torch.Tensor:
     return a.as_strided((_span(a),), (1,), a.storage_offset())
 
 
-def _describe_sig(part: Any) -> str:
-    if isinstance(part, tuple) and len(part) == 4 and isinstance(part[2], torch.dtype):
-        return f"{str(part[2]).removeprefix('torch.')}{list(part[3])}"
-    return repr(part)
-
-
 class TpuBackend:
     """The torch.compile backend for "tpu": whole static graphs through StableHLO.
 
     Args:
         debug: log the FX graphs and the StableHLO text of every compiled program.
+        name: what recompile messages call the compiled code: ``"transformer"``
+            (then the function's name is appended: ``transformer.forward``) or a
+            full ``"vae.decode"``; by default the function's qualified name.
+        fallback_dynamic: run graphs with symbolic sizes eagerly instead of
+            raising (the default ``torch.compile`` route uses this).
         enable_serialization: programs go through the executable cache, whose
             persistent tier (``TORCH_TPU_CACHE_DIR``) serves later processes.
         **compile_options: extra XLA compile options, recorded for the cache key
@@ -206,8 +264,18 @@ class TpuBackend:
     """
 
     def __init__(
-        self, debug: bool = False, enable_serialization: bool = True, **compile_options: Any
+        self,
+        debug: bool = False,
+        enable_serialization: bool = True,
+        name: str | None = None,
+        fallback_dynamic: bool = False,
+        **compile_options: Any,
     ) -> None:
+        self.name = name
+        # Graphs with symbolic sizes run eagerly on the tpu instead of raising
+        # (the default torch.compile, whose dynamic=None turns dims symbolic
+        # after a shape change).
+        self.fallback_dynamic = fallback_dynamic
         self.debug = debug
         self.enable_serialization = enable_serialization
         self.compile_options = dict(compile_options)
@@ -221,19 +289,23 @@ class TpuBackend:
     def name_of(gm: torch.fx.GraphModule) -> str:
         return getattr(gm, "_tpu_name", type(gm).__name__)
 
-    def note_compile(self, graph: _CompiledGraph, key: tuple, seconds: float) -> None:
-        """Logs a recompile: the same frame's graph compiled for other inputs."""
+    def note_compile(self, graph: _CompiledGraph, inputs: dict[str, str], seconds: float) -> None:
+        """Logs a recompile: the same frame's graph compiled for other inputs, naming the
+        component (``transformer.forward``) and the inputs that changed, by name."""
         frame = (graph.frame, graph.kind)
         previous = self._signatures.get(frame)
-        self._signatures[frame] = key
-        if previous is None or previous == key:
+        self._signatures[frame] = inputs
+        if previous is None or previous == inputs:
             return
         changed = [
-            f"input {i}: {_describe_sig(old)} -> {_describe_sig(new)}"
-            for i, (old, new) in enumerate(zip(previous, key, strict=False))
-            if old != new
-        ] or ["the inputs changed"]
-        cause = f"{graph.kind} graph of {graph.name}: {'; '.join(changed)}"
+            f"{name}: {previous[name]} -> {desc}"
+            for name, desc in inputs.items()
+            if name in previous and previous[name] != desc
+        ]
+        added = [name for name in inputs if name not in previous]
+        if added:
+            changed.append("new inputs " + ", ".join(added))
+        cause = f"{graph.kind} graph of {graph.name}: {'; '.join(changed) or 'the inputs changed'}"
         self.recompiles.append(cause)
         _metrics._recompiles.append(cause)
         log.warning("torch_tpu: recompiling %s (compile took %.3f s)", cause, seconds)
@@ -243,13 +315,31 @@ class TpuBackend:
         from torch._dynamo.backends.common import aot_autograd
 
         if any(_is_symbolic(x) for x in example_inputs):
+            if self.fallback_dynamic:
+                log.warning(
+                    "torch_tpu: a graph with symbolic sizes runs eagerly on tpu; "
+                    "torch.compile(model, dynamic=False) compiles one program per shape instead"
+                )
+                return gm.forward
             raise RuntimeError(_DYNAMIC_ERROR)
+        # "transformer.forward" as given, "transformer" + the compiled
+        # function's name, or that function's qualified name.
+        frame = _frame_name()
+        method = frame.rsplit(".", 1)[-1] if frame else "forward"
+        if self.name:
+            label: str | None = self.name if "." in self.name else f"{self.name}.{method}"
+        else:
+            label = frame
+        input_names = [_source_name(n) for n in gm.graph.nodes if n.op == "placeholder"]
 
         def compiler(kind: str) -> Callable[..., Any]:
             def compile_graph(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
                 if any(_is_symbolic(x) for x in inputs):
                     raise RuntimeError(_DYNAMIC_ERROR)
-                compiled = _CompiledGraph(graph, kind, self)
+                # The forward graph takes dynamo's inputs in order; the
+                # backward's (saved values, gradients) have no user names.
+                names = input_names if kind == "forward" else None
+                compiled = _CompiledGraph(graph, kind, self, name=label, input_names=names)
                 return make_boxed_func(compiled)
 
             return compile_graph

@@ -167,10 +167,19 @@ def get_device_name(device: DeviceLike = None) -> str:
     return _C._device_kind(_index(device))
 
 
+def _device_memory(device: DeviceLike) -> dict[str, Any]:
+    _lazy_init()
+    return _C._device_memory(_index(device))
+
+
 def get_device_properties(device: DeviceLike = None) -> TpuDeviceProperties:
+    """Name, platform and total memory (what the plugin reports; the host's RAM on the CPU plugin)."""
     _lazy_init()
     info = _C._runtime_info()
-    return TpuDeviceProperties(name=_C._device_kind(_index(device)), platform=info["platform_name"])
+    limit = _device_memory(device)["bytes_limit"]
+    return TpuDeviceProperties(
+        name=_C._device_kind(_index(device)), platform=info["platform_name"], total_memory=max(limit, 0)
+    )
 
 
 def memory_allocated(device: DeviceLike = None) -> int:
@@ -179,11 +188,182 @@ def memory_allocated(device: DeviceLike = None) -> int:
 
 
 def max_memory_allocated(device: DeviceLike = None) -> int:
+    """Peak of :func:`memory_allocated` since the start or :func:`reset_peak_memory_stats`."""
     return _C._max_memory_allocated(_index(device))
+
+
+def memory_reserved(device: DeviceLike = None) -> int:
+    """Bytes the device holds for this process: the plugin's reservation where it reports one,
+    else the live buffers (nothing is cached: a buffer is freed with its last tensor)."""
+    if is_initialized():
+        reserved = _C._device_memory(_index(device))["bytes_reserved"] if _C._device_count() else -1
+        if reserved >= 0:
+            return int(reserved)
+    return memory_allocated(device)
+
+
+def max_memory_reserved(device: DeviceLike = None) -> int:
+    if is_initialized() and _C._device_count():
+        peak = _C._device_memory(_index(device))["peak_bytes_reserved"]
+        if peak >= 0:
+            return int(peak)
+    return max_memory_allocated(device)
 
 
 def reset_peak_memory_stats(device: DeviceLike = None) -> None:
     _C._reset_peak_memory_stats(_index(device))
+
+
+def reset_max_memory_allocated(device: DeviceLike = None) -> None:
+    reset_peak_memory_stats(device)
+
+
+def empty_cache() -> None:
+    """Nothing to release: buffers are freed with their last tensor (no caching allocator)."""
+
+
+def mem_get_info(device: DeviceLike = None) -> tuple[int, int]:
+    """(free, total) bytes of |device|, from the plugin's memory stats (the host's RAM on the CPU plugin)."""
+    m = _device_memory(device)
+    if m["bytes_limit"] < 0:
+        raise RuntimeError("mem_get_info: the PJRT plugin does not report this device's memory")
+    return int(max(m["bytes_free"], 0)), int(m["bytes_limit"])
+
+
+def memory_stats(device: DeviceLike = None) -> dict[str, Any]:
+    """The keys of ``torch.cuda.memory_stats`` that apply, plus what the plugin reports (``device.*``)."""
+    index = _index(device)
+    allocated, peak = memory_allocated(index), max_memory_allocated(index)
+    stats: dict[str, Any] = {}
+    for kind in ("allocated_bytes", "active_bytes", "requested_bytes"):
+        stats[f"{kind}.all.current"] = allocated
+        stats[f"{kind}.all.peak"] = peak
+    stats["reserved_bytes.all.current"] = memory_reserved(index)
+    stats["reserved_bytes.all.peak"] = max_memory_reserved(index)
+    if is_initialized() and _C._device_count():
+        for key, value in _C._device_memory(index).items():
+            if isinstance(value, bool) or value >= 0:
+                stats[f"device.{key}"] = value
+    return dict(sorted(stats.items()))
+
+
+def memory_summary(device: DeviceLike = None) -> str:
+    return "\n".join(f"{k}: {v}" for k, v in memory_stats(device).items())
+
+
+# ---- streams and events -------------------------------------------------------------------
+# A device has one queue (the core's launch order); every stream feeds it, so
+# work on two streams is always ordered. Events are markers in that queue,
+# timed by the plugin's completion events.
+
+_DEVICE_TYPE_TPU = 20  # c10::DeviceType::PrivateUse1, as torch.Stream(device_type=...) takes it
+
+
+def _stream_device(device: DeviceLike) -> torch.device:
+    return torch.device("tpu", _index(device))
+
+
+class Stream(torch.Stream):
+    """A tpu stream (``torch.cuda.Stream``'s counterpart)."""
+
+    def __new__(cls, device: DeviceLike = None, priority: int = 0, **kwargs: Any) -> Stream:
+        if "stream_id" in kwargs:  # torch rebuilds a stream from its ids
+            return super().__new__(cls, **kwargs)
+        return super().__new__(cls, device=_stream_device(device), priority=priority)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+class Event(torch.Event):
+    """A tpu event (``torch.cuda.Event``'s counterpart); timing is always available."""
+
+    def __new__(
+        cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False
+    ) -> Event:
+        if interprocess:
+            raise ValueError("tpu events cannot be shared between processes")
+        return super().__new__(cls, device="tpu", enable_timing=enable_timing, blocking=blocking)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+_current_streams = threading.local()
+
+
+def default_stream(device: DeviceLike = None) -> torch.Stream:
+    return torch.Stream(stream_id=0, device_index=_index(device), device_type=_DEVICE_TYPE_TPU)
+
+
+def current_stream(device: DeviceLike = None) -> torch.Stream:
+    index = _index(device)
+    stream = getattr(_current_streams, "by_device", {}).get(index)
+    return stream if stream is not None else default_stream(index)
+
+
+def set_stream(stream: torch.Stream | None) -> None:
+    if stream is None:
+        return
+    if stream.device.type != "tpu":
+        raise ValueError(f"set_stream: expected a tpu stream, got one on {stream.device}")
+    if not hasattr(_current_streams, "by_device"):
+        _current_streams.by_device = {}
+    _current_streams.by_device[stream.device_index] = stream
+    accelerator = torch.accelerator.current_accelerator()
+    if accelerator is not None and accelerator.type == "tpu":
+        torch.accelerator.set_stream(stream)  # the guard's current stream too
+
+
+class StreamContext:
+    """``with torch.tpu.stream(s):`` makes |s| current, then restores the previous one."""
+
+    def __init__(self, stream: torch.Stream | None) -> None:
+        self.stream = stream
+        self.previous: torch.Stream | None = None
+
+    def __enter__(self) -> torch.Stream | None:
+        if self.stream is not None:
+            self.previous = current_stream(self.stream.device_index)
+            set_stream(self.stream)
+        return self.stream
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            set_stream(self.previous)
+
+
+def stream(stream: torch.Stream | None) -> StreamContext:
+    return StreamContext(stream)
+
+
+# ---- autocast ------------------------------------------------------------------------------
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    """The dtypes ``torch.autocast("tpu", dtype=...)`` accepts; bf16 is the default."""
+    return [torch.bfloat16, torch.float16, torch.float32]
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    """bf16 is native on TPUs and computed by XLA on every other PJRT device."""
+    return True
+
+
+def get_autocast_dtype() -> torch.dtype:
+    return torch.get_autocast_dtype("tpu")
+
+
+def set_autocast_dtype(dtype: torch.dtype) -> None:
+    torch.set_autocast_dtype("tpu", dtype)
+
+
+def is_autocast_enabled() -> bool:
+    return torch.is_autocast_enabled("tpu")
+
+
+def set_autocast_enabled(enabled: bool) -> None:
+    torch.set_autocast_enabled("tpu", enabled)
 
 
 def _is_in_bad_fork() -> bool:

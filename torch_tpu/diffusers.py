@@ -283,15 +283,20 @@ def enable_tpu_compile(
         component = components[name]
         if _is_compiled(component):
             continue
-        kwargs: dict[str, Any] = {"backend": TpuBackend(), "dynamic": False}
-        kwargs.update(compile_kwargs)
         if swap_attention_processors:
             _swap_legacy_attention(component)
+
+        def options(method: str, name: str = name) -> dict[str, Any]:
+            # The recompile log names what was compiled: "transformer.forward".
+            kwargs: dict[str, Any] = {"backend": TpuBackend(name=f"{name}.{method}"), "dynamic": False}
+            kwargs.update(compile_kwargs)
+            return kwargs
+
         for method in ("encode", "decode"):
             fn = getattr(component, method, None) if hasattr(component, "decode") else None
             if callable(fn):
-                object.__setattr__(component, method, torch.compile(fn, **kwargs))
-        setattr(self, name, torch.compile(component, **kwargs))
+                object.__setattr__(component, method, torch.compile(fn, **options(method)))
+        setattr(self, name, torch.compile(component, **options("forward")))
         compiled.append(name)
     return compiled
 

@@ -17,6 +17,7 @@ _LABELS = {
     "cache_disk_rejects": "cache entries rejected",
     "executions": "executions",
     "compile_seconds": "time compiling (s)",
+    "execute_seconds": "device time (s)",
     "bytes_to_device": "bytes to device",
     "bytes_from_device": "bytes from device",
     "live_buffers": "live buffers",
@@ -33,8 +34,14 @@ _recompiles: list[str] = []
 def metrics() -> dict[str, Any]:
     """A snapshot: the keys of ``_LABELS``, plus ``cpu_fallbacks`` (op name ->
     count), ``flushes`` (reason -> count of fused-eager graph runs) and
-    ``recompiles`` (the causes of torch.compile recompiles, in order)."""
+    ``recompiles`` (the causes of torch.compile recompiles, in order),
+    ``execute_seconds`` (device time of completed launches) and ``programs``
+    (name -> runs and device seconds)."""
     m = dict(_C._metrics())
+    programs, device_ns, _runs = _C._program_stats()
+    # Device time of the launches that completed: from PJRT completion events.
+    m["execute_seconds"] = device_ns / 1e9
+    m["programs"] = {name: {"runs": runs, "seconds": ns / 1e9} for name, runs, ns in programs}
     m["flushes"] = dict(_C._flush_counts())
     m["recompiles"] = list(_recompiles)
     return m
@@ -65,6 +72,12 @@ def metrics_report() -> str:
     if flushes:
         text = ", ".join(f"{k} {v:,}" for k, v in sorted(flushes.items()))
         lines.append(f"  fused graph flushes:    {text}")
+    programs: dict[str, dict[str, Any]] = m.get("programs", {})
+    if programs:
+        lines.append("  top programs by device time:")
+        top = sorted(programs.items(), key=lambda kv: -kv[1]["seconds"])[:10]
+        for name, p in top:
+            lines.append(f"    {p['seconds'] * 1e3:>10.3f} ms {p['runs']:>7} runs  {name[:90]}")
     for cause in m.get("recompiles", []):
         lines.append(f"  recompile: {cause}")
     fallbacks: dict[str, int] = m.get("cpu_fallbacks", {})

@@ -173,6 +173,7 @@ tpurt_status_t cache_get_or_compile(const char* mlir, size_t size, pjrt_executab
   if (found == DISK_HIT) {
     BUMP(hits_disk);
     *out_hit = true;
+    pjrt_executable_note_module(exe, mlir, size); /* the launch log's op count */
   } else {
     if (found == DISK_REJECTED) BUMP(disk_rejects);
     TPURT_RETURN_IF_ERROR(pjrt_compile(mlir, size, &exe));

@@ -237,6 +237,22 @@ static tpurt_status_t write_back(engine_ctx_t* e, int32_t flat, ir_value_t value
   return NULL;
 }
 
+/* Ops that write more than their first argument (_amp_update_scale_ also
+** updates its growth tracker; the AMP unscale sets found_inf): the rule's
+** results from |first| on go, in order, to the Tensor(a!) args from flat
+** index |from| on. Ops whose rules set no such results write nothing more. */
+static tpurt_status_t write_back_extra(engine_ctx_t* e, int32_t from, int32_t first, plan_output_t* outputs,
+                                       int32_t* num_outputs, ir_value_t* output_values) {
+  lower_ctx_t* ctx = &e->lower;
+  const tpurt_op_call_t* call = e->call;
+  int32_t next = first;
+  for (int32_t i = from; i < call->num_args && next < ctx->num_results; ++i) {
+    if (call->args[i].kind != TPURT_ARG_TENSOR || !call->args[i].is_write) continue;
+    TPURT_RETURN_IF_ERROR(write_back(e, i, ctx->results[next++], outputs, num_outputs, output_values));
+  }
+  return NULL;
+}
+
 /* Fills a result's sizes (and strides, for a permuted layout) from the
 ** physical dense type of its value. */
 void fill_result_shape(tpurt_result_t* r, const ir_type_t* physical, bool permuted, const int8_t* perm) {
@@ -463,8 +479,12 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
       }
       status = write_back(e, list + 1 + k, ctx->results[k], outputs, &n_out, values);
     }
+    status = status ? status
+                    : write_back_extra(e, list + 1 + call->args[list].u.list_len, call->args[list].u.list_len,
+                                       outputs, &n_out, values);
   } else if (rule->variant == LOWER_INPLACE) {
     status = write_back(e, ctx->arg_index[0], ctx->results[0], outputs, &n_out, values);
+    status = status ? status : write_back_extra(e, ctx->arg_index[0] + 1, 1, outputs, &n_out, values);
   } else {
     for (int32_t k = 0; k < num_outs && !status; ++k) {
       int32_t schema = ctx->num_args + k;
@@ -879,6 +899,7 @@ void tpurt_metrics_reset(void) {
   g_plan_hits = g_exec_hits = 0;
   cache_reset_counters();
   graph_reset_counts();
+  pjrt_program_stats_reset();
 }
 
 uint64_t tpurt_memory_allocated(int device) {

@@ -242,7 +242,12 @@ tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* h
   return status;
 }
 
-tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes) {
+/* Copies |b| to |host|: waits, or (|async|) queues the copy on the device. */
+static tpurt_status_t buffer_to_host(pjrt_buffer_t* b, void* host, size_t host_nbytes, bool async) {
+  return async ? pjrt_buffer_to_host_async(b, host, host_nbytes) : pjrt_buffer_to_host(b, host, host_nbytes);
+}
+
+static tpurt_status_t read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes, bool async) {
   TPURT_RETURN_IF_ERROR(check_host_size(view, host_nbytes));
   if (host_nbytes == 0) return NULL;
   engine_lock();
@@ -251,7 +256,7 @@ tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, si
   pjrt_buffer_t* b = view->storage->buffer;
   tpurt_storage_t* dense = NULL;
   if (status) {
-    /* reported below */
+    b = NULL; /* reported below */
   } else if (!b) {
     memset(host, 0, host_nbytes); /* never written: reads as zeros */
   } else if (b->dtype == view->dtype && view_is_contiguous(view) &&
@@ -264,10 +269,18 @@ tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, si
     pjrt_buffer_retain(b);
   }
   engine_unlock();
-  if (!status && b) status = pjrt_buffer_to_host(b, host, host_nbytes);
+  if (!status && b) status = buffer_to_host(b, host, host_nbytes, async);
   if (b) pjrt_buffer_release(b);
   tpurt_storage_release(dense);
   return status;
+}
+
+tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes) {
+  return read_host(view, host, host_nbytes, false);
+}
+
+tpurt_status_t tpurt_tensor_read_host_async(const tpurt_tensor_t* view, void* host, size_t host_nbytes) {
+  return read_host(view, host, host_nbytes, true);
 }
 
 tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t* src) {

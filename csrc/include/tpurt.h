@@ -398,6 +398,78 @@ typedef struct tpurt_cache_info_s {
   uint64_t memory_limit_bytes;           /* TORCH_TPU_CACHE_MEMORY_BYTES */
 } tpurt_cache_info_t;
 void tpurt_cache_info(tpurt_cache_info_t* out_info);
+/*===------------------------------------------------------------------===*/
+/* Events, launch timing, memory, host memory                             */
+/*===------------------------------------------------------------------===*/
+
+/* A marker in a device's work queue (one queue per device: the default
+** stream). Recording captures the work queued so far; its time is when that
+** work completed, from the plugin's completion events. */
+typedef struct tpurt_event_s tpurt_event_t;
+/* Runs pending fused work first, so the event follows it. */
+tpurt_status_t tpurt_event_record(int device, tpurt_event_t** out_event);
+void tpurt_event_release(tpurt_event_t* event);
+/* True once the captured work has completed (never waits). */
+bool tpurt_event_query(tpurt_event_t* event);
+void tpurt_event_synchronize(tpurt_event_t* event);
+/* Milliseconds from |start|'s completion to |end|'s; waits for both. */
+double tpurt_event_elapsed_ms(tpurt_event_t* start, tpurt_event_t* end);
+
+/* One completed unit of device work: a program launch or an asynchronous
+** copy to the host. Times are host monotonic nanoseconds (see
+** tpurt_now_ns); start..end is its device time: from when the device could
+** start it (its launch, or the previous completion on the device) to its
+** completion event. */
+typedef struct tpurt_launch_record_s {
+  char name[128];  /* the op or graph label */
+  int device;
+  int32_t num_ops; /* StableHLO ops in the program; 0 if unknown */
+  bool is_copy;    /* a device -> host copy */
+  bool compiled;   /* first run after a compile (else a cache hit) */
+  uint64_t launch_ns, start_ns, end_ns;
+} tpurt_launch_record_t;
+uint64_t tpurt_now_ns(void);
+/* Waits for every launch queued so far (all devices) without reporting or
+** clearing asynchronous errors: they still surface at the next
+** synchronize. Never initialises the runtime. */
+void tpurt_wait_idle(void);
+/* Copies the records from index |since| on; returns how many, sets the
+** next index. The core keeps the latest 65536. With |max| 0, only sets the
+** index the next record will have. */
+int tpurt_launch_log(uint64_t since, tpurt_launch_record_t* out, int max, uint64_t* out_next);
+
+/* Device time per program name, since the last tpurt_metrics_reset. */
+typedef struct tpurt_program_stats_s {
+  char name[128];
+  uint64_t runs;
+  uint64_t device_ns;
+} tpurt_program_stats_t;
+int tpurt_program_stats(tpurt_program_stats_t* out, int max, uint64_t* out_device_ns, uint64_t* out_runs);
+
+/* What the plugin reports of a device's memory (PJRT_Device_MemoryStats).
+** -1: not reported. reported is false where the plugin has no such call
+** (the CPU plugin); on the CPU platform the device's memory is the host's,
+** so bytes_limit and bytes_free are then the host's RAM (from_host). */
+typedef struct tpurt_device_memory_s {
+  bool reported;
+  bool from_host;
+  int64_t bytes_in_use, peak_bytes_in_use, num_allocs, largest_alloc_size;
+  int64_t bytes_limit, bytes_reserved, peak_bytes_reserved;
+  int64_t bytes_free; /* bytes_limit - bytes_in_use, or the host's available RAM */
+} tpurt_device_memory_t;
+tpurt_status_t tpurt_device_memory(int device, tpurt_device_memory_t* out_memory);
+
+/* Host memory for staging copies (PyTorch's pinned memory). Page aligned;
+** freeing waits for asynchronous copies into it. */
+tpurt_status_t tpurt_host_alloc(size_t nbytes, void** out_ptr);
+void tpurt_host_free(void* ptr);
+/* True if |ptr| lies inside a live tpurt_host_alloc block. */
+bool tpurt_host_contains(const void* ptr);
+
+/* Device -> host without waiting (a non_blocking copy into host memory from
+** tpurt_host_alloc): complete at the device's next event or synchronize. */
+tpurt_status_t tpurt_tensor_read_host_async(const tpurt_tensor_t* view, void* host, size_t host_nbytes);
+
 /* Per device memory: bytes held by live buffers now and at peak. */
 uint64_t tpurt_memory_allocated(int device);
 uint64_t tpurt_max_memory_allocated(int device);

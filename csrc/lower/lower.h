@@ -228,5 +228,6 @@ extern const lower_rule_t lower_batch_norm_rules[];
 extern const lower_rule_t lower_special_rules[];
 extern const lower_rule_t lower_search_rules[];
 extern const lower_rule_t lower_loss_rules[];
+extern const lower_rule_t lower_amp_rules[];
 
 #endif /* TPURT_LOWER_LOWER_H_ */

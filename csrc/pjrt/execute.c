@@ -9,8 +9,25 @@
 struct pjrt_executable_s {
   pjrt_abi_loaded_executable_t* loaded;
   size_t num_outputs;
-  int refcount; /* atomic (__atomic builtins); destroyed at zero */
+  int refcount;       /* atomic (__atomic builtins); destroyed at zero */
+  bool compiled_here; /* compiled in this process (not loaded from the disk cache) */
+  int32_t num_ops;    /* StableHLO ops in the module (0: loaded, unknown) */
+  uint64_t launches;  /* lock held */
 };
+
+/* StableHLO ops in |mlir|: the launch log reports it per program. */
+static int32_t count_ops(const char* mlir, size_t size) {
+  static const char kPrefix[] = "stablehlo.";
+  const size_t n = sizeof(kPrefix) - 1;
+  int32_t count = 0;
+  for (size_t i = 0; i + n <= size; ++i) {
+    if (mlir[i] == 's' && memcmp(mlir + i, kPrefix, n) == 0) {
+      ++count;
+      i += n - 1;
+    }
+  }
+  return count;
+}
 
 /* CompileOptionsProto: executable_build_options {num_replicas: 1
 ** num_partitions: 1} and compile_portable_executable: true, so that one
@@ -22,6 +39,12 @@ static double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+uint64_t pjrt_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 static void destroy_loaded_locked(pjrt_abi_loaded_executable_t* loaded) {
@@ -87,8 +110,16 @@ tpurt_status_t pjrt_compile(const char* mlir, size_t mlir_size, pjrt_executable_
   pjrt_g.counters.compile_seconds += now_seconds() - start;
   pjrt_g.counters.compiles++;
   if (!status) status = wrap_executable_locked(a.executable, out_executable);
+  if (!status) {
+    (*out_executable)->compiled_here = true;
+    (*out_executable)->num_ops = count_ops(mlir, mlir_size);
+  }
   pthread_mutex_unlock(&pjrt_g.lock);
   return tpurt_status_annotate(status, "compiling StableHLO");
+}
+
+void pjrt_executable_note_module(pjrt_executable_t* executable, const char* mlir, size_t mlir_size) {
+  executable->num_ops = count_ops(mlir, mlir_size);
 }
 
 void pjrt_executable_retain(pjrt_executable_t* executable) {
@@ -156,13 +187,34 @@ tpurt_status_t pjrt_executable_deserialize(const char* bytes, size_t size,
 
 #define MAX_PENDING 1024 /* beyond this, execute waits for the oldest launch */
 
+/* Work queued on a device and not yet seen complete. |keep| (an async copy's
+** source buffer) and |host| (its destination) live until it completes. */
 typedef struct {
   pjrt_abi_event_t* event;
   pjrt_launch_t* launch;
+  pjrt_buffer_t* keep;
+  const char* host;
+  size_t host_size;
 } pending_t;
 
 static pending_t g_pending[MAX_PENDING];
 static size_t g_num_pending;
+
+/* Buffers whose last use finished while the client lock was held; released
+** by drain_released() once it is not (releasing takes the lock). */
+static pjrt_buffer_t* g_released[MAX_PENDING];
+static size_t g_num_released;
+
+static void drain_released(void) {
+  for (;;) {
+    pthread_mutex_lock(&pjrt_g.lock);
+    pjrt_buffer_t* b = g_num_released ? g_released[--g_num_released] : NULL;
+    pthread_mutex_unlock(&pjrt_g.lock);
+    if (!b) return;
+    pjrt_buffer_release(b);
+  }
+}
+
 /* The first asynchronous error per device since the last synchronize, and
 ** the order in which they came. */
 static tpurt_status_t g_async_error[PJRT_MAX_DEVICES];
@@ -178,6 +230,113 @@ static void record_error_locked(pjrt_launch_t* launch, tpurt_status_t error) {
   }
   g_async_error[launch->device] = tpurt_status_annotate(error, launch->op_name);
   g_async_seq[launch->device] = ++g_next_seq;
+}
+
+/*===--- completion times and the launch log ---===*/
+
+/* Completion times come from Event_OnReady callbacks (plugin threads); this
+** lock and condition guard done_ns, the log and the per-program totals. */
+static pthread_mutex_t g_done_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_done_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t g_device_free_ns[PJRT_MAX_DEVICES]; /* last completion per device */
+
+#define LOG_SIZE 65536 /* the most recent launches, for the profiler */
+static tpurt_launch_record_t g_log[LOG_SIZE];
+static uint64_t g_log_next; /* records written so far */
+
+#define PROGRAM_SLOTS 4096 /* distinct program names with totals */
+static tpurt_program_stats_t g_programs[PROGRAM_SLOTS];
+static uint64_t g_device_ns_total, g_completed_total;
+
+static uint64_t hash_name(const char* s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (; *s; ++s) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return h;
+}
+
+/* Marks |launch| complete at |now| and logs it (g_done_lock held). Its
+** device time runs from when the device could start it (its launch, or the
+** previous completion on that device if later) to its completion. */
+static void complete_locked(pjrt_launch_t* launch, uint64_t now) {
+  if (__atomic_load_n(&launch->done_ns, __ATOMIC_ACQUIRE)) return;
+  uint64_t start = launch->launch_ns;
+  if (g_device_free_ns[launch->device] > start) start = g_device_free_ns[launch->device];
+  if (start > now) start = now;
+  if (now > g_device_free_ns[launch->device]) g_device_free_ns[launch->device] = now;
+  __atomic_store_n(&launch->done_ns, now, __ATOMIC_RELEASE);
+  tpurt_launch_record_t* r = &g_log[g_log_next++ % LOG_SIZE];
+  snprintf(r->name, sizeof(r->name), "%s", launch->op_name);
+  r->device = launch->device;
+  r->num_ops = launch->num_ops;
+  r->is_copy = launch->is_copy;
+  r->compiled = launch->first_run;
+  r->launch_ns = launch->launch_ns;
+  r->start_ns = start;
+  r->end_ns = now;
+  g_device_ns_total += now - start;
+  g_completed_total++;
+  uint64_t h = hash_name(r->name);
+  for (size_t probe = 0; probe < PROGRAM_SLOTS; ++probe) {
+    tpurt_program_stats_t* p = &g_programs[(h + probe) % PROGRAM_SLOTS];
+    if (p->runs == 0) snprintf(p->name, sizeof(p->name), "%s", r->name);
+    if (strcmp(p->name, r->name) != 0) continue;
+    p->runs++;
+    p->device_ns += now - start;
+    break;
+  }
+  pthread_cond_broadcast(&g_done_cond);
+}
+
+static void on_launch_done(pjrt_abi_error_t* error, void* user_arg) {
+  pjrt_launch_t* launch = user_arg;
+  uint64_t now = pjrt_now_ns();
+  /* The error also reaches the pending entry's Event_Error / Await. */
+  tpurt_status_free(pjrt_api_take_error(&pjrt_g.api, error));
+  pthread_mutex_lock(&g_done_lock);
+  complete_locked(launch, now);
+  pthread_mutex_unlock(&g_done_lock);
+  pjrt_launch_release(launch);
+}
+
+/* Asks the plugin to time |launch| by |event| (lock held). Without
+** Event_OnReady, the time is taken when the pending entry is reaped. */
+static void watch_locked(pjrt_launch_t* launch, pjrt_abi_event_t* event) {
+  __atomic_add_fetch(&launch->refcount, 1, __ATOMIC_RELAXED); /* the callback's */
+  launch->has_callback = true;
+  PJRT_ARGS(pjrt_abi_event_on_ready_args_t, a);
+  a.event = event;
+  a.callback = on_launch_done;
+  a.user_arg = launch;
+  tpurt_status_t status = PJRT_CALL(PJRTABI_EVENT_ON_READY, "Event_OnReady", &a);
+  if (status) {
+    tpurt_status_free(status);
+    launch->has_callback = false;
+    pjrt_launch_release(launch);
+  }
+}
+
+/* After the pending entry of |launch| is finished: without a callback the
+** completion is the moment we saw it. */
+static void note_finished(pjrt_launch_t* launch) {
+  if (launch->has_callback) return;
+  pthread_mutex_lock(&g_done_lock);
+  complete_locked(launch, pjrt_now_ns());
+  pthread_mutex_unlock(&g_done_lock);
+}
+
+/* Waits until the callback of a finished |launch| has run (it may trail the
+** Await that saw the event ready). */
+static void wait_done(pjrt_launch_t* launch) {
+  pthread_mutex_lock(&g_done_lock);
+  while (!__atomic_load_n(&launch->done_ns, __ATOMIC_ACQUIRE)) pthread_cond_wait(&g_done_cond, &g_done_lock);
+  pthread_mutex_unlock(&g_done_lock);
+}
+
+/* Ends a pending entry whose event completed (lock held). */
+static void retire_locked(pending_t p, tpurt_status_t status) {
+  record_error_locked(p.launch, status);
+  pjrt_api_event_destroy(&pjrt_g.api, p.event);
+  if (p.keep) g_released[g_num_released++] = p.keep;
 }
 
 /* Finishes the pending launches that are ready, without waiting (lock held). */
@@ -197,8 +356,8 @@ static void reap_ready_locked(void) {
       e.event = p.event;
       status = PJRT_CALL(PJRTABI_EVENT_ERROR, "Event_Error", &e);
     }
-    record_error_locked(p.launch, status);
-    pjrt_api_event_destroy(&pjrt_g.api, p.event);
+    retire_locked(p, status);
+    note_finished(p.launch);
     pjrt_launch_release(p.launch);
   }
   g_num_pending = kept;
@@ -207,20 +366,26 @@ static void reap_ready_locked(void) {
 /* Waits for |p| without the lock, then records its error. */
 static void finish_pending(pending_t p) {
   tpurt_status_t status = pjrt_api_event_await(&pjrt_g.api, p.event);
+  p.event = NULL; /* Await destroyed it */
   pthread_mutex_lock(&pjrt_g.lock);
-  record_error_locked(p.launch, status);
+  retire_locked(p, status);
   pthread_mutex_unlock(&pjrt_g.lock);
+  drain_released();
+  note_finished(p.launch);
+  /* After a synchronize the launch log and totals hold everything it
+  ** waited for: the callback may trail the Await. */
+  wait_done(p.launch);
   pjrt_launch_release(p.launch);
 }
 
-tpurt_status_t pjrt_synchronize(int device) {
-  if (device != -1) TPURT_RETURN_IF_ERROR(pjrt_check_device(device));
-  /* Take the matching launches out, then wait for them unlocked. */
+/* Takes the pending entries |match| selects out of the list, then waits for
+** them unlocked. */
+static void finish_matching(bool (*match)(const pending_t*, const void*), const void* arg) {
   pthread_mutex_lock(&pjrt_g.lock);
   size_t n = 0, kept = 0;
   pending_t* mine = tpurt_xmalloc(sizeof(pending_t) * (g_num_pending ? g_num_pending : 1));
   for (size_t i = 0; i < g_num_pending; ++i) {
-    if (device == -1 || g_pending[i].launch->device == device) {
+    if (match(&g_pending[i], arg)) {
       mine[n++] = g_pending[i];
     } else {
       g_pending[kept++] = g_pending[i];
@@ -230,6 +395,21 @@ tpurt_status_t pjrt_synchronize(int device) {
   pthread_mutex_unlock(&pjrt_g.lock);
   for (size_t i = 0; i < n; ++i) finish_pending(mine[i]);
   free(mine);
+}
+
+static bool on_device(const pending_t* p, const void* arg) {
+  int device = *(const int*)arg;
+  return device == -1 || p->launch->device == device;
+}
+
+void pjrt_wait_idle(void) {
+  int every = -1;
+  finish_matching(on_device, &every);
+}
+
+tpurt_status_t pjrt_synchronize(int device) {
+  if (device != -1) TPURT_RETURN_IF_ERROR(pjrt_check_device(device));
+  finish_matching(on_device, &device);
   /* Report the earliest error among the devices asked about; clear them. */
   pthread_mutex_lock(&pjrt_g.lock);
   tpurt_status_t first = NULL;
@@ -248,6 +428,173 @@ tpurt_status_t pjrt_synchronize(int device) {
   }
   pthread_mutex_unlock(&pjrt_g.lock);
   return first;
+}
+
+static pjrt_launch_t* launch_create(int device, const char* op_name) {
+  size_t name_size = strlen(op_name) + 1;
+  pjrt_launch_t* launch = tpurt_xcalloc(1, sizeof(*launch) + name_size);
+  launch->refcount = 1; /* the pending entry's */
+  launch->device = device;
+  launch->launch_ns = pjrt_now_ns();
+  memcpy(launch->op_name, op_name, name_size);
+  return launch;
+}
+
+/* Adds |p| to the pending list (lock held); returns an entry the caller must
+** finish once unlocked when the list was full (event NULL otherwise). */
+static pending_t add_pending_locked(pending_t p) {
+  pending_t oldest = {0};
+  if (g_num_pending == MAX_PENDING) {
+    oldest = g_pending[0];
+    memmove(g_pending, g_pending + 1, sizeof(pending_t) * (MAX_PENDING - 1));
+    g_num_pending--;
+  }
+  g_pending[g_num_pending++] = p;
+  return oldest;
+}
+
+/*===--- events ---===*/
+
+struct pjrt_event_s {
+  int device;
+  uint64_t record_ns; /* when it was recorded */
+  size_t num_launches;
+  pjrt_launch_t* launches[]; /* the work queued before it, retained */
+};
+
+tpurt_status_t pjrt_event_record(int device, pjrt_event_t** out_event) {
+  *out_event = NULL;
+  TPURT_RETURN_IF_ERROR(pjrt_check_device(device));
+  pthread_mutex_lock(&pjrt_g.lock);
+  reap_ready_locked();
+  size_t n = 0;
+  for (size_t i = 0; i < g_num_pending; ++i) n += g_pending[i].launch->device == device;
+  pjrt_event_t* ev = tpurt_xcalloc(1, sizeof(*ev) + sizeof(pjrt_launch_t*) * (n ? n : 1));
+  ev->device = device;
+  ev->record_ns = pjrt_now_ns();
+  for (size_t i = 0; i < g_num_pending; ++i) {
+    pjrt_launch_t* l = g_pending[i].launch;
+    if (l->device != device) continue;
+    __atomic_add_fetch(&l->refcount, 1, __ATOMIC_RELAXED);
+    ev->launches[ev->num_launches++] = l;
+  }
+  pthread_mutex_unlock(&pjrt_g.lock);
+  drain_released();
+  *out_event = ev;
+  return NULL;
+}
+
+void pjrt_event_release(pjrt_event_t* event) {
+  if (!event) return;
+  for (size_t i = 0; i < event->num_launches; ++i) pjrt_launch_release(event->launches[i]);
+  free(event);
+}
+
+bool pjrt_event_query(pjrt_event_t* event) {
+  pthread_mutex_lock(&pjrt_g.lock);
+  reap_ready_locked();
+  pthread_mutex_unlock(&pjrt_g.lock);
+  drain_released();
+  for (size_t i = 0; i < event->num_launches; ++i)
+    if (!__atomic_load_n(&event->launches[i]->done_ns, __ATOMIC_ACQUIRE)) return false;
+  return true;
+}
+
+static bool is_launch_of(const pending_t* p, const void* arg) {
+  const pjrt_event_t* ev = arg;
+  for (size_t i = 0; i < ev->num_launches; ++i)
+    if (p->launch == ev->launches[i]) return true;
+  return false;
+}
+
+void pjrt_event_synchronize(pjrt_event_t* event) {
+  finish_matching(is_launch_of, event);
+  for (size_t i = 0; i < event->num_launches; ++i) wait_done(event->launches[i]);
+}
+
+uint64_t pjrt_event_time_ns(pjrt_event_t* event) {
+  pjrt_event_synchronize(event);
+  uint64_t t = 0;
+  for (size_t i = 0; i < event->num_launches; ++i) {
+    uint64_t done = __atomic_load_n(&event->launches[i]->done_ns, __ATOMIC_ACQUIRE);
+    if (done > t) t = done;
+  }
+  /* Nothing was queued: the device was idle when the event was recorded. */
+  return event->num_launches ? t : event->record_ns;
+}
+
+/*===--- the launch log ---===*/
+
+int pjrt_launch_log(uint64_t since, tpurt_launch_record_t* out, int max, uint64_t* out_next) {
+  pthread_mutex_lock(&g_done_lock);
+  if (max <= 0) { /* where the log stands now */
+    *out_next = g_log_next;
+    pthread_mutex_unlock(&g_done_lock);
+    return 0;
+  }
+  uint64_t first = since;
+  if (g_log_next > LOG_SIZE && first < g_log_next - LOG_SIZE) first = g_log_next - LOG_SIZE;
+  int n = 0;
+  for (uint64_t i = first; i < g_log_next && n < max; ++i) out[n++] = g_log[i % LOG_SIZE];
+  *out_next = first + (uint64_t)n;
+  pthread_mutex_unlock(&g_done_lock);
+  return n;
+}
+
+int pjrt_program_stats(tpurt_program_stats_t* out, int max, uint64_t* out_device_ns, uint64_t* out_runs) {
+  pthread_mutex_lock(&g_done_lock);
+  int n = 0;
+  for (size_t i = 0; i < PROGRAM_SLOTS && n < max; ++i)
+    if (g_programs[i].runs) out[n++] = g_programs[i];
+  *out_device_ns = g_device_ns_total;
+  *out_runs = g_completed_total;
+  pthread_mutex_unlock(&g_done_lock);
+  return n;
+}
+
+void pjrt_program_stats_reset(void) {
+  pthread_mutex_lock(&g_done_lock);
+  memset(g_programs, 0, sizeof(g_programs));
+  g_device_ns_total = g_completed_total = 0;
+  pthread_mutex_unlock(&g_done_lock);
+}
+
+/*===--- asynchronous copies to the host ---===*/
+
+static bool writes_host(const pending_t* p, const void* arg) {
+  const char* const* range = arg; /* [begin, end) */
+  return p->host && p->host < range[1] && p->host + p->host_size > range[0];
+}
+
+void pjrt_wait_host_range(const void* begin, size_t size) {
+  const char* range[2] = {begin, (const char*)begin + size};
+  finish_matching(writes_host, range);
+}
+
+tpurt_status_t pjrt_buffer_to_host_async(pjrt_buffer_t* buffer, void* dst, size_t dst_size) {
+  if (dst_size < buffer->nbytes || buffer->nbytes == 0) return pjrt_buffer_to_host(buffer, dst, dst_size);
+  PJRT_ARGS(pjrt_abi_buffer_to_host_args_t, a);
+  a.src = buffer->raw;
+  a.dst = dst;
+  a.dst_size = buffer->nbytes;
+  pjrt_launch_t* launch = launch_create(buffer->device, "copy to host");
+  launch->is_copy = true;
+  pending_t oldest = {0};
+  pthread_mutex_lock(&pjrt_g.lock);
+  reap_ready_locked();
+  tpurt_status_t status = PJRT_CALL(PJRTABI_BUFFER_TO_HOST_BUFFER, "Buffer_ToHostBuffer", &a);
+  if (!status) {
+    pjrt_g.counters.bytes_from_device += buffer->nbytes;
+    pjrt_buffer_retain(buffer); /* kept until the copy completes */
+    watch_locked(launch, a.event);
+    oldest = add_pending_locked((pending_t){a.event, launch, buffer, dst, buffer->nbytes});
+    launch = NULL;
+  }
+  pthread_mutex_unlock(&pjrt_g.lock);
+  drain_released();
+  if (oldest.event) finish_pending(oldest);
+  pjrt_launch_release(launch); /* NULL once the pending list owns it */
+  return status;
 }
 
 /*===--- execute ---===*/
@@ -293,12 +640,8 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
   a.device_complete_events = done;
   a.execute_device = pjrt_g.devices[device];
 
-  size_t name_size = strlen(op_name) + 1;
-  pjrt_launch_t* launch = tpurt_xmalloc(sizeof(*launch) + name_size);
-  launch->refcount = 1; /* the pending entry's */
-  launch->device = device;
-  memcpy(launch->op_name, op_name, name_size);
-
+  pjrt_launch_t* launch = launch_create(device, op_name);
+  launch->num_ops = executable->num_ops;
   pending_t oldest = {0};
   pthread_mutex_lock(&pjrt_g.lock);
   reap_ready_locked();
@@ -313,17 +656,16 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
       else
         tpurt_status_free(s);
     }
+    launch->first_run = executable->compiled_here && executable->launches == 0;
+    executable->launches++;
     if (done[0]) {
-      if (g_num_pending == MAX_PENDING) {
-        oldest = g_pending[0];
-        memmove(g_pending, g_pending + 1, sizeof(pending_t) * (MAX_PENDING - 1));
-        g_num_pending--;
-      }
-      g_pending[g_num_pending++] = (pending_t){done[0], launch};
+      watch_locked(launch, done[0]);
+      oldest = add_pending_locked((pending_t){done[0], launch, NULL, NULL, 0});
       launch = NULL;
     }
   }
   pthread_mutex_unlock(&pjrt_g.lock);
+  drain_released();
   if (oldest.event) finish_pending(oldest);
   if (raw_args != arg_inline) free(raw_args);
   if (raw_outs != out_inline) free(raw_outs);

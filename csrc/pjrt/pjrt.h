@@ -59,6 +59,9 @@ tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer);
 /* Compiles StableHLO text (format "mlir") for one device, synchronously.
 ** Counts a compile in the metrics and adds its wall time. */
 tpurt_status_t pjrt_compile(const char* mlir, size_t mlir_size, pjrt_executable_t** out_executable);
+/* Records what the launch log reports of a program loaded from its
+** serialised form: the StableHLO op count of |mlir|. */
+void pjrt_executable_note_module(pjrt_executable_t* executable, const char* mlir, size_t mlir_size);
 void pjrt_executable_retain(pjrt_executable_t* executable);
 void pjrt_executable_release(pjrt_executable_t* executable);
 size_t pjrt_executable_num_outputs(const pjrt_executable_t* executable);
@@ -78,6 +81,38 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
 /* Waits for everything launched on |device| (-1: all). Returns the first
 ** asynchronous error seen since the last call, as "<op>: <message>". */
 tpurt_status_t pjrt_synchronize(int device);
+
+/* The host monotonic clock in nanoseconds (the clock of every time below). */
+uint64_t pjrt_now_ns(void);
+
+/* Device -> host without waiting: the copy is queued like a launch and
+** completes at the device's next event or synchronize. |dst| must stay
+** valid until then (pjrt_wait_host_range waits for copies into a range). */
+tpurt_status_t pjrt_buffer_to_host_async(pjrt_buffer_t* buffer, void* dst, size_t dst_size);
+void pjrt_wait_host_range(const void* begin, size_t size);
+
+/* A marker in a device's queue: the work queued before it. */
+typedef struct pjrt_event_s pjrt_event_t;
+tpurt_status_t pjrt_event_record(int device, pjrt_event_t** out_event);
+void pjrt_event_release(pjrt_event_t* event);
+bool pjrt_event_query(pjrt_event_t* event);
+void pjrt_event_synchronize(pjrt_event_t* event);
+/* Waits, then returns when that work completed (PJRT completion events);
+** the record time if nothing was queued. */
+uint64_t pjrt_event_time_ns(pjrt_event_t* event);
+
+/* Completed launches from record |since| on (the log keeps the latest
+** 65536); *out_next is the index to pass next time. */
+int pjrt_launch_log(uint64_t since, tpurt_launch_record_t* out, int max, uint64_t* out_next);
+int pjrt_program_stats(tpurt_program_stats_t* out, int max, uint64_t* out_device_ns, uint64_t* out_runs);
+void pjrt_program_stats_reset(void);
+
+/* Device_MemoryStats, or UNIMPLEMENTED where the plugin has none. */
+tpurt_status_t pjrt_device_memory(int device, tpurt_device_memory_t* out_memory);
+
+/* Waits for everything launched so far, on every device, leaving the
+** asynchronous errors for the next pjrt_synchronize. */
+void pjrt_wait_idle(void);
 
 /* Counters kept by this room, read by tpurt_metrics_get. */
 typedef struct pjrt_counters_s {

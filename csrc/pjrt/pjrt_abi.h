@@ -71,6 +71,7 @@ enum {
   PJRTABI_EVENT_IS_READY = 6,
   PJRTABI_EVENT_ERROR = 7,
   PJRTABI_EVENT_AWAIT = 8,
+  PJRTABI_EVENT_ON_READY = 9,
   PJRTABI_CLIENT_CREATE = 10,
   PJRTABI_CLIENT_PLATFORM_NAME = 12,
   PJRTABI_CLIENT_PLATFORM_VERSION = 14,
@@ -79,6 +80,7 @@ enum {
   PJRTABI_CLIENT_BUFFER_FROM_HOST_BUFFER = 22,
   PJRTABI_DEVICE_DESCRIPTION_KIND = 26,
   PJRTABI_DEVICE_GET_DESCRIPTION = 29,
+  PJRTABI_DEVICE_MEMORY_STATS = 34,
   PJRTABI_EXECUTABLE_DESTROY = 40,
   PJRTABI_EXECUTABLE_NUM_OUTPUTS = 44,
   PJRTABI_EXECUTABLE_SERIALIZE = 49,
@@ -177,6 +179,18 @@ typedef struct {
   bool is_ready; /* out */
 } pjrt_abi_event_is_ready_args_t;
 PJRTABI_DEFINE_SIZE(pjrt_abi_event_is_ready_args_t, is_ready, 25);
+
+/* The callback runs on a plugin thread (or at once, in the caller, if the
+** event is ready); it owns |error| and must not block. */
+typedef void (*pjrt_abi_on_ready_fn_t)(pjrt_abi_error_t* error, void* user_arg);
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  pjrt_abi_event_t* event;
+  pjrt_abi_on_ready_fn_t callback;
+  void* user_arg;
+} pjrt_abi_event_on_ready_args_t;
+PJRTABI_DEFINE_SIZE(pjrt_abi_event_on_ready_args_t, user_arg, 40);
 
 /*===--- client ---===*/
 
@@ -443,5 +457,39 @@ typedef struct {
   pjrt_abi_event_t* event; /* out */
 } pjrt_abi_buffer_ready_event_args_t;
 PJRTABI_DEFINE_SIZE(pjrt_abi_buffer_ready_event_args_t, event, 32);
+
+/*===--- device memory statistics ---===*/
+
+/* An optional statistic: the value counts only when is_set is true. */
+typedef struct {
+  int64_t value;
+  bool is_set;
+} pjrt_abi_optional_i64_t;
+
+/* Device_MemoryStats: bytes_in_use is always set; the rest only if the
+** plugin knows them. Plugins without an allocator (the CPU one) answer
+** UNIMPLEMENTED. */
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  pjrt_abi_device_t* device;
+  int64_t bytes_in_use;
+  pjrt_abi_optional_i64_t peak_bytes_in_use;
+  pjrt_abi_optional_i64_t num_allocs;
+  pjrt_abi_optional_i64_t largest_alloc_size;
+  pjrt_abi_optional_i64_t bytes_limit;
+  pjrt_abi_optional_i64_t bytes_reserved;
+  pjrt_abi_optional_i64_t peak_bytes_reserved;
+  pjrt_abi_optional_i64_t bytes_reservable_limit;
+  pjrt_abi_optional_i64_t largest_free_block_bytes;
+  pjrt_abi_optional_i64_t pool_bytes;
+  pjrt_abi_optional_i64_t peak_pool_bytes;
+  pjrt_abi_optional_i64_t peak_allocated_bytes;
+} pjrt_abi_device_memory_stats_args_t;
+PJRTABI_CHECK_OFFSET(pjrt_abi_device_memory_stats_args_t, bytes_limit, 80);
+/* The last optional's padding is not part of the 0.114 STRUCT_SIZE. */
+enum { pjrt_abi_device_memory_stats_args_t_SIZE = 201 };
+_Static_assert(offsetof(pjrt_abi_device_memory_stats_args_t, peak_allocated_bytes) + 9 == 201,
+               "Device_MemoryStats has the 0.114 size");
 
 #endif /* TPURT_PJRT_PJRT_ABI_H_ */

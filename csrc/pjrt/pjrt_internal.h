@@ -44,10 +44,18 @@ tpurt_status_t pjrt_api_event_await(const pjrt_api_t* api, pjrt_abi_event_t* eve
 /* Calls |slot| of the process-wide api. */
 #define PJRT_CALL(slot, name, args) pjrt_api_call(&pjrt_g.api, (slot), (name), (args))
 
-/* The execution that produced a buffer: the op name for error messages. */
+/* One unit of device work: a program launch, or an asynchronous copy to
+** the host. Buffers it produced keep it (the op name for error messages);
+** events and the launch log read its times. */
 typedef struct pjrt_launch_s {
   int refcount; /* atomic */
   int device;
+  bool is_copy;       /* a device -> host copy, not a program */
+  bool first_run;     /* the executable's first launch after it was compiled */
+  bool has_callback;  /* Event_OnReady will set done_ns */
+  int32_t num_ops;    /* StableHLO ops of the program (0: unknown) */
+  uint64_t launch_ns; /* host monotonic clock when it was queued */
+  uint64_t done_ns;   /* when its completion event fired; 0 before (atomic) */
   char op_name[];
 } pjrt_launch_t;
 void pjrt_launch_release(pjrt_launch_t* launch);

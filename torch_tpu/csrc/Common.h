@@ -37,6 +37,10 @@ c10::DataPtr make_data_ptr(tpurt_storage_t* storage);
 tpurt_storage_t* storage_of(const c10::Storage& storage, std::string_view op);
 // Grows (or shrinks) a tpu storage in place, keeping its contents.
 void resize_storage_bytes(const c10::Storage& storage, size_t nbytes);
+// Pinned host memory (the core's host blocks) for pin_memory().
+c10::Allocator* host_allocator();
+// What the plugin (or, for the CPU plugin, the host) says of |device|'s memory.
+tpurt_device_memory_t device_memory(c10::DeviceIndex device);
 
 // ---- Guard.cpp: devices ----------------------------------------------------
 c10::DeviceIndex current_device();

@@ -34,7 +34,11 @@ struct TpuHooks final : public at::PrivateUse1HooksInterface {
 
   // Addresses are fake and carry no device; the current one is the best answer.
   at::Device getDeviceFromPtr(void*) const override { return {kTpu, current_device()}; }
-  bool isPinnedPtr(const void*) const override { return false; }
+  // Pinned memory never initialises the runtime: CPU-only programs
+  // (DataLoader(pin_memory=True) with "tpu" as the accelerator) stay as
+  // they were.
+  bool isPinnedPtr(const void* data) const override { return tpurt_host_contains(data); }
+  c10::Allocator* getPinnedMemoryAllocator() const override { return host_allocator(); }
 
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t nbytes) const override {
     resize_storage_bytes(storage, nbytes);

@@ -71,6 +71,63 @@ py::dict cache_info() {
   return d;
 }
 
+py::dict device_memory_dict(c10::DeviceIndex device) {
+  const tpurt_device_memory_t m = device_memory(device);
+  py::dict d;
+  d["reported"] = m.reported;
+  d["from_host"] = m.from_host;
+  d["bytes_in_use"] = m.bytes_in_use;
+  d["peak_bytes_in_use"] = m.peak_bytes_in_use;
+  d["num_allocs"] = m.num_allocs;
+  d["largest_alloc_size"] = m.largest_alloc_size;
+  d["bytes_limit"] = m.bytes_limit;
+  d["bytes_reserved"] = m.bytes_reserved;
+  d["peak_bytes_reserved"] = m.peak_bytes_reserved;
+  d["bytes_free"] = m.bytes_free;
+  return d;
+}
+
+// The completed launches from index |since| on, and the next index.
+py::tuple launch_log(uint64_t since) {
+  std::vector<tpurt_launch_record_t> batch(4096);
+  py::list out;
+  uint64_t next = since;
+  for (;;) {
+    const int n = tpurt_launch_log(next, batch.data(), static_cast<int>(batch.size()), &next);
+    for (int i = 0; i < n; ++i) {
+      const tpurt_launch_record_t& r = batch[i];
+      py::dict d;
+      d["name"] = std::string(r.name);
+      d["device"] = r.device;
+      d["ops"] = r.num_ops;
+      d["kind"] = r.is_copy ? "copy to host" : (r.compiled ? "compile" : "cache hit");
+      d["launch_ns"] = r.launch_ns;
+      d["start_ns"] = r.start_ns;
+      d["end_ns"] = r.end_ns;
+      out.append(d);
+    }
+    if (n < static_cast<int>(batch.size())) break;
+  }
+  return py::make_tuple(out, next);
+}
+
+uint64_t launch_log_position() {
+  uint64_t next = 0;
+  tpurt_launch_log(0, nullptr, 0, &next);
+  return next;
+}
+
+// Device time per program: ([(name, runs, device_ns)], total_ns, total_runs).
+py::tuple program_stats() {
+  std::vector<tpurt_program_stats_t> stats(4096);
+  uint64_t total_ns = 0, runs = 0;
+  const int n = tpurt_program_stats(stats.data(), static_cast<int>(stats.size()), &total_ns, &runs);
+  py::list out;
+  for (int i = 0; i < n; ++i)
+    out.append(py::make_tuple(std::string(stats[i].name), stats[i].runs, stats[i].device_ns));
+  return py::make_tuple(out, total_ns, runs);
+}
+
 void reset_metrics() {
   tpurt_metrics_reset();
   reset_cpu_fallback_counts();
@@ -109,6 +166,11 @@ PYBIND11_MODULE(_C, m) {
   m.def("_memory_allocated", [](int device) { return tpurt_memory_allocated(device); });
   m.def("_max_memory_allocated", [](int device) { return tpurt_max_memory_allocated(device); });
   m.def("_reset_peak_memory_stats", [](int device) { tpurt_reset_peak_memory(device); });
+  m.def("_device_memory",
+        [](int device) { return device_memory_dict(static_cast<c10::DeviceIndex>(device)); });
+  m.def("_launch_log", &launch_log);
+  m.def("_launch_log_position", &launch_log_position);
+  m.def("_program_stats", &program_stats);
   m.def("_set_cpu_fallback_enabled", &set_cpu_fallback_enabled);
   m.def("_get_cpu_fallback_enabled", &cpu_fallback_enabled);
   m.def("_manual_seed", &manual_seed);

@@ -98,7 +98,7 @@ at::Tensor& set_empty_(at::Tensor& self) {
 
 // self -> dst. The core converts dtypes device-side; host copies go through a
 // dense host tensor of the tpu side's dtype.
-at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_blocking*/) {
+at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   constexpr std::string_view op = "aten::_copy_from";
   if (dst.numel() == 0) return dst;
   if (dst.device().type() == kTpu && self.device().type() == kTpu) {
@@ -119,6 +119,12 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool /*non_b
     const tpurt_tensor_t from = describe(self, op);
     const bool direct =
         dst.is_contiguous() && dst.scalar_type() == self.scalar_type() && dst.sizes() == self.sizes();
+    // non_blocking into pinned memory: queued on the device, complete at the
+    // next event or synchronize (as CUDA). Anywhere else it waits.
+    if (non_blocking && direct && tpurt_host_contains(dst.const_data_ptr())) {
+      check(tpurt_tensor_read_host_async(&from, dst.mutable_data_ptr(), dst.nbytes()), op);
+      return dst;
+    }
     const at::Tensor host = direct ? dst : at::empty(self.sizes(), self.options().device(at::kCPU));
     check(tpurt_tensor_read_host(&from, host.mutable_data_ptr(), host.nbytes()), op);
     if (!direct) const_cast<at::Tensor&>(dst).copy_(host);
