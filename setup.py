@@ -4,6 +4,7 @@ import glob
 import os
 import subprocess
 
+import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
@@ -26,6 +27,8 @@ setup(
             sources=sorted(glob.glob("torch_tpu/csrc/*.cpp")),
             include_dirs=[os.path.join(ROOT, "csrc", "include")],
             extra_compile_args=["-std=c++20", "-O2", "-Wall"],
+            # _C records the torch it is built against and refuses another at import.
+            define_macros=[("TORCH_TPU_BUILT_TORCH_VERSION", f'"{torch.__version__}"')],
             extra_objects=[LIBTPURT],
             libraries=["dl", "pthread"],
             depends=[LIBTPURT, *glob.glob("torch_tpu/csrc/*.h"), "csrc/include/tpurt.h"],
