@@ -210,7 +210,9 @@ def xla_options_spec(options: dict[str, Any]) -> str:
                 f"TpuBackend: XLA option {name}={value!r}: the value must be a bool, int, float or str"
             )
         if not text or any(c.isspace() for c in text):
-            raise ValueError(f"TpuBackend: XLA option {name}={value!r}: the value must be non-empty, without blanks")
+            raise ValueError(
+                f"TpuBackend: XLA option {name}={value!r}: the value must be non-empty, without blanks"
+            )
         parts.append(f"{name}={text}")
     return " ".join(parts)
 
