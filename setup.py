@@ -3,10 +3,19 @@
 import glob
 import os
 import subprocess
+import sys
 
-import torch
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+try:
+    import torch
+    from torch.utils.cpp_extension import BuildExtension, CppExtension
+except ImportError:
+    sys.exit(
+        "torch_tpu is compiled against the torch of the environment it runs in, and none was found. "
+        "Install torch (2.11 to 2.15) first, then build without isolation: "
+        "`pip install --no-build-isolation torch_tpu` or `python -m build --no-isolation`."
+    )
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 LIBTPURT = os.path.join("build", "libtpurt.a")
