@@ -43,7 +43,9 @@ def test_other_torch_gets_a_clear_error() -> None:
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: torch_tpu._C was built against torch ")
-    assert f"built against torch {torch_tpu._C._built_torch_version}, but torch 2.99.1+cu130 is loaded" in last
+    assert (
+        f"built against torch {torch_tpu._C._built_torch_version}, but torch 2.99.1+cu130 is loaded" in last
+    )
     assert "pip install --no-build-isolation" in last and "make build" in last
 
 
@@ -132,14 +134,18 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(tmp_path) -> None:
     py = str(venv / "bin" / "python")
     site = subprocess.run(
         [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     torch_site = os.path.dirname(os.path.dirname(torch.__file__))
     with open(os.path.join(site, "with_torch.pth"), "w") as f:
         f.write(torch_site + "\n")
     proc = subprocess.run(
         [py, "-m", "pip", "install", "-qq", "--no-index", "--no-deps", wheel],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     code = (
