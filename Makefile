@@ -42,7 +42,7 @@ PLUGIN = $(shell $(PY) torch_tpu/_discovery.py 2>/dev/null)
 .PHONY: demo test test-plugin dist lib ctest ctest-asan pytest venv build dev format lint clean
 
 demo: build
-	$(PY) -m torch_tpu demo
+	@$(PY) -m torch_tpu demo
 
 test: build ctest ctest-asan pytest
 
@@ -51,17 +51,19 @@ test: build ctest ctest-asan pytest
 venv: $(VENV)/.stamp
 
 $(VENV)/.stamp: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PIPQ) install --upgrade pip
-	$(PIPQ) install "$(TORCH)"
-	$(PIPQ) install xla-cpu-pjrt pytest expecttest ruff numpy pybind11 setuptools wheel ninja build
-	$(PIPQ) install "diffusers==0.42.1" "transformers==5.23.0" pillow
+	@echo "setting up $(VENV): $(TORCH) (CPU build), the CPU PJRT plugin, test tools, diffusers"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIPQ) install --upgrade pip
+	@$(PIPQ) install "$(TORCH)"
+	@$(PIPQ) install xla-cpu-pjrt pytest expecttest ruff numpy pybind11 setuptools wheel ninja build
+	@$(PIPQ) install "diffusers==0.42.1" "transformers==5.23.0" pillow
 	@touch $@
 
 # The glue is built against the torch in the venv, never in an isolated env.
 # (autoload off while building: importing torch must not load a stale _C)
 build: venv lib
-	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PIPQ) install --no-build-isolation --no-deps -e .
+	@echo "building the C++ glue against the venv's torch (pip install --no-build-isolation -e .)"
+	@TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PIPQ) install --no-build-isolation --no-deps -e .
 
 # An sdist (everything needed to build) and a wheel built from it, against
 # the venv's torch: never in an isolated environment with another torch.
@@ -79,6 +81,7 @@ lib: build/libtpurt.a
 
 build/libtpurt.a: $(CORE_OBJS)
 	@mkdir -p $(@D)
+	$(if $(Q),@echo "built the C core: $@")
 	$(Q)ar rcs $@ $^
 
 build/obj/%.o: csrc/%.c $(CORE_HDRS)

@@ -126,21 +126,13 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(tmp_path) -> None:
     assert any(n.startswith("torch_tpu/_C.") and n.endswith(".so") for n in names)
     assert not any(n.startswith("torch_tpu/csrc/") for n in names), "glue sources in the wheel"
 
-    # A fresh venv that already has torch: this one's site-packages (torch,
-    # numpy, the CPU plugin) through a .pth line, which adds the directory but
-    # not the .pth files in it (so not the editable torch_tpu of this checkout).
+    # A fresh venv that already has torch: the wheel goes in first (no deps,
+    # nothing downloaded), then this venv's site-packages (torch, numpy, the
+    # CPU plugin) joins it through a .pth line, which adds the directory but
+    # not the .pth files in it (so not this checkout's editable torch_tpu).
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py = str(venv / "bin" / "python")
-    site = subprocess.run(
-        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    torch_site = os.path.dirname(os.path.dirname(torch.__file__))
-    with open(os.path.join(site, "with_torch.pth"), "w") as f:
-        f.write(torch_site + "\n")
     proc = subprocess.run(
         [py, "-m", "pip", "install", "-qq", "--no-index", "--no-deps", wheel],
         capture_output=True,
@@ -148,6 +140,16 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(tmp_path) -> None:
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
+    site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert os.path.isdir(os.path.join(site, "torch_tpu")), "the wheel did not install"
+    torch_site = os.path.dirname(os.path.dirname(torch.__file__))
+    with open(os.path.join(site, "with_torch.pth"), "w") as f:
+        f.write(torch_site + "\n")
     code = (
         "import torch, torch_tpu; print(torch_tpu.__file__); "
         "print((torch.ones(2, 3, device='tpu') * 2 + 1).cpu().sum().item())"
