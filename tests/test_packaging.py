@@ -162,3 +162,44 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(tmp_path) -> None:
     where, total = proc.stdout.split()
     assert where.startswith(site), where
     assert float(total) == 18.0
+
+
+# ---- the torch range ----------------------------------------------------------------
+
+
+def load_range_tool():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "check_torch_range", os.path.join(ROOT, "tools", "check_torch_range.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_range_tool_checks_the_ends_of_the_declared_range() -> None:
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        deps = tomllib.load(f)["project"]["dependencies"]
+    (spec,) = [d for d in deps if d.startswith("torch")]
+    tool = load_range_tool()
+    low = ".".join(tool.LOWEST.split(".")[:2])
+    major, minor = (int(p) for p in tool.HIGHEST.split(".")[:2])
+    assert spec == f"torch>={low},<{major}.{minor + 1}", spec
+
+
+@pytest.mark.slow
+def test_glue_compiles_against_the_ends_of_the_range() -> None:
+    tool = load_range_tool()
+    for version in (tool.LOWEST, tool.HIGHEST):
+        if not os.path.isfile(
+            os.path.join(tool.DEFAULT_CACHE, f"torch-{version}", "include", "torch", "extension.h")
+        ):
+            pytest.skip(
+                f"no cached headers of torch {version}: run tools/check_torch_range.py --download once"
+            )
+    proc = run([sys.executable, os.path.join(ROOT, "tools", "check_torch_range.py")], timeout=3600)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert f"torch {tool.LOWEST} OK, torch {tool.HIGHEST} OK" in proc.stdout

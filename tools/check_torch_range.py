@@ -22,6 +22,7 @@ import argparse
 import concurrent.futures
 import glob
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -108,6 +109,18 @@ def headers_for(version: str, args: argparse.Namespace) -> str:
     return include
 
 
+def header_version(include: str) -> str:
+    """TORCH_VERSION as the headers define it (so a mislabelled cache shows)."""
+    for rel in ("torch/headeronly/version.h", "torch/csrc/api/include/torch/version.h"):
+        path = os.path.join(include, rel)
+        if os.path.isfile(path):
+            with open(path) as f:
+                m = re.search(r'#define TORCH_VERSION\s*\\?\s*"([^"]+)"', f.read())
+            if m:
+                return m.group(1)
+    return "unknown"
+
+
 def compile_flags(include: str, version: str) -> list[str]:
     return [
         os.environ.get("CXX", "c++"), "-std=c++20", "-fsyntax-only", "-Wall", "-Werror=return-type",
@@ -121,7 +134,8 @@ def compile_flags(include: str, version: str) -> list[str]:
 def check(version: str, include: str, jobs: int) -> bool:
     sources = sorted(glob.glob(os.path.join(ROOT, "torch_tpu", "csrc", "*.cpp")))
     flags = compile_flags(include, version)
-    print(f"torch {version}: {' '.join(flags)} torch_tpu/csrc/<file>.cpp", flush=True)
+    print(f"torch {version} (headers say {header_version(include)}):", flush=True)
+    print(f"  {' '.join(flags)} torch_tpu/csrc/<file>.cpp", flush=True)
     start = time.time()
 
     def one(src: str) -> tuple[str, subprocess.CompletedProcess[str]]:
