@@ -213,6 +213,69 @@ static int device_count_option_child(void) {
   return ok ? 0 : 1;
 }
 
+/* The fake plugin (build/tests/fake_pjrt_plugin.so) validates names and
+** types as the CUDA plugin does and reports what it received. */
+static const char* fake_plugin(void) {
+  const char* path = getenv("TPURT_FAKE_PLUGIN");
+  return path && *path && access(path, R_OK) == 0 ? path : NULL;
+}
+
+/* Each type crosses the ABI as itself. */
+static int fake_typed_child(void) {
+  setenv("TORCH_TPU_PJRT_PLUGIN", fake_plugin(), 1);
+  setenv("TORCH_TPU_PJRT_OPTIONS", "preallocate=false, memory_fraction=0.5,allocator=platform,node_id=2", 1);
+  tpurt_status_t s = tpurt_runtime_init();
+  const char* m = tpurt_status_message(s);
+  int ok = tpurt_status_code(s) == TPURT_UNIMPLEMENTED &&
+           contains(m, "got preallocate:bool=false memory_fraction:float=0.5 allocator:string=platform "
+                       "node_id:int64=2");
+  if (!ok) fprintf(stderr, "  child: %s\n", m);
+  tpurt_status_free(s);
+  return ok ? 0 : 1;
+}
+
+/* A name the plugin refuses: its error, and the list of what we passed. */
+static int fake_unknown_child(void) {
+  setenv("TORCH_TPU_PJRT_PLUGIN", fake_plugin(), 1);
+  setenv("TORCH_TPU_PJRT_OPTIONS", "preallocate=true,no_such_option=1", 1);
+  tpurt_status_t s = tpurt_runtime_init();
+  const char* m = tpurt_status_message(s);
+  int ok = tpurt_status_code(s) == TPURT_INVALID_ARGUMENT && contains(m, "creating the PJRT client") &&
+           contains(m, "fake plugin: unexpected option name 'no_such_option'") &&
+           contains(m, "(TORCH_TPU_PJRT_OPTIONS passed: preallocate=true (bool), no_such_option=1 (int64))");
+  printf("  refused: %s\n", m);
+  fflush(stdout);
+  if (!ok) fprintf(stderr, "  child: %s\n", m);
+  tpurt_status_free(s);
+  return ok ? 0 : 1;
+}
+
+/* memory_fraction=1 is an int64, which a float option refuses. */
+static int fake_wrong_type_child(void) {
+  setenv("TORCH_TPU_PJRT_PLUGIN", fake_plugin(), 1);
+  setenv("TORCH_TPU_PJRT_OPTIONS", "memory_fraction=1", 1);
+  tpurt_status_t s = tpurt_runtime_init();
+  const char* m = tpurt_status_message(s);
+  int ok = tpurt_status_code(s) == TPURT_INVALID_ARGUMENT &&
+           contains(m, "option 'memory_fraction' has type int64, expected float") &&
+           contains(m, "memory_fraction=1 (int64)");
+  if (!ok) fprintf(stderr, "  child: %s\n", m);
+  tpurt_status_free(s);
+  return ok ? 0 : 1;
+}
+
+static void expect_fake_child(int (*fn)(void)) {
+  if (!fake_plugin()) {
+    printf("  skipped: TPURT_FAKE_PLUGIN is not set (make ctest sets it)\n");
+    return;
+  }
+  expect_child(fn);
+}
+
+TEST(ClientOptions_Typed_Abi) { expect_fake_child(fake_typed_child); }
+TEST(ClientOptions_Refused) { expect_fake_child(fake_unknown_child); }
+TEST(ClientOptions_WrongType) { expect_fake_child(fake_wrong_type_child); }
+
 static int malformed_option_child(void) {
   setenv("TORCH_TPU_PJRT_OPTIONS", "memory_fraction", 1);
   tpurt_status_t s = tpurt_runtime_init();
@@ -240,5 +303,7 @@ TEST(ClientOptions_Malformed) { expect_child(malformed_option_child); }
 TEST(CompileOptions_MalformedEnv) { expect_child(malformed_xla_options_child); }
 
 TEST_MAIN(TEST_CASE(ClientOptions_Typed), TEST_CASE(ClientOptions_BadValues), TEST_CASE(CompileOptions_Bytes),
-          TEST_CASE(ClientOptions_DeviceCount), TEST_CASE(ClientOptions_Malformed), TEST_CASE(CompileOptions_MalformedEnv),
-          TEST_CASE(CompileOptions_ReachXla), TEST_CASE(CompileOptions_CacheKey))
+          TEST_CASE(ClientOptions_DeviceCount), TEST_CASE(ClientOptions_Typed_Abi), TEST_CASE(ClientOptions_Refused),
+          TEST_CASE(ClientOptions_WrongType), TEST_CASE(ClientOptions_Malformed),
+          TEST_CASE(CompileOptions_MalformedEnv), TEST_CASE(CompileOptions_ReachXla),
+          TEST_CASE(CompileOptions_CacheKey))
