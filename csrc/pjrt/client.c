@@ -40,10 +40,11 @@ static tpurt_status_t client_create_with(const pjrt_abi_named_value_t* values, s
 }
 
 /* Creates the client with the user's options (TORCH_TPU_PJRT_OPTIONS) and,
-** unless they name it, cpu_device_count (the CPU plugin's option). Plugins
-** validate option names, so if the plugin rejects that set, it is tried
-** once more without cpu_device_count; a plugin that rejects the user's own
-** options gets its error back with the list of what we passed. */
+** unless they name it, cpu_device_count (the CPU plugin's option). A plugin
+** that validates names (the CUDA plugin) refuses cpu_device_count, so a
+** refused set is tried once more without it; when the user's own options are
+** refused, the plugin's error comes back with the list of what we passed.
+** (The CPU plugin ignores names it does not know.) */
 static tpurt_status_t create_client(void) {
   int64_t count = tpurt_env_int("TORCH_TPU_NUM_DEVICES", 1);
   const char* env = getenv("TORCH_TPU_NUM_DEVICES");
@@ -71,7 +72,8 @@ static tpurt_status_t create_client(void) {
   pjrt_abi_client_t* client = NULL;
   tpurt_status_t status = client_create_with(values, user.count + (add_count ? 1 : 0), &client);
   if (add_count && tpurt_status_code(status) == TPURT_INVALID_ARGUMENT) {
-    /* Not the CPU plugin: it knows no cpu_device_count. */
+    /* Not the CPU plugin: it knows no cpu_device_count (or the user's
+    ** options are refused, which the second call reports). */
     tpurt_status_t first = status;
     status = client_create_with(values, user.count, &client);
     if (!status && env && *env) {
