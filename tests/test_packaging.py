@@ -130,11 +130,16 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(tmp_path) -> None:
     # nothing downloaded), then this venv's site-packages (torch, numpy, the
     # CPU plugin) joins it through a .pth line, which adds the directory but
     # not the .pth files in it (so not this checkout's editable torch_tpu).
+    # No PYTHONPATH: this checkout (and its torch_tpu.egg-info) must not be
+    # seen, or pip takes torch_tpu for installed already.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300, env=env)
     py = str(venv / "bin" / "python")
     proc = subprocess.run(
         [py, "-m", "pip", "install", "-qq", "--no-index", "--no-deps", wheel],
+        cwd=str(tmp_path),
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
@@ -154,7 +159,6 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(tmp_path) -> None:
         "import torch, torch_tpu; print(torch_tpu.__file__); "
         "print((torch.ones(2, 3, device='tpu') * 2 + 1).cpu().sum().item())"
     )
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     proc = subprocess.run(
         [py, "-c", code], cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=600
     )
