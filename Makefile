@@ -3,6 +3,9 @@
 #   make demo    venv + build, then a tiny model on "tpu" vs CPU
 #   make test    venv + build, then the C tests of the core (plain and
 #                ASan+UBSan) and pytest
+#   make test-plugin PLUGIN=/path/to/plugin.so
+#                pytest against another PJRT plugin (libtpu, a CUDA plugin)
+#   make dist    sdist and wheel in dist/ (built against the venv's torch)
 #   make lib     the C core alone (build/libtpurt.a)
 #   make ctest   the C tests alone
 #   make format  clang-format the C and C++ sources
@@ -11,6 +14,12 @@ PYTHON   ?= python3
 VENV     := .venv
 PY       := $(VENV)/bin/python
 PIP      := $(VENV)/bin/pip
+# Our pip calls print errors only (-qq): pip warns at every call about index
+# locations that a machine's pip configuration may name.
+PIPQ     := $(PIP) -qq --disable-pip-version-check
+# Compile commands are not echoed (make V=1 shows them); errors still are.
+V        ?= 0
+Q        := $(if $(filter 1,$(V)),,@)
 # The CPU build of torch that lies on this machine's disk; never a range.
 TORCH    := torch==2.13.0
 
@@ -30,10 +39,10 @@ ASAN_BINS  := $(TEST_SRCS:csrc/tests/%.c=build/asan-tests/%)
 # The C tests find the CPU plugin the same way the Python package does.
 PLUGIN = $(shell $(PY) torch_tpu/_discovery.py 2>/dev/null)
 
-.PHONY: demo test lib ctest ctest-asan pytest venv build dev format lint clean
+.PHONY: demo test test-plugin dist lib ctest ctest-asan pytest venv build dev format lint clean
 
 demo: build
-	$(PY) -m torch_tpu demo
+	@$(PY) -m torch_tpu demo
 
 test: build ctest ctest-asan pytest
 
@@ -42,17 +51,24 @@ test: build ctest ctest-asan pytest
 venv: $(VENV)/.stamp
 
 $(VENV)/.stamp: pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	$(PIP) install -q "$(TORCH)"
-	$(PIP) install -q xla-cpu-pjrt pytest expecttest ruff numpy pybind11 setuptools wheel ninja
-	$(PIP) install -q "diffusers==0.42.1" "transformers==5.23.0" pillow
-	touch $@
+	@echo "setting up $(VENV): $(TORCH) (CPU build), the CPU PJRT plugin, test tools, diffusers"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIPQ) install --upgrade pip
+	@$(PIPQ) install "$(TORCH)"
+	@$(PIPQ) install xla-cpu-pjrt pytest expecttest ruff numpy pybind11 setuptools wheel ninja build
+	@$(PIPQ) install "diffusers==0.42.1" "transformers==5.23.0" pillow
+	@touch $@
 
 # The glue is built against the torch in the venv, never in an isolated env.
 # (autoload off while building: importing torch must not load a stale _C)
 build: venv lib
-	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PIP) install -q --no-build-isolation --no-deps -e .
+	@echo "building the C++ glue against the venv's torch (pip install --no-build-isolation -e .)"
+	@TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PIPQ) install --no-build-isolation --no-deps -e .
+
+# An sdist (everything needed to build) and a wheel built from it, against
+# the venv's torch: never in an isolated environment with another torch.
+dist: venv
+	TORCH_DEVICE_BACKEND_AUTOLOAD=0 $(PY) -m build --no-isolation -o dist .
 
 # Incremental rebuild for development (after one `make build`): the core,
 # then only the glue files that changed (ninja), into the source tree.
@@ -65,43 +81,61 @@ lib: build/libtpurt.a
 
 build/libtpurt.a: $(CORE_OBJS)
 	@mkdir -p $(@D)
-	ar rcs $@ $^
+	$(if $(Q),@echo "built the C core: $@")
+	$(Q)ar rcs $@ $^
 
 build/obj/%.o: csrc/%.c $(CORE_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 build/asan/%.o: csrc/%.c $(CORE_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -O1 $(SANFLAGS) -c $< -o $@
+	$(Q)$(CC) $(CFLAGS) -O1 $(SANFLAGS) -c $< -o $@
 
 build/libtpurt-asan.a: $(ASAN_OBJS)
 	@mkdir -p $(@D)
-	ar rcs $@ $^
+	$(Q)ar rcs $@ $^
 
 build/tests/%: csrc/tests/%.c csrc/tests/test.h build/libtpurt.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) $< build/libtpurt.a -o $@ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) $< build/libtpurt.a -o $@ $(LDLIBS)
+
+# A PJRT "plugin" that only validates client options (options_test.c).
+FAKE_PLUGIN := build/tests/fake_pjrt_plugin.so
+$(FAKE_PLUGIN): csrc/tests/fake_pjrt_plugin.c csrc/pjrt/pjrt_abi.h
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -shared $< -o $@
 
 build/asan-tests/%: csrc/tests/%.c csrc/tests/test.h build/libtpurt-asan.a
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS) -O1 $(SANFLAGS) $< build/libtpurt-asan.a -o $@ $(LDLIBS)
+	$(Q)$(CC) $(CFLAGS) -O1 $(SANFLAGS) $< build/libtpurt-asan.a -o $@ $(LDLIBS)
 
-ctest: venv $(TEST_BINS)
+ctest: venv $(TEST_BINS) $(FAKE_PLUGIN)
 	@set -e; for t in $(TEST_BINS); do \
-	  TORCH_TPU_CACHE_DIR=0 TORCH_TPU_PJRT_PLUGIN=$(PLUGIN) TPURT_TEST_DATA=csrc/tests/data $$t; done
+	  TORCH_TPU_CACHE_DIR=0 TORCH_TPU_PJRT_PLUGIN=$(PLUGIN) TPURT_TEST_DATA=csrc/tests/data \
+	  TPURT_FAKE_PLUGIN=$(FAKE_PLUGIN) $$t; done
 
 # The plugin is a large C++ library built without sanitizers: leak checking
 # covers our allocations only (suppressions for the plugin's own).
-ctest-asan: venv $(ASAN_BINS)
+ctest-asan: venv $(ASAN_BINS) $(FAKE_PLUGIN)
 	@set -e; for t in $(ASAN_BINS); do \
 	  TORCH_TPU_CACHE_DIR=0 TORCH_TPU_PJRT_PLUGIN=$(PLUGIN) TPURT_TEST_DATA=csrc/tests/data \
+	  TPURT_FAKE_PLUGIN=$(FAKE_PLUGIN) \
 	  ASAN_OPTIONS=detect_leaks=1:detect_odr_violation=0 \
 	  LSAN_OPTIONS=suppressions=csrc/tests/lsan.supp:print_suppressions=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
 pytest: build
 	$(PY) -m pytest -q tests
+
+# The Python suite on another PJRT plugin, e.g. a CUDA one:
+#   make test-plugin PLUGIN=$$(python -c "import jax_plugins.xla_cuda13 as p, os; \
+#       print(os.path.join(os.path.dirname(p.__file__), 'xla_cuda_plugin.so'))")
+# Tests that need more devices than the plugin has skip, saying so.
+test-plugin: build
+	@if [ "$(origin PLUGIN)" != "command line" ] || [ ! -f "$(PLUGIN)" ]; then \
+	  echo "usage: make test-plugin PLUGIN=/path/to/pjrt_plugin.so (a file)"; exit 2; fi
+	TORCH_TPU_PJRT_PLUGIN=$(PLUGIN) $(PY) -m pytest -q tests
 
 # ---- housekeeping ----------------------------------------------------------
 
@@ -112,4 +146,4 @@ lint:
 	$(VENV)/bin/ruff check torch_tpu tests bench
 
 clean:
-	rm -rf build *.egg-info torch_tpu/*.so
+	rm -rf build dist *.egg-info torch_tpu/*.so

@@ -15,6 +15,20 @@ import torch  # noqa: E402
 import torch_tpu  # noqa: E402
 
 
+def devices_env(n: int) -> dict[str, str]:
+    """Environment for a child process that needs |n| devices, or a skip.
+
+    The CPU plugin makes as many devices as asked (TORCH_TPU_NUM_DEVICES);
+    another plugin (libtpu, CUDA) has the devices it has, so a test that needs
+    more skips with the reason instead of failing."""
+    info = torch_tpu._C._runtime_info()
+    if info["platform_name"] == "cpu":
+        return {"TORCH_TPU_NUM_DEVICES": str(n)}
+    if info["device_count"] < n:
+        pytest.skip(f"needs {n} devices; the {info['platform_name']} plugin has {info['device_count']}")
+    return {}
+
+
 @pytest.fixture
 def no_fallback():
     """Asserts that the test body took no CPU fallback."""

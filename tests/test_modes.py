@@ -190,3 +190,11 @@ def test_fused_eager_flux_loop_compiles_once_per_step_shape():
     assert compiles[-1] == compiles[1], f"compiles kept growing after the first steps: {compiles}"
     assert compiles[-1] <= 8
     torch.testing.assert_close(fused, strict, rtol=1e-5, atol=1e-5)
+
+
+def test_modes_print_by_name() -> None:
+    assert str(EagerMode.DEFER_AND_FUSE) == "EagerMode.DEFER_AND_FUSE"
+    assert f"{EagerMode.DEFER_NEVER}" == "EagerMode.DEFER_NEVER"
+    assert f"{EagerMode.DEFER_AND_FUSE:d}" == "2" and int(EagerMode.DEFER_AND_FUSE) == 2
+    with eager_mode(EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING):
+        assert str(torch_tpu.get_eager_mode()) == "EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING"

@@ -27,7 +27,16 @@ def _autoload() -> None:
 
 import torch  # noqa: E402
 
-from torch_tpu import _C, amp  # noqa: E402
+try:
+    from torch_tpu import _C  # noqa: E402 (checks that torch is the one it was built for)
+except ImportError as _error:
+    from torch_tpu._torch_version import explain_load_failure
+
+    _explained = explain_load_failure(_error)
+    if _explained is None:
+        raise
+    raise _explained from _error
+from torch_tpu import amp  # noqa: E402
 from torch_tpu import device as _device_module  # noqa: E402
 from torch_tpu import diffusers as _diffusers  # noqa: E402,F401 (an import hook: never imports diffusers)
 from torch_tpu._discovery import find_plugin  # noqa: E402

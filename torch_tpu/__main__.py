@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import time
 from typing import Any
 
@@ -21,6 +23,10 @@ def info() -> None:
     print(f"devices:   {rt['device_count']}")
     for i in range(rt["device_count"]):
         print(f"  tpu:{i}  {torch_tpu._C._device_kind(i)}")
+    print(f"torch:     {torch.__version__} (torch_tpu built against {torch_tpu._C._built_torch_version})")
+    for name in ("TORCH_TPU_PJRT_OPTIONS", "TORCH_TPU_XLA_OPTIONS"):
+        if os.environ.get(name):
+            print(f"{name}: {os.environ[name]}")
     ci = torch_tpu._C._cache_info()
     if ci["enabled"]:
         print(f"cache:     {ci['dir']} ({ci['entries']} programs, {ci['bytes'] / 2**20:.1f} MiB on disk)")
@@ -201,7 +207,17 @@ def diffusers_demo(output: str = "output.png") -> None:
     print(f"saved {output} (strict eager)")
 
 
+class _NotActionable(logging.Filter):
+    """Drops transformers' "requires torchvision" notes: the tiny pipeline never
+    processes images, so a demo user has nothing to act on. The demo only: a
+    program that imports torch_tpu keeps every library message."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "requires torchvision" not in record.getMessage()
+
+
 def demo() -> None:
+    logging.getLogger("transformers.utils.import_utils").addFilter(_NotActionable())
     info()
     print()
     try:

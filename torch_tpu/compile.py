@@ -190,7 +190,11 @@ class _CompiledGraph:
                         traced.append(out)
                     else:
                         layout.append(("value", out))
-                program = _C._trace_end(traced, placeholders, device)
+                _C._set_compile_options(self.backend.xla_options or None)
+                try:
+                    program = _C._trace_end(traced, placeholders, device)
+                finally:
+                    _C._set_compile_options(None)
             except BaseException:
                 _C._trace_abort()
                 raise
@@ -247,6 +251,34 @@ def _program_input(a: torch.Tensor) -> torch.Tensor:
     return a.as_strided((_span(a),), (1,), a.storage_offset())
 
 
+_OPTION_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def xla_options_spec(options: dict[str, Any]) -> str:
+    """``{"xla_dump_to": "/tmp/d", "xla_cpu_enable_fast_math": True}`` ->
+    ``"xla_cpu_enable_fast_math=True xla_dump_to=/tmp/d"``: the text the core
+    encodes into the compile options (XLA converts each value to its field's
+    type). Raises ValueError/TypeError naming a bad name or value."""
+    parts = []
+    for name, value in sorted(options.items()):
+        if not _OPTION_NAME.fullmatch(name):
+            raise ValueError(f"TpuBackend: {name!r} is not an XLA option name")
+        if isinstance(value, bool):
+            text = "True" if value else "False"
+        elif isinstance(value, (int, float, str)):
+            text = str(value)
+        else:
+            raise TypeError(
+                f"TpuBackend: XLA option {name}={value!r}: the value must be a bool, int, float or str"
+            )
+        if not text or any(c.isspace() for c in text):
+            raise ValueError(
+                f"TpuBackend: XLA option {name}={value!r}: the value must be non-empty, without blanks"
+            )
+        parts.append(f"{name}={text}")
+    return " ".join(parts)
+
+
 class TpuBackend:
     """The torch.compile backend for "tpu": whole static graphs through StableHLO.
 
@@ -259,8 +291,12 @@ class TpuBackend:
             raising (the default ``torch.compile`` route uses this).
         enable_serialization: programs go through the executable cache, whose
             persistent tier (``TORCH_TPU_CACHE_DIR``) serves later processes.
-        **compile_options: extra XLA compile options, recorded for the cache key
-            (passing them through to the plugin is not implemented yet).
+        **compile_options: XLA options by name (DebugOptions fields such as
+            ``xla_dump_to="/tmp/dump"`` or ``xla_cpu_enable_fast_math=False``),
+            on top of ``TORCH_TPU_XLA_OPTIONS``. They reach the plugin's XLA
+            through the compile options' ``env_option_overrides`` and are part
+            of the executable cache key; an unknown name is XLA's compile error,
+            which names it.
     """
 
     def __init__(
@@ -279,6 +315,7 @@ class TpuBackend:
         self.debug = debug
         self.enable_serialization = enable_serialization
         self.compile_options = dict(compile_options)
+        self.xla_options = xla_options_spec(self.compile_options)
         self.compiles = 0
         self.recompiles: list[str] = []
         # Input signatures of the graphs compiled so far, by (dynamo frame,

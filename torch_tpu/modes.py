@@ -38,6 +38,13 @@ class EagerMode(enum.IntEnum):
     DEFER_AND_FUSE = 2
     INTERNAL_DEFER_ALL = 3
 
+    # An IntEnum prints as its number since Python 3.11; a mode prints by name.
+    def __str__(self) -> str:
+        return f"{type(self).__name__}.{self.name}"
+
+    def __format__(self, spec: str) -> str:
+        return str(self) if not spec else int.__format__(int(self), spec)
+
 
 def get_eager_mode() -> EagerMode:
     """The calling thread's mode."""

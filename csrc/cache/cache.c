@@ -9,11 +9,6 @@
 
 #include "cache_internal.h"
 
-/* The compile options pjrt_compile passes (kCompileOptions in
-** csrc/pjrt/execute.c): part of the key, so that entries written under other
-** options are never loaded. Keep the two equal. */
-static const char kCompileOptions[] = {0x1a, 0x04, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01};
-
 /* What a program whose serialised size is unknown is charged in tier 1. */
 #define ESTIMATED_ENTRY_BYTES ((uint64_t)64 << 10)
 #define DEFAULT_MEMORY_BYTES ((uint64_t)1 << 30)
@@ -53,19 +48,23 @@ uint64_t cache_hash64(uint64_t seed, const void* data, size_t n) {
   return mix64(h ^ mix64(tail ^ ((uint64_t)n << 56)));
 }
 
-static uint64_t hash_key(uint64_t seed, const char* identity, const char* text, size_t size) {
+/* The compile options are part of the key (the exact bytes the compile
+** call passes), so that entries made under other options are never used. */
+static uint64_t hash_key(uint64_t seed, const char* identity, const char* options, size_t options_size,
+                         const char* text, size_t size) {
   uint64_t h = cache_hash64(seed, identity, strlen(identity) + 1);
   h = cache_hash64(h, TPURT_VERSION, sizeof(TPURT_VERSION));
-  h = cache_hash64(h, kCompileOptions, sizeof(kCompileOptions));
+  h = cache_hash64(h, options, options_size);
   return cache_hash64(h, text, size);
 }
 
-static void make_key(const char* text, size_t size, cache_key_t* out) {
+static void make_key(const char* text, size_t size, const char* options, size_t options_size,
+                     cache_key_t* out) {
   const char* identity = pjrt_identity();
   out->text = text;
   out->size = size;
-  out->hash = hash_key(0x6b65792d68617368ULL, identity, text, size);
-  out->digest = hash_key(0x6469676573742d32ULL, identity, text, size);
+  out->hash = hash_key(0x6b65792d68617368ULL, identity, options, options_size, text, size);
+  out->digest = hash_key(0x6469676573742d32ULL, identity, options, options_size, text, size);
 }
 
 /*===--- configuration ---===*/
@@ -153,8 +152,12 @@ tpurt_status_t cache_get_or_compile(const char* mlir, size_t size, pjrt_executab
   *out_hit = false;
   BUMP(requests);
   TPURT_RETURN_IF_ERROR(pjrt_init()); /* the key needs the plugin identity */
+  const char* options = NULL;
+  size_t options_size = 0;
+  const char* options_text = NULL;
+  TPURT_RETURN_IF_ERROR(pjrt_current_compile_options(&options, &options_size, &options_text));
   cache_key_t key;
-  make_key(mlir, size, &key);
+  make_key(mlir, size, options, options_size, &key);
 
   pthread_mutex_lock(&g_lock);
   configure_locked();
@@ -176,7 +179,15 @@ tpurt_status_t cache_get_or_compile(const char* mlir, size_t size, pjrt_executab
     pjrt_executable_note_module(exe, mlir, size); /* the launch log's op count */
   } else {
     if (found == DISK_REJECTED) BUMP(disk_rejects);
-    TPURT_RETURN_IF_ERROR(pjrt_compile(mlir, size, &exe));
+    tpurt_status_t status = pjrt_compile_with_options(mlir, size, options, options_size, &exe);
+    if (status && *options_text) {
+      /* Name what we passed: XLA's own message names only the key it rejects. */
+      tpurt_status_t annotated = tpurt_status_create(tpurt_status_code(status), "%s (XLA compile options: %s)",
+                                                     tpurt_status_message(status), options_text);
+      tpurt_status_free(status);
+      status = annotated;
+    }
+    TPURT_RETURN_IF_ERROR(status);
     dump_module(&key);
     payload = disk_store(&g_disk, &key, exe);
     if (payload) BUMP(disk_writes);

@@ -115,6 +115,22 @@ tpurt_status_t tpurt_runtime_init(void);
 ** tells the core before the first init; C programs may call it too. */
 void tpurt_runtime_set_default_plugin(const char* path);
 
+/* Plugin client options: TORCH_TPU_PJRT_OPTIONS="name=value,..." is read at
+** init and passed to PJRT_Client_Create as typed named values (true/false:
+** bool, an integer: int64, another number: float, else or "quoted": string).
+** A malformed list fails init with a message naming the item; an option the
+** plugin rejects fails init with the plugin's error and the list we passed. */
+
+/* XLA compile options for the programs this thread compiles from now on:
+** "name=value name=value" (DebugOptions fields, e.g. xla_dump_to=/tmp/d),
+** on top of the process's TORCH_TPU_XLA_OPTIONS (same syntax; these win on
+** a shared name). They reach XLA through CompileOptionsProto's
+** env_option_overrides and are part of the executable cache key. An unknown
+** name is XLA's compile error, naming it. NULL or "" returns the thread to
+** the process options. A malformed spec is INVALID_ARGUMENT and changes
+** nothing. */
+tpurt_status_t tpurt_set_thread_compile_options(const char* spec);
+
 /* Number of addressable devices; 0 (never an error) if init failed. */
 int tpurt_device_count(void);
 

@@ -28,8 +28,23 @@ static char* copy_text(const char* s, size_t n) {
   return out;
 }
 
-/* Creates the client: with cpu_device_count first (the CPU plugin's option),
-** then, if the plugin rejects that as an unknown option, with none. */
+/* Calls PJRT_Client_Create with |count| named values. */
+static tpurt_status_t client_create_with(const pjrt_abi_named_value_t* values, size_t count,
+                                        pjrt_abi_client_t** out_client) {
+  PJRT_ARGS(pjrt_abi_client_create_args_t, a);
+  a.create_options = count ? values : NULL;
+  a.num_options = count;
+  tpurt_status_t status = PJRT_CALL(PJRTABI_CLIENT_CREATE, "Client_Create", &a);
+  *out_client = status ? NULL : a.client;
+  return status;
+}
+
+/* Creates the client with the user's options (TORCH_TPU_PJRT_OPTIONS) and,
+** unless they name it, cpu_device_count (the CPU plugin's option). A plugin
+** that validates names (the CUDA plugin) refuses cpu_device_count, so a
+** refused set is tried once more without it; when the user's own options are
+** refused, the plugin's error comes back with the list of what we passed.
+** (The CPU plugin ignores names it does not know.) */
 static tpurt_status_t create_client(void) {
   int64_t count = tpurt_env_int("TORCH_TPU_NUM_DEVICES", 1);
   const char* env = getenv("TORCH_TPU_NUM_DEVICES");
@@ -38,34 +53,51 @@ static tpurt_status_t create_client(void) {
                                "TORCH_TPU_NUM_DEVICES must be an integer from 1 to %d, got '%s'",
                                PJRT_MAX_DEVICES, env ? env : "");
   }
+  pjrt_client_options_t user;
+  TPURT_RETURN_IF_ERROR(pjrt_client_options_parse(getenv("TORCH_TPU_PJRT_OPTIONS"), &user));
+  bool add_count = true;
+  for (size_t i = 0; i < user.count; ++i)
+    if (strcmp(user.items[i].name, "cpu_device_count") == 0) add_count = false;
+  pjrt_abi_named_value_t* values = tpurt_xcalloc(user.count + 1, sizeof(*values));
+  pjrt_client_options_to_abi(&user, values);
   static const char kName[] = "cpu_device_count";
-  pjrt_abi_named_value_t option = {.struct_size = pjrt_abi_named_value_t_SIZE,
-                                   .name = kName,
-                                   .name_size = sizeof(kName) - 1,
-                                   .type = PJRTABI_NAMED_VALUE_INT64,
-                                   .value.int64_value = count,
-                                   .value_size = 1};
-  PJRT_ARGS(pjrt_abi_client_create_args_t, a);
-  a.create_options = &option;
-  a.num_options = 1;
-  tpurt_status_t status = PJRT_CALL(PJRTABI_CLIENT_CREATE, "Client_Create", &a);
-  if (tpurt_status_code(status) == TPURT_INVALID_ARGUMENT) {
-    /* Not the CPU plugin: it validates option names and knows no such one. */
+  if (add_count) {
+    values[user.count] = (pjrt_abi_named_value_t){.struct_size = pjrt_abi_named_value_t_SIZE,
+                                                  .name = kName,
+                                                  .name_size = sizeof(kName) - 1,
+                                                  .type = PJRTABI_NAMED_VALUE_INT64,
+                                                  .value.int64_value = count,
+                                                  .value_size = 1};
+  }
+  pjrt_abi_client_t* client = NULL;
+  tpurt_status_t status = client_create_with(values, user.count + (add_count ? 1 : 0), &client);
+  if (add_count && tpurt_status_code(status) == TPURT_INVALID_ARGUMENT) {
+    /* Not the CPU plugin: it knows no cpu_device_count (or the user's
+    ** options are refused, which the second call reports). */
     tpurt_status_t first = status;
-    PJRT_ARGS(pjrt_abi_client_create_args_t, b);
-    status = PJRT_CALL(PJRTABI_CLIENT_CREATE, "Client_Create", &b);
-    if (!status) {
-      a.client = b.client;
-      if (env && *env) {
-        fprintf(stderr,
-                "torch_tpu: TORCH_TPU_NUM_DEVICES ignored: the plugin does not take cpu_device_count (%s)\n",
-                tpurt_status_message(first));
-      }
+    status = client_create_with(values, user.count, &client);
+    if (!status && env && *env) {
+      fprintf(stderr,
+              "torch_tpu: TORCH_TPU_NUM_DEVICES ignored: the plugin does not take cpu_device_count (%s)\n",
+              tpurt_status_message(first));
     }
     tpurt_status_free(first);
   }
+  if (status && user.count) {
+    tpurt_strbuf_t passed = {0};
+    tpurt_strbuf_puts(&passed, " (TORCH_TPU_PJRT_OPTIONS passed: ");
+    pjrt_client_options_describe(&user, &passed);
+    tpurt_strbuf_puts(&passed, ")");
+    tpurt_status_t annotated = tpurt_status_create(tpurt_status_code(status), "%s%s",
+                                                   tpurt_status_message(status), passed.data);
+    tpurt_status_free(status);
+    tpurt_strbuf_free(&passed);
+    status = annotated;
+  }
+  free(values);
+  pjrt_client_options_free(&user);
   if (status) return tpurt_status_annotate(status, "creating the PJRT client");
-  pjrt_g.client = a.client;
+  pjrt_g.client = client;
   return NULL;
 }
 

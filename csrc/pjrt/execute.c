@@ -29,12 +29,6 @@ static int32_t count_ops(const char* mlir, size_t size) {
   return count;
 }
 
-/* CompileOptionsProto: executable_build_options {num_replicas: 1
-** num_partitions: 1} and compile_portable_executable: true, so that one
-** executable runs on any device picked at Execute time (execute_device). An
-** empty proto aborts the CPU plugin. */
-static const char kCompileOptions[] = {0x1a, 0x04, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01};
-
 static double now_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -93,6 +87,17 @@ static tpurt_status_t wrap_executable_locked(pjrt_abi_loaded_executable_t* loade
 
 tpurt_status_t pjrt_compile(const char* mlir, size_t mlir_size, pjrt_executable_t** out_executable) {
   *out_executable = NULL;
+  const char* options = NULL;
+  size_t options_size = 0;
+  TPURT_RETURN_IF_ERROR(pjrt_current_compile_options(&options, &options_size, NULL));
+  return pjrt_compile_with_options(mlir, mlir_size, options, options_size, out_executable);
+}
+
+/* The compile options are built by options.c (pjrt_current_compile_options):
+** one encoder for the compile call and the cache key. */
+tpurt_status_t pjrt_compile_with_options(const char* mlir, size_t mlir_size, const char* options,
+                                         size_t options_size, pjrt_executable_t** out_executable) {
+  *out_executable = NULL;
   TPURT_RETURN_IF_ERROR(pjrt_init());
   PJRT_ARGS(pjrt_abi_program_t, program);
   program.code = mlir;
@@ -102,8 +107,8 @@ tpurt_status_t pjrt_compile(const char* mlir, size_t mlir_size, pjrt_executable_
   PJRT_ARGS(pjrt_abi_client_compile_args_t, a);
   a.client = pjrt_g.client;
   a.program = &program;
-  a.compile_options = kCompileOptions;
-  a.compile_options_size = sizeof(kCompileOptions);
+  a.compile_options = options;
+  a.compile_options_size = options_size;
   pthread_mutex_lock(&pjrt_g.lock);
   double start = now_seconds();
   tpurt_status_t status = PJRT_CALL(PJRTABI_CLIENT_COMPILE, "Client_Compile", &a);

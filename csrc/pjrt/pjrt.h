@@ -56,12 +56,18 @@ void pjrt_buffer_release(pjrt_buffer_t* buffer);
 /* Waits until |buffer| is computed; returns its asynchronous error, if any. */
 tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer);
 
-/* Compiles StableHLO text (format "mlir") for one device, synchronously.
-** Counts a compile in the metrics and adds its wall time. */
+/* Compiles StableHLO text (format "mlir") for one device, synchronously,
+** with the compile options in force on this thread
+** (pjrt_current_compile_options). Counts a compile in the metrics and adds
+** its wall time. */
 tpurt_status_t pjrt_compile(const char* mlir, size_t mlir_size, pjrt_executable_t** out_executable);
 /* Records what the launch log reports of a program loaded from its
 ** serialised form: the StableHLO op count of |mlir|. */
 void pjrt_executable_note_module(pjrt_executable_t* executable, const char* mlir, size_t mlir_size);
+/* The same with explicit CompileOptionsProto bytes (the cache passes the
+** ones its key was made from). */
+tpurt_status_t pjrt_compile_with_options(const char* mlir, size_t mlir_size, const char* options,
+                                         size_t options_size, pjrt_executable_t** out_executable);
 void pjrt_executable_retain(pjrt_executable_t* executable);
 void pjrt_executable_release(pjrt_executable_t* executable);
 size_t pjrt_executable_num_outputs(const pjrt_executable_t* executable);
@@ -113,6 +119,43 @@ tpurt_status_t pjrt_device_memory(int device, tpurt_device_memory_t* out_memory)
 /* Waits for everything launched so far, on every device, leaving the
 ** asynchronous errors for the next pjrt_synchronize. */
 void pjrt_wait_idle(void);
+/*===--- options by name (options.c) ---===*/
+
+/* One plugin client option (TORCH_TPU_PJRT_OPTIONS), typed from its text. */
+typedef enum { PJRT_OPTION_STRING, PJRT_OPTION_INT64, PJRT_OPTION_FLOAT, PJRT_OPTION_BOOL } pjrt_option_type_t;
+typedef struct {
+  char* name;
+  pjrt_option_type_t type;
+  char* string_value; /* PJRT_OPTION_STRING */
+  int64_t int_value;
+  float float_value;
+  bool bool_value;
+} pjrt_named_option_t;
+typedef struct {
+  pjrt_named_option_t* items;
+  size_t count;
+} pjrt_client_options_t;
+
+/* Parses "name=value,name=value". A value is typed by its text: true/false
+** (any case) is a bool, a decimal integer an int64, another number a float,
+** anything else, or anything in quotes ("8", '1.5'), a string. A malformed
+** item, a duplicate name, an empty value or a number out of range is an
+** INVALID_ARGUMENT status naming it. NULL or "" is no options. */
+tpurt_status_t pjrt_client_options_parse(const char* spec, pjrt_client_options_t* out_options);
+void pjrt_client_options_free(pjrt_client_options_t* options);
+/* Appends "name=value (type), ..." to |out|, for messages. */
+struct tpurt_strbuf_s;
+void pjrt_client_options_describe(const pjrt_client_options_t* options, struct tpurt_strbuf_s* out);
+
+/* The CompileOptionsProto bytes for |spec| ("name=value ..." XLA options,
+** as TORCH_TPU_XLA_OPTIONS takes them): the options every compile passes,
+** plus env_option_overrides. Caller frees *out_bytes. For tests. */
+tpurt_status_t pjrt_compile_options_encode(const char* spec, char** out_bytes, size_t* out_size);
+/* The compile options in force on this thread (TORCH_TPU_XLA_OPTIONS plus
+** tpurt_set_thread_compile_options), encoded, and as "name=value ..." text.
+** Borrowed: valid until this thread sets its options again. A malformed
+** TORCH_TPU_XLA_OPTIONS is an INVALID_ARGUMENT status. */
+tpurt_status_t pjrt_current_compile_options(const char** out_bytes, size_t* out_size, const char** out_text);
 
 /* Counters kept by this room, read by tpurt_metrics_get. */
 typedef struct pjrt_counters_s {

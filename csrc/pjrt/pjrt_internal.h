@@ -79,6 +79,10 @@ extern pjrt_state_t pjrt_g;
 ** status. Requires a successful pjrt_init. */
 tpurt_status_t pjrt_check_device(int device);
 
+/* Fills |out_values| (options->count of them) with PJRT_NamedValues that
+** borrow |options|' strings. */
+void pjrt_client_options_to_abi(const pjrt_client_options_t* options, pjrt_abi_named_value_t* out_values);
+
 /* Records a new buffer in the counters (lock held). */
 void pjrt_count_buffer_locked(const pjrt_buffer_t* buffer);
 /* Wraps a plugin buffer (lock held): reads its type and dims. On error the

@@ -4,6 +4,17 @@
 
 #include "Common.h"
 
+// The torch this extension was compiled against (setup.py passes
+// torch.__version__), kept as a marker in the binary too, so that a _C that
+// cannot even be loaded under another torch can still say what it was built
+// for (torch_tpu/_torch_version.py reads it from the file).
+#ifndef TORCH_TPU_BUILT_TORCH_VERSION
+#include <torch/version.h>
+#define TORCH_TPU_BUILT_TORCH_VERSION TORCH_VERSION
+#endif
+extern "C" __attribute__((used, visibility("default"))) const char torch_tpu_built_against[] =
+    "torch_tpu:built-against-torch=" TORCH_TPU_BUILT_TORCH_VERSION;
+
 namespace torch_tpu {
 
 // Modes.cpp: eager modes and tracing for torch.compile.
@@ -149,6 +160,10 @@ py::object wrap_default_generator(c10::DeviceIndex device) {
 PYBIND11_MODULE(_C, m) {
   using namespace torch_tpu;
   m.doc() = "torch_tpu native glue: runtime, metrics, generators";
+  // First, before any registration: under another torch this raises an
+  // ImportError that says how to rebuild.
+  py::module_::import("torch_tpu._torch_version").attr("check")(TORCH_TPU_BUILT_TORCH_VERSION);
+  m.attr("_built_torch_version") = TORCH_TPU_BUILT_TORCH_VERSION;
   register_core_ops();
   register_mode_bindings(m);
   m.def("_init", &init);
@@ -175,5 +190,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_get_cpu_fallback_enabled", &cpu_fallback_enabled);
   m.def("_manual_seed", &manual_seed);
   m.def("_default_generator", &wrap_default_generator);
+  m.def("_set_compile_options", [](const std::optional<std::string>& spec) {
+    check(tpurt_set_thread_compile_options(spec ? spec->c_str() : nullptr), "XLA compile options");
+  });
   m.def("_op_supported", [](const std::string& name) { return tpurt_op_supported(name.c_str()); });
 }
