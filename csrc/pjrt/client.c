@@ -31,12 +31,13 @@ static char* copy_text(const char* s, size_t n) {
 /* Creates the client: with cpu_device_count first (the CPU plugin's option),
 ** then, if the plugin rejects that as an unknown option, with none. */
 static tpurt_status_t create_client(void) {
-  int64_t count = tpurt_env_int("TORCH_TPU_NUM_DEVICES", 1);
-  const char* env = getenv("TORCH_TPU_NUM_DEVICES");
-  if (count < 1 || count > PJRT_MAX_DEVICES) {
+  const tpurt_config_t* config = tpurt_config();
+  TPURT_RETURN_IF_ERROR(tpurt_config_check());
+  int64_t count = config->num_devices;
+  if (count > PJRT_MAX_DEVICES) {
     return tpurt_status_create(TPURT_INVALID_ARGUMENT,
-                               "TORCH_TPU_NUM_DEVICES must be an integer from 1 to %d, got '%s'",
-                               PJRT_MAX_DEVICES, env ? env : "");
+                               "TORCH_TPU_NUM_DEVICES='%lld' is not valid: expected an integer from 1 to %d",
+                               (long long)count, PJRT_MAX_DEVICES);
   }
   static const char kName[] = "cpu_device_count";
   pjrt_abi_named_value_t option = {.struct_size = pjrt_abi_named_value_t_SIZE,
@@ -56,7 +57,7 @@ static tpurt_status_t create_client(void) {
     status = PJRT_CALL(PJRTABI_CLIENT_CREATE, "Client_Create", &b);
     if (!status) {
       a.client = b.client;
-      if (env && *env) {
+      if (config->num_devices_set) {
         fprintf(stderr,
                 "torch_tpu: TORCH_TPU_NUM_DEVICES ignored: the plugin does not take cpu_device_count (%s)\n",
                 tpurt_status_message(first));
@@ -106,9 +107,9 @@ static tpurt_status_t read_devices(void) {
 }
 
 static tpurt_status_t init_runtime(void) {
-  const char* env = getenv("TORCH_TPU_PJRT_PLUGIN");
+  const char* env = tpurt_config()->plugin_path;
   char* path = NULL;
-  if (env && *env) {
+  if (env) {
     path = tpurt_xstrdup(env);
   } else {
     pthread_mutex_lock(&g_default_lock);

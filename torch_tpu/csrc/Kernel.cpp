@@ -554,8 +554,7 @@ void register_core_ops() {
 bool cpu_fallback_enabled() {
   int enabled = g_fallback_enabled.load();
   if (enabled < 0) {
-    const auto env = c10::utils::get_env("TORCH_TPU_CPU_FALLBACK");
-    enabled = !(env.has_value() && (*env == "0" || *env == "false" || *env == "off"));
+    enabled = tpurt_config()->cpu_fallback ? 1 : 0;  // TORCH_TPU_CPU_FALLBACK, parsed by the core
     g_fallback_enabled.store(enabled);
   }
   return enabled != 0;

@@ -50,6 +50,8 @@ py::dict metrics() {
   d["cache_hits_disk"] = m.cache_hits_disk;
   d["cache_bytes_memory"] = m.cache_bytes_memory;
   d["cache_entries"] = m.cache_entries;
+  d["plans"] = m.plans;
+  d["plan_bytes"] = m.plan_bytes;
   d["cache_disk_writes"] = m.cache_disk_writes;
   d["cache_disk_rejects"] = m.cache_disk_rejects;
   d["cpu_fallbacks"] = cpu_fallback_counts();
