@@ -334,27 +334,51 @@ tpurt_matmul_precision_t matmul_precision() {
   }
 }
 
-void check_index_range(const std::string& name, const at::Tensor& index, int64_t size, bool negative_ok) {
+// The first value of integer tensor |index| outside [lo, hi), other than
+// |ignore|, if any. One host read of the index: the one bounds helper every
+// index-taking op's check below shares.
+std::optional<int64_t> first_out_of_range(const at::Tensor& index, int64_t lo, int64_t hi,
+                                          std::optional<int64_t> ignore = std::nullopt) {
   if (!index.defined() || index.numel() == 0 || index.is_floating_point() || index.scalar_type() == at::kBool)
-    return;
-  const int64_t lo = index.min().item<int64_t>(), hi = index.max().item<int64_t>();
-  const int64_t min_ok = negative_ok ? -size : 0;
-  if (lo < min_ok || hi >= size) {
-    TORCH_CHECK_INDEX(false, name, ": index ", (lo < min_ok ? lo : hi),
-                      " is out of bounds for dimension with size ", size, " (index out of range in self)");
-  }
+    return std::nullopt;
+  const at::Tensor host = index.cpu().to(at::kLong).reshape({-1});
+  at::Tensor bad = host.lt(lo).logical_or(host.ge(hi));
+  if (ignore) bad = bad.logical_and(host.ne(*ignore));
+  if (!bad.any().item<bool>()) return std::nullopt;
+  return host.masked_select(bad)[0].item<int64_t>();
 }
 
+int64_t dim_size(const at::Tensor& self, int64_t dim) {
+  return self.dim() == 0 ? 1 : self.size(c10::maybe_wrap_dim(dim, self.dim()));
+}
+
+// Raises PyTorch's own error (type and words) for an out-of-range index,
+// prefixed with the op. CPU checks these; the device clamps gathers and drops
+// scatters instead, so debug eager checks them before the op runs.
 void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
-  auto dim_size = [](const at::Tensor& self, int64_t dim) {
-    return self.dim() == 0 ? 1 : self.size(c10::maybe_wrap_dim(dim, self.dim()));
-  };
-  if (name == "aten::index_select" || name == "aten::index_select.out") {
-    check_index_range(name, in[2].toTensor(), dim_size(in[0].toTensor(), in[1].toInt()), false);
-  } else if (name == "aten::gather" || name == "aten::gather.out" || name.rfind("aten::scatter", 0) == 0) {
-    check_index_range(name, in[2].toTensor(), dim_size(in[0].toTensor(), in[1].toInt()), false);
-  } else if (name == "aten::index.Tensor" || name == "aten::_index_put_impl_" || name == "aten::index_put") {
-    const at::Tensor self = in[0].toTensor();
+  auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+  auto tensor_at = [&](size_t i) { return i < in.size() && in[i].isTensor() ? in[i].toTensor() : at::Tensor(); };
+  if (starts("aten::index_select") || starts("aten::index_add") || starts("aten::index_copy") ||
+      starts("aten::index_fill")) {
+    // (self, dim, index, ...): PyTorch takes no negative index here
+    const at::Tensor self = tensor_at(0);
+    const int64_t dim = in[1].toInt(), size = dim_size(self, dim);
+    if (auto bad = first_out_of_range(tensor_at(2), 0, size)) {
+      if (starts("aten::index_copy") || starts("aten::index_fill"))
+        TORCH_CHECK_INDEX(false, name, ": index ", *bad, " is out of bounds for dimension ", dim, " with size ",
+                          size);
+      TORCH_CHECK_INDEX(false, name, ": index out of range in self (index ", *bad, ", dimension ", dim,
+                        " with size ", size, ")");
+    }
+  } else if (starts("aten::gather") || starts("aten::scatter")) {
+    const at::Tensor self = tensor_at(0);
+    const int64_t dim = in[1].toInt(), size = dim_size(self, dim);
+    if (auto bad = first_out_of_range(tensor_at(2), 0, size))
+      TORCH_CHECK(false, name, ": index ", *bad, " is out of bounds for dimension ", dim, " with size ", size);
+  } else if (starts("aten::index.Tensor") || starts("aten::_index_put_impl_") || starts("aten::index_put")) {
+    // (self, indices, ...): index k applies to the next dim; a mask covers
+    // as many dims as it has; None leaves a dim whole; negatives wrap
+    const at::Tensor self = tensor_at(0);
     int64_t dim = 0;
     for (const c10::IValue& item : in[1].toListRef()) {
       if (!item.isNone()) {
@@ -363,10 +387,29 @@ void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
           dim += index.dim();
           continue;
         }
-        check_index_range(name, index, dim_size(self, dim), true);
+        const int64_t size = dim_size(self, dim);
+        if (auto bad = first_out_of_range(index, -size, size))
+          TORCH_CHECK_INDEX(false, name, ": index ", *bad, " is out of bounds for dimension ", dim, " with size ",
+                            size);
       }
       ++dim;
     }
+  } else if (starts("aten::put") || starts("aten::take")) {
+    const at::Tensor self = tensor_at(0);
+    const int64_t numel = self.numel();
+    if (auto bad = first_out_of_range(tensor_at(1), -numel, numel))
+      TORCH_CHECK_INDEX(false, name, ": out of range: tried to access index ", *bad, " on a tensor of ", numel,
+                        " elements.");
+  } else if (starts("aten::nll_loss")) {
+    // forward (self, target, weight, reduction, ignore_index); backward
+    // (grad_output, self, target, weight, reduction, ignore_index, total_weight)
+    const bool backward = starts("aten::nll_loss_backward") || starts("aten::nll_loss2d_backward");
+    const at::Tensor self = tensor_at(backward ? 1 : 0);
+    const size_t ignore_at = backward ? 5 : 4;
+    if (!self.defined() || ignore_at >= in.size()) return;
+    const int64_t classes = self.size(self.dim() == 1 ? 0 : 1);
+    if (auto bad = first_out_of_range(tensor_at(backward ? 2 : 1), 0, classes, in[ignore_at].toInt()))
+      TORCH_CHECK_INDEX(false, name, ": Target ", *bad, " is out of bounds.");
   }
 }
 

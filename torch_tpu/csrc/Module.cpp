@@ -13,6 +13,9 @@ namespace {
 
 void init() { check(tpurt_runtime_init(), "tpu init"); }
 
+// Raises if a TORCH_TPU_* environment variable does not parse.
+void config_check() { check(tpurt_config_check(), "torch_tpu configuration"); }
+
 py::dict runtime_info() {
   tpurt_runtime_info_t info{};
   check(tpurt_runtime_info(&info), "tpu runtime info");
@@ -101,6 +104,7 @@ PYBIND11_MODULE(_C, m) {
         [](const std::string& path) { tpurt_runtime_set_default_plugin(path.c_str()); });
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  m.def("_config_check", &config_check);
   m.def("_set_device", [](int device) { set_current_device(static_cast<c10::DeviceIndex>(device)); });
   m.def("_synchronize", [](int device) { check(tpurt_synchronize(device), "synchronize"); });
   m.def("_runtime_info", &runtime_info);
