@@ -3,6 +3,7 @@
 // (arguments as the schema types them) and run by the core. Ops the core has
 // no rule for go to the CPU fallback (or raise, if it is disabled).
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
@@ -367,8 +368,8 @@ void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
       if (starts("aten::index_copy") || starts("aten::index_fill"))
         TORCH_CHECK_INDEX(false, name, ": index ", *bad, " is out of bounds for dimension ", dim, " with size ",
                           size);
-      TORCH_CHECK_INDEX(false, name, ": index out of range in self (index ", *bad, ", dimension ", dim,
-                        " with size ", size, ")");
+      TORCH_CHECK_INDEX(false, name, ": index out of range in self (index ", *bad,
+                        " is out of bounds for dimension ", dim, " with size ", size, ")");
     }
   } else if (starts("aten::gather") || starts("aten::scatter")) {
     const at::Tensor self = tensor_at(0);
@@ -411,6 +412,91 @@ void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
     if (auto bad = first_out_of_range(tensor_at(backward ? 2 : 1), 0, classes, in[ignore_at].toInt()))
       TORCH_CHECK_INDEX(false, name, ": Target ", *bad, " is out of bounds.");
   }
+}
+
+// ---- checks in every mode (no device work) ------------------------------------------
+
+// Writes through a tensor with self-overlap (an expanded view) or into memory
+// an input partly shares are rejected with PyTorch's own error, as its CPU
+// kernels do: on the device they would give an order-dependent answer. Only
+// metadata is read.
+void check_write_overlap(const c10::FunctionSchema& schema, const std::string& name,
+                         c10::ArrayRef<c10::IValue> in) {
+  if (name == "aten::set_" || name.rfind("aten::set_.", 0) == 0 || name.rfind("aten::resize", 0) == 0 ||
+      name.rfind("aten::as_strided", 0) == 0)
+    return;
+  const auto& args = schema.arguments();
+  for (size_t w = 0; w < args.size() && w < in.size(); ++w) {
+    const c10::AliasInfo* alias = args[w].alias_info();
+    if (!alias || !alias->isWrite() || !in[w].isTensor()) continue;
+    const at::Tensor& out = in[w].toTensor();
+    if (!out.defined() || out.numel() <= 1) continue;
+    at::assert_no_internal_overlap(out);
+    for (size_t r = 0; r < in.size(); ++r) {
+      if (r == w || !in[r].isTensor()) continue;
+      const at::Tensor& input = in[r].toTensor();
+      if (input.defined() && input.device() == out.device()) at::assert_no_partial_overlap(out, input);
+    }
+  }
+}
+
+// A boolean mask must have the shape of the dims it indexes (PyTorch's
+// IndexError); the device would otherwise select by a mask of another shape.
+void check_index_masks(const std::string& name, c10::ArrayRef<c10::IValue> in) {
+  if (name != "aten::index.Tensor" && name.rfind("aten::_index_put_impl_", 0) != 0 &&
+      name.rfind("aten::index_put", 0) != 0)
+    return;
+  if (in.size() < 2 || !in[0].isTensor() || !in[1].isList()) return;
+  const at::Tensor self = in[0].toTensor();
+  int64_t dim = 0;
+  for (const c10::IValue& item : in[1].toListRef()) {
+    if (item.isNone() || !item.isTensor()) {
+      ++dim;
+      continue;
+    }
+    const at::Tensor index = item.toTensor();
+    if (index.scalar_type() != at::kBool && index.scalar_type() != at::kByte) {
+      ++dim;
+      continue;
+    }
+    for (int64_t j = 0; j < index.dim(); ++j) {
+      TORCH_CHECK_INDEX(dim + j < self.dim() && index.size(j) == self.size(dim + j), name, ": The shape of the mask ",
+                        index.sizes(), " at index ", j, " does not match the shape of the indexed tensor ",
+                        self.sizes(), " at index ", dim + j);
+    }
+    dim += index.dim();
+  }
+}
+
+// Integer division and remainder by zero raise on the CPU (the hardware
+// traps); XLA gives -1 or the dividend instead. A zero Python number is
+// caught in every mode; a zero in a divisor tensor costs a host read, so only
+// debug eager looks (see the README's "Differences from CPU").
+bool is_integer_division(const std::string& name, c10::ArrayRef<c10::IValue> in) {
+  auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+  if (starts("aten::floor_divide") || starts("aten::remainder") || starts("aten::fmod")) return true;
+  if (starts("aten::div") && name.find("_mode") != std::string::npos)
+    return in.size() > 2 && in[2].isString();  // a rounding mode: integer results stay integer
+  return false;
+}
+
+bool integral(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor().defined() && at::isIntegralType(v.toTensor().scalar_type(), true);
+  return v.isInt() || v.isBool() || (v.isScalar() && v.toScalar().isIntegral(true));
+}
+
+void check_integer_division(const std::string& name, c10::ArrayRef<c10::IValue> in, bool debug) {
+  if (in.size() < 2 || !is_integer_division(name, in) || !integral(in[0]) || !integral(in[1])) return;
+  const c10::IValue& divisor = in[1];
+  bool zero = false;
+  if (divisor.isTensor()) {
+    const at::Tensor& t = divisor.toTensor();
+    if (t.numel() == 0) return;
+    if (t.device().type() == c10::DeviceType::CPU || debug) zero = t.cpu().eq(0).any().item<bool>();
+  } else if (divisor.isInt() || divisor.isScalar()) {
+    zero = divisor.toScalar().toLong() == 0;
+  }
+  TORCH_CHECK(!zero, name, ": ZeroDivisionError (integer division or remainder by zero)");
 }
 
 // The op's results as PyTorch's meta kernel gives them (shapes, dtypes,
@@ -491,6 +577,9 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const bool debug = debug_mode();
   const bool tracing = tpurt_get_eager_mode() == TPURT_MODE_INTERNAL_DEFER_ALL;
   std::vector<c10::IValue> debug_inputs;
+  check_write_overlap(schema, name, inputs);
+  check_integer_division(name, inputs, debug);
+  check_index_masks(name, inputs);
   if (debug) check_bounds(name, inputs);
   if (debug || tracing) debug_inputs.assign(inputs.begin(), inputs.end());
   Call call;
