@@ -516,7 +516,7 @@ uint64_t disk_enforce_cap(const disk_config_t* c) {
       cap = cap ? 2 * cap : 256;
       items = tpurt_xrealloc(items, cap * sizeof(*items));
     }
-    snprintf(items[n].name, sizeof(items[n].name), "%s", e->d_name);
+    memcpy(items[n].name, e->d_name, strlen(e->d_name) + 1); /* is_entry_name: shorter than 32 */
     items[n].bytes = (uint64_t)st.st_size;
     items[n].used = st.st_mtim;
     total += items[n].bytes;

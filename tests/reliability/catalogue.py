@@ -25,7 +25,11 @@ CASES: list[tuple[str, str, str | None]] = [
     ("add_shape_mismatch", "r = torch.ones(3, device=d) + torch.ones(4, device=d)", None),
     ("matmul_mismatch", "r = torch.ones(2, 3, device=d) @ torch.ones(4, 5, device=d)", None),
     ("mm_1d", "r = torch.mm(torch.ones(3, device=d), torch.ones(3, device=d))", None),
-    ("bmm_batch_mismatch", "r = torch.bmm(torch.ones(2, 3, 4, device=d), torch.ones(3, 4, 5, device=d))", None),
+    (
+        "bmm_batch_mismatch",
+        "r = torch.bmm(torch.ones(2, 3, 4, device=d), torch.ones(3, 4, 5, device=d))",
+        None,
+    ),
     ("linear_mismatch", "r = F.linear(torch.ones(2, 3, device=d), torch.ones(4, 5, device=d))", None),
     ("cat_mismatch", "r = torch.cat([torch.ones(2, 3, device=d), torch.ones(2, 4, device=d)], 0)", None),
     ("cat_empty_list", "r = torch.cat([], 0)", None),
@@ -49,11 +53,23 @@ CASES: list[tuple[str, str, str | None]] = [
     ("chunk_zero", "r = torch.ones(4, device=d).chunk(0)", None),
     ("repeat_too_few", "r = torch.ones(2, 3, device=d).repeat(2)", None),
     ("unfold_too_big", "r = torch.ones(4, device=d).unfold(0, 5, 1)", None),
-    ("where_shape", "r = torch.where(torch.ones(3, dtype=torch.bool, device=d), torch.ones(4, device=d), 0.0)", None),
+    (
+        "where_shape",
+        "r = torch.where(torch.ones(3, dtype=torch.bool, device=d), torch.ones(4, device=d), 0.0)",
+        None,
+    ),
     ("flatten_bad_dims", "r = torch.ones(2, 3, device=d).flatten(1, 0)", None),
     # --- layers ---
-    ("conv_channels", "r = F.conv2d(torch.ones(1, 3, 8, 8, device=d), torch.ones(4, 2, 3, 3, device=d))", None),
-    ("conv_kernel_too_big", "r = F.conv2d(torch.ones(1, 1, 2, 2, device=d), torch.ones(1, 1, 3, 3, device=d))", None),
+    (
+        "conv_channels",
+        "r = F.conv2d(torch.ones(1, 3, 8, 8, device=d), torch.ones(4, 2, 3, 3, device=d))",
+        None,
+    ),
+    (
+        "conv_kernel_too_big",
+        "r = F.conv2d(torch.ones(1, 1, 2, 2, device=d), torch.ones(1, 1, 3, 3, device=d))",
+        None,
+    ),
     ("layer_norm_shape", "r = F.layer_norm(torch.ones(2, 3, device=d), (4,))", None),
     ("group_norm_groups", "r = F.group_norm(torch.ones(2, 6, 4, device=d), 4)", None),
     ("pad_negative_too_much", "r = F.pad(torch.ones(1, 2, device=d), (-3, 0))", None),
@@ -69,11 +85,19 @@ CASES: list[tuple[str, str, str | None]] = [
     ("softmax_int", "r = torch.ones(3, dtype=torch.long, device=d).softmax(0)", None),
     ("mean_int", "r = torch.ones(3, dtype=torch.long, device=d).mean()", None),
     ("inplace_promotion", "r = torch.ones(3, dtype=torch.long, device=d).add_(0.5)", None),
-    ("out_wrong_dtype", "r = torch.add(torch.ones(3, device=d), 1, out=torch.empty(3, dtype=torch.long, device=d))", None),
+    (
+        "out_wrong_dtype",
+        "r = torch.add(torch.ones(3, device=d), 1, out=torch.empty(3, dtype=torch.long, device=d))",
+        None,
+    ),
     ("int_requires_grad", "r = torch.ones(3, dtype=torch.long, device=d, requires_grad=True)", None),
     ("masked_fill_float_mask", "r = torch.ones(3, device=d).masked_fill(torch.ones(3, device=d), 0.0)", None),
     ("complex_tensor", "r = torch.ones(3, dtype=torch.complex64, device=d)", "complex"),
-    ("nan_inf_to_int", "r = torch.tensor([float('nan'), float('inf'), -float('inf')], device=d).to(torch.int32)", "nan-to-int"),
+    (
+        "nan_inf_to_int",
+        "r = torch.tensor([float('nan'), float('inf'), -float('inf')], device=d).to(torch.int32)",
+        "nan-to-int",
+    ),
     # --- factories ---
     ("empty_negative", "r = torch.empty(-1, device=d)", None),
     ("randn_negative", "r = torch.randn(-2, device=d)", None),
@@ -83,7 +107,11 @@ CASES: list[tuple[str, str, str | None]] = [
     ("multinomial_negative", "r = torch.multinomial(torch.tensor([-1.0, 1.0], device=d), 1)", None),
     # --- devices and host reads ---
     ("to_missing_device", "r = torch.ones(3, device=d).to(d + ':7' if d != 'cpu' else 'meta:x')", None),
-    ("mixed_device_add", "r = torch.ones(3, device=d) + torch.ones(3, device='cpu' if d != 'cpu' else 'meta')", None),
+    (
+        "mixed_device_add",
+        "r = torch.ones(3, device=d) + torch.ones(3, device='cpu' if d != 'cpu' else 'meta')",
+        None,
+    ),
     ("item_of_many", "r = torch.ones(3, device=d).item()", None),
     ("bool_ambiguous", "r = bool(torch.ones(3, device=d))", None),
     ("max_of_empty", "r = torch.ones(0, device=d).max()", None),
@@ -93,7 +121,11 @@ CASES: list[tuple[str, str, str | None]] = [
     ("inplace_broadcast_self", "r = torch.ones(3, device=d).add_(torch.ones(2, 3, device=d))", None),
     ("inplace_expanded", "r = torch.zeros(1, device=d).expand(3).add_(1)", None),
     ("inplace_overlap_copy", "x = torch.arange(4.0, device=d); x[1:].copy_(x[:-1]); r = x", None),
-    ("out_expanded", "r = torch.add(torch.zeros(3, device=d), 1, out=torch.zeros(3, device=d).expand(2, 3))", None),
+    (
+        "out_expanded",
+        "r = torch.add(torch.zeros(3, device=d), 1, out=torch.zeros(3, device=d).expand(2, 3))",
+        None,
+    ),
     # --- autograd ---
     ("leaf_inplace_grad", "r = torch.ones(3, device=d, requires_grad=True).add_(1)", None),
     (
@@ -103,8 +135,16 @@ CASES: list[tuple[str, str, str | None]] = [
     ),
     ("backward_non_scalar", "x = torch.ones(3, device=d, requires_grad=True); (x * 2).backward()", None),
     # --- out-of-range indices (the device clamps gathers and drops scatters) ---
-    ("index_select_oob", "r = torch.ones(4, device=d).index_select(0, torch.tensor([4], device=d))", DEBUG_CHECKED),
-    ("embedding_oob", "r = F.embedding(torch.tensor([4], device=d), torch.ones(4, 2, device=d))", DEBUG_CHECKED),
+    (
+        "index_select_oob",
+        "r = torch.ones(4, device=d).index_select(0, torch.tensor([4], device=d))",
+        DEBUG_CHECKED,
+    ),
+    (
+        "embedding_oob",
+        "r = F.embedding(torch.tensor([4], device=d), torch.ones(4, 2, device=d))",
+        DEBUG_CHECKED,
+    ),
     ("gather_oob", "r = torch.ones(4, device=d).gather(0, torch.tensor([4], device=d))", DEBUG_CHECKED),
     (
         "scatter_add_oob",
@@ -117,8 +157,16 @@ CASES: list[tuple[str, str, str | None]] = [
         "r = torch.zeros(4, device=d).index_put_((torch.tensor([5], device=d),), torch.tensor([1.0], device=d))",
         DEBUG_CHECKED,
     ),
-    ("setitem_tensor_oob", "x = torch.zeros(4, device=d); x[torch.tensor([7], device=d)] = 1.0; r = x", DEBUG_CHECKED),
-    ("setitem_negative_oob", "x = torch.zeros(4, device=d); x[torch.tensor([-5], device=d)] = 1.0; r = x", DEBUG_CHECKED),
+    (
+        "setitem_tensor_oob",
+        "x = torch.zeros(4, device=d); x[torch.tensor([7], device=d)] = 1.0; r = x",
+        DEBUG_CHECKED,
+    ),
+    (
+        "setitem_negative_oob",
+        "x = torch.zeros(4, device=d); x[torch.tensor([-5], device=d)] = 1.0; r = x",
+        DEBUG_CHECKED,
+    ),
     (
         "index_add_oob",
         "r = torch.zeros(4, device=d).index_add_(0, torch.tensor([4], device=d), torch.ones(1, device=d))",
@@ -127,18 +175,50 @@ CASES: list[tuple[str, str, str | None]] = [
     (
         "index_copy_oob",
         "r = torch.zeros(4, device=d).index_copy_(0, torch.tensor([4], device=d), torch.ones(1, device=d))",
+        None,
+    ),
+    (
+        "put_oob",
+        "r = torch.zeros(4, device=d).put_(torch.tensor([4], device=d), torch.ones(1, device=d))",
+        None,
+    ),
+    ("take_oob", "r = torch.zeros(4, device=d).take(torch.tensor([-5], device=d))", None),
+    (
+        "nll_loss_target_oob",
+        "r = F.nll_loss(torch.zeros(2, 3, device=d), torch.tensor([0, 3], device=d))",
         DEBUG_CHECKED,
     ),
-    ("put_oob", "r = torch.zeros(4, device=d).put_(torch.tensor([4], device=d), torch.ones(1, device=d))", DEBUG_CHECKED),
-    ("take_oob", "r = torch.zeros(4, device=d).take(torch.tensor([-5], device=d))", DEBUG_CHECKED),
-    ("nll_loss_target_oob", "r = F.nll_loss(torch.zeros(2, 3, device=d), torch.tensor([0, 3], device=d))", DEBUG_CHECKED),
-    ("nll_loss_negative_target", "r = F.nll_loss(torch.zeros(2, 3, device=d), torch.tensor([0, -1], device=d))", DEBUG_CHECKED),
-    ("cross_entropy_target_oob", "r = F.cross_entropy(torch.zeros(2, 3, device=d), torch.tensor([0, 3], device=d))", DEBUG_CHECKED),
-    ("nll_loss_ignore_index", "r = F.nll_loss(torch.zeros(2, 3, device=d), torch.tensor([0, -100], device=d))", None),
+    (
+        "nll_loss_negative_target",
+        "r = F.nll_loss(torch.zeros(2, 3, device=d), torch.tensor([0, -1], device=d))",
+        DEBUG_CHECKED,
+    ),
+    (
+        "cross_entropy_target_oob",
+        "r = F.cross_entropy(torch.zeros(2, 3, device=d), torch.tensor([0, 3], device=d))",
+        DEBUG_CHECKED,
+    ),
+    (
+        "nll_loss_ignore_index",
+        "r = F.nll_loss(torch.zeros(2, 3, device=d), torch.tensor([0, -100], device=d))",
+        None,
+    ),
     # --- integer division by zero ---
-    ("int_floordiv_zero_tensor", "r = torch.tensor([1, 2], device=d) // torch.tensor([0, 1], device=d)", DEBUG_CHECKED),
-    ("int_remainder_zero_tensor", "r = torch.tensor([1, 2], device=d) % torch.tensor([0, 1], device=d)", DEBUG_CHECKED),
-    ("int_fmod_zero_tensor", "r = torch.fmod(torch.tensor([1, 2], device=d), torch.tensor([0, 1], device=d))", DEBUG_CHECKED),
+    (
+        "int_floordiv_zero_tensor",
+        "r = torch.tensor([1, 2], device=d) // torch.tensor([0, 1], device=d)",
+        DEBUG_CHECKED,
+    ),
+    (
+        "int_remainder_zero_tensor",
+        "r = torch.tensor([1, 2], device=d) % torch.tensor([0, 1], device=d)",
+        DEBUG_CHECKED,
+    ),
+    (
+        "int_fmod_zero_tensor",
+        "r = torch.fmod(torch.tensor([1, 2], device=d), torch.tensor([0, 1], device=d))",
+        DEBUG_CHECKED,
+    ),
     ("int_floordiv_zero_number", "r = torch.tensor([1, 2], device=d) // 0", None),
     ("int_remainder_zero_number", "r = torch.tensor([1, 2], device=d) % 0", None),
     ("int_true_div_zero", "r = torch.tensor([1, 2], device=d) / torch.tensor([0, 1], device=d)", None),

@@ -52,7 +52,8 @@ for p in range(PASSES):
         assert x.neg().cpu().tolist() == [-v for v in range(x.numel())] or x.numel() == 1
     m = torch_tpu.metrics()
     passes.append({"compiles": m["compiles"] - before, "maps": maps(), "rss_kb": rss_kb(),
-                   "plans": m["plans"], "plan_bytes": m["plan_bytes"], "cache_bytes": m["cache_bytes_memory"]})
+                   "plans": m["plans"], "plan_bytes": m["plan_bytes"],
+                   "cache_bytes": m["cache_bytes_memory"]})
 print(json.dumps(passes))
 """
 
@@ -184,7 +185,9 @@ def test_directory_at_an_entry_path_heals(tmp_path: Path, nonempty: bool):
 def test_stale_temporary_files_are_cleaned(tmp_path: Path):
     cache_dir = tmp_path / "cache"
     programs(cache_dir, [2])
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     dead_pid = int(dead.stdout)
     of_dead_writer = cache_dir / f".tmp.0123456789abcdef.tpuexe.{dead_pid}.0"
     old = cache_dir / f".tmp.fedcba9876543210.tpuexe.{os.getpid()}.1"
@@ -256,7 +259,9 @@ def test_a_program_planted_under_another_key_is_rejected(tmp_path: Path, directi
         text = mlir.read_text()
         by_op["neg" if "stablehlo.negate" in text else "add"] = cache_dir / (mlir.stem + ".tpuexe")
     assert set(by_op) == {"neg", "add"}
-    donor, victim = (by_op["neg"], by_op["add"]) if direction == "fewer_params" else (by_op["add"], by_op["neg"])
+    donor, victim = by_op["neg"], by_op["add"]
+    if direction == "more_params":
+        donor, victim = victim, donor
     plant(donor, victim)
     out, err = run_child(PLANTED, TORCH_TPU_CACHE_DIR=str(cache_dir))
     assert out["neg"] == [-1.0, -2.0, -3.0] and out["add"] == [21.0, 42.0, 63.0]

@@ -7,7 +7,6 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
-#include <c10/util/env.h>
 #include <torch/library.h>
 
 #include <array>
