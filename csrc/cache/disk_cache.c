@@ -301,8 +301,7 @@ static void remove_entry_path(int dirfd, const char* name) {
   char aside[256];
   snprintf(aside, sizeof(aside), ".bad.%s.%ld.%u", name, (long)getpid(),
            __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
-  if (renameat(dirfd, name, dirfd, aside) != 0) { /* nothing more to try: the program stays uncached */
-  }
+  (void)renameat(dirfd, name, dirfd, aside); /* if even this fails, the program just stays uncached */
 }
 
 /* Reports a bad entry (once per entry), removes it, and says REJECTED. */
@@ -371,9 +370,9 @@ disk_result_t disk_load(const disk_config_t* c, const cache_key_t* key, pjrt_exe
     close(fd);
     return reject(c, key, name, tpurt_status_create(TPURT_DATA_LOSS, "not a regular file"));
   }
+  /* reads of a regular file never block anyway; dropping the flag is tidiness */
   int flags = fcntl(fd, F_GETFL);
-  if (flags >= 0 && fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) { /* regular files ignore the flag */
-  }
+  if (flags >= 0) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   header_t h;
   if (st.st_size < HEADER_SIZE || read_all(fd, &h, sizeof(h)) != sizeof(h)) {
     close(fd);
@@ -401,8 +400,7 @@ disk_result_t disk_load(const disk_config_t* c, const cache_key_t* key, pjrt_exe
   free(payload);
   if (why) return reject(c, key, name, why);
   /* mtime is the entry's last use: the size cap evicts by it */
-  if (utimensat(c->dirfd, name, NULL, 0) != 0) { /* a read-only directory still serves hits */
-  }
+  (void)utimensat(c->dirfd, name, NULL, 0); /* a read-only directory still serves hits */
   *out_payload_size = size;
   return DISK_HIT;
 }
