@@ -60,7 +60,4 @@ uint64_t tpurt_hash_bytes(uint64_t h, const void* data, size_t n);
 uint64_t tpurt_hash_u64(uint64_t h, uint64_t v);
 uint64_t tpurt_hash_str(uint64_t h, const char* s);
 
-/* Tests: reads the environment again (the configuration is read once). */
-void tpurt_config_reload_for_test(void);
-
 #endif /* TPURT_BASE_BASE_H_ */

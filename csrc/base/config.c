@@ -28,7 +28,7 @@ static const char* const kKnown[] = {
     "TORCH_TPU_PJRT_PLUGIN",        "TORCH_TPU_NUM_DEVICES",      "TORCH_TPU_CPU_FALLBACK",
     "TORCH_TPU_LAUNCH_BLOCKING",    "TORCH_TPU_DEFER_AND_FUSE",   "TORCH_TPU_FUSE_MAX_OPS",
     "TORCH_TPU_PRINT_MLIR",         "TORCH_TPU_DUMP_DIR",         "TORCH_TPU_CACHE_DIR",
-    "TORCH_TPU_CACHE_MEMORY_BYTES", "TORCH_TPU_CACHE_DISK_BYTES",
+    "TORCH_TPU_CACHE_MEMORY_BYTES", "TORCH_TPU_CACHE_DISK_BYTES", "TORCH_TPU_SDPA_BLOCK_BYTES",
 };
 
 static void fail(const char* name, const char* value, const char* accepts) {
@@ -128,6 +128,7 @@ static void parse(void) {
   c->cache_dir = copy_of("TORCH_TPU_CACHE_DIR");
   c->cache_memory_bytes = parse_bytes("TORCH_TPU_CACHE_MEMORY_BYTES", (uint64_t)1 << 30);
   c->cache_disk_bytes = parse_bytes("TORCH_TPU_CACHE_DISK_BYTES", (uint64_t)2 << 30);
+  c->sdpa_block_bytes = parse_bytes("TORCH_TPU_SDPA_BLOCK_BYTES", 0);
   warn_unknown();
 }
 

@@ -118,11 +118,15 @@ typedef struct tpurt_config_s {
   const char* cache_dir;       /* TORCH_TPU_CACHE_DIR, or NULL for the default; "0": off */
   uint64_t cache_memory_bytes; /* TORCH_TPU_CACHE_MEMORY_BYTES, default 1 GiB */
   uint64_t cache_disk_bytes;   /* TORCH_TPU_CACHE_DISK_BYTES, default 2 GiB; 0: no cap */
+  uint64_t sdpa_block_bytes;   /* TORCH_TPU_SDPA_BLOCK_BYTES; 0 (default): one block */
 } tpurt_config_t;
 
 /* The configuration; a variable whose value does not parse reads as its
 ** default here, and tpurt_config_check reports it. Never fails. */
 const tpurt_config_t* tpurt_config(void);
+/* For tests only: reads the environment again. Strings of the previous
+** configuration are freed, so no other thread may be using them. */
+void tpurt_config_reload_for_test(void);
 /* NULL if every TORCH_TPU_* variable parsed, else an error naming the first
 ** bad one, its value and what it accepts (the same error on every call). */
 tpurt_status_t tpurt_config_check(void);

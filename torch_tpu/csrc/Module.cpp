@@ -105,6 +105,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
   m.def("_config_check", &config_check);
+  // Tests that set TORCH_TPU_* variables in-process (the core reads them once).
+  m.def("_config_reload_for_test", [] { tpurt_config_reload_for_test(); });
   m.def("_set_device", [](int device) { set_current_device(static_cast<c10::DeviceIndex>(device)); });
   m.def("_synchronize", [](int device) { check(tpurt_synchronize(device), "synchronize"); });
   m.def("_runtime_info", &runtime_info);
