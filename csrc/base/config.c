@@ -94,7 +94,8 @@ static uint64_t parse_bytes(const char* name, uint64_t fallback) {
   else if (end && (*end == 'g' || *end == 'G'))
     shift = 30, ++end;
   if (!end || end == v || *end != '\0' || errno || (shift && x > (UINT64_MAX >> shift))) {
-    fail(name, v, "expected a byte count: digits, optionally with a K, M or G suffix (like 1073741824 or 1G)");
+    fail(name, v,
+         "expected a byte count: digits, optionally with a K, M or G suffix (like 1073741824 or 1G)");
     return fallback;
   }
   return (uint64_t)x << shift;
@@ -109,7 +110,8 @@ static void warn_unknown(void) {
     for (size_t i = 0; i < sizeof(kKnown) / sizeof(kKnown[0]) && !known; ++i)
       known = strlen(kKnown[i]) == n && strncmp(kKnown[i], *e, n) == 0;
     if (!known)
-      fprintf(stderr, "torch_tpu: warning: ignoring the unknown environment variable %.*s (known: see README)\n",
+      fprintf(stderr,
+              "torch_tpu: warning: ignoring the unknown environment variable %.*s (known: see README)\n",
               (int)n, *e);
   }
 }

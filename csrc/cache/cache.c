@@ -221,8 +221,8 @@ tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_exe
     if (payload) BUMP(disk_writes);
   }
   pthread_mutex_lock(&g_lock);
-  out_info->charge = memory_insert_locked(&key, exe, payload > LOADED_PROGRAM_BYTES ? payload : LOADED_PROGRAM_BYTES,
-                                          out_info->from_disk);
+  const uint64_t charge = payload > LOADED_PROGRAM_BYTES ? payload : LOADED_PROGRAM_BYTES;
+  out_info->charge = memory_insert_locked(&key, exe, charge, out_info->from_disk);
   publish_usage_locked();
   pthread_mutex_unlock(&g_lock);
   *out_executable = exe;

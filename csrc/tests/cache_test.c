@@ -433,7 +433,8 @@ TEST(Cache_DisabledAndDefaults) {
   /* a bad value reads as the default, and the first use of the device says why */
   EXPECT(info.memory_limit_bytes == 1u << 30);
   tpurt_status_t bad = tpurt_config_check();
-  EXPECT(bad && strstr(tpurt_status_message(bad), "TORCH_TPU_CACHE_MEMORY_BYTES='lots' is not valid") != NULL);
+  EXPECT(bad &&
+         strstr(tpurt_status_message(bad), "TORCH_TPU_CACHE_MEMORY_BYTES='lots' is not valid") != NULL);
   EXPECT(tpurt_status_code(bad) == TPURT_INVALID_ARGUMENT);
   tpurt_status_free(bad);
   unsetenv("TORCH_TPU_CACHE_MEMORY_BYTES");

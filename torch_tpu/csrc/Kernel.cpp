@@ -357,7 +357,9 @@ int64_t dim_size(const at::Tensor& self, int64_t dim) {
 // scatters instead, so debug eager checks them before the op runs.
 void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
   auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
-  auto tensor_at = [&](size_t i) { return i < in.size() && in[i].isTensor() ? in[i].toTensor() : at::Tensor(); };
+  auto tensor_at = [&](size_t i) {
+    return i < in.size() && in[i].isTensor() ? in[i].toTensor() : at::Tensor();
+  };
   if (starts("aten::index_select") || starts("aten::index_add") || starts("aten::index_copy") ||
       starts("aten::index_fill")) {
     // (self, dim, index, ...): PyTorch takes no negative index here
@@ -365,8 +367,8 @@ void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
     const int64_t dim = in[1].toInt(), size = dim_size(self, dim);
     if (auto bad = first_out_of_range(tensor_at(2), 0, size)) {
       if (starts("aten::index_copy") || starts("aten::index_fill"))
-        TORCH_CHECK_INDEX(false, name, ": index ", *bad, " is out of bounds for dimension ", dim, " with size ",
-                          size);
+        TORCH_CHECK_INDEX(false, name, ": index ", *bad, " is out of bounds for dimension ", dim,
+                          " with size ", size);
       TORCH_CHECK_INDEX(false, name, ": index out of range in self (index ", *bad,
                         " is out of bounds for dimension ", dim, " with size ", size, ")");
     }
@@ -374,7 +376,8 @@ void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
     const at::Tensor self = tensor_at(0);
     const int64_t dim = in[1].toInt(), size = dim_size(self, dim);
     if (auto bad = first_out_of_range(tensor_at(2), 0, size))
-      TORCH_CHECK(false, name, ": index ", *bad, " is out of bounds for dimension ", dim, " with size ", size);
+      TORCH_CHECK(false, name, ": index ", *bad, " is out of bounds for dimension ", dim, " with size ",
+                  size);
   } else if (starts("aten::index.Tensor") || starts("aten::_index_put_impl_") || starts("aten::index_put")) {
     // (self, indices, ...): index k applies to the next dim; a mask covers
     // as many dims as it has; None leaves a dim whole; negatives wrap
@@ -389,8 +392,8 @@ void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
         }
         const int64_t size = dim_size(self, dim);
         if (auto bad = first_out_of_range(index, -size, size))
-          TORCH_CHECK_INDEX(false, name, ": index ", *bad, " is out of bounds for dimension ", dim, " with size ",
-                            size);
+          TORCH_CHECK_INDEX(false, name, ": index ", *bad, " is out of bounds for dimension ", dim,
+                            " with size ", size);
       }
       ++dim;
     }
@@ -398,8 +401,8 @@ void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
     const at::Tensor self = tensor_at(0);
     const int64_t numel = self.numel();
     if (auto bad = first_out_of_range(tensor_at(1), -numel, numel))
-      TORCH_CHECK_INDEX(false, name, ": out of range: tried to access index ", *bad, " on a tensor of ", numel,
-                        " elements.");
+      TORCH_CHECK_INDEX(false, name, ": out of range: tried to access index ", *bad, " on a tensor of ",
+                        numel, " elements.");
   } else if (starts("aten::nll_loss")) {
     // forward (self, target, weight, reduction, ignore_index); backward
     // (grad_output, self, target, weight, reduction, ignore_index, total_weight)
@@ -459,9 +462,9 @@ void check_index_masks(const std::string& name, c10::ArrayRef<c10::IValue> in) {
       continue;
     }
     for (int64_t j = 0; j < index.dim(); ++j) {
-      TORCH_CHECK_INDEX(dim + j < self.dim() && index.size(j) == self.size(dim + j), name, ": The shape of the mask ",
-                        index.sizes(), " at index ", j, " does not match the shape of the indexed tensor ",
-                        self.sizes(), " at index ", dim + j);
+      TORCH_CHECK_INDEX(dim + j < self.dim() && index.size(j) == self.size(dim + j), name,
+                        ": The shape of the mask ", index.sizes(), " at index ", j,
+                        " does not match the shape of the indexed tensor ", self.sizes(), " at index ", dim + j);
     }
     dim += index.dim();
   }
