@@ -29,6 +29,7 @@ static const char* const kKnown[] = {
     "TORCH_TPU_LAUNCH_BLOCKING",    "TORCH_TPU_DEFER_AND_FUSE",   "TORCH_TPU_FUSE_MAX_OPS",
     "TORCH_TPU_PRINT_MLIR",         "TORCH_TPU_DUMP_DIR",         "TORCH_TPU_CACHE_DIR",
     "TORCH_TPU_CACHE_MEMORY_BYTES", "TORCH_TPU_CACHE_DISK_BYTES", "TORCH_TPU_SDPA_BLOCK_BYTES",
+    "TORCH_TPU_CUDNN_SDPA",
 };
 
 static void fail(const char* name, const char* value, const char* accepts) {
@@ -131,6 +132,7 @@ static void parse(void) {
   c->cache_memory_bytes = parse_bytes("TORCH_TPU_CACHE_MEMORY_BYTES", (uint64_t)1 << 30);
   c->cache_disk_bytes = parse_bytes("TORCH_TPU_CACHE_DISK_BYTES", (uint64_t)2 << 30);
   c->sdpa_block_bytes = parse_bytes("TORCH_TPU_SDPA_BLOCK_BYTES", 0);
+  c->cudnn_sdpa = parse_flag("TORCH_TPU_CUDNN_SDPA", true);
   warn_unknown();
 }
 

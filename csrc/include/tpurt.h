@@ -119,6 +119,7 @@ typedef struct tpurt_config_s {
   uint64_t cache_memory_bytes; /* TORCH_TPU_CACHE_MEMORY_BYTES, default 1 GiB */
   uint64_t cache_disk_bytes;   /* TORCH_TPU_CACHE_DISK_BYTES, default 2 GiB; 0: no cap */
   uint64_t sdpa_block_bytes;   /* TORCH_TPU_SDPA_BLOCK_BYTES; 0 (default): one block */
+  bool cudnn_sdpa;             /* TORCH_TPU_CUDNN_SDPA: cuDNN attention on a CUDA plugin, default on */
 } tpurt_config_t;
 
 /* The configuration; a variable whose value does not parse reads as its
