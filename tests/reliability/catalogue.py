@@ -175,14 +175,14 @@ CASES: list[tuple[str, str, str | None]] = [
     (
         "index_copy_oob",
         "r = torch.zeros(4, device=d).index_copy_(0, torch.tensor([4], device=d), torch.ones(1, device=d))",
-        None,
+        DEBUG_CHECKED,
     ),
     (
         "put_oob",
         "r = torch.zeros(4, device=d).put_(torch.tensor([4], device=d), torch.ones(1, device=d))",
         None,
     ),
-    ("take_oob", "r = torch.zeros(4, device=d).take(torch.tensor([-5], device=d))", None),
+    ("take_oob", "r = torch.zeros(4, device=d).take(torch.tensor([-5], device=d))", DEBUG_CHECKED),
     (
         "nll_loss_target_oob",
         "r = F.nll_loss(torch.zeros(2, 3, device=d), torch.tensor([0, 3], device=d))",
