@@ -29,7 +29,7 @@ static const char* const kKnown[] = {
     "TORCH_TPU_LAUNCH_BLOCKING",    "TORCH_TPU_DEFER_AND_FUSE",   "TORCH_TPU_FUSE_MAX_OPS",
     "TORCH_TPU_PRINT_MLIR",         "TORCH_TPU_DUMP_DIR",         "TORCH_TPU_CACHE_DIR",
     "TORCH_TPU_CACHE_MEMORY_BYTES", "TORCH_TPU_CACHE_DISK_BYTES", "TORCH_TPU_SDPA_BLOCK_BYTES",
-    "TORCH_TPU_CUDNN_SDPA",
+    "TORCH_TPU_CUDNN_SDPA",         "TORCH_TPU_PJRT_OPTIONS",     "TORCH_TPU_XLA_OPTIONS",
 };
 
 static void fail(const char* name, const char* value, const char* accepts) {
@@ -133,6 +133,8 @@ static void parse(void) {
   c->cache_disk_bytes = parse_bytes("TORCH_TPU_CACHE_DISK_BYTES", (uint64_t)2 << 30);
   c->sdpa_block_bytes = parse_bytes("TORCH_TPU_SDPA_BLOCK_BYTES", 0);
   c->cudnn_sdpa = parse_flag("TORCH_TPU_CUDNN_SDPA", true);
+  c->pjrt_options = copy_of("TORCH_TPU_PJRT_OPTIONS");
+  c->xla_options = copy_of("TORCH_TPU_XLA_OPTIONS");
   warn_unknown();
 }
 
@@ -160,6 +162,8 @@ void tpurt_config_reload_for_test(void) {
   free((char*)g_config.plugin_path);
   free((char*)g_config.dump_dir);
   free((char*)g_config.cache_dir);
+  free((char*)g_config.pjrt_options);
+  free((char*)g_config.xla_options);
   memset(&g_config, 0, sizeof(g_config));
   free(g_error);
   g_error = NULL;

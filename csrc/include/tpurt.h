@@ -120,6 +120,8 @@ typedef struct tpurt_config_s {
   uint64_t cache_disk_bytes;   /* TORCH_TPU_CACHE_DISK_BYTES, default 2 GiB; 0: no cap */
   uint64_t sdpa_block_bytes;   /* TORCH_TPU_SDPA_BLOCK_BYTES; 0 (default): one block */
   bool cudnn_sdpa;             /* TORCH_TPU_CUDNN_SDPA: cuDNN attention on a CUDA plugin, default on */
+  const char* pjrt_options;    /* TORCH_TPU_PJRT_OPTIONS (client options; parsed by the pjrt room), or NULL */
+  const char* xla_options;     /* TORCH_TPU_XLA_OPTIONS (compile options; parsed by the pjrt room), or NULL */
 } tpurt_config_t;
 
 /* The configuration; a variable whose value does not parse reads as its
