@@ -38,6 +38,21 @@ def no_fallback():
     assert fallbacks == {}, f"ops fell back to the CPU: {fallbacks}"
 
 
+@pytest.fixture
+def tpu_env(monkeypatch):
+    """Sets TORCH_TPU_* variables for one test: tpu_env(name, value). The core
+    reads its configuration once, so it is read again after each change and
+    after the test has put the environment back."""
+
+    def set_env(name: str, value: str) -> None:
+        monkeypatch.setenv(name, value)
+        torch_tpu._C._config_reload_for_test()
+
+    yield set_env
+    monkeypatch.undo()
+    torch_tpu._C._config_reload_for_test()
+
+
 def to_tpu(x):
     if isinstance(x, torch.Tensor):
         return x.to("tpu")

@@ -339,12 +339,12 @@ def test_multihead_attention(no_fallback, batch_first):
     ],
     ids=str,
 )
-def test_sdpa_query_blocks_match_one_block(no_fallback, case, monkeypatch, tmp_path):
+def test_sdpa_query_blocks_match_one_block(no_fallback, case, tpu_env, tmp_path):
     # A small budget cuts the rows into blocks (as long sequences are): each
     # block is an exact softmax over all keys, so results match CPU; the
     # dumped modules show the blocks (a concatenate of the outputs).
-    monkeypatch.setenv("TORCH_TPU_SDPA_BLOCK_BYTES", "4096")
-    monkeypatch.setenv("TORCH_TPU_DUMP_DIR", str(tmp_path))
+    tpu_env("TORCH_TPU_SDPA_BLOCK_BYTES", "4096")
+    tpu_env("TORCH_TPU_DUMP_DIR", str(tmp_path))
     case = dict(case)
     b, h, lq, s, d = case.pop("shape")
     hk = case.pop("hk", None)

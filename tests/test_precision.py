@@ -38,9 +38,9 @@ def precisions(modules: list[str], op: str) -> set[str]:
     ("setting", "expected"), [("highest", "HIGHEST"), ("high", "HIGH"), ("medium", "DEFAULT")]
 )
 def test_strict_eager_dots_and_convolutions_carry_the_precision(
-    no_fallback, precision, monkeypatch, tmp_path, setting, expected
+    no_fallback, precision, tpu_env, tmp_path, setting, expected
 ):
-    monkeypatch.setenv("TORCH_TPU_DUMP_DIR", str(tmp_path))
+    tpu_env("TORCH_TPU_DUMP_DIR", str(tmp_path))
     precision(setting)
     a = torch.randn(5, 7, device="tpu")
     w = torch.randn(3, 2, 3, 3, device="tpu")
@@ -52,15 +52,15 @@ def test_strict_eager_dots_and_convolutions_carry_the_precision(
     assert precisions(modules, "convolution") == {expected}
 
 
-def test_half_types_carry_no_precision(no_fallback, monkeypatch, tmp_path):
-    monkeypatch.setenv("TORCH_TPU_DUMP_DIR", str(tmp_path))
+def test_half_types_carry_no_precision(no_fallback, tpu_env, tmp_path):
+    tpu_env("TORCH_TPU_DUMP_DIR", str(tmp_path))
     a = torch.randn(6, 3, device="tpu", dtype=torch.bfloat16)
     (a @ a.t()).cpu()
     assert precisions(dumped(tmp_path), "dot_general") == {"none"}
 
 
-def test_compiled_programs_follow_the_precision_and_key_on_it(no_fallback, precision, monkeypatch, tmp_path):
-    monkeypatch.setenv("TORCH_TPU_DUMP_DIR", str(tmp_path))
+def test_compiled_programs_follow_the_precision_and_key_on_it(no_fallback, precision, tpu_env, tmp_path):
+    tpu_env("TORCH_TPU_DUMP_DIR", str(tmp_path))
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.Linear(16, 4)).to("tpu")
     x = torch.randn(3, 8)
     compiled = torch.compile(model, backend=torch_tpu.TpuBackend(), dynamic=False)

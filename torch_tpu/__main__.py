@@ -235,7 +235,10 @@ def main() -> None:
     parser.add_argument("command", choices=["info", "demo", "bench"])
     args = parser.parse_args()
     if args.command == "info":
-        info()
+        try:
+            info()
+        except RuntimeError as e:  # a bad plugin or configuration: one line, no traceback
+            raise SystemExit(f"torch_tpu: {e}") from None
     elif args.command == "demo":
         demo()
     else:

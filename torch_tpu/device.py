@@ -46,7 +46,9 @@ def is_available() -> bool:
 
 
 def device_count() -> int:
-    """Number of devices of the loaded plugin; 0 if it cannot be loaded (never raises)."""
+    """Number of devices of the loaded plugin; 0 if no plugin can be loaded. A bad
+    ``TORCH_TPU_*`` environment variable raises a ``RuntimeError`` that names it."""
+    _C._config_check()
     if _discovery_error is not None:
         return 0
     return _C._device_count()
@@ -68,9 +70,17 @@ def current_device() -> int:
 
 
 def set_device(device: DeviceLike) -> None:
+    """Makes |device| the current tpu device; an index the plugin does not have raises."""
     index = _index(device)
-    if index >= 0:
-        _C._set_device(index)
+    if index < 0:
+        return
+    count = device_count()
+    if index >= count:
+        raise RuntimeError(
+            f"set_device: tpu:{index} does not exist: {count} tpu device(s) (TORCH_TPU_NUM_DEVICES sets "
+            "how many the CPU plugin creates)"
+        )
+    _C._set_device(index)
 
 
 class device:

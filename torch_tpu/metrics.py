@@ -15,6 +15,8 @@ _LABELS = {
     "cache_bytes_memory": "cached program bytes",
     "cache_disk_writes": "cache writes to disk",
     "cache_disk_rejects": "cache entries rejected",
+    "plans": "eager op plans",
+    "plan_bytes": "eager op plan bytes",
     "executions": "executions",
     "compile_seconds": "time compiling (s)",
     "execute_seconds": "device time (s)",

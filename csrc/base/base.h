@@ -60,7 +60,4 @@ uint64_t tpurt_hash_bytes(uint64_t h, const void* data, size_t n);
 uint64_t tpurt_hash_u64(uint64_t h, uint64_t v);
 uint64_t tpurt_hash_str(uint64_t h, const char* s);
 
-/* Reads an environment variable as an integer; |fallback| if unset/bad. */
-int64_t tpurt_env_int(const char* name, int64_t fallback);
-
 #endif /* TPURT_BASE_BASE_H_ */

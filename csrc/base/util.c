@@ -165,11 +165,3 @@ uint64_t tpurt_hash_u64(uint64_t h, uint64_t v) {
 }
 
 uint64_t tpurt_hash_str(uint64_t h, const char* s) { return tpurt_hash_bytes(h, s, strlen(s) + 1); }
-
-int64_t tpurt_env_int(const char* name, int64_t fallback) {
-  const char* v = getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = NULL;
-  long long x = strtoll(v, &end, 10);
-  return (end && *end == '\0') ? (int64_t)x : fallback;
-}

@@ -28,6 +28,24 @@
 tpurt_status_t cache_get_or_compile(const char* mlir, size_t size, pjrt_executable_t** out_executable,
                                     bool* out_hit);
 
+/* What the cache knows of a program it handed out. */
+typedef struct cache_entry_info_s {
+  bool hit;        /* from either tier, not compiled by this call */
+  bool from_disk;  /* loaded from tier 2 (by this call or an earlier one) */
+  uint64_t hash;   /* the key hash: names the program in both tiers (cache_forget) */
+  uint64_t charge; /* the bytes it is charged in the memory budget */
+} cache_entry_info_t;
+/* cache_get_or_compile, saying more about the program it returns. */
+tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_executable_t** out_executable,
+                                         cache_entry_info_t* out_info);
+/* The memory budget (TORCH_TPU_CACHE_MEMORY_BYTES). The engine's plan cache
+** keeps its plans within the same budget. */
+uint64_t cache_memory_limit(void);
+/* Drops the program of key hash |hash| from both tiers: it was loaded but
+** failed to run, so the next request compiles it afresh. Holders of a
+** reference keep theirs. */
+void cache_forget(uint64_t hash);
+
 typedef struct cache_stats_s {
   uint64_t requests;
   uint64_t hits_memory, hits_disk;

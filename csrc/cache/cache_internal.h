@@ -31,20 +31,26 @@ void cache_warn(const char* fmt, ...)
 
 void memory_set_limit_locked(uint64_t limit_bytes);
 /* The executable for |key| (a new reference), now most recently used; NULL
-** on a miss. */
-pjrt_executable_t* memory_find_locked(const cache_key_t* key);
+** on a miss. *out_charge: its bytes in the budget; *out_from_disk: whether
+** it was loaded from tier 2. */
+pjrt_executable_t* memory_find_locked(const cache_key_t* key, uint64_t* out_charge, bool* out_from_disk);
 /* Adds |executable| under |key| (the table takes a reference of its own),
-** charging |charge| bytes, then evicts least recently used entries while the
-** total is over the limit (never the entry just added). A key already
-** present is left as it is. */
-void memory_insert_locked(const cache_key_t* key, pjrt_executable_t* executable, uint64_t charge);
+** charging |charge| bytes (plus the key text), then evicts least recently
+** used entries while the total is over the limit (never the entry just
+** added). A key already present is left as it is. Returns the entry's
+** charge. */
+uint64_t memory_insert_locked(const cache_key_t* key, pjrt_executable_t* executable, uint64_t charge,
+                              bool from_disk);
+/* Drops the entry of key hash |hash|, if any. */
+void memory_forget_locked(uint64_t hash);
 void memory_clear_locked(void);
 void memory_usage_locked(uint64_t* out_entries, uint64_t* out_bytes);
 
 /*===--- tier 2: disk (disk_cache.c) ---===*/
 
 typedef struct disk_config_s {
-  int dirfd;     /* the open directory; -1: tier 2 is off */
+  int dirfd;          /* the open directory; -1: tier 2 is off */
+  uint64_t cap_bytes; /* TORCH_TPU_CACHE_DISK_BYTES; 0: no cap */
   char* dir;     /* its path, or NULL when none was chosen */
   char* refused; /* why tier 2 is off, or NULL */
 } disk_config_t;
@@ -63,6 +69,16 @@ disk_result_t disk_load(const disk_config_t* config, const cache_key_t* key,
 /* Writes |executable| as |key|'s entry, atomically. Failures are warned
 ** about (once) and otherwise ignored. Returns the payload size written, or 0. */
 size_t disk_store(const disk_config_t* config, const cache_key_t* key, pjrt_executable_t* executable);
+/* Reports a loaded entry that must not be trusted (once), and removes it. */
+void disk_reject(const disk_config_t* config, const cache_key_t* key, tpurt_status_t why);
+/* Removes the entry of key hash |hash| (it failed to run). */
+void disk_forget(const disk_config_t* config, uint64_t hash);
+/* Scans the directory; over the cap, removes least recently used entries
+** down to 90% of it. Returns how many were removed. */
+uint64_t disk_enforce_cap(const disk_config_t* config);
+/* Removes temporary files whose writer is gone (or older than an hour).
+** Returns how many. */
+uint64_t disk_clean_stale(const disk_config_t* config);
 /* Counts the entry files and their bytes. */
 void disk_usage(int dirfd, uint64_t* out_entries, uint64_t* out_bytes);
 /* Writes |n| bytes to |dirfd|/|name| through a temporary file and a rename,

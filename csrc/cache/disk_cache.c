@@ -29,7 +29,19 @@
 **
 ** An entry that is truncated, corrupt, foreign (another key, plugin or
 ** version) or of another format version is never trusted: it is reported
-** once, removed, and the program is compiled again (and rewritten).
+** once, removed, and the program is compiled again (and rewritten). Entries
+** are opened with O_NONBLOCK and checked with fstat before a byte is read,
+** so a FIFO or device planted at an entry path cannot block the process; a
+** directory there is removed (or, when it is not empty, renamed aside) so
+** that the path heals.
+**
+** Size: the directory is kept under TORCH_TPU_CACHE_DISK_BYTES (default
+** 2 GiB). A hit sets the entry's mtime, so mtime orders entries by last use;
+** when a write takes the directory over the cap, the least recently used
+** entries are removed until it is at 90% of it (the slack spares a scan of
+** the directory per write). Temporary files left by writers that died
+** (their pid is gone, or older than an hour) are removed when the
+** directory is configured.
 */
 #include <dirent.h>
 #include <errno.h>
@@ -37,8 +49,10 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cache_internal.h"
@@ -61,6 +75,10 @@ typedef struct header_s {
   uint64_t header_checksum;
 } header_t;
 _Static_assert(sizeof(header_t) == HEADER_SIZE, "the entry header is 64 bytes");
+
+/* Bytes of entries in the directory as this process believes: the last scan
+** plus what it wrote since. Going over the cap triggers a scan. */
+static uint64_t g_disk_bytes;
 
 /*===--- warnings, once each ---===*/
 
@@ -190,8 +208,8 @@ static char* join(const char* a, const char* b) {
 /* TORCH_TPU_CACHE_DIR, else $XDG_CACHE_HOME/torch_tpu (an absolute one, as
 ** the XDG spec says), else ~/.cache/torch_tpu; NULL if there is no home. */
 static char* choose_dir(void) {
-  const char* env = getenv("TORCH_TPU_CACHE_DIR");
-  if (env && *env) return tpurt_xstrdup(env);
+  const char* env = tpurt_config()->cache_dir;
+  if (env) return tpurt_xstrdup(env);
   const char* xdg = getenv("XDG_CACHE_HOME");
   if (xdg && xdg[0] == '/') return join(xdg, "torch_tpu");
   const char* home = getenv("HOME");
@@ -219,7 +237,8 @@ void disk_configure(disk_config_t* c) {
   c->dirfd = -1;
   c->dir = NULL;
   c->refused = NULL;
-  const char* env = getenv("TORCH_TPU_CACHE_DIR");
+  c->cap_bytes = tpurt_config()->cache_disk_bytes;
+  const char* env = tpurt_config()->cache_dir;
   if (env && strcmp(env, "0") == 0) {
     c->refused = tpurt_xstrdup("disabled by TORCH_TPU_CACHE_DIR=0");
     return;
@@ -272,6 +291,19 @@ static uint64_t header_checksum(const header_t* h) {
   return cache_hash64(kChecksumSeed, h, offsetof(header_t, header_checksum));
 }
 
+/* Removes whatever is at entry path |name|: a file, or a directory (renamed
+** aside when it is not empty, so that the path is free for a new entry). */
+static void remove_entry_path(int dirfd, const char* name) {
+  if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT) return;
+  if (errno != EISDIR && errno != EPERM) return;
+  if (unlinkat(dirfd, name, AT_REMOVEDIR) == 0) return;
+  static unsigned counter;
+  char aside[256];
+  snprintf(aside, sizeof(aside), ".bad.%s.%ld.%u", name, (long)getpid(),
+           __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));
+  (void)renameat(dirfd, name, dirfd, aside); /* if even this fails, the program just stays uncached */
+}
+
 /* Reports a bad entry (once per entry), removes it, and says REJECTED. */
 static disk_result_t reject(const disk_config_t* c, const cache_key_t* key, const char* name,
                             tpurt_status_t why) {
@@ -280,8 +312,25 @@ static disk_result_t reject(const disk_config_t* c, const cache_key_t* key, cons
                tpurt_status_message(why));
   }
   tpurt_status_free(why);
-  unlinkat(c->dirfd, name, 0);
+  remove_entry_path(c->dirfd, name);
   return DISK_REJECTED;
+}
+
+void disk_reject(const disk_config_t* c, const cache_key_t* key, tpurt_status_t why) {
+  if (c->dirfd < 0) {
+    tpurt_status_free(why);
+    return;
+  }
+  char name[32];
+  entry_name(key->hash, name);
+  (void)reject(c, key, name, why);
+}
+
+void disk_forget(const disk_config_t* c, uint64_t hash) {
+  if (c->dirfd < 0) return;
+  char name[32];
+  entry_name(hash, name);
+  remove_entry_path(c->dirfd, name);
 }
 
 /* Checks |h| against |key| and the file size; NULL if it may be read on. */
@@ -313,13 +362,17 @@ disk_result_t disk_load(const disk_config_t* c, const cache_key_t* key, pjrt_exe
   if (c->dirfd < 0) return DISK_MISS;
   char name[32];
   entry_name(key->hash, name);
-  int fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  /* O_NONBLOCK: opening a FIFO for reading would wait for a writer forever */
+  int fd = openat(c->dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT ? DISK_MISS : reject(c, key, name, errno_status("cannot open", name));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
     return reject(c, key, name, tpurt_status_create(TPURT_DATA_LOSS, "not a regular file"));
   }
+  /* reads of a regular file never block anyway; dropping the flag is tidiness */
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
   header_t h;
   if (st.st_size < HEADER_SIZE || read_all(fd, &h, sizeof(h)) != sizeof(h)) {
     close(fd);
@@ -346,6 +399,8 @@ disk_result_t disk_load(const disk_config_t* c, const cache_key_t* key, pjrt_exe
   }
   free(payload);
   if (why) return reject(c, key, name, why);
+  /* mtime is the entry's last use: the size cap evicts by it */
+  (void)utimensat(c->dirfd, name, NULL, 0); /* a read-only directory still serves hits */
   *out_payload_size = size;
   return DISK_HIT;
 }
@@ -383,6 +438,9 @@ size_t disk_store(const disk_config_t* c, const cache_key_t* key, pjrt_executabl
     tpurt_status_free(status);
     return 0;
   }
+  uint64_t written = size + HEADER_SIZE;
+  if (c->cap_bytes && __atomic_add_fetch(&g_disk_bytes, written, __ATOMIC_RELAXED) > c->cap_bytes)
+    (void)disk_enforce_cap(c);
   return size;
 }
 
@@ -407,4 +465,101 @@ void disk_usage(int dirfd, uint64_t* out_entries, uint64_t* out_bytes) {
     *out_bytes += (uint64_t)st.st_size;
   }
   closedir(d);
+}
+
+/*===--- the size cap and stale temporaries ---===*/
+
+typedef struct scanned_s {
+  char name[32];
+  uint64_t bytes;
+  struct timespec used;
+} scanned_t;
+
+static int by_last_use(const void* pa, const void* pb) {
+  const scanned_t *a = pa, *b = pb;
+  if (a->used.tv_sec != b->used.tv_sec) return a->used.tv_sec < b->used.tv_sec ? -1 : 1;
+  if (a->used.tv_nsec != b->used.tv_nsec) return a->used.tv_nsec < b->used.tv_nsec ? -1 : 1;
+  return strcmp(a->name, b->name);
+}
+
+static DIR* open_listing(int dirfd) {
+  int fd = dup(dirfd);
+  if (fd < 0) return NULL;
+  DIR* d = fdopendir(fd);
+  if (!d) {
+    close(fd);
+    return NULL;
+  }
+  rewinddir(d); /* the duplicate shares the original's offset */
+  return d;
+}
+
+static bool is_entry_name(const char* n) {
+  const size_t len = strlen(n), suffix = strlen(ENTRY_SUFFIX);
+  return n[0] != '.' && len > suffix && len < 32 && strcmp(n + len - suffix, ENTRY_SUFFIX) == 0;
+}
+
+uint64_t disk_enforce_cap(const disk_config_t* c) {
+  if (c->dirfd < 0) return 0;
+  DIR* d = open_listing(c->dirfd);
+  if (!d) return 0;
+  scanned_t* items = NULL;
+  size_t n = 0, cap = 0;
+  uint64_t total = 0;
+  for (struct dirent* e; (e = readdir(d)) != NULL;) {
+    if (!is_entry_name(e->d_name)) continue;
+    struct stat st;
+    if (fstatat(c->dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 256;
+      items = tpurt_xrealloc(items, cap * sizeof(*items));
+    }
+    memcpy(items[n].name, e->d_name, strlen(e->d_name) + 1); /* is_entry_name: shorter than 32 */
+    items[n].bytes = (uint64_t)st.st_size;
+    items[n].used = st.st_mtim;
+    total += items[n].bytes;
+    ++n;
+  }
+  closedir(d);
+  uint64_t removed = 0;
+  if (c->cap_bytes && total > c->cap_bytes) {
+    qsort(items, n, sizeof(*items), by_last_use);
+    const uint64_t target = c->cap_bytes / 10 * 9;
+    for (size_t i = 0; i < n && total > target; ++i) {
+      if (unlinkat(c->dirfd, items[i].name, 0) != 0) continue;
+      total -= items[i].bytes;
+      ++removed;
+    }
+  }
+  free(items);
+  __atomic_store_n(&g_disk_bytes, total, __ATOMIC_RELAXED);
+  return removed;
+}
+
+/* ".tmp.<entry>.<pid>.<n>": stale when its writer is gone or it is old. */
+static bool tmp_is_stale(const char* name, const struct stat* st, time_t now) {
+  if (now - st->st_mtim.tv_sec > 3600) return true;
+  const char* dot = strrchr(name, '.');
+  if (!dot || dot == name) return false;
+  const char* p = dot - 1;
+  while (p > name && *p >= '0' && *p <= '9') --p;
+  if (*p != '.' || p + 1 == dot) return false;
+  long pid = strtol(p + 1, NULL, 10);
+  return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+uint64_t disk_clean_stale(const disk_config_t* c) {
+  if (c->dirfd < 0) return 0;
+  DIR* d = open_listing(c->dirfd);
+  if (!d) return 0;
+  time_t now = time(NULL);
+  uint64_t removed = 0;
+  for (struct dirent* e; (e = readdir(d)) != NULL;) {
+    if (strncmp(e->d_name, ".tmp.", 5) != 0) continue;
+    struct stat st;
+    if (fstatat(c->dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (tmp_is_stale(e->d_name, &st, now) && unlinkat(c->dirfd, e->d_name, 0) == 0) ++removed;
+  }
+  closedir(d);
+  return removed;
 }

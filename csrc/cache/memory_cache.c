@@ -22,6 +22,7 @@ typedef struct entry_s {
   size_t size;
   pjrt_executable_t* executable; /* the table's reference */
   uint64_t charge;               /* bytes counted against the limit */
+  bool from_disk;                /* loaded from tier 2, not compiled by this process */
   struct entry_s* next;          /* bucket chain */
   struct entry_s *newer, *older; /* LRU list */
 } entry_t;
@@ -66,22 +67,26 @@ static void remove_entry(entry_t* e) {
 
 void memory_set_limit_locked(uint64_t limit_bytes) { g_limit = limit_bytes; }
 
-pjrt_executable_t* memory_find_locked(const cache_key_t* key) {
+pjrt_executable_t* memory_find_locked(const cache_key_t* key, uint64_t* out_charge, bool* out_from_disk) {
   for (entry_t* e = g_buckets[key->hash % NUM_BUCKETS]; e; e = e->next) {
     if (e->hash == key->hash && e->size == key->size && memcmp(e->text, key->text, key->size) == 0) {
       lru_unlink(e);
       lru_push_newest(e);
       pjrt_executable_retain(e->executable);
+      *out_charge = e->charge;
+      *out_from_disk = e->from_disk;
       return e->executable;
     }
   }
   return NULL;
 }
 
-void memory_insert_locked(const cache_key_t* key, pjrt_executable_t* executable, uint64_t charge) {
+uint64_t memory_insert_locked(const cache_key_t* key, pjrt_executable_t* executable, uint64_t charge,
+                              bool from_disk) {
   entry_t** bucket = &g_buckets[key->hash % NUM_BUCKETS];
   for (entry_t* e = *bucket; e; e = e->next)
-    if (e->hash == key->hash && e->size == key->size && memcmp(e->text, key->text, key->size) == 0) return;
+    if (e->hash == key->hash && e->size == key->size && memcmp(e->text, key->text, key->size) == 0)
+      return e->charge;
   entry_t* e = tpurt_xcalloc(1, sizeof(*e));
   e->hash = key->hash;
   e->size = key->size;
@@ -91,12 +96,23 @@ void memory_insert_locked(const cache_key_t* key, pjrt_executable_t* executable,
   pjrt_executable_retain(executable);
   e->executable = executable;
   e->charge = charge + key->size + sizeof(*e);
+  e->from_disk = from_disk;
   e->next = *bucket;
   *bucket = e;
   lru_push_newest(e);
   g_entries++;
   g_bytes += e->charge;
   while (g_bytes > g_limit && g_oldest && g_oldest != e) remove_entry(g_oldest);
+  return e->charge;
+}
+
+void memory_forget_locked(uint64_t hash) {
+  entry_t* e = g_buckets[hash % NUM_BUCKETS];
+  while (e) {
+    entry_t* next = e->next;
+    if (e->hash == hash) remove_entry(e);
+    e = next;
+  }
 }
 
 void memory_clear_locked(void) {

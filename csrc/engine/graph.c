@@ -101,9 +101,9 @@ void graph_reset_counts(void) { memset(g_flush_counts, 0, sizeof(g_flush_counts)
 tpurt_eager_mode_t tpurt_get_eager_mode(void) {
   if (!t_mode_set) {
     t_mode_set = true;
-    if (tpurt_env_int("TORCH_TPU_LAUNCH_BLOCKING", 0))
+    if (tpurt_config()->launch_blocking)
       t_mode = TPURT_MODE_LAUNCH_BLOCKING;
-    else if (tpurt_env_int("TORCH_TPU_DEFER_AND_FUSE", 0))
+    else if (tpurt_config()->defer_and_fuse)
       t_mode = TPURT_MODE_DEFER_AND_FUSE;
   }
   return t_mode;
@@ -445,7 +445,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   if (!status) {
     bool hit = false;
     status = cache_get_or_compile(text, size, &exe, &hit);
-    if (getenv("TORCH_TPU_PRINT_MLIR")) fprintf(stderr, "// fused graph of %d ops\n%s\n", g->num_ops, text);
+    if (tpurt_config()->print_mlir) fprintf(stderr, "// fused graph of %d ops\n%s\n", g->num_ops, text);
   }
   free(text);
   int32_t n = g->num_bindings;

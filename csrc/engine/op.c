@@ -6,6 +6,14 @@
 ** value of a written storage). Plans are keyed by the op's structural
 ** signature, so only a change of op, dtype, shape, view layout or attribute
 ** makes a new one; scalar values and buffer identities never do.
+**
+** The plan cache is an LRU bounded by the executable cache's memory budget
+** (TORCH_TPU_CACHE_MEMORY_BYTES): each plan is charged what the cache
+** charges its program plus its own size, and an evicted plan releases its
+** reference to the executable. A plan's reference is what keeps a loaded
+** program (its code and memory mappings) alive once the cache's tier 1 has
+** let go of it, so without this bound a process that runs many distinct
+** small programs grows without limit and finally runs out of mappings.
 */
 #include <stdio.h>
 
@@ -36,12 +44,65 @@ typedef struct plan_s {
   plan_output_t* outputs;
   int32_t num_program_outputs; /* outputs that are not UNDEFINED */
   int32_t num_results;
-  struct plan_s* next;
+  uint64_t charge;         /* bytes counted against the budget */
+  uint64_t program_hash;   /* the executable cache's key hash of the program */
+  bool from_disk;          /* the program was loaded from the disk tier */
+  struct plan_s* next;     /* bucket chain */
+  struct plan_s *newer, *older; /* LRU list */
 } plan_t;
 
 #define PLAN_BUCKETS 8192
 static plan_t* g_plans[PLAN_BUCKETS];
+static plan_t *g_plan_newest, *g_plan_oldest;
+static uint64_t g_plan_count, g_plan_bytes;
 static uint64_t g_plan_hits, g_exec_hits;
+
+/*===--- the plan cache's LRU ---===*/
+
+static void plan_lru_unlink(plan_t* p) {
+  if (p->newer)
+    p->newer->older = p->older;
+  else
+    g_plan_newest = p->older;
+  if (p->older)
+    p->older->newer = p->newer;
+  else
+    g_plan_oldest = p->newer;
+  p->newer = p->older = NULL;
+}
+
+static void plan_lru_push_newest(plan_t* p) {
+  p->older = g_plan_newest;
+  p->newer = NULL;
+  if (g_plan_newest) g_plan_newest->newer = p;
+  g_plan_newest = p;
+  if (!g_plan_oldest) g_plan_oldest = p;
+}
+
+static void plan_free(plan_t* p) {
+  pjrt_executable_release(p->executable);
+  free(p->sig);
+  free(p->params);
+  free(p->outputs);
+  free(p);
+}
+
+/* Takes |p| out of the table and the LRU list and frees it. */
+static void plan_drop(plan_t* p) {
+  plan_t** link = &g_plans[p->hash % PLAN_BUCKETS];
+  while (*link && *link != p) link = &(*link)->next;
+  if (*link) *link = p->next;
+  plan_lru_unlink(p);
+  g_plan_count--;
+  g_plan_bytes -= p->charge;
+  plan_free(p);
+}
+
+/* Drops least recently used plans while over the budget, sparing |keep|. */
+static void plan_evict(const plan_t* keep) {
+  const uint64_t limit = cache_memory_limit();
+  while (g_plan_bytes > limit && g_plan_oldest && g_plan_oldest != keep) plan_drop(g_plan_oldest);
+}
 
 /*===--- signature ---===*/
 
@@ -533,20 +594,24 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
   size_t size = 0;
   status = ir_func_print(ctx->func, &text, &size);
   if (status) goto done;
-  if (getenv("TORCH_TPU_PRINT_MLIR")) fprintf(stderr, "// %s\n%s\n", call->name, text);
+  if (tpurt_config()->print_mlir) fprintf(stderr, "// %s\n%s\n", call->name, text);
   pjrt_executable_t* exe = NULL;
-  bool hit = false;
-  status = cache_get_or_compile(text, size, &exe, &hit);
+  cache_entry_info_t info;
+  status = cache_get_or_compile_info(text, size, &exe, &info);
   if (status) {
     status = tpurt_status_annotate(status, "compiling the lowered program failed");
     free(text);
     goto done;
   }
   free(text);
-  if (hit) ++g_exec_hits;
+  if (info.hit) ++g_exec_hits;
 
   plan_t* p = tpurt_xcalloc(1, sizeof(*p));
   p->executable = exe;
+  p->program_hash = info.hash;
+  p->from_disk = info.from_disk;
+  p->charge = info.charge + sizeof(*p) + sizeof(lower_param_t) * (size_t)ctx->num_params +
+              sizeof(plan_output_t) * (size_t)n_out;
   p->num_params = ctx->num_params;
   p->params = tpurt_xmalloc(sizeof(lower_param_t) * (size_t)(ctx->num_params ? ctx->num_params : 1));
   memcpy(p->params, ctx->params, sizeof(lower_param_t) * (size_t)ctx->num_params);
@@ -671,13 +736,36 @@ static bool try_share_copy(const tpurt_op_call_t* call) {
 
 static sig_t g_sig;
 
-/* Finds or builds the plan for |call| under |rule| and launches it. */
+/* Lowers |call| into a new plan under signature g_sig (hash |h|) and adds
+** it to the cache, evicting others over the budget. */
+static tpurt_status_t add_plan(const lower_rule_t* rule, tpurt_op_call_t* call, uint64_t h, plan_t** out) {
+  plan_t* p = NULL;
+  TPURT_RETURN_IF_ERROR(lower_op(rule, call, NULL, &p));
+  p->hash = h;
+  p->sig_len = g_sig.n;
+  p->sig = tpurt_xmalloc(g_sig.n * sizeof(uint64_t));
+  memcpy(p->sig, g_sig.w, g_sig.n * sizeof(uint64_t));
+  p->charge += g_sig.n * sizeof(uint64_t);
+  plan_t** bucket = &g_plans[h % PLAN_BUCKETS];
+  p->next = *bucket;
+  *bucket = p;
+  plan_lru_push_newest(p);
+  g_plan_count++;
+  g_plan_bytes += p->charge;
+  plan_evict(p);
+  *out = p;
+  return NULL;
+}
+
+/* Finds or builds the plan for |call| under |rule| and launches it. A
+** program loaded from the disk tier that fails to run (a stale or planted
+** entry the checksums could not catch) is dropped from both tiers and
+** compiled again, once, with a warning; out of memory is not its fault. */
 static tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op_call_t* call) {
   build_signature(call, rule->numbers_in_key, &g_sig);
   uint64_t h = sig_hash(&g_sig);
-  plan_t** bucket = &g_plans[h % PLAN_BUCKETS];
   plan_t* p = NULL;
-  for (plan_t* q = *bucket; q; q = q->next) {
+  for (plan_t* q = g_plans[h % PLAN_BUCKETS]; q; q = q->next) {
     if (q->hash == h && q->sig_len == g_sig.n && memcmp(q->sig, g_sig.w, g_sig.n * sizeof(uint64_t)) == 0) {
       p = q;
       break;
@@ -685,15 +773,26 @@ static tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op_call_t* call) 
   }
   if (p) {
     ++g_plan_hits;
+    plan_lru_unlink(p);
+    plan_lru_push_newest(p);
   } else {
-    TPURT_RETURN_IF_ERROR(lower_op(rule, call, NULL, &p));
-    p->hash = h;
-    p->sig_len = g_sig.n;
-    p->sig = tpurt_xmalloc(g_sig.n * sizeof(uint64_t));
-    memcpy(p->sig, g_sig.w, g_sig.n * sizeof(uint64_t));
-    p->next = *bucket;
-    *bucket = p;
+    TPURT_RETURN_IF_ERROR(add_plan(rule, call, h, &p));
   }
+  tpurt_status_t status = launch(p, call);
+  if (!status || !p->from_disk || tpurt_status_code(status) == TPURT_RESOURCE_EXHAUSTED) return status;
+  static bool warned;
+  if (!warned) {
+    warned = true;
+    fprintf(stderr,
+            "torch_tpu: warning: %s: a program loaded from the executable cache failed to run (%s); it was "
+            "removed from the cache and compiled again\n",
+            call->name, tpurt_status_message(status));
+  }
+  tpurt_status_free(status);
+  cache_forget(p->program_hash);
+  plan_drop(p);
+  build_signature(call, rule->numbers_in_key, &g_sig); /* lowering may have reused g_sig */
+  TPURT_RETURN_IF_ERROR(add_plan(rule, call, h, &p));
   return launch(p, call);
 }
 
@@ -769,7 +868,7 @@ static tpurt_status_t record_op(const lower_rule_t* rule, tpurt_op_call_t* call,
   tpurt_status_t status = lower_op(rule, call, g, &unused);
   graph_note_op(g, call->name, fp);
   if (!status && fuse && !graph_is_tracing(g) &&
-      graph_num_ops(g) >= tpurt_env_int("TORCH_TPU_FUSE_MAX_OPS", 2048))
+      graph_num_ops(g) >= tpurt_config()->fuse_max_ops)
     status = graph_flush_locked(GRAPH_FLUSH_SIZE_LIMIT);
   return status;
 }
@@ -886,6 +985,8 @@ void tpurt_metrics_get(tpurt_metrics_t* m) {
   m->cache_entries = cs.entries;
   m->cache_disk_writes = cs.disk_writes;
   m->cache_disk_rejects = cs.disk_rejects;
+  m->plans = g_plan_count;
+  m->plan_bytes = g_plan_bytes;
   for (int d = 0; d < 64; ++d) {
     m->bytes_in_use += c->bytes_in_use[d];
     m->peak_bytes_in_use += c->peak_bytes_in_use[d];

@@ -100,6 +100,41 @@ bool tpurt_dtype_is_integral(tpurt_dtype_t dtype); /* ints, not bool */
 #define TPURT_MAX_RANK 8
 
 /*===------------------------------------------------------------------===*/
+/* Configuration                                                          */
+/*===------------------------------------------------------------------===*/
+
+/* Every TORCH_TPU_* environment variable, parsed once (csrc/base/config.c). */
+#define TPURT_CONFIG_MAX_DEVICES 64
+typedef struct tpurt_config_s {
+  const char* plugin_path;     /* TORCH_TPU_PJRT_PLUGIN, or NULL */
+  int32_t num_devices;         /* TORCH_TPU_NUM_DEVICES: 1..64, default 1 */
+  bool num_devices_set;        /* whether TORCH_TPU_NUM_DEVICES was given */
+  bool cpu_fallback;           /* TORCH_TPU_CPU_FALLBACK, default on */
+  bool launch_blocking;        /* TORCH_TPU_LAUNCH_BLOCKING: threads start in debug eager */
+  bool defer_and_fuse;         /* TORCH_TPU_DEFER_AND_FUSE: threads start in fused eager */
+  int64_t fuse_max_ops;        /* TORCH_TPU_FUSE_MAX_OPS: >= 1, default 2048 */
+  bool print_mlir;             /* TORCH_TPU_PRINT_MLIR */
+  const char* dump_dir;        /* TORCH_TPU_DUMP_DIR, or NULL */
+  const char* cache_dir;       /* TORCH_TPU_CACHE_DIR, or NULL for the default; "0": off */
+  uint64_t cache_memory_bytes; /* TORCH_TPU_CACHE_MEMORY_BYTES, default 1 GiB */
+  uint64_t cache_disk_bytes;   /* TORCH_TPU_CACHE_DISK_BYTES, default 2 GiB; 0: no cap */
+  uint64_t sdpa_block_bytes;   /* TORCH_TPU_SDPA_BLOCK_BYTES; 0 (default): one block */
+  bool cudnn_sdpa;             /* TORCH_TPU_CUDNN_SDPA: cuDNN attention on a CUDA plugin, default on */
+  const char* pjrt_options;    /* TORCH_TPU_PJRT_OPTIONS (client options; parsed by the pjrt room), or NULL */
+  const char* xla_options;     /* TORCH_TPU_XLA_OPTIONS (compile options; parsed by the pjrt room), or NULL */
+} tpurt_config_t;
+
+/* The configuration; a variable whose value does not parse reads as its
+** default here, and tpurt_config_check reports it. Never fails. */
+const tpurt_config_t* tpurt_config(void);
+/* For tests only: reads the environment again. Strings of the previous
+** configuration are freed, so no other thread may be using them. */
+void tpurt_config_reload_for_test(void);
+/* NULL if every TORCH_TPU_* variable parsed, else an error naming the first
+** bad one, its value and what it accepts (the same error on every call). */
+tpurt_status_t tpurt_config_check(void);
+
+/*===------------------------------------------------------------------===*/
 /* Runtime                                                                */
 /*===------------------------------------------------------------------===*/
 
@@ -395,6 +430,8 @@ typedef struct tpurt_metrics_s {
   uint64_t cache_entries;      /* programs tier 1 holds now */
   uint64_t cache_disk_writes;  /* entries written to tier 2 */
   uint64_t cache_disk_rejects; /* tier-2 entries ignored: corrupt, truncated, foreign */
+  uint64_t plans;              /* eager op plans held now (each holds its program) */
+  uint64_t plan_bytes;         /* their bytes in the memory budget */
 } tpurt_metrics_t;
 
 void tpurt_metrics_get(tpurt_metrics_t* out_metrics);

@@ -137,7 +137,8 @@ static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_
 
 /* How many query rows one block takes (all of them when the scores fit). */
 static int64_t block_rows(const sdpa_t* p) {
-  int64_t budget = tpurt_env_int("TORCH_TPU_SDPA_BLOCK_BYTES", SDPA_BLOCK_BYTES);
+  const uint64_t set = tpurt_config()->sdpa_block_bytes; /* TORCH_TPU_SDPA_BLOCK_BYTES */
+  int64_t budget = set ? (int64_t)(set > INT64_MAX ? INT64_MAX : set) : SDPA_BLOCK_BYTES;
   int64_t row_bytes = p->n * p->h * p->s * 4;
   if (budget <= 0 || row_bytes <= 0 || p->l * row_bytes <= budget) return p->l;
   int64_t rows = budget / row_bytes, min_rows = (p->l + SDPA_MAX_BLOCKS - 1) / SDPA_MAX_BLOCKS;

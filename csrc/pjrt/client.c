@@ -46,15 +46,16 @@ static tpurt_status_t client_create_with(const pjrt_abi_named_value_t* values, s
 ** refused, the plugin's error comes back with the list of what we passed.
 ** (The CPU plugin ignores names it does not know.) */
 static tpurt_status_t create_client(void) {
-  int64_t count = tpurt_env_int("TORCH_TPU_NUM_DEVICES", 1);
-  const char* env = getenv("TORCH_TPU_NUM_DEVICES");
-  if (count < 1 || count > PJRT_MAX_DEVICES) {
+  const tpurt_config_t* config = tpurt_config();
+  TPURT_RETURN_IF_ERROR(tpurt_config_check());
+  int64_t count = config->num_devices;
+  if (count > PJRT_MAX_DEVICES) {
     return tpurt_status_create(TPURT_INVALID_ARGUMENT,
-                               "TORCH_TPU_NUM_DEVICES must be an integer from 1 to %d, got '%s'",
-                               PJRT_MAX_DEVICES, env ? env : "");
+                               "TORCH_TPU_NUM_DEVICES='%lld' is not valid: expected an integer from 1 to %d",
+                               (long long)count, PJRT_MAX_DEVICES);
   }
   pjrt_client_options_t user;
-  TPURT_RETURN_IF_ERROR(pjrt_client_options_parse(getenv("TORCH_TPU_PJRT_OPTIONS"), &user));
+  TPURT_RETURN_IF_ERROR(pjrt_client_options_parse(config->pjrt_options, &user));
   bool add_count = true;
   for (size_t i = 0; i < user.count; ++i)
     if (strcmp(user.items[i].name, "cpu_device_count") == 0) add_count = false;
@@ -76,7 +77,7 @@ static tpurt_status_t create_client(void) {
     ** options are refused, which the second call reports). */
     tpurt_status_t first = status;
     status = client_create_with(values, user.count, &client);
-    if (!status && env && *env) {
+    if (!status && tpurt_config()->num_devices_set) {
       fprintf(stderr,
               "torch_tpu: TORCH_TPU_NUM_DEVICES ignored: the plugin does not take cpu_device_count (%s)\n",
               tpurt_status_message(first));
@@ -138,9 +139,9 @@ static tpurt_status_t read_devices(void) {
 }
 
 static tpurt_status_t init_runtime(void) {
-  const char* env = getenv("TORCH_TPU_PJRT_PLUGIN");
+  const char* env = tpurt_config()->plugin_path;
   char* path = NULL;
-  if (env && *env) {
+  if (env) {
     path = tpurt_xstrdup(env);
   } else {
     pthread_mutex_lock(&g_default_lock);

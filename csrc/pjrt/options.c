@@ -388,7 +388,7 @@ static compile_options_t* g_env_options;
 static char* g_env_error;
 
 static void read_env_once(void) {
-  tpurt_status_t status = kv_parse(getenv("TORCH_TPU_XLA_OPTIONS"), "TORCH_TPU_XLA_OPTIONS", &g_env_list);
+  tpurt_status_t status = kv_parse(tpurt_config()->xla_options, "TORCH_TPU_XLA_OPTIONS", &g_env_list);
   if (status) {
     g_env_error = tpurt_xstrdup(tpurt_status_message(status));
     tpurt_status_free(status);

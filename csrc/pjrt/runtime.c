@@ -2,7 +2,11 @@
 ** pjrt room. */
 #include "pjrt_internal.h"
 
-tpurt_status_t tpurt_runtime_init(void) { return pjrt_init(); }
+/* A bad TORCH_TPU_* variable is reported at the first use of the device. */
+tpurt_status_t tpurt_runtime_init(void) {
+  TPURT_RETURN_IF_ERROR(tpurt_config_check());
+  return pjrt_init();
+}
 
 int tpurt_device_count(void) { return pjrt_device_count(); }
 

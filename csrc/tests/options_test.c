@@ -206,6 +206,7 @@ static void expect_child(int (*fn)(void)) {
 /* The CPU plugin's own option, passed through TORCH_TPU_PJRT_OPTIONS. */
 static int device_count_option_child(void) {
   setenv("TORCH_TPU_PJRT_OPTIONS", "cpu_device_count=3", 1);
+  tpurt_config_reload_for_test(); /* the core reads the environment once */
   tpurt_status_t s = tpurt_runtime_init();
   int ok = s == NULL && tpurt_device_count() == 3;
   if (!ok) fprintf(stderr, "  child: %s (%d devices)\n", tpurt_status_message(s), tpurt_device_count());
@@ -224,6 +225,7 @@ static const char* fake_plugin(void) {
 static int fake_typed_child(void) {
   setenv("TORCH_TPU_PJRT_PLUGIN", fake_plugin(), 1);
   setenv("TORCH_TPU_PJRT_OPTIONS", "preallocate=false, memory_fraction=0.5,allocator=platform,node_id=2", 1);
+  tpurt_config_reload_for_test(); /* the core reads the environment once */
   tpurt_status_t s = tpurt_runtime_init();
   const char* m = tpurt_status_message(s);
   int ok = tpurt_status_code(s) == TPURT_UNIMPLEMENTED &&
@@ -238,6 +240,7 @@ static int fake_typed_child(void) {
 static int fake_unknown_child(void) {
   setenv("TORCH_TPU_PJRT_PLUGIN", fake_plugin(), 1);
   setenv("TORCH_TPU_PJRT_OPTIONS", "preallocate=true,no_such_option=1", 1);
+  tpurt_config_reload_for_test(); /* the core reads the environment once */
   tpurt_status_t s = tpurt_runtime_init();
   const char* m = tpurt_status_message(s);
   int ok = tpurt_status_code(s) == TPURT_INVALID_ARGUMENT && contains(m, "creating the PJRT client") &&
@@ -254,6 +257,7 @@ static int fake_unknown_child(void) {
 static int fake_wrong_type_child(void) {
   setenv("TORCH_TPU_PJRT_PLUGIN", fake_plugin(), 1);
   setenv("TORCH_TPU_PJRT_OPTIONS", "memory_fraction=1", 1);
+  tpurt_config_reload_for_test(); /* the core reads the environment once */
   tpurt_status_t s = tpurt_runtime_init();
   const char* m = tpurt_status_message(s);
   int ok = tpurt_status_code(s) == TPURT_INVALID_ARGUMENT &&
@@ -278,6 +282,7 @@ TEST(ClientOptions_WrongType) { expect_fake_child(fake_wrong_type_child); }
 
 static int malformed_option_child(void) {
   setenv("TORCH_TPU_PJRT_OPTIONS", "memory_fraction", 1);
+  tpurt_config_reload_for_test(); /* the core reads the environment once */
   tpurt_status_t s = tpurt_runtime_init();
   int ok = tpurt_status_code(s) == TPURT_INVALID_ARGUMENT &&
            contains(tpurt_status_message(s), "TORCH_TPU_PJRT_OPTIONS: 'memory_fraction' is not name=value");
@@ -289,6 +294,7 @@ static int malformed_option_child(void) {
 /* A malformed TORCH_TPU_XLA_OPTIONS fails every compile, naming it. */
 static int malformed_xla_options_child(void) {
   setenv("TORCH_TPU_XLA_OPTIONS", "xla_dump_to", 1);
+  tpurt_config_reload_for_test(); /* the core reads the environment once */
   pjrt_executable_t* exe = NULL;
   tpurt_status_t s = pjrt_compile(kAddMlir, strlen(kAddMlir), &exe);
   int ok = tpurt_status_code(s) == TPURT_INVALID_ARGUMENT &&

@@ -3,10 +3,10 @@
 // (arguments as the schema types them) and run by the core. Ops the core has
 // no rule for go to the CPU fallback (or raise, if it is disabled).
 #include <ATen/ATen.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DeviceGuard.h>
-#include <c10/util/env.h>
 #include <torch/library.h>
 
 #include <array>
@@ -334,27 +334,54 @@ tpurt_matmul_precision_t matmul_precision() {
   }
 }
 
-void check_index_range(const std::string& name, const at::Tensor& index, int64_t size, bool negative_ok) {
+// The first value of integer tensor |index| outside [lo, hi), other than
+// |ignore|, if any. One host read of the index: the one bounds helper every
+// index-taking op's check below shares.
+std::optional<int64_t> first_out_of_range(const at::Tensor& index, int64_t lo, int64_t hi,
+                                          std::optional<int64_t> ignore = std::nullopt) {
   if (!index.defined() || index.numel() == 0 || index.is_floating_point() || index.scalar_type() == at::kBool)
-    return;
-  const int64_t lo = index.min().item<int64_t>(), hi = index.max().item<int64_t>();
-  const int64_t min_ok = negative_ok ? -size : 0;
-  if (lo < min_ok || hi >= size) {
-    TORCH_CHECK_INDEX(false, name, ": index ", (lo < min_ok ? lo : hi),
-                      " is out of bounds for dimension with size ", size, " (index out of range in self)");
-  }
+    return std::nullopt;
+  const at::Tensor host = index.cpu().to(at::kLong).reshape({-1});
+  at::Tensor bad = host.lt(lo).logical_or(host.ge(hi));
+  if (ignore) bad = bad.logical_and(host.ne(*ignore));
+  if (!bad.any().item<bool>()) return std::nullopt;
+  return host.masked_select(bad)[0].item<int64_t>();
 }
 
+int64_t dim_size(const at::Tensor& self, int64_t dim) {
+  return self.dim() == 0 ? 1 : self.size(c10::maybe_wrap_dim(dim, self.dim()));
+}
+
+// Raises PyTorch's own error (type and words) for an out-of-range index,
+// prefixed with the op. CPU checks these; the device clamps gathers and drops
+// scatters instead, so debug eager checks them before the op runs.
 void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
-  auto dim_size = [](const at::Tensor& self, int64_t dim) {
-    return self.dim() == 0 ? 1 : self.size(c10::maybe_wrap_dim(dim, self.dim()));
+  auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+  auto tensor_at = [&](size_t i) {
+    return i < in.size() && in[i].isTensor() ? in[i].toTensor() : at::Tensor();
   };
-  if (name == "aten::index_select" || name == "aten::index_select.out") {
-    check_index_range(name, in[2].toTensor(), dim_size(in[0].toTensor(), in[1].toInt()), false);
-  } else if (name == "aten::gather" || name == "aten::gather.out" || name.rfind("aten::scatter", 0) == 0) {
-    check_index_range(name, in[2].toTensor(), dim_size(in[0].toTensor(), in[1].toInt()), false);
-  } else if (name == "aten::index.Tensor" || name == "aten::_index_put_impl_" || name == "aten::index_put") {
-    const at::Tensor self = in[0].toTensor();
+  if (starts("aten::index_select") || starts("aten::index_add") || starts("aten::index_copy") ||
+      starts("aten::index_fill")) {
+    // (self, dim, index, ...): PyTorch takes no negative index here
+    const at::Tensor self = tensor_at(0);
+    const int64_t dim = in[1].toInt(), size = dim_size(self, dim);
+    if (auto bad = first_out_of_range(tensor_at(2), 0, size)) {
+      if (starts("aten::index_copy") || starts("aten::index_fill"))
+        TORCH_CHECK_INDEX(false, name, ": index ", *bad, " is out of bounds for dimension ", dim,
+                          " with size ", size);
+      TORCH_CHECK_INDEX(false, name, ": index out of range in self (index ", *bad,
+                        " is out of bounds for dimension ", dim, " with size ", size, ")");
+    }
+  } else if (starts("aten::gather") || starts("aten::scatter")) {
+    const at::Tensor self = tensor_at(0);
+    const int64_t dim = in[1].toInt(), size = dim_size(self, dim);
+    if (auto bad = first_out_of_range(tensor_at(2), 0, size))
+      TORCH_CHECK(false, name, ": index ", *bad, " is out of bounds for dimension ", dim, " with size ",
+                  size);
+  } else if (starts("aten::index.Tensor") || starts("aten::_index_put_impl_") || starts("aten::index_put")) {
+    // (self, indices, ...): index k applies to the next dim; a mask covers
+    // as many dims as it has; None leaves a dim whole; negatives wrap
+    const at::Tensor self = tensor_at(0);
     int64_t dim = 0;
     for (const c10::IValue& item : in[1].toListRef()) {
       if (!item.isNone()) {
@@ -363,11 +390,115 @@ void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
           dim += index.dim();
           continue;
         }
-        check_index_range(name, index, dim_size(self, dim), true);
+        const int64_t size = dim_size(self, dim);
+        if (auto bad = first_out_of_range(index, -size, size))
+          TORCH_CHECK_INDEX(false, name, ": index ", *bad, " is out of bounds for dimension ", dim,
+                            " with size ", size);
       }
       ++dim;
     }
+  } else if (starts("aten::put") || starts("aten::take")) {
+    const at::Tensor self = tensor_at(0);
+    const int64_t numel = self.numel();
+    if (auto bad = first_out_of_range(tensor_at(1), -numel, numel))
+      TORCH_CHECK_INDEX(false, name, ": out of range: tried to access index ", *bad, " on a tensor of ",
+                        numel, " elements.");
+  } else if (starts("aten::nll_loss")) {
+    // forward (self, target, weight, reduction, ignore_index); backward
+    // (grad_output, self, target, weight, reduction, ignore_index, total_weight)
+    const bool backward = starts("aten::nll_loss_backward") || starts("aten::nll_loss2d_backward");
+    const at::Tensor self = tensor_at(backward ? 1 : 0);
+    const size_t ignore_at = backward ? 5 : 4;
+    if (!self.defined() || ignore_at >= in.size()) return;
+    const int64_t classes = self.size(self.dim() == 1 ? 0 : 1);
+    if (auto bad = first_out_of_range(tensor_at(backward ? 2 : 1), 0, classes, in[ignore_at].toInt()))
+      TORCH_CHECK_INDEX(false, name, ": Target ", *bad, " is out of bounds.");
   }
+}
+
+// ---- checks in every mode (no device work) ------------------------------------------
+
+// Writes through a tensor with self-overlap (an expanded view) or into memory
+// an input partly shares are rejected with PyTorch's own error, as its CPU
+// kernels do: on the device they would give an order-dependent answer. Only
+// metadata is read.
+void check_write_overlap(const c10::FunctionSchema& schema, const std::string& name,
+                         c10::ArrayRef<c10::IValue> in) {
+  if (name == "aten::set_" || name.rfind("aten::set_.", 0) == 0 || name.rfind("aten::resize", 0) == 0 ||
+      name.rfind("aten::as_strided", 0) == 0)
+    return;
+  const auto& args = schema.arguments();
+  for (size_t w = 0; w < args.size() && w < in.size(); ++w) {
+    const c10::AliasInfo* alias = args[w].alias_info();
+    if (!alias || !alias->isWrite() || !in[w].isTensor()) continue;
+    const at::Tensor& out = in[w].toTensor();
+    if (!out.defined() || out.numel() <= 1) continue;
+    at::assert_no_internal_overlap(out);
+    for (size_t r = 0; r < in.size(); ++r) {
+      if (r == w || !in[r].isTensor()) continue;
+      const at::Tensor& input = in[r].toTensor();
+      if (input.defined() && input.device() == out.device()) at::assert_no_partial_overlap(out, input);
+    }
+  }
+}
+
+// A boolean mask must have the shape of the dims it indexes (PyTorch's
+// IndexError); the device would otherwise select by a mask of another shape.
+void check_index_masks(const std::string& name, c10::ArrayRef<c10::IValue> in) {
+  if (name != "aten::index.Tensor" && name.rfind("aten::_index_put_impl_", 0) != 0 &&
+      name.rfind("aten::index_put", 0) != 0)
+    return;
+  if (in.size() < 2 || !in[0].isTensor() || !in[1].isList()) return;
+  const at::Tensor self = in[0].toTensor();
+  int64_t dim = 0;
+  for (const c10::IValue& item : in[1].toListRef()) {
+    if (item.isNone() || !item.isTensor()) {
+      ++dim;
+      continue;
+    }
+    const at::Tensor index = item.toTensor();
+    if (index.scalar_type() != at::kBool && index.scalar_type() != at::kByte) {
+      ++dim;
+      continue;
+    }
+    for (int64_t j = 0; j < index.dim(); ++j) {
+      TORCH_CHECK_INDEX(dim + j < self.dim() && index.size(j) == self.size(dim + j), name,
+                        ": The shape of the mask ", index.sizes(), " at index ", j,
+                        " does not match the shape of the indexed tensor ", self.sizes(), " at index ", dim + j);
+    }
+    dim += index.dim();
+  }
+}
+
+// Integer division and remainder by zero raise on the CPU (the hardware
+// traps); XLA gives -1 or the dividend instead. A zero Python number is
+// caught in every mode; a zero in a divisor tensor costs a host read, so only
+// debug eager looks (see the README's "Differences from CPU").
+bool is_integer_division(const std::string& name, c10::ArrayRef<c10::IValue> in) {
+  auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
+  if (starts("aten::floor_divide") || starts("aten::remainder") || starts("aten::fmod")) return true;
+  if (starts("aten::div") && name.find("_mode") != std::string::npos)
+    return in.size() > 2 && in[2].isString();  // a rounding mode: integer results stay integer
+  return false;
+}
+
+bool integral(const c10::IValue& v) {
+  if (v.isTensor()) return v.toTensor().defined() && at::isIntegralType(v.toTensor().scalar_type(), true);
+  return v.isInt() || v.isBool() || (v.isScalar() && v.toScalar().isIntegral(true));
+}
+
+void check_integer_division(const std::string& name, c10::ArrayRef<c10::IValue> in, bool debug) {
+  if (in.size() < 2 || !is_integer_division(name, in) || !integral(in[0]) || !integral(in[1])) return;
+  const c10::IValue& divisor = in[1];
+  bool zero = false;
+  if (divisor.isTensor()) {
+    const at::Tensor& t = divisor.toTensor();
+    if (t.numel() == 0) return;
+    if (t.device().type() == c10::DeviceType::CPU || debug) zero = t.cpu().eq(0).any().item<bool>();
+  } else if (divisor.isInt() || divisor.isScalar()) {
+    zero = divisor.toScalar().toLong() == 0;
+  }
+  TORCH_CHECK(!zero, name, ": ZeroDivisionError (integer division or remainder by zero)");
 }
 
 // The op's results as PyTorch's meta kernel gives them (shapes, dtypes,
@@ -448,6 +579,9 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const bool debug = debug_mode();
   const bool tracing = tpurt_get_eager_mode() == TPURT_MODE_INTERNAL_DEFER_ALL;
   std::vector<c10::IValue> debug_inputs;
+  check_write_overlap(schema, name, inputs);
+  check_integer_division(name, inputs, debug);
+  check_index_masks(name, inputs);
   if (debug) check_bounds(name, inputs);
   if (debug || tracing) debug_inputs.assign(inputs.begin(), inputs.end());
   Call call;
@@ -554,8 +688,7 @@ void register_core_ops() {
 bool cpu_fallback_enabled() {
   int enabled = g_fallback_enabled.load();
   if (enabled < 0) {
-    const auto env = c10::utils::get_env("TORCH_TPU_CPU_FALLBACK");
-    enabled = !(env.has_value() && (*env == "0" || *env == "false" || *env == "off"));
+    enabled = tpurt_config()->cpu_fallback ? 1 : 0;  // TORCH_TPU_CPU_FALLBACK, parsed by the core
     g_fallback_enabled.store(enabled);
   }
   return enabled != 0;

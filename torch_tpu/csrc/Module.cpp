@@ -24,6 +24,9 @@ namespace {
 
 void init() { check(tpurt_runtime_init(), "tpu init"); }
 
+// Raises if a TORCH_TPU_* environment variable does not parse.
+void config_check() { check(tpurt_config_check(), "torch_tpu configuration"); }
+
 py::dict runtime_info() {
   tpurt_runtime_info_t info{};
   check(tpurt_runtime_info(&info), "tpu runtime info");
@@ -61,6 +64,8 @@ py::dict metrics() {
   d["cache_hits_disk"] = m.cache_hits_disk;
   d["cache_bytes_memory"] = m.cache_bytes_memory;
   d["cache_entries"] = m.cache_entries;
+  d["plans"] = m.plans;
+  d["plan_bytes"] = m.plan_bytes;
   d["cache_disk_writes"] = m.cache_disk_writes;
   d["cache_disk_rejects"] = m.cache_disk_rejects;
   d["cpu_fallbacks"] = cpu_fallback_counts();
@@ -171,6 +176,9 @@ PYBIND11_MODULE(_C, m) {
         [](const std::string& path) { tpurt_runtime_set_default_plugin(path.c_str()); });
   m.def("_device_count", [] { return static_cast<int>(device_count()); });
   m.def("_current_device", [] { return static_cast<int>(current_device()); });
+  m.def("_config_check", &config_check);
+  // Tests that set TORCH_TPU_* variables in-process (the core reads them once).
+  m.def("_config_reload_for_test", [] { tpurt_config_reload_for_test(); });
   m.def("_set_device", [](int device) { set_current_device(static_cast<c10::DeviceIndex>(device)); });
   m.def("_synchronize", [](int device) { check(tpurt_synchronize(device), "synchronize"); });
   m.def("_runtime_info", &runtime_info);

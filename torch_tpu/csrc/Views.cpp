@@ -2,6 +2,7 @@
 // View ops stay PyTorch's own metadata kernels (so aliasing survives); the
 // rest create, resize, point and copy storages, or read one element.
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
@@ -103,6 +104,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   if (dst.numel() == 0) return dst;
   if (dst.device().type() == kTpu && self.device().type() == kTpu) {
     const c10::DeviceGuard guard(dst.device());
+    // as PyTorch's copy_ on the CPU: no write through an expanded view, no
+    // source that partly overlaps the destination (the order would matter)
+    at::assert_no_internal_overlap(dst);
+    at::assert_no_partial_overlap(dst, self);
     const tpurt_tensor_t to = describe(dst, op);
     const tpurt_tensor_t from = describe(self.expand_as(dst), op);
     check(tpurt_tensor_copy(&to, &from), op);

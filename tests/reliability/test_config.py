@@ -1,0 +1,145 @@
+"""Validated configuration and clear messages (issue 14, defect 8), and the
+debug-eager index checks (defect 4) against the CPU's own errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_tpu
+from torch_tpu import EagerMode
+
+
+def child(code: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code], env=dict(os.environ, **env), capture_output=True, text=True, timeout=180
+    )
+
+
+@pytest.mark.parametrize(
+    "name, value, accepts",
+    [
+        ("TORCH_TPU_NUM_DEVICES", "abc", "expected an integer from 1 to 64"),
+        ("TORCH_TPU_NUM_DEVICES", "0", "expected an integer from 1 to 64"),
+        ("TORCH_TPU_FUSE_MAX_OPS", "-1", "expected an integer from 1 to"),
+        ("TORCH_TPU_CACHE_MEMORY_BYTES", "abc", "expected a byte count"),
+        ("TORCH_TPU_CACHE_MEMORY_BYTES", "-5", "expected a byte count"),
+        ("TORCH_TPU_LAUNCH_BLOCKING", "maybe", "expected 1 or 0"),
+        ("TORCH_TPU_CPU_FALLBACK", "2", "expected 1 or 0"),
+    ],
+)
+def test_a_bad_variable_is_a_clear_error(name, value, accepts):
+    # device_count() raises (it used to return 0), and so does the first op
+    out = child(
+        "import torch, torch_tpu\n"
+        "try:\n    torch.tpu.device_count()\nexcept RuntimeError as e:\n    print('device_count:', e)\n"
+        "torch.ones(2, device='tpu')\n",
+        **{name: value},
+    )
+    assert out.returncode != 0
+    want = f"{name}='{value}' is not valid: {accepts}"
+    assert f"device_count: torch_tpu configuration: {want}" in out.stdout, out.stdout + out.stderr
+    assert want in out.stderr.splitlines()[-1]
+    assert "Segmentation" not in out.stderr
+
+
+def test_good_values_are_taken():
+    out = child(
+        "import torch, torch_tpu\n"
+        "print(torch.tpu.device_count(), torch.ones(2, device='tpu:1').cpu().tolist())",
+        TORCH_TPU_NUM_DEVICES="2",
+        TORCH_TPU_FUSE_MAX_OPS="16",
+        TORCH_TPU_CACHE_MEMORY_BYTES="64M",
+        TORCH_TPU_LAUNCH_BLOCKING="false",
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[-2] == "2 [1.0, 1.0]"
+
+
+def test_an_unknown_variable_is_reported_once():
+    out = child("import torch, torch_tpu\ntorch.ones(2, device='tpu').cpu()", TORCH_TPU_FUSE_MAXOPS="8")
+    assert out.returncode == 0
+    assert out.stderr.count("unknown environment variable TORCH_TPU_FUSE_MAXOPS") == 1
+
+
+def test_set_device_out_of_range_raises():
+    with pytest.raises(RuntimeError, match=r"set_device: tpu:5 does not exist: 1 tpu device"):
+        torch.tpu.set_device(5)
+    torch.tpu.set_device(0)
+    assert torch.tpu.current_device() == 0
+
+
+def test_out_of_memory_message_names_the_op_once_and_gives_a_hint():
+    with pytest.raises(torch.OutOfMemoryError) as info:
+        torch.ones(2**45, device="tpu").cpu()
+    msg = str(info.value).splitlines()[0]
+    assert msg.count("aten::fill_.Scalar") == 1, msg
+    assert "free the ones you no longer need" in msg and "smaller batch" in msg
+
+
+def test_info_with_a_bad_plugin_prints_one_line():
+    out = subprocess.run(
+        [sys.executable, "-m", "torch_tpu", "info"],
+        env=dict(os.environ, TORCH_TPU_PJRT_PLUGIN="/nonexistent/plugin.so"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert out.returncode == 1
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in out.stderr, out.stderr
+    assert lines[0].startswith("torch_tpu: tpu init: cannot open PJRT plugin '/nonexistent/plugin.so'")
+
+
+# ---- defect 4: debug eager checks every index-taking op -----------------------------
+
+INDEX_CASES = {
+    "index_put_": lambda d: torch.zeros(4, device=d).index_put_(
+        (torch.tensor([5], device=d),), torch.tensor([1.0], device=d)
+    ),
+    "setitem": lambda d: torch.zeros(4, device=d).__setitem__(torch.tensor([7], device=d), 1.0),
+    "setitem_negative": lambda d: torch.zeros(4, device=d).__setitem__(torch.tensor([-5], device=d), 1.0),
+    "index_put_accumulate": lambda d: torch.zeros(4, device=d).index_put_(
+        (torch.tensor([5], device=d),), torch.tensor([1.0], device=d), accumulate=True
+    ),
+    "index_add_": lambda d: torch.zeros(4, device=d).index_add_(
+        0, torch.tensor([4], device=d), torch.ones(1, device=d)
+    ),
+    "index_copy_": lambda d: torch.zeros(4, device=d).index_copy_(
+        0, torch.tensor([4], device=d), torch.ones(1, device=d)
+    ),
+    "put_": lambda d: torch.zeros(4, device=d).put_(torch.tensor([-5], device=d), torch.ones(1, device=d)),
+    "nll_loss": lambda d: F.nll_loss(torch.zeros(2, 3, device=d), torch.tensor([0, 3], device=d)),
+    "nll_loss_negative": lambda d: F.nll_loss(torch.zeros(2, 3, device=d), torch.tensor([0, -1], device=d)),
+    "cross_entropy": lambda d: F.cross_entropy(torch.zeros(2, 3, device=d), torch.tensor([3, 0], device=d)),
+    "gather": lambda d: torch.zeros(4, device=d).gather(0, torch.tensor([4], device=d)),
+    "index_select": lambda d: torch.zeros(4, device=d).index_select(0, torch.tensor([4], device=d)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INDEX_CASES))
+def test_debug_eager_raises_the_cpu_error_for_out_of_range_indices(case):
+    fn = INDEX_CASES[case]
+    with pytest.raises(Exception) as on_cpu:
+        fn("cpu")
+    with (
+        torch_tpu.eager_mode(EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING),
+        pytest.raises(type(on_cpu.value)) as on_tpu,
+    ):
+        fn("tpu")
+    cpu_words = str(on_cpu.value).splitlines()[0].removeprefix("index_copy_(): ")
+    assert cpu_words in str(on_tpu.value), (str(on_cpu.value), str(on_tpu.value))
+
+
+def test_debug_eager_accepts_in_range_and_ignored_indices():
+    with torch_tpu.eager_mode(EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING):
+        x = torch.zeros(4, device="tpu")
+        x[torch.tensor([-4, 3], device="tpu")] = 1.0
+        loss = F.nll_loss(torch.zeros(2, 3, device="tpu"), torch.tensor([2, -100], device="tpu"))
+    assert x.cpu().tolist() == [1.0, 0.0, 0.0, 1.0]
+    assert loss.item() == 0.0
