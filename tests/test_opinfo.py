@@ -988,6 +988,28 @@ SKIP = {
 
 # Per-op tolerance overrides by dtype: (rtol, atol, why); the larger of these and TOL wins.
 TOL_OVERRIDE = {
+    "nn.functional.conv_transpose1d": {
+        F16: (
+            0.002,
+            0.01,
+            "XLA:CPU accumulates the f16 transposed convolution in another order than CPU's kernel: 1 ulp",
+        ),
+    },
+    "nn.functional.conv_transpose2d": {
+        F16: (
+            0.002,
+            0.01,
+            "XLA:CPU accumulates the f16 transposed convolution in another order than CPU's kernel: 1 ulp",
+        ),
+    },
+    "nn.functional.conv_transpose3d": {
+        F16: (
+            0.02,
+            0.15,
+            "CPU's f16 kernel rounds partial sums to f16; ours accumulate in f32: on the first samples "
+            "ours is 0.067 from the f32 result, CPU's 0.32",
+        ),
+    },
     "addbmm": {
         F32: (
             3e-05,
