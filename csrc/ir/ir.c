@@ -1221,39 +1221,45 @@ static bool reduced_type(ir_func_t* func, const char* op, const ir_type_t* t, co
   return true;
 }
 
+/* The inputs and inits of a (windowed) reduction: 1..TPURT_MAX_RESULTS
+** inputs of one shape, each init a scalar of its input's type. False (error
+** recorded) otherwise. */
+static bool check_reduce_inputs(ir_func_t* func, const char* op, const ir_value_t* inputs,
+                                const ir_value_t* inits, int32_t num_inputs) {
+  if (num_inputs < 1 || num_inputs > TPURT_MAX_RESULTS) {
+    failf(func, "%s: %d inputs is outside [1, %d]", op, (int)num_inputs, TPURT_MAX_RESULTS);
+    return false;
+  }
+  for (int32_t i = 0; i < num_inputs; ++i) {
+    const ir_type_t* tx = operand(func, op, inputs[i]);
+    const ir_type_t* ti = operand(func, op, inits[i]);
+    if (!tx || !ti) return false;
+    const ir_type_t* t0 = &func->values[inputs[0]].type;
+    if (tx->rank != t0->rank || memcmp(tx->dims, t0->dims, sizeof(int64_t) * (size_t)tx->rank) != 0) {
+      failf(func, "%s: input %d is %s, input 0 is %s: shapes must match", op, (int)i, type_str(tx),
+            type_str(t0));
+      return false;
+    }
+    if (ti->rank != 0 || ti->dtype != tx->dtype) {
+      failf(func, "%s: init %d must be tensor<%s>, got %s", op, (int)i, ir_dtype_mlir_name(tx->dtype),
+            type_str(ti));
+      return false;
+    }
+  }
+  return true;
+}
+
 void ir_reduce_begin(ir_func_t* func, const ir_value_t* inputs, const ir_value_t* inits, int32_t num_inputs,
                      const int64_t* dims, int32_t num_dims, ir_value_t* out_results,
                      ir_value_t* out_block_args) {
   const char* op = "stablehlo.reduce";
   if (!func) return;
   for (int32_t i = 0; i < num_inputs; ++i) out_results[i] = IR_NONE;
-  tpurt_dtype_t dtypes[2 * TPURT_MAX_RESULTS];
-  ir_type_t types[TPURT_MAX_RESULTS];
-  bool ok = true;
-  if (num_inputs < 1 || num_inputs > TPURT_MAX_RESULTS) {
-    failf(func, "%s: %d inputs is outside [1, %d]", op, (int)num_inputs, TPURT_MAX_RESULTS);
-    ok = false;
-  }
+  tpurt_dtype_t dtypes[2 * TPURT_MAX_RESULTS] = {0};
+  ir_type_t types[TPURT_MAX_RESULTS] = {{0}};
+  bool ok = check_reduce_inputs(func, op, inputs, inits, num_inputs);
   for (int32_t i = 0; ok && i < num_inputs; ++i) {
-    const ir_type_t* tx = operand(func, op, inputs[i]);
-    const ir_type_t* ti = operand(func, op, inits[i]);
-    if (!tx || !ti) {
-      ok = false;
-      break;
-    }
-    const ir_type_t* t0 = &func->values[inputs[0]].type;
-    if (tx->rank != t0->rank || memcmp(tx->dims, t0->dims, sizeof(int64_t) * (size_t)tx->rank) != 0) {
-      failf(func, "%s: input %d is %s, input 0 is %s: shapes must match", op, (int)i, type_str(tx),
-            type_str(t0));
-      ok = false;
-      break;
-    }
-    if (ti->rank != 0 || ti->dtype != tx->dtype) {
-      failf(func, "%s: init %d must be tensor<%s>, got %s", op, (int)i, ir_dtype_mlir_name(tx->dtype),
-            type_str(ti));
-      ok = false;
-      break;
-    }
+    const ir_type_t* tx = &func->values[inputs[i]].type;
     if (!reduced_type(func, op, tx, dims, num_dims, &types[i])) {
       ok = false;
       break;
@@ -1834,33 +1840,11 @@ void ir_reduce_window_begin(ir_func_t* func, const ir_value_t* inputs, const ir_
   const char* op = "stablehlo.reduce_window";
   if (!func) return;
   for (int32_t i = 0; i < num_inputs && i < TPURT_MAX_RESULTS; ++i) out_results[i] = IR_NONE;
-  tpurt_dtype_t dtypes[2 * TPURT_MAX_RESULTS];
-  ir_type_t types[TPURT_MAX_RESULTS];
-  bool ok = true;
-  if (num_inputs < 1 || num_inputs > TPURT_MAX_RESULTS) {
-    failf(func, "%s: %d inputs is outside [1, %d]", op, (int)num_inputs, TPURT_MAX_RESULTS);
-    ok = false;
-  }
+  tpurt_dtype_t dtypes[2 * TPURT_MAX_RESULTS] = {0};
+  ir_type_t types[TPURT_MAX_RESULTS] = {{0}};
+  bool ok = check_reduce_inputs(func, op, inputs, inits, num_inputs);
   for (int32_t i = 0; ok && i < num_inputs; ++i) {
-    const ir_type_t* tx = operand(func, op, inputs[i]);
-    const ir_type_t* ti = operand(func, op, inits[i]);
-    if (!tx || !ti) {
-      ok = false;
-      break;
-    }
-    const ir_type_t* t0 = &func->values[inputs[0]].type;
-    if (tx->rank != t0->rank || memcmp(tx->dims, t0->dims, sizeof(int64_t) * (size_t)tx->rank) != 0) {
-      failf(func, "%s: input %d is %s, input 0 is %s: shapes must match", op, (int)i, type_str(tx),
-            type_str(t0));
-      ok = false;
-      break;
-    }
-    if (ti->rank != 0 || ti->dtype != tx->dtype) {
-      failf(func, "%s: init %d must be tensor<%s>, got %s", op, (int)i, ir_dtype_mlir_name(tx->dtype),
-            type_str(ti));
-      ok = false;
-      break;
-    }
+    const ir_type_t* tx = &func->values[inputs[i]].type;
     if (!windowed_type(func, op, tx, window, &types[i])) {
       ok = false;
       break;
