@@ -7,46 +7,12 @@
 #include "../ir/ir.h"
 #include "../pjrt/pjrt.h"
 #include "test.h"
+#include "ir_check.h"
 
 #define HDR "module @tpurt attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
 #define F32 TPURT_DTYPE_F32
 #define I64 TPURT_DTYPE_I64
 
-
-/* Prints |func| (destroyed); compares with |golden| when given; compiles it
-** with the plugin when there is one, keeping the executable in *out_exe if
-** asked. Returns 1 when all of that passed. */
-static int print_check(ir_func_t* func, const char* golden, pjrt_executable_t** out_exe) {
-  char* text = NULL;
-  tpurt_status_t s = ir_func_print(func, &text, NULL);
-  ir_func_destroy(func);
-  if (s) {
-    fprintf(stderr, "  print failed: %s\n", tpurt_status_message(s));
-    tpurt_status_free(s);
-    return 0;
-  }
-  int ok = 1;
-  if (golden && strcmp(text, golden) != 0) {
-    fprintf(stderr, "  printed text differs.\n--- expected\n%s--- got\n%s---\n", golden, text);
-    ok = 0;
-  }
-  int state = test_plugin_state();
-  if (ok && state != 0) {
-    pjrt_executable_t* exe = NULL;
-    s = state < 0 ? tpurt_status_create(TPURT_INTERNAL, "no plugin") : pjrt_compile(text, strlen(text), &exe);
-    if (s) {
-      fprintf(stderr, "  the plugin rejects the module: %s\n%s", tpurt_status_message(s), text);
-      tpurt_status_free(s);
-      ok = 0;
-    } else if (out_exe) {
-      *out_exe = exe;
-    } else {
-      pjrt_executable_release(exe);
-    }
-  }
-  free(text);
-  return ok;
-}
 
 /* sort values of a 2x3 f32 along dim 1 with an i64 iota riding along */
 static ir_func_t* build_sort(bool descending) {

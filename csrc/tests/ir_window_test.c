@@ -9,61 +9,11 @@
 #include "../ir/ir.h"
 #include "../pjrt/pjrt.h"
 #include "test.h"
+#include "ir_check.h"
 
 #define HDR "module @tpurt attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
 #define F32 TPURT_DTYPE_F32
 #define I64 TPURT_DTYPE_I64
-
-/* 1: the plugin loaded; 0: no plugin named; -1: it failed to load. */
-static int plugin_state(void) {
-  static int state = 2;
-  if (state != 2) return state;
-  const char* path = getenv("TORCH_TPU_PJRT_PLUGIN");
-  if (!path || !*path) {
-    printf("  TORCH_TPU_PJRT_PLUGIN unset: golden modules are not compiled\n");
-    return state = 0;
-  }
-  tpurt_status_t s = tpurt_runtime_init();
-  if (s) fprintf(stderr, "  plugin %s does not load: %s\n", path, tpurt_status_message(s));
-  state = s ? -1 : 1;
-  tpurt_status_free(s);
-  return state;
-}
-
-/* Prints |func| (destroyed); compares with |golden| when given; compiles it
-** with the plugin when there is one, keeping the executable in *out_exe if
-** asked. Returns 1 when all of that passed. */
-static int print_check(ir_func_t* func, const char* golden, pjrt_executable_t** out_exe) {
-  char* text = NULL;
-  tpurt_status_t s = ir_func_print(func, &text, NULL);
-  ir_func_destroy(func);
-  if (s) {
-    fprintf(stderr, "  print failed: %s\n", tpurt_status_message(s));
-    tpurt_status_free(s);
-    return 0;
-  }
-  int ok = 1;
-  if (golden && strcmp(text, golden) != 0) {
-    fprintf(stderr, "  printed text differs.\n--- expected\n%s--- got\n%s---\n", golden, text);
-    ok = 0;
-  }
-  int state = plugin_state();
-  if (ok && state != 0) {
-    pjrt_executable_t* exe = NULL;
-    s = state < 0 ? tpurt_status_create(TPURT_INTERNAL, "no plugin") : pjrt_compile(text, strlen(text), &exe);
-    if (s) {
-      fprintf(stderr, "  the plugin rejects the module: %s\n%s", tpurt_status_message(s), text);
-      tpurt_status_free(s);
-      ok = 0;
-    } else if (out_exe) {
-      *out_exe = exe;
-    } else {
-      pjrt_executable_release(exe);
-    }
-  }
-  free(text);
-  return ok;
-}
 
 /* max over 2x2 windows, stride 2, of a 1x4x4 f32 (padded by one on the high side of dim 2) */
 static ir_func_t* build_max_pool(void) {
@@ -124,8 +74,8 @@ TEST(IrWindow_Errors) {
 /* the golden max pool runs: [[1..4],[5..8],[9..12],[13..16]] -> [[6, 8], [14, 16]]; and a
 ** two-operand window (value, index) picking the first maximum compiles and runs */
 TEST(IrWindow_Run) {
-  if (plugin_state() == 0) return;
-  ASSERT(plugin_state() == 1);
+  if (test_plugin_state() == 0) return;
+  ASSERT(test_plugin_state() == 1);
   pjrt_executable_t* exe = NULL;
   ASSERT(print_check(build_max_pool(), NULL, &exe));
   float host[16];
