@@ -9,6 +9,10 @@
 ** IR_NONE return IR_NONE too. Check ir_func_status() once at the end.
 ** (Lowering rules validate user input themselves and give PyTorch's own
 ** messages; a sticky error here is an internal bug in a rule.)
+**
+** Where things are: ir.c is the builder core (types, functions, values,
+** regions, constants); ops_<family>.c hold the op constructors; printer.c
+** the text printer; ir_internal.h what those files share.
 */
 #ifndef TPURT_IR_IR_H_
 #define TPURT_IR_IR_H_
@@ -187,7 +191,7 @@ void ir_rng_bit_generator(ir_func_t* func, ir_value_t state, ir_type_t bits_type
                           ir_value_t* out_bits);
 
 /*===------------------------------------------------------------------===*/
-/* Sort (appended by the misc family)                                     */
+/* Sort (ops_reduce.c)                                                    */
 /*===------------------------------------------------------------------===*/
 
 /* stablehlo.sort of |num_inputs| same-shaped operands along |dimension|,
@@ -200,7 +204,7 @@ void ir_sort_begin(ir_func_t* func, const ir_value_t* inputs, int32_t num_inputs
                    bool is_stable, ir_value_t* out_results, ir_value_t* out_block_args);
 
 /*===------------------------------------------------------------------===*/
-/* Convolution (appended by the conv family)                              */
+/* Convolution (ops_linalg.c)                                             */
 /*===------------------------------------------------------------------===*/
 
 /* stablehlo.convolution. Dimension numbers name, for each operand and the
@@ -222,7 +226,7 @@ ir_value_t ir_convolution(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const
                           tpurt_dtype_t result_dtype);
 
 /*===------------------------------------------------------------------===*/
-/* Custom call (appended for cuDNN fused attention)                       */
+/* Custom call (ops_control.c; used for cuDNN fused attention)            */
 /*===------------------------------------------------------------------===*/
 
 /* stablehlo.custom_call of |call_target_name| (e.g. "__cudnn$fmhaSoftmax"):
@@ -240,7 +244,7 @@ void ir_custom_call(ir_func_t* func, const char* call_target_name, const ir_valu
                     const char* backend_config, int32_t api_version, ir_value_t* out_results);
 
 /*===------------------------------------------------------------------===*/
-/* Reduce window (appended by the pooling family)                         */
+/* Reduce window (ops_reduce.c)                                           */
 /*===------------------------------------------------------------------===*/
 
 /* stablehlo.reduce_window: one window per output element. All arrays have
