@@ -493,11 +493,8 @@ ir_value_t ir_iota(ir_func_t* func, ir_type_t type, int32_t dimension) {
 /* Regions                                                                */
 /*===------------------------------------------------------------------===*/
 
-/* Opens a region (a block with |num_args| rank-0 args of |arg_dtypes|) for
-** |op_index|, or a detached one when op_index < 0 (a failed begin: the
-** caller still builds its body and ends it, all into the void). */
-bool ir_push_region(ir_func_t* func, const char* owner, int32_t op_index, const tpurt_dtype_t* arg_dtypes,
-                    int32_t num_args, const tpurt_dtype_t* return_dtypes, int32_t num_returns,
+bool ir_open_region(ir_func_t* func, const char* owner, int32_t op_index, const ir_type_t* arg_types,
+                    int32_t num_args, const ir_type_t* return_types, int32_t num_returns,
                     ir_value_t* out_args) {
   if (func->num_open >= IR_MAX_OPEN_REGIONS) {
     ir_failf(func, "%s: more than %d nested regions", owner, IR_MAX_OPEN_REGIONS - 1);
@@ -507,23 +504,39 @@ bool ir_push_region(ir_func_t* func, const char* owner, int32_t op_index, const 
   ir_region_t* region = tpurt_arena_alloc(&func->arena, sizeof(*region));
   region->owner = owner;
   region->num_returns = op_index < 0 ? -1 : num_returns;
-  for (int32_t i = 0; i < num_returns && i < TPURT_MAX_RESULTS; ++i)
-    region->return_dtypes[i] = return_dtypes[i];
+  for (int32_t i = 0; op_index >= 0 && i < num_returns && i < TPURT_MAX_RESULTS; ++i)
+    region->return_types[i] = return_types[i];
   if (op_index >= 0) {
-    region->args = tpurt_arena_alloc(&func->arena, (size_t)num_args * sizeof(ir_value_t));
+    region->args =
+        tpurt_arena_alloc(&func->arena, (size_t)(num_args > 0 ? num_args : 1) * sizeof(ir_value_t));
     region->num_args = num_args;
     for (int32_t i = 0; i < num_args; ++i) {
-      ir_type_t t = ir_type_scalar(arg_dtypes[i]);
-      region->args[i] = ir_new_values(func, &t, 1);
+      region->args[i] = ir_new_values(func, &arg_types[i], 1);
       func->values[region->args[i]].scope = region;
       out_args[i] = region->args[i];
     }
-    func->ops[op_index].region = region;
+    /* an op has few regions: the list is copied one longer each time */
+    ir_op_t* op = &func->ops[op_index];
+    ir_region_t** regions = tpurt_arena_alloc(&func->arena, (size_t)(op->num_regions + 1) * sizeof(*regions));
+    if (op->num_regions) memcpy(regions, op->regions, (size_t)op->num_regions * sizeof(*regions));
+    regions[op->num_regions++] = region;
+    op->regions = regions;
   } else {
     for (int32_t i = 0; i < num_args; ++i) out_args[i] = IR_NONE;
   }
   func->open[func->num_open++] = region;
   return true;
+}
+
+bool ir_push_region(ir_func_t* func, const char* owner, int32_t op_index, const tpurt_dtype_t* arg_dtypes,
+                    int32_t num_args, const tpurt_dtype_t* return_dtypes, int32_t num_returns,
+                    ir_value_t* out_args) {
+  ir_type_t args[2 * TPURT_MAX_RESULTS], returns[TPURT_MAX_RESULTS];
+  for (int32_t i = 0; op_index >= 0 && i < num_args && i < 2 * TPURT_MAX_RESULTS; ++i)
+    args[i] = ir_type_scalar(arg_dtypes[i]);
+  for (int32_t i = 0; op_index >= 0 && i < num_returns && i < TPURT_MAX_RESULTS; ++i)
+    returns[i] = ir_type_scalar(return_dtypes[i]);
+  return ir_open_region(func, owner, op_index, args, num_args, returns, num_returns, out_args);
 }
 
 void ir_region_end(ir_func_t* func, const ir_value_t* values, int32_t count) {
@@ -543,9 +556,9 @@ void ir_region_end(ir_func_t* func, const ir_value_t* values, int32_t count) {
     const ir_type_t* t = ir_operand_type(func, "stablehlo.return", values[i]);
     if (!t) {
       ok = false;
-    } else if (t->rank != 0 || t->dtype != region->return_dtypes[i]) {
-      ir_failf(func, "%s: region result %d must be tensor<%s>, got %s", region->owner, (int)i,
-               ir_dtype_mlir_name(region->return_dtypes[i]), ir_type_str(t));
+    } else if (!ir_type_equal(t, &region->return_types[i])) {
+      ir_failf(func, "%s: region result %d must be %s, got %s", region->owner, (int)i,
+               ir_type_str(&region->return_types[i]), ir_type_str(t));
       ok = false;
     }
   }

@@ -31,8 +31,9 @@ typedef struct ir_op_s {
   int32_t num_operands;
   ir_value_t first_result;
   int32_t num_results;
-  const char* attrs;   /* "dimensions = array<i64: 1>" or NULL */
-  ir_region_t* region; /* at most one region (reduce, scatter) */
+  const char* attrs;     /* "dimensions = array<i64: 1>" or NULL */
+  ir_region_t** regions; /* in order: reduce/scatter/sort 1, while 2 (cond, body), if 2, case n */
+  int32_t num_regions;
 } ir_op_t;
 
 struct ir_region_s {
@@ -45,7 +46,7 @@ struct ir_region_s {
   /* what the closing stablehlo.return must carry; -1 for the function
   ** body and for detached regions of failed ops (anything goes) */
   int32_t num_returns;
-  tpurt_dtype_t return_dtypes[TPURT_MAX_RESULTS];
+  ir_type_t return_types[TPURT_MAX_RESULTS];
   const char* owner; /* op name, for messages */
 };
 
@@ -66,6 +67,7 @@ struct ir_func_s {
   ir_region_t* open[IR_MAX_OPEN_REGIONS]; /* open[0] is &body */
   int32_t num_open;
   ir_precision_t precision; /* for f32/f64 dots and convolutions built next */
+  int32_t num_unended;      /* while/if/case ops begun and not ended: the printer refuses */
 };
 
 /*===------------------------------------------------------------------===*/
@@ -107,9 +109,15 @@ ir_value_t ir_emit(ir_func_t* func, const char* name, const ir_value_t* operands
 /* Same as ir_emit, with attributes built in a strbuf that this frees. */
 ir_value_t ir_emit_buf(ir_func_t* func, const char* name, const ir_value_t* operands, int32_t num_operands,
                        const ir_type_t* type, tpurt_strbuf_t* attrs);
-/* Opens a region (a block with |num_args| rank-0 args of |arg_dtypes|) for
-** |op_index|, or a detached one when op_index < 0 (a failed begin: the
-** caller still builds its body and ends it, all into the void). */
+/* Opens the next region of op |op_index| (a block with |num_args| args of
+** |arg_types|, closed by a stablehlo.return of |return_types|), or a
+** detached one when op_index < 0 (a failed begin: the caller still builds
+** its body and ends it, all into the void). */
+bool ir_open_region(ir_func_t* func, const char* owner, int32_t op_index, const ir_type_t* arg_types,
+                    int32_t num_args, const ir_type_t* return_types, int32_t num_returns,
+                    ir_value_t* out_args);
+/* ir_open_region for the scalar regions of reduce, scatter and sort: rank-0
+** args of |arg_dtypes|, rank-0 returns of |return_dtypes|. */
 bool ir_push_region(ir_func_t* func, const char* owner, int32_t op_index, const tpurt_dtype_t* arg_dtypes,
                     int32_t num_args, const tpurt_dtype_t* return_dtypes, int32_t num_returns,
                     ir_value_t* out_args);

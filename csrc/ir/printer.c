@@ -48,20 +48,24 @@ static void print_op(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_op_t* 
     print_value(buf, func, op->operands[i]);
   }
   tpurt_strbuf_puts(buf, ")");
-  if (op->region) {
-    tpurt_strbuf_puts(buf, " ({\n");
-    print_indent(buf, indent);
-    tpurt_strbuf_puts(buf, "^bb0(");
-    for (int32_t i = 0; i < op->region->num_args; ++i) {
-      if (i) tpurt_strbuf_puts(buf, ", ");
-      print_value(buf, func, op->region->args[i]);
-      tpurt_strbuf_puts(buf, ": ");
-      ir_print_type(buf, &func->values[op->region->args[i]].type);
+  /* regions: ({...}, {...}); a block without arguments needs no label */
+  for (int32_t r = 0; r < op->num_regions; ++r) {
+    const ir_region_t* region = op->regions[r];
+    tpurt_strbuf_puts(buf, r ? ", {\n" : " ({\n");
+    if (region->num_args > 0) {
+      print_indent(buf, indent);
+      tpurt_strbuf_puts(buf, "^bb0(");
+      for (int32_t i = 0; i < region->num_args; ++i) {
+        if (i) tpurt_strbuf_puts(buf, ", ");
+        print_value(buf, func, region->args[i]);
+        tpurt_strbuf_puts(buf, ": ");
+        ir_print_type(buf, &func->values[region->args[i]].type);
+      }
+      tpurt_strbuf_puts(buf, "):\n");
     }
-    tpurt_strbuf_puts(buf, "):\n");
-    print_block(buf, func, op->region, indent + 2);
+    print_block(buf, func, region, indent + 2);
     print_indent(buf, indent);
-    tpurt_strbuf_puts(buf, "})");
+    tpurt_strbuf_puts(buf, r + 1 < op->num_regions ? "}" : "})");
   }
   if (op->attrs) tpurt_strbuf_printf(buf, " {%s}", op->attrs);
   tpurt_strbuf_puts(buf, " : ");
@@ -92,6 +96,9 @@ tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out
   if (func->num_open != 1)
     return tpurt_status_create(TPURT_INTERNAL, "ir_func_print: %d region(s) still open (%s)",
                                (int)(func->num_open - 1), func->open[func->num_open - 1]->owner);
+  if (func->num_unended != 0)
+    return tpurt_status_create(TPURT_INTERNAL, "ir_func_print: %d while/if/case op(s) begun and not ended",
+                               (int)func->num_unended);
   tpurt_strbuf_t buf = {0};
   tpurt_strbuf_puts(
       &buf,
