@@ -216,7 +216,6 @@ TEST(IrWhile_RunIfCase) {
   ir_func_t* f = build_if_case();
   EXPECT(ir_func_status(f) == NULL);
   char* text = NULL;
-  f = build_if_case();
   ASSERT_OK(ir_func_print(f, &text, NULL));
   ir_func_destroy(f);
   /* branches have no block arguments, so no ^bb0 label */
