@@ -97,16 +97,21 @@ static const char* reducer_op(ir_reducer_t reducer, tpurt_dtype_t dtype) {
   return NULL;
 }
 
+/* The one-op body of |reducer| over |x|'s element type, or NULL (error
+** recorded). */
+static const char* reducer_body(ir_func_t* func, const char* op, ir_value_t x, ir_reducer_t reducer) {
+  const ir_type_t* t = ir_operand_type(func, op, x);
+  if (!t) return NULL;
+  const char* body = reducer_op(reducer, t->dtype);
+  if (!body) ir_failf(func, "%s: reducer %d does not apply to %s", op, (int)reducer, ir_type_str(t));
+  return body;
+}
+
 ir_value_t ir_reduce(ir_func_t* func, ir_value_t x, ir_value_t init, const int64_t* dims, int32_t num_dims,
                      ir_reducer_t reducer) {
   if (!func) return IR_NONE;
-  const ir_type_t* t = ir_operand_type(func, "stablehlo.reduce", x);
-  if (!t) return IR_NONE;
-  const char* body = reducer_op(reducer, t->dtype);
-  if (!body) {
-    ir_failf(func, "stablehlo.reduce: reducer %d does not apply to %s", (int)reducer, ir_type_str(t));
-    return IR_NONE;
-  }
+  const char* body = reducer_body(func, "stablehlo.reduce", x, reducer);
+  if (!body) return IR_NONE;
   ir_value_t result, args[2];
   ir_reduce_begin(func, &x, &init, 1, dims, num_dims, &result, args);
   ir_value_t r = ir_binary(func, body, args[0], args[1]);
@@ -245,13 +250,8 @@ void ir_reduce_window_begin(ir_func_t* func, const ir_value_t* inputs, const ir_
 ir_value_t ir_reduce_window(ir_func_t* func, ir_value_t x, ir_value_t init, const ir_window_t* window,
                             ir_reducer_t reducer) {
   if (!func) return IR_NONE;
-  const ir_type_t* t = ir_operand_type(func, "stablehlo.reduce_window", x);
-  if (!t) return IR_NONE;
-  const char* body = reducer_op(reducer, t->dtype);
-  if (!body) {
-    ir_failf(func, "stablehlo.reduce_window: reducer %d does not apply to %s", (int)reducer, ir_type_str(t));
-    return IR_NONE;
-  }
+  const char* body = reducer_body(func, "stablehlo.reduce_window", x, reducer);
+  if (!body) return IR_NONE;
   ir_value_t result, args[2];
   ir_reduce_window_begin(func, &x, &init, 1, window, &result, args);
   ir_value_t r = ir_binary(func, body, args[0], args[1]);
