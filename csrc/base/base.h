@@ -17,7 +17,7 @@
     if (status_ != NULL) return status_; \
   } while (0)
 
-tpurt_status_t tpurt_status_vcreate(tpurt_status_code_t code, const char* fmt, va_list ap);
+TPURT_MUST_USE tpurt_status_t tpurt_status_vcreate(tpurt_status_code_t code, const char* fmt, va_list ap);
 
 /* dtype facts beyond the public ones. */
 bool tpurt_dtype_is_unsigned(tpurt_dtype_t dtype);

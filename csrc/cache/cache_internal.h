@@ -83,10 +83,10 @@ uint64_t disk_clean_stale(const disk_config_t* config);
 void disk_usage(int dirfd, uint64_t* out_entries, uint64_t* out_bytes);
 /* Writes |n| bytes to |dirfd|/|name| through a temporary file and a rename,
 ** so that readers see the whole file or none. */
-tpurt_status_t disk_write_atomic(int dirfd, const char* name, const void* head, size_t head_size,
-                                 const void* body, size_t body_size);
+TPURT_MUST_USE tpurt_status_t disk_write_atomic(int dirfd, const char* name, const void* head,
+                                                size_t head_size, const void* body, size_t body_size);
 /* mkdir -p |path|, each created level with |mode|. */
-tpurt_status_t disk_mkdirs(const char* path, unsigned mode);
+TPURT_MUST_USE tpurt_status_t disk_mkdirs(const char* path, unsigned mode);
 /* Forgets which entries and failures were warned about (tests). */
 void disk_reset_warnings(void);
 

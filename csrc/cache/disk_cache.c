@@ -122,7 +122,7 @@ void disk_reset_warnings(void) {
 
 /*===--- files ---===*/
 
-static tpurt_status_t errno_status(const char* what, const char* name) {
+static TPURT_MUST_USE tpurt_status_t errno_status(const char* what, const char* name) {
   int e = errno;
   return tpurt_status_create(e == ENOSPC ? TPURT_RESOURCE_EXHAUSTED : TPURT_UNAVAILABLE, "%s '%s': %s", what,
                              name, strerror(e));
@@ -334,7 +334,8 @@ void disk_forget(const disk_config_t* c, uint64_t hash) {
 }
 
 /* Checks |h| against |key| and the file size; NULL if it may be read on. */
-static tpurt_status_t check_header(const header_t* h, const cache_key_t* key, uint64_t file_size) {
+static TPURT_MUST_USE tpurt_status_t check_header(const header_t* h, const cache_key_t* key,
+                                                  uint64_t file_size) {
   if (memcmp(h->magic, kMagic, sizeof(kMagic)) != 0)
     return tpurt_status_create(TPURT_DATA_LOSS, "not a torch_tpu cache entry (bad magic)");
   if (h->version != DISK_FORMAT_VERSION)

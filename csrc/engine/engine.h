@@ -49,7 +49,7 @@ void storage_set_buffer(tpurt_storage_t* storage, pjrt_buffer_t* buffer);
 ** keeps |cause|). */
 void storage_poison(tpurt_storage_t* storage, tpurt_status_t cause);
 /* NULL, or a new status repeating the error that lost the storage's value. */
-tpurt_status_t storage_check_poison(const tpurt_storage_t* storage);
+TPURT_MUST_USE tpurt_status_t storage_check_poison(const tpurt_storage_t* storage);
 /* A new storage holding |buffer| (takes ownership). */
 tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer);
 
@@ -81,15 +81,16 @@ void fill_result_shape(tpurt_result_t* result, const ir_type_t* physical, bool p
 void engine_rng_state(uint64_t seed, uint64_t offset, uint64_t out[2]);
 
 /* Runs an op with the engine lock held, in the thread's eager mode. */
-tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call);
+TPURT_MUST_USE tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call);
 /* Runs an op as its own program now, whatever the mode and without touching
 ** the pending graph: for the engine's own work that needs a real value (a
 ** host read of a view, a cross-device copy, a program's strided input).
 ** The caller has settled the pending graph for the storages involved. */
-tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call);
+TPURT_MUST_USE tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call);
 /* A new dense storage holding |view|'s elements (one reference for the
 ** caller), computed now (engine_op_run_now_locked). */
-tpurt_status_t engine_view_materialize_locked(const tpurt_tensor_t* view, tpurt_storage_t** out_dense);
+TPURT_MUST_USE tpurt_status_t engine_view_materialize_locked(const tpurt_tensor_t* view,
+                                                             tpurt_storage_t** out_dense);
 
 /*===--- the pending graph (graph.c) ---===*/
 
@@ -115,7 +116,7 @@ graph_t* graph_open(int device);
 graph_t* graph_holding(const tpurt_storage_t* storage);
 /* Runs another thread's graph if it holds a newer value of |storage|, so
 ** that this thread sees the value (engine lock held). */
-tpurt_status_t graph_settle_locked(const tpurt_storage_t* storage);
+TPURT_MUST_USE tpurt_status_t graph_settle_locked(const tpurt_storage_t* storage);
 ir_func_t* graph_func(graph_t* graph);
 int graph_device(const graph_t* graph);
 int32_t graph_num_ops(const graph_t* graph);
@@ -138,9 +139,9 @@ void graph_bind_rng(graph_t* graph, int32_t param_index, const uint64_t state[2]
 /* Whether @main parameter |param_index| is already bound. */
 bool graph_param_bound(const graph_t* graph, int32_t param_index);
 /* Runs this thread's open graph (engine lock held); a trace is never flushed. */
-tpurt_status_t graph_flush_locked(int reason);
+TPURT_MUST_USE tpurt_status_t graph_flush_locked(int reason);
 /* Runs |graph| (any thread's; engine lock held). */
-tpurt_status_t graph_flush_graph_locked(graph_t* graph, int reason);
+TPURT_MUST_USE tpurt_status_t graph_flush_graph_locked(graph_t* graph, int reason);
 /* Drops the open graph without running it. */
 void graph_discard(graph_t* graph);
 bool graph_is_tracing(const graph_t* graph);

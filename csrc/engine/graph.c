@@ -207,7 +207,7 @@ static int by_param_index(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
-static tpurt_status_t sort_bindings(graph_t* g) {
+static TPURT_MUST_USE tpurt_status_t sort_bindings(graph_t* g) {
   qsort(g->bindings, (size_t)g->num_bindings, sizeof(binding_t), by_param_index);
   if (g->num_bindings != ir_func_num_params(g->func))
     return tpurt_status_create(TPURT_INTERNAL, "pending graph: %d parameters but %d bindings",
@@ -257,7 +257,7 @@ tpurt_storage_t* graph_new_result(graph_t* g, ir_value_t value) {
   tpurt_storage_t* s = NULL;
   tpurt_status_t st = tpurt_storage_create(g->device, nbytes, &s);
   if (st) { /* the runtime is up while a graph exists */
-    tpurt_status_free(st);
+    tpurt_status_ignore(st);
     abort();
   }
   graph_set_storage_value(g, s, value);
@@ -359,9 +359,9 @@ void graph_discard(graph_t* g) { graph_clear(g); }
 /* Uploads host bindings and collects the launch arguments. |inputs| supply
 ** placeholders (may be NULL when there are none); |rng| (NULL in fused eager)
 ** the generator's (seed, offset) from which a program's RNG states are drawn. */
-static tpurt_status_t bind_args(const binding_t* bindings, int32_t n, int device,
-                                pjrt_buffer_t* const* inputs, const uint64_t* rng, pjrt_buffer_t** args,
-                                bool* owned) {
+static TPURT_MUST_USE tpurt_status_t bind_args(const binding_t* bindings, int32_t n, int device,
+                                               pjrt_buffer_t* const* inputs, const uint64_t* rng,
+                                               pjrt_buffer_t** args, bool* owned) {
   for (int32_t i = 0; i < n; ++i) {
     const binding_t* b = &bindings[i];
     owned[i] = false;
@@ -411,10 +411,10 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   if (!g || !g->func) return NULL;
   if (g->tracing) return NULL; /* a trace ends only with tpurt_trace_end */
   ++g_flush_counts[reason];
-  tpurt_status_t status = ir_func_status(g->func);
-  if (status) {
-    status = tpurt_status_create(TPURT_INTERNAL, "internal error in the pending graph: %s",
-                                 tpurt_status_message(status));
+  tpurt_borrowed_status_t ir_error = ir_func_status(g->func);
+  if (ir_error) {
+    tpurt_status_t status = tpurt_status_create(TPURT_INTERNAL, "internal error in the pending graph: %s",
+                                                tpurt_status_message(ir_error));
     for (int32_t i = 0; i < g->num_entries; ++i)
       if (g->entries[i].written) storage_poison(g->entries[i].storage, status);
     graph_clear(g);
@@ -439,7 +439,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   ir_func_set_results(g->func, values, n_out);
   char* text = NULL;
   size_t size = 0;
-  status = sort_bindings(g);
+  tpurt_status_t status = sort_bindings(g);
   if (!status) status = ir_func_print(g->func, &text, &size);
   pjrt_executable_t* exe = NULL;
   if (!status) {
@@ -548,10 +548,9 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     engine_unlock();
     return tpurt_status_create(TPURT_FAILED_PRECONDITION, "tpurt_trace_end without tpurt_trace_begin");
   }
-  status = ir_func_status(g->func);
-  if (status)
+  if (ir_func_status(g->func))
     status = tpurt_status_create(TPURT_INTERNAL, "internal error in the traced graph: %s",
-                                 tpurt_status_message(status));
+                                 tpurt_status_message(ir_func_status(g->func)));
   ir_value_t* values = tpurt_xmalloc(sizeof(ir_value_t) * (size_t)(num_outputs + 1));
   bool* permuted = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(bool));
   int8_t (*perms)[TPURT_MAX_RANK] = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(*perms));

@@ -260,8 +260,9 @@ static ir_value_t engine_read_tensor(lower_ctx_t* ctx, int32_t flat) {
 }
 
 /* Writes |value| through the view of flat arg |flat|; records the output. */
-static tpurt_status_t write_back(engine_ctx_t* e, int32_t flat, ir_value_t value, plan_output_t* outputs,
-                                 int32_t* num_outputs, ir_value_t* output_values) {
+static TPURT_MUST_USE tpurt_status_t write_back(engine_ctx_t* e, int32_t flat, ir_value_t value,
+                                                plan_output_t* outputs, int32_t* num_outputs,
+                                                ir_value_t* output_values) {
   lower_ctx_t* ctx = &e->lower;
   const tpurt_tensor_t* t = &e->call->args[flat].u.tensor;
   const ir_type_t* vt = ir_value_type(ctx->func, value);
@@ -302,8 +303,9 @@ static tpurt_status_t write_back(engine_ctx_t* e, int32_t flat, ir_value_t value
 ** updates its growth tracker; the AMP unscale sets found_inf): the rule's
 ** results from |first| on go, in order, to the Tensor(a!) args from flat
 ** index |from| on. Ops whose rules set no such results write nothing more. */
-static tpurt_status_t write_back_extra(engine_ctx_t* e, int32_t from, int32_t first, plan_output_t* outputs,
-                                       int32_t* num_outputs, ir_value_t* output_values) {
+static TPURT_MUST_USE tpurt_status_t write_back_extra(engine_ctx_t* e, int32_t from, int32_t first,
+                                                      plan_output_t* outputs, int32_t* num_outputs,
+                                                      ir_value_t* output_values) {
   lower_ctx_t* ctx = &e->lower;
   const tpurt_op_call_t* call = e->call;
   int32_t next = first;
@@ -445,14 +447,14 @@ static const char* platform_name(void) {
   tpurt_runtime_info_t info;
   tpurt_status_t s = pjrt_info(&info);
   if (s) {
-    tpurt_status_free(s);
+    tpurt_status_ignore(s);
     return "";
   }
   return info.platform_name ? info.platform_name : "";
 }
 
-static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, graph_t* graph,
-                               plan_t** out_plan) {
+static TPURT_MUST_USE tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, graph_t* graph,
+                                              plan_t** out_plan) {
   *out_plan = NULL;
   engine_ctx_t* e = tpurt_xcalloc(1, sizeof(*e));
   lower_ctx_t* ctx = &e->lower;
@@ -634,7 +636,7 @@ done:
 
 /*===--- launching a plan ---===*/
 
-static tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* call) {
+static TPURT_MUST_USE tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* call) {
   if (p->num_results > call->max_results || (p->num_results > 0 && !call->results))
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "%s: %d results, room for %d", call->name,
                                p->num_results, call->max_results);
@@ -738,7 +740,8 @@ static sig_t g_sig;
 
 /* Lowers |call| into a new plan under signature g_sig (hash |h|) and adds
 ** it to the cache, evicting others over the budget. */
-static tpurt_status_t add_plan(const lower_rule_t* rule, tpurt_op_call_t* call, uint64_t h, plan_t** out) {
+static TPURT_MUST_USE tpurt_status_t add_plan(const lower_rule_t* rule, tpurt_op_call_t* call, uint64_t h,
+                                              plan_t** out) {
   plan_t* p = NULL;
   TPURT_RETURN_IF_ERROR(lower_op(rule, call, NULL, &p));
   p->hash = h;
@@ -761,7 +764,7 @@ static tpurt_status_t add_plan(const lower_rule_t* rule, tpurt_op_call_t* call, 
 ** program loaded from the disk tier that fails to run (a stale or planted
 ** entry the checksums could not catch) is dropped from both tiers and
 ** compiled again, once, with a warning; out of memory is not its fault. */
-static tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op_call_t* call) {
+static TPURT_MUST_USE tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op_call_t* call) {
   build_signature(call, rule->numbers_in_key, &g_sig);
   uint64_t h = sig_hash(&g_sig);
   plan_t* p = NULL;
@@ -798,7 +801,7 @@ static tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op_call_t* call) 
 
 /* Data-dependent sizes: count the nonzeros of one tensor arg on the device,
 ** wait for that number, then run the op with it as a trailing INT arg. */
-static tpurt_status_t run_counted(const lower_rule_t* rule, tpurt_op_call_t* call) {
+static TPURT_MUST_USE tpurt_status_t run_counted(const lower_rule_t* rule, tpurt_op_call_t* call) {
   int32_t flat = -1, schema = 0;
   for (int32_t i = 0; i < call->num_args; ++i, ++schema) {
     if (schema == rule->count_arg) flat = i;
@@ -850,7 +853,7 @@ static uint64_t op_fingerprint(const tpurt_op_call_t* call) {
 ** eager, the graph is flushed before an op that starts the sequence again
 ** (a loop step repeats: each step becomes the same program) and when it
 ** grows past TORCH_TPU_FUSE_MAX_OPS ops. */
-static tpurt_status_t record_op(const lower_rule_t* rule, tpurt_op_call_t* call, bool fuse) {
+static TPURT_MUST_USE tpurt_status_t record_op(const lower_rule_t* rule, tpurt_op_call_t* call, bool fuse) {
   graph_t* g = graph_current();
   uint64_t fp = op_fingerprint(call);
   if (fuse && g && !graph_is_tracing(g)) {
@@ -876,7 +879,7 @@ static tpurt_status_t record_op(const lower_rule_t* rule, tpurt_op_call_t* call,
 /* Operands first: a value pending in another thread's graph is computed
 ** (that graph runs), and one that a failed graph lost makes the op fail
 ** with that graph's error, never compute from stale bytes. */
-static tpurt_status_t check_operands(const tpurt_op_call_t* call) {
+static TPURT_MUST_USE tpurt_status_t check_operands(const tpurt_op_call_t* call) {
   for (int32_t i = 0; i < call->num_args; ++i) {
     const tpurt_arg_t* a = &call->args[i];
     if (a->kind != TPURT_ARG_TENSOR || !a->u.tensor.storage) continue;
@@ -888,7 +891,8 @@ static tpurt_status_t check_operands(const tpurt_op_call_t* call) {
 
 /* The rule of |call| (into |scratch| if resolved from another name), after
 ** check_operands. */
-static tpurt_status_t prepare_call(tpurt_op_call_t* call, lower_rule_t* scratch, const lower_rule_t** out_rule) {
+static TPURT_MUST_USE tpurt_status_t prepare_call(tpurt_op_call_t* call, lower_rule_t* scratch,
+                                                  const lower_rule_t** out_rule) {
   call->num_results = 0;
   *out_rule = lower_find(call->name, scratch);
   if (!*out_rule) return tpurt_status_create(TPURT_UNIMPLEMENTED, "no tpu lowering for %s", call->name);

@@ -78,7 +78,7 @@ tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer) {
   tpurt_storage_t* s = NULL;
   tpurt_status_t st = tpurt_storage_create(buffer->device, buffer->nbytes, &s);
   if (st) { /* the runtime is up if a buffer exists; cannot fail */
-    tpurt_status_free(st);
+    tpurt_status_ignore(st);
     abort();
   }
   s->buffer = buffer;
@@ -89,7 +89,7 @@ tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer) {
 ** fused eager if it holds a newer value of that storage (else the buffer is
 ** current and the graph keeps growing). While tracing for torch.compile a
 ** value of the graph cannot be read: it does not exist yet. */
-static tpurt_status_t settle_pending(const tpurt_storage_t* storage, int reason) {
+static TPURT_MUST_USE tpurt_status_t settle_pending(const tpurt_storage_t* storage, int reason) {
   graph_t* g = storage ? graph_holding(storage) : graph_current();
   if (!g) return NULL;
   if (graph_is_tracing(g)) {
@@ -182,7 +182,7 @@ bool view_is_whole(const tpurt_tensor_t* v) {
 
 /*===--- transfers ---===*/
 
-static tpurt_status_t check_host_size(const tpurt_tensor_t* view, size_t host_nbytes) {
+static TPURT_MUST_USE tpurt_status_t check_host_size(const tpurt_tensor_t* view, size_t host_nbytes) {
   size_t need = (size_t)view_numel(view) * tpurt_dtype_size(view->dtype);
   if (need != host_nbytes)
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "host buffer has %zu bytes, the tensor needs %zu",
@@ -198,8 +198,8 @@ static tpurt_status_t check_host_size(const tpurt_tensor_t* view, size_t host_nb
 }
 
 /* A storage holding one new buffer made from host bytes. */
-static tpurt_status_t upload(int device, tpurt_dtype_t dtype, int32_t rank, const int64_t* sizes,
-                             const void* host, tpurt_storage_t** out) {
+static TPURT_MUST_USE tpurt_status_t upload(int device, tpurt_dtype_t dtype, int32_t rank,
+                                            const int64_t* sizes, const void* host, tpurt_storage_t** out) {
   pjrt_buffer_t* b = NULL;
   TPURT_RETURN_IF_ERROR(pjrt_buffer_from_host(device, dtype, rank, sizes, host, &b));
   *out = storage_wrap_buffer(b);
@@ -243,11 +243,13 @@ tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* h
 }
 
 /* Copies |b| to |host|: waits, or (|async|) queues the copy on the device. */
-static tpurt_status_t buffer_to_host(pjrt_buffer_t* b, void* host, size_t host_nbytes, bool async) {
+static TPURT_MUST_USE tpurt_status_t buffer_to_host(pjrt_buffer_t* b, void* host, size_t host_nbytes,
+                                                    bool async) {
   return async ? pjrt_buffer_to_host_async(b, host, host_nbytes) : pjrt_buffer_to_host(b, host, host_nbytes);
 }
 
-static tpurt_status_t read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes, bool async) {
+static TPURT_MUST_USE tpurt_status_t read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes,
+                                               bool async) {
   TPURT_RETURN_IF_ERROR(check_host_size(view, host_nbytes));
   if (host_nbytes == 0) return NULL;
   engine_lock();

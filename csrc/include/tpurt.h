@@ -3,9 +3,13 @@
 ** The PyTorch glue (torch_tpu/csrc) includes only this file. Everything here
 ** is plain C11 and knows nothing of PyTorch or Python.
 **
-** Conventions (see research/aesthetics.md):
-**  - Every fallible call returns a tpurt_status_t. NULL means OK. A non-NULL
-**    status is owned by the caller, who frees it with tpurt_status_free().
+** Conventions (see research/aesthetics.md and docs/architecture.md,
+** "Ownership"):
+**  - Every fallible call returns a tpurt_status_t and is marked
+**    TPURT_MUST_USE. NULL means OK. A non-NULL status is owned by the
+**    caller, who returns it, frees it with tpurt_status_free(), or drops it
+**    on purpose with tpurt_status_ignore(). A status someone else keeps is
+**    handed out as a tpurt_borrowed_status_t, which cannot be freed.
 **  - Objects returned by *_create / *_retain belong to the caller, who drops
 **    them with the matching *_release. Accessors return borrowed pointers.
 **  - Output parameters are named out_*.
@@ -48,22 +52,43 @@ typedef enum tpurt_status_code_e {
   TPURT_NEEDS_RESIZE = 100,
 } tpurt_status_code_t;
 
+/* The result of a call that must not be ignored: a status, or anything
+** the caller must free (GCC and clang warn, and the build makes that an
+** error). A cast to void does not silence it: drop a status with
+** tpurt_status_ignore(). */
+#if defined(__GNUC__) || defined(__clang__)
+#define TPURT_MUST_USE __attribute__((warn_unused_result))
+#else
+#define TPURT_MUST_USE
+#endif
+
 typedef struct tpurt_status_s* tpurt_status_t;
+/* A status that someone else owns (e.g. an error an object keeps): read
+** its code and message; copy it with tpurt_status_clone to keep or return
+** it. The const makes freeing or returning it as owned a compile error. */
+typedef const struct tpurt_status_s* tpurt_borrowed_status_t;
 
 /* Creates a status with a printf-style message. Never returns NULL unless
 ** |code| is TPURT_OK. */
-tpurt_status_t tpurt_status_create(tpurt_status_code_t code, const char* fmt, ...)
+TPURT_MUST_USE tpurt_status_t tpurt_status_create(tpurt_status_code_t code, const char* fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-tpurt_status_code_t tpurt_status_code(tpurt_status_t status);
+tpurt_status_code_t tpurt_status_code(tpurt_borrowed_status_t status);
 /* The message; lives as long as |status|. "" for NULL. */
-const char* tpurt_status_message(tpurt_status_t status);
+const char* tpurt_status_message(tpurt_borrowed_status_t status);
+/* A new status with the same code and message (NULL for NULL). */
+TPURT_MUST_USE tpurt_status_t tpurt_status_clone(tpurt_borrowed_status_t status);
 /* Frees |status|; NULL is fine. */
 void tpurt_status_free(tpurt_status_t status);
-/* Prepends "<prefix>: " to the message; returns |status|. */
-tpurt_status_t tpurt_status_annotate(tpurt_status_t status, const char* prefix);
+/* Drops a status on purpose (frees it): the one way to ignore the result
+** of a TPURT_MUST_USE call, where the error does not matter (a best-effort
+** cleanup, a probe whose failure is a valid answer). */
+void tpurt_status_ignore(tpurt_status_t status);
+/* Prepends "<prefix>: " to the message of |status| (consumed) and returns
+** it; NULL stays NULL. */
+TPURT_MUST_USE tpurt_status_t tpurt_status_annotate(tpurt_status_t status, const char* prefix);
 
 /*===------------------------------------------------------------------===*/
 /* Element types                                                          */
@@ -132,7 +157,7 @@ const tpurt_config_t* tpurt_config(void);
 void tpurt_config_reload_for_test(void);
 /* NULL if every TORCH_TPU_* variable parsed, else an error naming the first
 ** bad one, its value and what it accepts (the same error on every call). */
-tpurt_status_t tpurt_config_check(void);
+TPURT_MUST_USE tpurt_status_t tpurt_config_check(void);
 
 /*===------------------------------------------------------------------===*/
 /* Runtime                                                                */
@@ -143,7 +168,7 @@ tpurt_status_t tpurt_config_check(void);
 ** initialisation is remembered and reported every time). The plugin is
 ** found by TORCH_TPU_PJRT_PLUGIN, then libtpu, then the CPU plugin package;
 ** TORCH_TPU_NUM_DEVICES sets the CPU plugin's device count (default 1). */
-tpurt_status_t tpurt_runtime_init(void);
+TPURT_MUST_USE tpurt_status_t tpurt_runtime_init(void);
 
 /* The plugin to load when TORCH_TPU_PJRT_PLUGIN is unset. The Python
 ** package discovers it (libtpu, a CUDA plugin, the CPU plugin package) and
@@ -164,7 +189,7 @@ void tpurt_runtime_set_default_plugin(const char* path);
 ** name is XLA's compile error, naming it. NULL or "" returns the thread to
 ** the process options. A malformed spec is INVALID_ARGUMENT and changes
 ** nothing. */
-tpurt_status_t tpurt_set_thread_compile_options(const char* spec);
+TPURT_MUST_USE tpurt_status_t tpurt_set_thread_compile_options(const char* spec);
 
 /* Number of addressable devices; 0 (never an error) if init failed. */
 int tpurt_device_count(void);
@@ -179,14 +204,14 @@ typedef struct tpurt_runtime_info_s {
 } tpurt_runtime_info_t;
 
 /* Fills |out_info| with borrowed strings that live for the process. */
-tpurt_status_t tpurt_runtime_info(tpurt_runtime_info_t* out_info);
+TPURT_MUST_USE tpurt_status_t tpurt_runtime_info(tpurt_runtime_info_t* out_info);
 
 /* Kind string of device |device| ("cpu", "TPU v5 lite"...). */
-tpurt_status_t tpurt_device_kind(int device, const char** out_kind);
+TPURT_MUST_USE tpurt_status_t tpurt_device_kind(int device, const char** out_kind);
 
 /* Waits for all work queued on |device| (-1: every device). Reports the first
 ** asynchronous error since the last sync, naming the op that caused it. */
-tpurt_status_t tpurt_synchronize(int device);
+TPURT_MUST_USE tpurt_status_t tpurt_synchronize(int device);
 
 /*===------------------------------------------------------------------===*/
 /* Storage                                                                */
@@ -199,7 +224,7 @@ tpurt_status_t tpurt_synchronize(int device);
 typedef struct tpurt_storage_s tpurt_storage_t;
 
 /* Creates an empty storage of |nbytes| on |device|. */
-tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t** out_storage);
+TPURT_MUST_USE tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t** out_storage);
 void tpurt_storage_retain(tpurt_storage_t* storage);
 void tpurt_storage_release(tpurt_storage_t* storage);
 size_t tpurt_storage_nbytes(const tpurt_storage_t* storage);
@@ -209,7 +234,7 @@ int tpurt_storage_device(const tpurt_storage_t* storage);
 ** [address, address + nbytes) ranges. */
 void* tpurt_storage_address(const tpurt_storage_t* storage);
 /* Grows or shrinks the storage to |nbytes|, keeping the common prefix. */
-tpurt_status_t tpurt_storage_resize(tpurt_storage_t* storage, size_t nbytes);
+TPURT_MUST_USE tpurt_status_t tpurt_storage_resize(tpurt_storage_t* storage, size_t nbytes);
 
 /* A strided view of a storage: what a PyTorch tensor is. Sizes and strides
 ** are in elements of |dtype|; |offset| too. */
@@ -225,12 +250,14 @@ typedef struct tpurt_tensor_s {
 /* Host -> device: copies |host| (dense, row-major, |view|'s sizes and dtype)
 ** into the region of the storage that |view| describes. Asynchronous: the
 ** core copies the host bytes before returning. */
-tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* host, size_t host_nbytes);
+TPURT_MUST_USE tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* host,
+                                                      size_t host_nbytes);
 /* Device -> host: waits for the value and writes |view| densely (row-major)
 ** into |host|. Surfaces pending asynchronous errors. */
-tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes);
+TPURT_MUST_USE tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host,
+                                                     size_t host_nbytes);
 /* Device -> device: dst = src (dtype conversion included), any devices. */
-tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t* src);
+TPURT_MUST_USE tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t* src);
 
 /*===------------------------------------------------------------------===*/
 /* Ops                                                                    */
@@ -347,7 +374,7 @@ bool tpurt_op_supported(const char* name);
 /* Runs the op. In-place and out= variants write into their is_write tensor
 ** args (every alias of those storages sees the new values) and produce no
 ** results; functional ops fill call->results. */
-tpurt_status_t tpurt_op_run(tpurt_op_call_t* call);
+TPURT_MUST_USE tpurt_status_t tpurt_op_run(tpurt_op_call_t* call);
 
 /*===------------------------------------------------------------------===*/
 /* Execution modes                                                        */
@@ -364,9 +391,9 @@ typedef enum tpurt_eager_mode_e {
 /* The calling thread's mode. The first call reads TORCH_TPU_LAUNCH_BLOCKING
 ** and TORCH_TPU_DEFER_AND_FUSE. Leaving fused eager flushes. */
 tpurt_eager_mode_t tpurt_get_eager_mode(void);
-tpurt_status_t tpurt_set_eager_mode(tpurt_eager_mode_t mode);
+TPURT_MUST_USE tpurt_status_t tpurt_set_eager_mode(tpurt_eager_mode_t mode);
 /* Runs the pending graph of fused eager now. */
-tpurt_status_t tpurt_flush(void);
+TPURT_MUST_USE tpurt_status_t tpurt_flush(void);
 /* Flushes by reason, for the metrics: name and count of reason |i| (0..). */
 int tpurt_flush_reason_count(void);
 const char* tpurt_flush_reason_name(int i);
@@ -381,21 +408,22 @@ typedef struct tpurt_program_s tpurt_program_t;
 
 /* Starts recording every op into one graph (the calling thread must be in
 ** TPURT_MODE_INTERNAL_DEFER_ALL). */
-tpurt_status_t tpurt_trace_begin(int device);
+TPURT_MUST_USE tpurt_status_t tpurt_trace_begin(int device);
 /* Declares |placeholder| (dense) as input |index| of the program. */
-tpurt_status_t tpurt_trace_input(const tpurt_tensor_t* placeholder, int32_t index);
+TPURT_MUST_USE tpurt_status_t tpurt_trace_input(const tpurt_tensor_t* placeholder, int32_t index);
 /* Ends the trace: the program returns |outputs| (dense copies of those
 ** views); it is compiled (through the cache) now. */
-tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_outputs, int32_t num_inputs,
-                               tpurt_program_t** out_program);
+TPURT_MUST_USE tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_outputs,
+                                              int32_t num_inputs, tpurt_program_t** out_program);
 /* Abandons an unfinished trace (the traced function raised). */
 void tpurt_trace_abort(void);
 /* Runs the program: one launch. Results are new tensors. Random ops inside
 ** draw from |rng| = the device generator's (seed, offset); the caller then
 ** advances the offset by tpurt_program_num_rng(). */
-tpurt_status_t tpurt_program_run(tpurt_program_t* program, int device, const tpurt_tensor_t* inputs,
-                                 int32_t num_inputs, const uint64_t rng[2], tpurt_result_t* results,
-                                 int32_t max_results);
+TPURT_MUST_USE tpurt_status_t tpurt_program_run(tpurt_program_t* program, int device,
+                                                const tpurt_tensor_t* inputs, int32_t num_inputs,
+                                                const uint64_t rng[2], tpurt_result_t* results,
+                                                int32_t max_results);
 int32_t tpurt_program_num_rng(const tpurt_program_t* program);
 /* True if |inputs| can be run as they are: on |device|, contiguous, with
 ** the traced dtypes and sizes. The caller's fast path for repeated calls;
@@ -460,7 +488,7 @@ void tpurt_cache_info(tpurt_cache_info_t* out_info);
 ** work completed, from the plugin's completion events. */
 typedef struct tpurt_event_s tpurt_event_t;
 /* Runs pending fused work first, so the event follows it. */
-tpurt_status_t tpurt_event_record(int device, tpurt_event_t** out_event);
+TPURT_MUST_USE tpurt_status_t tpurt_event_record(int device, tpurt_event_t** out_event);
 void tpurt_event_release(tpurt_event_t* event);
 /* True once the captured work has completed (never waits). */
 bool tpurt_event_query(tpurt_event_t* event);
@@ -510,18 +538,19 @@ typedef struct tpurt_device_memory_s {
   int64_t bytes_limit, bytes_reserved, peak_bytes_reserved;
   int64_t bytes_free; /* bytes_limit - bytes_in_use, or the host's available RAM */
 } tpurt_device_memory_t;
-tpurt_status_t tpurt_device_memory(int device, tpurt_device_memory_t* out_memory);
+TPURT_MUST_USE tpurt_status_t tpurt_device_memory(int device, tpurt_device_memory_t* out_memory);
 
 /* Host memory for staging copies (PyTorch's pinned memory). Page aligned;
 ** freeing waits for asynchronous copies into it. */
-tpurt_status_t tpurt_host_alloc(size_t nbytes, void** out_ptr);
+TPURT_MUST_USE tpurt_status_t tpurt_host_alloc(size_t nbytes, void** out_ptr);
 void tpurt_host_free(void* ptr);
 /* True if |ptr| lies inside a live tpurt_host_alloc block. */
 bool tpurt_host_contains(const void* ptr);
 
 /* Device -> host without waiting (a non_blocking copy into host memory from
 ** tpurt_host_alloc): complete at the device's next event or synchronize. */
-tpurt_status_t tpurt_tensor_read_host_async(const tpurt_tensor_t* view, void* host, size_t host_nbytes);
+TPURT_MUST_USE tpurt_status_t tpurt_tensor_read_host_async(const tpurt_tensor_t* view, void* host,
+                                                           size_t host_nbytes);
 
 /* Per device memory: bytes held by live buffers now and at peak. */
 uint64_t tpurt_memory_allocated(int device);

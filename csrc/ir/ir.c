@@ -191,7 +191,7 @@ void ir_func_destroy(ir_func_t* func) {
   free(func);
 }
 
-tpurt_status_t ir_func_status(const ir_func_t* func) { return func ? func->status : NULL; }
+tpurt_borrowed_status_t ir_func_status(const ir_func_t* func) { return func ? func->status : NULL; }
 
 void ir_func_fail(ir_func_t* func, tpurt_status_t status) {
   if (!func || !status) return;

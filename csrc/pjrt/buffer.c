@@ -26,7 +26,8 @@ void pjrt_launch_release(pjrt_launch_t* launch) {
 
 /* Dense byte size of |rank| |dims| of |dtype|, checking for negative sizes
 ** and overflow. */
-static tpurt_status_t dense_size(tpurt_dtype_t dtype, int32_t rank, const int64_t* dims, size_t* out_nbytes) {
+static TPURT_MUST_USE tpurt_status_t dense_size(tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
+                                                size_t* out_nbytes) {
   if (rank < 0 || rank > TPURT_MAX_RANK) {
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "buffer rank must be 0..%d, got %d", TPURT_MAX_RANK,
                                (int)rank);
@@ -71,7 +72,7 @@ void pjrt_count_buffer_locked(const pjrt_buffer_t* buffer) {
 void pjrt_destroy_raw_buffer_locked(pjrt_abi_buffer_t* raw) {
   PJRT_ARGS(pjrt_abi_buffer_destroy_args_t, a);
   a.buffer = raw;
-  tpurt_status_free(PJRT_CALL(PJRTABI_BUFFER_DESTROY, "Buffer_Destroy", &a));
+  tpurt_status_ignore(PJRT_CALL(PJRTABI_BUFFER_DESTROY, "Buffer_Destroy", &a));
 }
 
 tpurt_status_t pjrt_wrap_buffer_locked(pjrt_abi_buffer_t* raw, int device, pjrt_launch_t* launch,
@@ -174,9 +175,8 @@ void pjrt_buffer_release(pjrt_buffer_t* buffer) {
 }
 
 /* Names the op that produced |buffer| in an asynchronous error. */
-static tpurt_status_t blame(pjrt_buffer_t* buffer, tpurt_status_t status) {
-  if (status && buffer->launch) tpurt_status_annotate(status, buffer->launch->op_name);
-  return status;
+static TPURT_MUST_USE tpurt_status_t blame(pjrt_buffer_t* buffer, tpurt_status_t status) {
+  return buffer->launch ? tpurt_status_annotate(status, buffer->launch->op_name) : status;
 }
 
 tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer) {

@@ -44,12 +44,12 @@ uint64_t pjrt_now_ns(void) {
 static void destroy_loaded_locked(pjrt_abi_loaded_executable_t* loaded) {
   PJRT_ARGS(pjrt_abi_executable_destroy_args_t, a);
   a.executable = loaded;
-  tpurt_status_free(PJRT_CALL(PJRTABI_LOADED_EXECUTABLE_DESTROY, "LoadedExecutable_Destroy", &a));
+  tpurt_status_ignore(PJRT_CALL(PJRTABI_LOADED_EXECUTABLE_DESTROY, "LoadedExecutable_Destroy", &a));
 }
 
 /* Calls |fn| with the PJRT_Executable of |loaded| (lock held). */
-static tpurt_status_t with_executable_locked(pjrt_abi_loaded_executable_t* loaded,
-                                             tpurt_status_t (*fn)(pjrt_abi_executable_t*, void*), void* arg) {
+static TPURT_MUST_USE tpurt_status_t with_executable_locked(
+    pjrt_abi_loaded_executable_t* loaded, tpurt_status_t (*fn)(pjrt_abi_executable_t*, void*), void* arg) {
   PJRT_ARGS(pjrt_abi_loaded_executable_get_executable_args_t, g);
   g.loaded_executable = loaded;
   TPURT_RETURN_IF_ERROR(
@@ -57,11 +57,11 @@ static tpurt_status_t with_executable_locked(pjrt_abi_loaded_executable_t* loade
   tpurt_status_t status = fn(g.executable, arg);
   PJRT_ARGS(pjrt_abi_executable_destroy_args_t, d);
   d.executable = g.executable;
-  tpurt_status_free(PJRT_CALL(PJRTABI_EXECUTABLE_DESTROY, "Executable_Destroy", &d));
+  tpurt_status_ignore(PJRT_CALL(PJRTABI_EXECUTABLE_DESTROY, "Executable_Destroy", &d));
   return status;
 }
 
-static tpurt_status_t read_num_outputs(pjrt_abi_executable_t* executable, void* out) {
+static TPURT_MUST_USE tpurt_status_t read_num_outputs(pjrt_abi_executable_t* executable, void* out) {
   PJRT_ARGS(pjrt_abi_executable_num_outputs_args_t, a);
   a.executable = executable;
   TPURT_RETURN_IF_ERROR(PJRT_CALL(PJRTABI_EXECUTABLE_NUM_OUTPUTS, "Executable_NumOutputs", &a));
@@ -70,7 +70,8 @@ static tpurt_status_t read_num_outputs(pjrt_abi_executable_t* executable, void* 
 }
 
 /* Wraps a freshly loaded executable (lock held); destroys it on error. */
-static tpurt_status_t wrap_executable_locked(pjrt_abi_loaded_executable_t* loaded, pjrt_executable_t** out) {
+static TPURT_MUST_USE tpurt_status_t wrap_executable_locked(pjrt_abi_loaded_executable_t* loaded,
+                                                            pjrt_executable_t** out) {
   size_t num_outputs = 0;
   tpurt_status_t status = with_executable_locked(loaded, read_num_outputs, &num_outputs);
   if (status) {
@@ -147,7 +148,7 @@ typedef struct {
   size_t size;
 } blob_t;
 
-static tpurt_status_t serialize(pjrt_abi_executable_t* executable, void* out) {
+static TPURT_MUST_USE tpurt_status_t serialize(pjrt_abi_executable_t* executable, void* out) {
   PJRT_ARGS(pjrt_abi_executable_serialize_args_t, a);
   a.executable = executable;
   TPURT_RETURN_IF_ERROR(PJRT_CALL(PJRTABI_EXECUTABLE_SERIALIZE, "Executable_Serialize", &a));
@@ -230,7 +231,7 @@ static uint64_t g_async_seq[PJRT_MAX_DEVICES], g_next_seq;
 static void record_error_locked(pjrt_launch_t* launch, tpurt_status_t error) {
   if (!error) return;
   if (g_async_error[launch->device]) {
-    tpurt_status_free(error);
+    tpurt_status_ignore(error);
     return;
   }
   g_async_error[launch->device] = tpurt_status_annotate(error, launch->op_name);
@@ -296,7 +297,7 @@ static void on_launch_done(pjrt_abi_error_t* error, void* user_arg) {
   pjrt_launch_t* launch = user_arg;
   uint64_t now = pjrt_now_ns();
   /* The error also reaches the pending entry's Event_Error / Await. */
-  tpurt_status_free(pjrt_api_take_error(&pjrt_g.api, error));
+  tpurt_status_ignore(pjrt_api_take_error(&pjrt_g.api, error));
   pthread_mutex_lock(&g_done_lock);
   complete_locked(launch, now);
   pthread_mutex_unlock(&g_done_lock);
@@ -314,7 +315,7 @@ static void watch_locked(pjrt_launch_t* launch, pjrt_abi_event_t* event) {
   a.user_arg = launch;
   tpurt_status_t status = PJRT_CALL(PJRTABI_EVENT_ON_READY, "Event_OnReady", &a);
   if (status) {
-    tpurt_status_free(status);
+    tpurt_status_ignore(status);
     launch->has_callback = false;
     pjrt_launch_release(launch);
   }
@@ -423,11 +424,11 @@ tpurt_status_t pjrt_synchronize(int device) {
   for (int d = lo; d < hi; ++d) {
     if (!g_async_error[d]) continue;
     if (!first || g_async_seq[d] < first_seq) {
-      tpurt_status_free(first);
+      tpurt_status_ignore(first);
       first = g_async_error[d];
       first_seq = g_async_seq[d];
     } else {
-      tpurt_status_free(g_async_error[d]);
+      tpurt_status_ignore(g_async_error[d]);
     }
     g_async_error[d] = NULL;
   }
@@ -659,7 +660,7 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
       if (s && !status)
         status = s;
       else
-        tpurt_status_free(s);
+        tpurt_status_ignore(s);
     }
     launch->first_run = executable->compiled_here && executable->launches == 0;
     executable->launches++;

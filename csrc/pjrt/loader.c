@@ -112,7 +112,7 @@ tpurt_status_t pjrt_api_call(const pjrt_api_t* api, int slot, const char* name, 
 void pjrt_api_event_destroy(const pjrt_api_t* api, pjrt_abi_event_t* event) {
   if (!event) return;
   pjrt_abi_event_args_t a = {.struct_size = pjrt_abi_event_args_t_SIZE, .event = event};
-  tpurt_status_free(pjrt_api_call(api, PJRTABI_EVENT_DESTROY, "Event_Destroy", &a));
+  tpurt_status_ignore(pjrt_api_call(api, PJRTABI_EVENT_DESTROY, "Event_Destroy", &a));
 }
 
 tpurt_status_t pjrt_api_event_await(const pjrt_api_t* api, pjrt_abi_event_t* event) {

@@ -29,7 +29,7 @@ static tpurt_arg_t farg(double v) {
 }
 
 /* y = x * a + b as two ops; returns y (caller releases). */
-static tpurt_status_t mul_add(tpurt_tensor_t x, double a, double b, tpurt_tensor_t* out) {
+static TPURT_MUST_USE tpurt_status_t mul_add(tpurt_tensor_t x, double a, double b, tpurt_tensor_t* out) {
   tpurt_result_t r1[1], r2[1];
   tpurt_arg_t args1[2] = {targ(x), farg(a)};
   tpurt_op_call_t c1 = {

@@ -567,7 +567,7 @@ TEST(Ir_StickyError) {
   int64_t dims[1] = {5};
   ir_value_t r = ir_reshape(f, x, 1, dims);
   EXPECT(r == IR_NONE);
-  tpurt_status_t st = ir_func_status(f);
+  tpurt_borrowed_status_t st = ir_func_status(f);
   EXPECT(tpurt_status_code(st) == TPURT_INTERNAL);
   EXPECT(strcmp(tpurt_status_message(st),
                 "stablehlo.reshape: tensor<2x3xf32> has 6 elements but tensor<5xf32> has 5") == 0);
@@ -685,7 +685,7 @@ TEST(Ir_Errors) {
       }
     }
     EXPECT(r == IR_NONE);
-    tpurt_status_t st = printed ? printed : ir_func_status(f);
+    tpurt_borrowed_status_t st = printed ? printed : ir_func_status(f);
     if (strcmp(tpurt_status_message(st), kWant[k]) != 0) {
       fprintf(stderr, "  case %d: expected message\n    %s\n  got\n    %s\n", k, kWant[k],
               tpurt_status_message(st));
