@@ -349,7 +349,7 @@ static void graph_clear(graph_t* g) {
   free(g->history);
   free(g->prev);
   free(g->last_at);
-  ir_func_destroy(g->func);
+  ir_func_free(g->func);
   memset(g, 0, sizeof(*g));
   g->next_thread = next;
 }

@@ -88,7 +88,7 @@ static void plan_free(plan_t* p) {
 }
 
 /* Takes |p| out of the table and the LRU list and frees it. */
-static void plan_drop(plan_t* p) {
+static void plan_unlink_and_free(plan_t* p) {
   plan_t** link = &g_plans[p->hash % PLAN_BUCKETS];
   while (*link && *link != p) link = &(*link)->next;
   if (*link) *link = p->next;
@@ -101,7 +101,7 @@ static void plan_drop(plan_t* p) {
 /* Drops least recently used plans while over the budget, sparing |keep|. */
 static void plan_evict(const plan_t* keep) {
   const uint64_t limit = cache_memory_limit();
-  while (g_plan_bytes > limit && g_plan_oldest && g_plan_oldest != keep) plan_drop(g_plan_oldest);
+  while (g_plan_bytes > limit && g_plan_oldest && g_plan_oldest != keep) plan_unlink_and_free(g_plan_oldest);
 }
 
 /*===--- signature ---===*/
@@ -628,7 +628,7 @@ done:
   if (graph) {
     bind_graph_numbers(e, first_param); /* even on error: every parameter needs a binding */
   } else {
-    ir_func_destroy(ctx->func);
+    ir_func_free(ctx->func);
   }
   free(e);
   return status;
@@ -793,7 +793,7 @@ static TPURT_MUST_USE tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op
   }
   tpurt_status_free(status);
   cache_forget(p->program_hash);
-  plan_drop(p);
+  plan_unlink_and_free(p);
   build_signature(call, rule->numbers_in_key, &g_sig); /* lowering may have reused g_sig */
   TPURT_RETURN_IF_ERROR(add_plan(rule, call, h, &p));
   return launch(p, call);

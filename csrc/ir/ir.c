@@ -184,7 +184,7 @@ ir_func_t* ir_func_create(void) {
   return func;
 }
 
-void ir_func_destroy(ir_func_t* func) {
+void ir_func_free(ir_func_t* func) {
   if (!func) return;
   tpurt_status_free(func->status);
   tpurt_arena_free(&func->arena);

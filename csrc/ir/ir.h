@@ -39,7 +39,7 @@ typedef struct ir_func_s ir_func_t;
 /*===------------------------------------------------------------------===*/
 
 ir_func_t* ir_func_create(void);
-void ir_func_destroy(ir_func_t* func);
+void ir_func_free(ir_func_t* func);
 /* Adds a parameter of @main; parameters print in the order added. */
 ir_value_t ir_param(ir_func_t* func, ir_type_t type);
 /* Sets the values @main returns (copied). */

@@ -69,7 +69,7 @@ void pjrt_count_buffer_locked(const pjrt_buffer_t* buffer) {
   if (in_use > c->peak_bytes_in_use[buffer->device]) c->peak_bytes_in_use[buffer->device] = in_use;
 }
 
-void pjrt_destroy_raw_buffer_locked(pjrt_abi_buffer_t* raw) {
+void pjrt_raw_buffer_free_locked(pjrt_abi_buffer_t* raw) {
   PJRT_ARGS(pjrt_abi_buffer_destroy_args_t, a);
   a.buffer = raw;
   tpurt_status_ignore(PJRT_CALL(PJRTABI_BUFFER_DESTROY, "Buffer_Destroy", &a));
@@ -99,7 +99,7 @@ tpurt_status_t pjrt_wrap_buffer_locked(pjrt_abi_buffer_t* raw, int device, pjrt_
   size_t nbytes = 0;
   if (!status) status = dense_size(dtype, (int32_t)d.num_dims, d.dims, &nbytes);
   if (status) {
-    pjrt_destroy_raw_buffer_locked(raw);
+    pjrt_raw_buffer_free_locked(raw);
     return status;
   }
   pjrt_buffer_t* b = new_buffer(raw, device, dtype, (int32_t)d.num_dims, d.dims, nbytes);
@@ -165,7 +165,7 @@ void pjrt_buffer_retain(pjrt_buffer_t* buffer) {
 void pjrt_buffer_release(pjrt_buffer_t* buffer) {
   if (!buffer || __atomic_sub_fetch(&buffer->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
   pthread_mutex_lock(&pjrt_g.lock);
-  pjrt_destroy_raw_buffer_locked(buffer->raw);
+  pjrt_raw_buffer_free_locked(buffer->raw);
   pjrt_counters_t* c = &pjrt_g.counters;
   c->live_buffers--;
   c->bytes_in_use[buffer->device] -= buffer->nbytes;

@@ -41,7 +41,7 @@ uint64_t pjrt_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static void destroy_loaded_locked(pjrt_abi_loaded_executable_t* loaded) {
+static void loaded_executable_free_locked(pjrt_abi_loaded_executable_t* loaded) {
   PJRT_ARGS(pjrt_abi_executable_destroy_args_t, a);
   a.executable = loaded;
   tpurt_status_ignore(PJRT_CALL(PJRTABI_LOADED_EXECUTABLE_DESTROY, "LoadedExecutable_Destroy", &a));
@@ -75,7 +75,7 @@ static TPURT_MUST_USE tpurt_status_t wrap_executable_locked(pjrt_abi_loaded_exec
   size_t num_outputs = 0;
   tpurt_status_t status = with_executable_locked(loaded, read_num_outputs, &num_outputs);
   if (status) {
-    destroy_loaded_locked(loaded);
+    loaded_executable_free_locked(loaded);
     return status;
   }
   pjrt_executable_t* e = tpurt_xcalloc(1, sizeof(*e));
@@ -136,7 +136,7 @@ void pjrt_executable_release(pjrt_executable_t* executable) {
   if (!executable) return;
   if (__atomic_sub_fetch(&executable->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
   pthread_mutex_lock(&pjrt_g.lock);
-  destroy_loaded_locked(executable->loaded);
+  loaded_executable_free_locked(executable->loaded);
   pthread_mutex_unlock(&pjrt_g.lock);
   free(executable);
 }
@@ -341,7 +341,7 @@ static void wait_done(pjrt_launch_t* launch) {
 /* Ends a pending entry whose event completed (lock held). */
 static void retire_locked(pending_t p, tpurt_status_t status) {
   record_error_locked(p.launch, status);
-  pjrt_api_event_destroy(&pjrt_g.api, p.event);
+  pjrt_api_event_free(&pjrt_g.api, p.event);
   if (p.keep) g_released[g_num_released++] = p.keep;
 }
 
@@ -490,7 +490,7 @@ tpurt_status_t pjrt_event_record(int device, pjrt_event_t** out_event) {
   return NULL;
 }
 
-void pjrt_event_release(pjrt_event_t* event) {
+void pjrt_event_free(pjrt_event_t* event) {
   if (!event) return;
   for (size_t i = 0; i < event->num_launches; ++i) pjrt_launch_release(event->launches[i]);
   free(event);

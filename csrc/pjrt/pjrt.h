@@ -105,7 +105,7 @@ void pjrt_wait_host_range(const void* begin, size_t size);
 /* A marker in a device's queue: the work queued before it. */
 typedef struct pjrt_event_s pjrt_event_t;
 TPURT_MUST_USE tpurt_status_t pjrt_event_record(int device, pjrt_event_t** out_event);
-void pjrt_event_release(pjrt_event_t* event);
+void pjrt_event_free(pjrt_event_t* event);
 bool pjrt_event_query(pjrt_event_t* event);
 void pjrt_event_synchronize(pjrt_event_t* event);
 /* Waits, then returns when that work completed (PJRT completion events);

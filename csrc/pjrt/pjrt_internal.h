@@ -34,7 +34,7 @@ TPURT_MUST_USE tpurt_status_t pjrt_api_call(const pjrt_api_t* api, int slot, con
 /* Converts and destroys |error| (NULL: returns NULL). */
 TPURT_MUST_USE tpurt_status_t pjrt_api_take_error(const pjrt_api_t* api, pjrt_abi_error_t* error);
 /* Destroys |event|, ignoring NULL. */
-void pjrt_api_event_destroy(const pjrt_api_t* api, pjrt_abi_event_t* event);
+void pjrt_api_event_free(const pjrt_api_t* api, pjrt_abi_event_t* event);
 /* Waits for |event|, destroys it, and returns its error. */
 TPURT_MUST_USE tpurt_status_t pjrt_api_event_await(const pjrt_api_t* api, pjrt_abi_event_t* event);
 
@@ -90,6 +90,6 @@ void pjrt_count_buffer_locked(const pjrt_buffer_t* buffer);
 TPURT_MUST_USE tpurt_status_t pjrt_wrap_buffer_locked(pjrt_abi_buffer_t* raw, int device,
                                                       pjrt_launch_t* launch, pjrt_buffer_t** out_buffer);
 /* Destroys the plugin buffer of |raw| (lock held). */
-void pjrt_destroy_raw_buffer_locked(pjrt_abi_buffer_t* raw);
+void pjrt_raw_buffer_free_locked(pjrt_abi_buffer_t* raw);
 
 #endif /* TPURT_PJRT_PJRT_INTERNAL_H_ */

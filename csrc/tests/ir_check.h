@@ -10,7 +10,7 @@
 static inline int print_check(ir_func_t* func, const char* golden, pjrt_executable_t** out_exe) {
   char* text = NULL;
   tpurt_status_t s = ir_func_print(func, &text, NULL);
-  ir_func_destroy(func);
+  ir_func_free(func);
   if (s) {
     fprintf(stderr, "  print failed: %s\n", tpurt_status_message(s));
     tpurt_status_free(s);

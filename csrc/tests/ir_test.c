@@ -67,7 +67,7 @@ static int check_golden_(ir_func_t* func, const char* name, const char* golden, 
     if (!compile_ok(name, text, NULL)) ok = 0;
   }
   free(text);
-  ir_func_destroy(func);
+  ir_func_free(func);
   if (!ok) ++test_failures_;
   return ok;
 }
@@ -133,7 +133,7 @@ TEST(Ir_BroadcastReshapeTranspose) {
   ir_value_t b = ir_broadcast_in_dim(f, x, 3, bdims, bmap); /* into 2x1x3 at dim 1 */
   EXPECT(b == IR_NONE); /* operand dim 0 (3) cannot go to result dim 1 (1) */
   EXPECT(ir_func_status(f) != NULL);
-  ir_func_destroy(f);
+  ir_func_free(f);
 
   f = ir_func_create();
   x = ir_param(f, T(F32, 1, 3, 0, 0));
@@ -387,7 +387,7 @@ TEST(Ir_FloatBits) {
       ++test_failures_;
     }
     free(text);
-    ir_func_destroy(f);
+    ir_func_free(f);
   }
 }
 
@@ -593,7 +593,7 @@ TEST(Ir_StickyError) {
   EXPECT(tpurt_status_code(ps) == TPURT_INTERNAL && text == NULL);
   EXPECT(strcmp(tpurt_status_message(ps), tpurt_status_message(st)) == 0);
   tpurt_status_free(ps);
-  ir_func_destroy(f);
+  ir_func_free(f);
 }
 
 /* one message per kind of mistake */
@@ -693,7 +693,7 @@ TEST(Ir_Errors) {
     }
     tpurt_status_free(printed);
     free(text);
-    ir_func_destroy(f);
+    ir_func_free(f);
   }
 }
 
@@ -723,8 +723,8 @@ TEST(Ir_Deterministic) {
   free(a);
   free(b);
   free(c);
-  ir_func_destroy(f);
-  ir_func_destroy(g);
+  ir_func_free(f);
+  ir_func_free(g);
 }
 
 /* many ops: arrays grow, early type pointers stay valid */
@@ -742,7 +742,7 @@ TEST(Ir_Large) {
   ASSERT_OK(ir_func_print(f, &text, &n));
   EXPECT(n > 20000 * 60);
   free(text);
-  ir_func_destroy(f);
+  ir_func_free(f);
 }
 
 /*===--- programs run on the plugin ---===*/
@@ -754,7 +754,7 @@ static int run_func(ir_func_t* func, pjrt_buffer_t** args, size_t num_args, void
                     size_t num_outputs) {
   char* text = NULL;
   tpurt_status_t s = ir_func_print(func, &text, NULL);
-  ir_func_destroy(func);
+  ir_func_free(func);
   if (s) {
     fprintf(stderr, "  print failed: %s\n", tpurt_status_message(s));
     tpurt_status_free(s);
