@@ -5,6 +5,7 @@
 #define TPURT_BASE_BASE_H_
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,28 @@
     tpurt_status_t status_ = (expr);     \
     if (status_ != NULL) return status_; \
   } while (0)
+
+/* Reference counts: every refcounted object of the core holds one of these,
+** so that _retain and _release are safe from any thread. An object starts
+** with one reference, its creator's. */
+typedef struct tpurt_refcount_s {
+  atomic_int value;
+} tpurt_refcount_t;
+static inline void tpurt_refcount_init(tpurt_refcount_t* ref) { atomic_init(&ref->value, 1); }
+static inline void tpurt_refcount_inc(tpurt_refcount_t* ref) {
+  atomic_fetch_add_explicit(&ref->value, 1, memory_order_relaxed);
+}
+/* Drops one reference; true when it was the last: the caller frees the
+** object (acquire-release, so the freeing thread sees every other thread's
+** writes to it). */
+TPURT_MUST_USE static inline bool tpurt_refcount_dec_and_test(tpurt_refcount_t* ref) {
+  return atomic_fetch_sub_explicit(&ref->value, 1, memory_order_acq_rel) == 1;
+}
+/* The count now. Only the holder of a reference may ask, and the answer is
+** exact only when no other thread can retain or release meanwhile. */
+static inline int tpurt_refcount_get(tpurt_refcount_t* ref) {
+  return atomic_load_explicit(&ref->value, memory_order_acquire);
+}
 
 TPURT_MUST_USE tpurt_status_t tpurt_status_vcreate(tpurt_status_code_t code, const char* fmt, va_list ap);
 

@@ -19,7 +19,7 @@
 #include "../pjrt/pjrt.h"
 
 struct tpurt_storage_s {
-  int refcount; /* atomic */
+  tpurt_refcount_t refcount;
   int device;
   size_t nbytes;
   uintptr_t address;

@@ -426,7 +426,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   ir_value_t* values = tpurt_xmalloc(sizeof(ir_value_t) * (size_t)(g->num_entries + 1));
   for (int32_t i = 0; i < g->num_entries; ++i) {
     entry_t* e = &g->entries[i];
-    if (!e->written || __atomic_load_n(&e->storage->refcount, __ATOMIC_ACQUIRE) <= 1) continue;
+    if (!e->written || tpurt_refcount_get(&e->storage->refcount) <= 1) continue;
     which[n_out] = i;
     values[n_out++] = e->value;
   }

@@ -27,7 +27,7 @@ tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t**
                                "device tpu:%d does not exist (%d device(s) available)", device,
                                pjrt_device_count());
   tpurt_storage_t* s = tpurt_xcalloc(1, sizeof(*s));
-  s->refcount = 1;
+  tpurt_refcount_init(&s->refcount);
   s->device = device;
   s->nbytes = nbytes;
   uint64_t span = ((uint64_t)nbytes + 4096) & ~(uint64_t)4095;
@@ -38,12 +38,12 @@ tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t**
 }
 
 void tpurt_storage_retain(tpurt_storage_t* storage) {
-  if (storage) __atomic_add_fetch(&storage->refcount, 1, __ATOMIC_RELAXED);
+  if (storage) tpurt_refcount_inc(&storage->refcount);
 }
 
 void tpurt_storage_release(tpurt_storage_t* storage) {
   if (!storage) return;
-  if (__atomic_sub_fetch(&storage->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  if (!tpurt_refcount_dec_and_test(&storage->refcount)) return;
   pjrt_buffer_release(storage->buffer);
   tpurt_status_free(storage->poison);
   __atomic_sub_fetch(&engine_live_storages, 1, __ATOMIC_RELAXED);

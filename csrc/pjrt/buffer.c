@@ -20,8 +20,12 @@ static tpurt_dtype_t from_pjrt_type(int type) {
   return TPURT_DTYPE_INVALID;
 }
 
+void pjrt_launch_retain(pjrt_launch_t* launch) {
+  if (launch) tpurt_refcount_inc(&launch->refcount);
+}
+
 void pjrt_launch_release(pjrt_launch_t* launch) {
-  if (launch && __atomic_sub_fetch(&launch->refcount, 1, __ATOMIC_ACQ_REL) == 0) free(launch);
+  if (launch && tpurt_refcount_dec_and_test(&launch->refcount)) free(launch);
 }
 
 /* Dense byte size of |rank| |dims| of |dtype|, checking for negative sizes
@@ -58,7 +62,7 @@ static pjrt_buffer_t* new_buffer(pjrt_abi_buffer_t* raw, int device, tpurt_dtype
   b->rank = rank;
   if (rank) memcpy(b->dims, dims, sizeof(int64_t) * (size_t)rank);
   b->nbytes = nbytes;
-  b->refcount = 1;
+  tpurt_refcount_init(&b->refcount);
   return b;
 }
 
@@ -104,7 +108,7 @@ tpurt_status_t pjrt_wrap_buffer_locked(pjrt_abi_buffer_t* raw, int device, pjrt_
   }
   pjrt_buffer_t* b = new_buffer(raw, device, dtype, (int32_t)d.num_dims, d.dims, nbytes);
   if (launch) {
-    __atomic_add_fetch(&launch->refcount, 1, __ATOMIC_RELAXED);
+    pjrt_launch_retain(launch);
     b->launch = launch;
   }
   pjrt_count_buffer_locked(b);
@@ -159,11 +163,11 @@ tpurt_status_t pjrt_buffer_from_host(int device, tpurt_dtype_t dtype, int32_t ra
 }
 
 void pjrt_buffer_retain(pjrt_buffer_t* buffer) {
-  if (buffer) __atomic_add_fetch(&buffer->refcount, 1, __ATOMIC_RELAXED);
+  if (buffer) tpurt_refcount_inc(&buffer->refcount);
 }
 
 void pjrt_buffer_release(pjrt_buffer_t* buffer) {
-  if (!buffer || __atomic_sub_fetch(&buffer->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  if (!buffer || !tpurt_refcount_dec_and_test(&buffer->refcount)) return;
   pthread_mutex_lock(&pjrt_g.lock);
   pjrt_raw_buffer_free_locked(buffer->raw);
   pjrt_counters_t* c = &pjrt_g.counters;
@@ -233,7 +237,7 @@ tpurt_status_t pjrt_buffer_copy_to_device(pjrt_buffer_t* buffer, int device, pjr
     return tpurt_status_annotate(blame(buffer, status), "copying a buffer between devices");
   }
   if (buffer->launch) {
-    __atomic_add_fetch(&buffer->launch->refcount, 1, __ATOMIC_RELAXED);
+    pjrt_launch_retain(buffer->launch);
     b->launch = buffer->launch;
   }
   *out_buffer = b;

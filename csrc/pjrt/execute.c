@@ -9,7 +9,7 @@
 struct pjrt_executable_s {
   pjrt_abi_loaded_executable_t* loaded;
   size_t num_outputs;
-  int refcount;       /* atomic (__atomic builtins); destroyed at zero */
+  tpurt_refcount_t refcount; /* freed at zero */
   bool compiled_here; /* compiled in this process (not loaded from the disk cache) */
   int32_t num_ops;    /* StableHLO ops in the module (0: loaded, unknown) */
   uint64_t launches;  /* lock held */
@@ -81,7 +81,7 @@ static TPURT_MUST_USE tpurt_status_t wrap_executable_locked(pjrt_abi_loaded_exec
   pjrt_executable_t* e = tpurt_xcalloc(1, sizeof(*e));
   e->loaded = loaded;
   e->num_outputs = num_outputs;
-  e->refcount = 1;
+  tpurt_refcount_init(&e->refcount);
   *out = e;
   return NULL;
 }
@@ -128,13 +128,11 @@ void pjrt_executable_note_module(pjrt_executable_t* executable, const char* mlir
   executable->num_ops = count_ops(mlir, mlir_size);
 }
 
-void pjrt_executable_retain(pjrt_executable_t* executable) {
-  __atomic_add_fetch(&executable->refcount, 1, __ATOMIC_RELAXED);
-}
+void pjrt_executable_retain(pjrt_executable_t* executable) { tpurt_refcount_inc(&executable->refcount); }
 
 void pjrt_executable_release(pjrt_executable_t* executable) {
   if (!executable) return;
-  if (__atomic_sub_fetch(&executable->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
+  if (!tpurt_refcount_dec_and_test(&executable->refcount)) return;
   pthread_mutex_lock(&pjrt_g.lock);
   loaded_executable_free_locked(executable->loaded);
   pthread_mutex_unlock(&pjrt_g.lock);
@@ -307,7 +305,7 @@ static void on_launch_done(pjrt_abi_error_t* error, void* user_arg) {
 /* Asks the plugin to time |launch| by |event| (lock held). Without
 ** Event_OnReady, the time is taken when the pending entry is reaped. */
 static void watch_locked(pjrt_launch_t* launch, pjrt_abi_event_t* event) {
-  __atomic_add_fetch(&launch->refcount, 1, __ATOMIC_RELAXED); /* the callback's */
+  pjrt_launch_retain(launch); /* the callback's */
   launch->has_callback = true;
   PJRT_ARGS(pjrt_abi_event_on_ready_args_t, a);
   a.event = event;
@@ -439,7 +437,7 @@ tpurt_status_t pjrt_synchronize(int device) {
 static pjrt_launch_t* launch_create(int device, const char* op_name) {
   size_t name_size = strlen(op_name) + 1;
   pjrt_launch_t* launch = tpurt_xcalloc(1, sizeof(*launch) + name_size);
-  launch->refcount = 1; /* the pending entry's */
+  tpurt_refcount_init(&launch->refcount); /* the pending entry's */
   launch->device = device;
   launch->launch_ns = pjrt_now_ns();
   memcpy(launch->op_name, op_name, name_size);
@@ -481,7 +479,7 @@ tpurt_status_t pjrt_event_record(int device, pjrt_event_t** out_event) {
   for (size_t i = 0; i < g_num_pending; ++i) {
     pjrt_launch_t* l = g_pending[i].launch;
     if (l->device != device) continue;
-    __atomic_add_fetch(&l->refcount, 1, __ATOMIC_RELAXED);
+    pjrt_launch_retain(l);
     ev->launches[ev->num_launches++] = l;
   }
   pthread_mutex_unlock(&pjrt_g.lock);

@@ -8,7 +8,7 @@
 #ifndef TPURT_PJRT_PJRT_H_
 #define TPURT_PJRT_PJRT_H_
 
-#include "../include/tpurt.h"
+#include "../base/base.h"
 
 /* A device buffer: an immutable PJRT buffer plus its shape. Reference
 ** counted; the PJRT buffer is destroyed when the last reference goes. */
@@ -19,7 +19,7 @@ typedef struct pjrt_buffer_s {
   int32_t rank;
   int64_t dims[TPURT_MAX_RANK];
   size_t nbytes; /* dense byte size: numel * dtype size */
-  int refcount;  /* atomic (__atomic builtins) */
+  tpurt_refcount_t refcount;
   /* The execution that produced the buffer (NULL: uploaded or copied), so
   ** that an asynchronous error names its op. Private to the room. */
   struct pjrt_launch_s* launch;

@@ -48,7 +48,7 @@ TPURT_MUST_USE tpurt_status_t pjrt_api_event_await(const pjrt_api_t* api, pjrt_a
 ** the host. Buffers it produced keep it (the op name for error messages);
 ** events and the launch log read its times. */
 typedef struct pjrt_launch_s {
-  int refcount; /* atomic */
+  tpurt_refcount_t refcount;
   int device;
   bool is_copy;       /* a device -> host copy, not a program */
   bool first_run;     /* the executable's first launch after it was compiled */
@@ -58,6 +58,7 @@ typedef struct pjrt_launch_s {
   uint64_t done_ns;   /* when its completion event fired; 0 before (atomic) */
   char op_name[];
 } pjrt_launch_t;
+void pjrt_launch_retain(pjrt_launch_t* launch);
 void pjrt_launch_release(pjrt_launch_t* launch);
 
 /* The process-wide runtime, set up once by pjrt_init. */
