@@ -10,9 +10,9 @@ struct pjrt_executable_s {
   pjrt_abi_loaded_executable_t* loaded;
   size_t num_outputs;
   tpurt_refcount_t refcount; /* freed at zero */
-  bool compiled_here; /* compiled in this process (not loaded from the disk cache) */
-  int32_t num_ops;    /* StableHLO ops in the module (0: loaded, unknown) */
-  uint64_t launches;  /* lock held */
+  bool compiled_here;        /* compiled in this process (not loaded from the disk cache) */
+  int32_t num_ops;           /* StableHLO ops in the module (0: loaded, unknown) */
+  uint64_t launches;         /* lock held */
 };
 
 /* StableHLO ops in |mlir|: the launch log reports it per program. */
