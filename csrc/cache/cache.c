@@ -204,9 +204,9 @@ tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_exe
     ** result count still has to match the module's. */
     int expected = main_result_count(mlir, size);
     if (expected >= 0 && (size_t)expected != pjrt_executable_num_outputs(exe)) {
-      disk_reject(&g_disk, &key,
-                  tpurt_status_create(TPURT_DATA_LOSS, "it has %zu results where the program has %d",
-                                      pjrt_executable_num_outputs(exe), expected));
+      disk_reject_consume(&g_disk, &key,
+                          tpurt_status_create(TPURT_DATA_LOSS, "it has %zu results where the program has %d",
+                                              pjrt_executable_num_outputs(exe), expected));
       pjrt_executable_release(exe);
       exe = NULL;
       found = DISK_REJECTED;

@@ -42,16 +42,16 @@ struct tpurt_storage_s {
 void engine_lock(void);
 void engine_unlock(void);
 
-/* Replaces the storage's value (takes ownership of |buffer|); a whole new
-** value also clears a poison. */
-void storage_set_buffer(tpurt_storage_t* storage, pjrt_buffer_t* buffer);
+/* Replaces the storage's value with |buffer| (consumed: the storage keeps
+** the caller's reference); a whole new value also clears a poison. */
+void storage_set_buffer_consume(tpurt_storage_t* storage, pjrt_buffer_t* buffer);
 /* Marks the storage's value as lost because of |cause| (copied; the caller
 ** keeps |cause|). */
 void storage_poison(tpurt_storage_t* storage, tpurt_status_t cause);
 /* NULL, or a new status repeating the error that lost the storage's value. */
 TPURT_MUST_USE tpurt_status_t storage_check_poison(const tpurt_storage_t* storage);
-/* A new storage holding |buffer| (takes ownership). */
-tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer);
+/* A new storage holding |buffer| (consumed). */
+tpurt_storage_t* storage_wrap_buffer_consume(pjrt_buffer_t* buffer);
 
 /* True if |view| is the whole storage, densely, in the buffer's dtype. */
 bool view_is_whole(const tpurt_tensor_t* view);

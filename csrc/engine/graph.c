@@ -460,7 +460,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
     status = pjrt_execute(exe, g->device, args, (size_t)n, outs, (size_t)n_out, label);
     release_args(args, owned, n);
     if (!status)
-      for (int32_t k = 0; k < n_out; ++k) storage_set_buffer(g->entries[which[k]].storage, outs[k]);
+      for (int32_t k = 0; k < n_out; ++k) storage_set_buffer_consume(g->entries[which[k]].storage, outs[k]);
   }
   /* A graph that fails loses the values it was to compute: mark them, so
   ** that a later read raises this error instead of seeing zeros or the
@@ -721,7 +721,7 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
     for (int32_t k = 0; k < p->num_outputs; ++k) {
       tpurt_result_t* r = &results[k];
       memset(r, 0, sizeof(*r));
-      r->storage = storage_wrap_buffer(outs[k]);
+      r->storage = storage_wrap_buffer_consume(outs[k]);
       fill_result_shape(r, &p->output_types[k], p->output_permuted[k], p->output_perm[k]);
       r->device = device;
     }

@@ -221,7 +221,7 @@ static ir_value_t view_offset(engine_ctx_t* e, int32_t flat) {
   if (e->offsets[flat] != IR_NONE) return e->offsets[flat];
   lower_ctx_t* ctx = &e->lower;
   if (ctx->num_params >= LOWER_MAX_PARAMS) {
-    ir_func_fail(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands"));
+    ir_func_fail_consume(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands"));
     return IR_NONE;
   }
   ctx->params[ctx->num_params++] =
@@ -240,7 +240,7 @@ static ir_value_t storage_base(engine_ctx_t* e, int32_t flat) {
     e->base[c] = view_empty_base(ctx->func, t->storage, t->dtype);
   } else {
     if (ctx->num_params >= LOWER_MAX_PARAMS) {
-      ir_func_fail(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands"));
+      ir_func_fail_consume(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands"));
       return IR_NONE;
     }
     ctx->params[ctx->num_params++] =
@@ -703,11 +703,11 @@ static TPURT_MUST_USE tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* ca
       if (o->kind == OUTPUT_RESULT) {
         tpurt_result_t* r = &call->results[o->index];
         memset(r, 0, sizeof(*r));
-        r->storage = storage_wrap_buffer(out);
+        r->storage = storage_wrap_buffer_consume(out);
         fill_result_shape(r, &o->type, o->permuted, o->perm);
         r->device = call->device;
       } else {
-        storage_set_buffer(call->args[o->index].u.tensor.storage, out);
+        storage_set_buffer_consume(call->args[o->index].u.tensor.storage, out);
       }
     }
   }
@@ -732,7 +732,7 @@ static bool try_share_copy(const tpurt_op_call_t* call) {
   for (int32_t i = 0; i < dt->rank; ++i)
     if (dt->sizes[i] != st->sizes[i]) return false;
   pjrt_buffer_retain(sb);
-  storage_set_buffer(dt->storage, sb);
+  storage_set_buffer_consume(dt->storage, sb);
   return true;
 }
 

@@ -54,7 +54,7 @@ size_t tpurt_storage_nbytes(const tpurt_storage_t* storage) { return storage->nb
 int tpurt_storage_device(const tpurt_storage_t* storage) { return storage->device; }
 void* tpurt_storage_address(const tpurt_storage_t* storage) { return (void*)storage->address; }
 
-void storage_set_buffer(tpurt_storage_t* storage, pjrt_buffer_t* buffer) {
+void storage_set_buffer_consume(tpurt_storage_t* storage, pjrt_buffer_t* buffer) {
   pjrt_buffer_t* old = storage->buffer;
   storage->buffer = buffer;
   pjrt_buffer_release(old);
@@ -74,7 +74,7 @@ tpurt_status_t storage_check_poison(const tpurt_storage_t* storage) {
                              tpurt_status_message(storage->poison));
 }
 
-tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer) {
+tpurt_storage_t* storage_wrap_buffer_consume(pjrt_buffer_t* buffer) {
   tpurt_storage_t* s = NULL;
   tpurt_status_t st = tpurt_storage_create(buffer->device, buffer->nbytes, &s);
   if (st) { /* the runtime is up if a buffer exists; cannot fail */
@@ -127,7 +127,7 @@ tpurt_status_t tpurt_storage_resize(tpurt_storage_t* storage, size_t nbytes) {
         n = (int64_t)nbytes;
         status = pjrt_buffer_from_host(storage->device, TPURT_DTYPE_U8, 1, &n, host, &nb);
       }
-      if (!status) storage_set_buffer(storage, nb);
+      if (!status) storage_set_buffer_consume(storage, nb);
     }
     free(old);
     free(host);
@@ -202,7 +202,7 @@ static TPURT_MUST_USE tpurt_status_t upload(int device, tpurt_dtype_t dtype, int
                                             const int64_t* sizes, const void* host, tpurt_storage_t** out) {
   pjrt_buffer_t* b = NULL;
   TPURT_RETURN_IF_ERROR(pjrt_buffer_from_host(device, dtype, rank, sizes, host, &b));
-  *out = storage_wrap_buffer(b);
+  *out = storage_wrap_buffer_consume(b);
   return NULL;
 }
 
@@ -216,7 +216,7 @@ tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* h
   } else if (view_is_whole(view) && !(g && graph_has_storage(g, view->storage))) {
     pjrt_buffer_t* b = NULL;
     status = pjrt_buffer_from_host(view->storage->device, view->dtype, view->rank, view->sizes, host, &b);
-    if (!status) storage_set_buffer(view->storage, b);
+    if (!status) storage_set_buffer_consume(view->storage, b);
   } else {
     /* Upload densely, then copy through the view on the device. */
     tpurt_storage_t* tmp = NULL;
@@ -304,7 +304,7 @@ tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t
       status = pjrt_buffer_copy_to_device(dense->buffer, dst->storage->device, &nb);
       tpurt_storage_release(dense);
       if (!status) {
-        moved = storage_wrap_buffer(nb);
+        moved = storage_wrap_buffer_consume(nb);
         s.storage = moved;
         s.offset = 0;
         int64_t stride = 1;

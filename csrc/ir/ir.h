@@ -50,8 +50,8 @@ int32_t ir_func_num_ops(const ir_func_t* func);
 const ir_type_t* ir_value_type(const ir_func_t* func, ir_value_t value);
 /* First sticky error, or NULL. Borrowed: lives with the function. */
 tpurt_borrowed_status_t ir_func_status(const ir_func_t* func);
-/* Records an error unless one is already recorded (takes ownership). */
-void ir_func_fail(ir_func_t* func, tpurt_status_t status);
+/* Records |status| (consumed) unless an error is already recorded. */
+void ir_func_fail_consume(ir_func_t* func, tpurt_status_t status);
 
 /* Prints the whole module (module { func.func public @main ... }) as MLIR
 ** text. The same function always prints to the same bytes. The caller

@@ -79,8 +79,8 @@ void pjrt_raw_buffer_free_locked(pjrt_abi_buffer_t* raw) {
   tpurt_status_ignore(PJRT_CALL(PJRTABI_BUFFER_DESTROY, "Buffer_Destroy", &a));
 }
 
-tpurt_status_t pjrt_wrap_buffer_locked(pjrt_abi_buffer_t* raw, int device, pjrt_launch_t* launch,
-                                       pjrt_buffer_t** out_buffer) {
+tpurt_status_t pjrt_wrap_buffer_consume_locked(pjrt_abi_buffer_t* raw, int device, pjrt_launch_t* launch,
+                                               pjrt_buffer_t** out_buffer) {
   *out_buffer = NULL;
   PJRT_ARGS(pjrt_abi_buffer_element_type_args_t, t);
   t.buffer = raw;
@@ -178,8 +178,8 @@ void pjrt_buffer_release(pjrt_buffer_t* buffer) {
   free(buffer);
 }
 
-/* Names the op that produced |buffer| in an asynchronous error. */
-static TPURT_MUST_USE tpurt_status_t blame(pjrt_buffer_t* buffer, tpurt_status_t status) {
+/* Names the op that produced |buffer| in |status| (consumed and returned). */
+static TPURT_MUST_USE tpurt_status_t blame_consume(pjrt_buffer_t* buffer, tpurt_status_t status) {
   return buffer->launch ? tpurt_status_annotate(status, buffer->launch->op_name) : status;
 }
 
@@ -190,7 +190,7 @@ tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer) {
   tpurt_status_t status = PJRT_CALL(PJRTABI_BUFFER_READY_EVENT, "Buffer_ReadyEvent", &a);
   pthread_mutex_unlock(&pjrt_g.lock);
   if (status) return status;
-  return blame(buffer, pjrt_api_event_await(&pjrt_g.api, a.event));
+  return blame_consume(buffer, pjrt_api_event_await(&pjrt_g.api, a.event));
 }
 
 tpurt_status_t pjrt_buffer_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_size) {
@@ -211,7 +211,7 @@ tpurt_status_t pjrt_buffer_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_
   if (!status) pjrt_g.counters.bytes_from_device += buffer->nbytes;
   pthread_mutex_unlock(&pjrt_g.lock);
   if (!status) status = pjrt_api_event_await(&pjrt_g.api, a.event);
-  return blame(buffer, status);
+  return blame_consume(buffer, status);
 }
 
 tpurt_status_t pjrt_buffer_copy_to_device(pjrt_buffer_t* buffer, int device, pjrt_buffer_t** out_buffer) {
@@ -234,7 +234,7 @@ tpurt_status_t pjrt_buffer_copy_to_device(pjrt_buffer_t* buffer, int device, pjr
   }
   pthread_mutex_unlock(&pjrt_g.lock);
   if (status) {
-    return tpurt_status_annotate(blame(buffer, status), "copying a buffer between devices");
+    return tpurt_status_annotate(blame_consume(buffer, status), "copying a buffer between devices");
   }
   if (buffer->launch) {
     pjrt_launch_retain(buffer->launch);

@@ -224,9 +224,9 @@ static void drain_released(void) {
 static tpurt_status_t g_async_error[PJRT_MAX_DEVICES];
 static uint64_t g_async_seq[PJRT_MAX_DEVICES], g_next_seq;
 
-/* Keeps |error| (annotated with the op) unless the device has one already
-** (lock held). */
-static void record_error_locked(pjrt_launch_t* launch, tpurt_status_t error) {
+/* Keeps |error| (consumed; annotated with the op) unless the device has one
+** already (lock held). */
+static void record_error_consume_locked(pjrt_launch_t* launch, tpurt_status_t error) {
   if (!error) return;
   if (g_async_error[launch->device]) {
     tpurt_status_ignore(error);
@@ -295,7 +295,7 @@ static void on_launch_done(pjrt_abi_error_t* error, void* user_arg) {
   pjrt_launch_t* launch = user_arg;
   uint64_t now = pjrt_now_ns();
   /* The error also reaches the pending entry's Event_Error / Await. */
-  tpurt_status_ignore(pjrt_api_take_error(&pjrt_g.api, error));
+  tpurt_status_ignore(pjrt_api_error_consume(&pjrt_g.api, error));
   pthread_mutex_lock(&g_done_lock);
   complete_locked(launch, now);
   pthread_mutex_unlock(&g_done_lock);
@@ -336,9 +336,10 @@ static void wait_done(pjrt_launch_t* launch) {
   pthread_mutex_unlock(&g_done_lock);
 }
 
-/* Ends a pending entry whose event completed (lock held). */
-static void retire_locked(pending_t p, tpurt_status_t status) {
-  record_error_locked(p.launch, status);
+/* Ends a pending entry whose event completed with |status| (consumed), and
+** frees the entry's event (lock held). */
+static void retire_consume_locked(pending_t p, tpurt_status_t status) {
+  record_error_consume_locked(p.launch, status);
   pjrt_api_event_free(&pjrt_g.api, p.event);
   if (p.keep) g_released[g_num_released++] = p.keep;
 }
@@ -360,7 +361,7 @@ static void reap_ready_locked(void) {
       e.event = p.event;
       status = PJRT_CALL(PJRTABI_EVENT_ERROR, "Event_Error", &e);
     }
-    retire_locked(p, status);
+    retire_consume_locked(p, status);
     note_finished(p.launch);
     pjrt_launch_release(p.launch);
   }
@@ -372,7 +373,7 @@ static void finish_pending(pending_t p) {
   tpurt_status_t status = pjrt_api_event_await(&pjrt_g.api, p.event);
   p.event = NULL; /* Await destroyed it */
   pthread_mutex_lock(&pjrt_g.lock);
-  retire_locked(p, status);
+  retire_consume_locked(p, status);
   pthread_mutex_unlock(&pjrt_g.lock);
   drain_released();
   note_finished(p.launch);
@@ -653,7 +654,7 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
   if (!status) {
     pjrt_g.counters.executions++;
     for (size_t i = 0; i < num_outputs; ++i) {
-      tpurt_status_t s = pjrt_wrap_buffer_locked(raw_outs[i], device, launch, &outputs[i]);
+      tpurt_status_t s = pjrt_wrap_buffer_consume_locked(raw_outs[i], device, launch, &outputs[i]);
       raw_outs[i] = NULL;
       if (s && !status)
         status = s;

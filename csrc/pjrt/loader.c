@@ -70,7 +70,7 @@ static void error_free(const pjrt_api_t* api, pjrt_abi_error_t* error) {
   if (destroy_fn) destroy_fn(&d);
 }
 
-tpurt_status_t pjrt_api_take_error(const pjrt_api_t* api, pjrt_abi_error_t* error) {
+tpurt_status_t pjrt_api_error_consume(const pjrt_api_t* api, pjrt_abi_error_t* error) {
   if (!error) return NULL;
   /* Slots 0..2 are checked present by pjrt_api_load. */
   pjrt_abi_error_message_args_t m = {.struct_size = pjrt_abi_error_message_args_t_SIZE, .error = error};
@@ -106,7 +106,7 @@ tpurt_status_t pjrt_api_call(const pjrt_api_t* api, int slot, const char* name, 
                                "PJRT plugin '%s' (C API %d.%d) does not implement PJRT_%s", api->path,
                                api->major, api->minor, name);
   }
-  return pjrt_api_take_error(api, fn(args));
+  return pjrt_api_error_consume(api, fn(args));
 }
 
 void pjrt_api_event_free(const pjrt_api_t* api, pjrt_abi_event_t* event) {

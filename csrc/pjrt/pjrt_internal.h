@@ -31,8 +31,8 @@ void* pjrt_api_slot(const pjrt_api_t* api, int slot);
 ** |args|; a missing slot is UNIMPLEMENTED, a PJRT error is converted to a
 ** status with the same code and message and destroyed. */
 TPURT_MUST_USE tpurt_status_t pjrt_api_call(const pjrt_api_t* api, int slot, const char* name, void* args);
-/* Converts and destroys |error| (NULL: returns NULL). */
-TPURT_MUST_USE tpurt_status_t pjrt_api_take_error(const pjrt_api_t* api, pjrt_abi_error_t* error);
+/* A status from |error| (consumed: the PJRT error is freed); NULL: NULL. */
+TPURT_MUST_USE tpurt_status_t pjrt_api_error_consume(const pjrt_api_t* api, pjrt_abi_error_t* error);
 /* Destroys |event|, ignoring NULL. */
 void pjrt_api_event_free(const pjrt_api_t* api, pjrt_abi_event_t* event);
 /* Waits for |event|, destroys it, and returns its error. */
@@ -86,10 +86,11 @@ void pjrt_client_options_to_abi(const pjrt_client_options_t* options, pjrt_abi_n
 
 /* Records a new buffer in the counters (lock held). */
 void pjrt_count_buffer_locked(const pjrt_buffer_t* buffer);
-/* Wraps a plugin buffer (lock held): reads its type and dims. On error the
-** plugin buffer is destroyed. */
-TPURT_MUST_USE tpurt_status_t pjrt_wrap_buffer_locked(pjrt_abi_buffer_t* raw, int device,
-                                                      pjrt_launch_t* launch, pjrt_buffer_t** out_buffer);
+/* Wraps the plugin buffer |raw| (consumed; lock held): reads its type and
+** dims. On error the plugin buffer is freed. */
+TPURT_MUST_USE tpurt_status_t pjrt_wrap_buffer_consume_locked(pjrt_abi_buffer_t* raw, int device,
+                                                              pjrt_launch_t* launch,
+                                                              pjrt_buffer_t** out_buffer);
 /* Destroys the plugin buffer of |raw| (lock held). */
 void pjrt_raw_buffer_free_locked(pjrt_abi_buffer_t* raw);
 
