@@ -49,7 +49,7 @@ void tpurt_status_free(tpurt_status_t status) {
 
 void tpurt_status_ignore(tpurt_status_t status) { tpurt_status_free(status); }
 
-tpurt_status_t tpurt_status_annotate(tpurt_status_t status, const char* prefix) {
+tpurt_status_t tpurt_status_annotate_consume(tpurt_status_t status, const char* prefix) {
   if (!status || !prefix) return status;
   size_t n = strlen(prefix) + 2 + strlen(status->message) + 1;
   char* message = tpurt_xmalloc(n);

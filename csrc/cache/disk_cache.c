@@ -398,8 +398,8 @@ disk_result_t disk_load(const disk_config_t* c, const cache_key_t* key, pjrt_exe
   } else if (cache_hash64(kChecksumSeed, payload, size) != h.payload_checksum) {
     why = tpurt_status_create(TPURT_DATA_LOSS, "corrupt payload (checksum mismatch)");
   } else {
-    why = tpurt_status_annotate(pjrt_executable_deserialize(payload, size, out_executable),
-                                "the plugin cannot load it");
+    why = tpurt_status_annotate_consume(pjrt_executable_deserialize(payload, size, out_executable),
+                                        "the plugin cannot load it");
   }
   free(payload);
   if (why) return reject(c, key, name, why);

@@ -611,7 +611,7 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     p->text = text;
     text = NULL;
     if (status) {
-      tpurt_program_release(p); /* releases exe */
+      tpurt_program_free(p); /* releases exe */
       exe = NULL;
       p = NULL;
     }
@@ -657,7 +657,7 @@ int tpurt_flush_reason_count(void) { return GRAPH_FLUSH_REASONS; }
 const char* tpurt_flush_reason_name(int i) { return graph_flush_reason_name(i); }
 uint64_t tpurt_flush_count(int i) { return graph_flush_count(i); }
 
-void tpurt_program_release(tpurt_program_t* p) {
+void tpurt_program_free(tpurt_program_t* p) {
   if (!p) return;
   pjrt_executable_release(p->executable);
   for (int32_t i = 0; i < p->num_bindings; ++i) pjrt_buffer_release(p->bindings[i].buffer);

@@ -601,7 +601,7 @@ static TPURT_MUST_USE tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op
   cache_entry_info_t info;
   status = cache_get_or_compile_info(text, size, &exe, &info);
   if (status) {
-    status = tpurt_status_annotate(status, "compiling the lowered program failed");
+    status = tpurt_status_annotate_consume(status, "compiling the lowered program failed");
     free(text);
     goto done;
   }

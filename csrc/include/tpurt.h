@@ -10,8 +10,12 @@
 **    caller, who returns it, frees it with tpurt_status_free(), or drops it
 **    on purpose with tpurt_status_ignore(). A status someone else keeps is
 **    handed out as a tpurt_borrowed_status_t, which cannot be freed.
-**  - Objects returned by *_create / *_retain belong to the caller, who drops
-**    them with the matching *_release. Accessors return borrowed pointers.
+**  - One teardown verb per kind: a refcounted object (a storage) comes from
+**    *_create / *_retain and is dropped with *_release; an owned plain
+**    object (a program, an event) is freed with *_free. Accessors return
+**    borrowed pointers.
+**  - A function that takes ownership of an argument ends in _consume and
+**    names the consumed argument in its comment.
 **  - Output parameters are named out_*.
 */
 #ifndef TPURT_H_
@@ -88,7 +92,7 @@ void tpurt_status_free(tpurt_status_t status);
 void tpurt_status_ignore(tpurt_status_t status);
 /* Prepends "<prefix>: " to the message of |status| (consumed) and returns
 ** it; NULL stays NULL. */
-TPURT_MUST_USE tpurt_status_t tpurt_status_annotate(tpurt_status_t status, const char* prefix);
+TPURT_MUST_USE tpurt_status_t tpurt_status_annotate_consume(tpurt_status_t status, const char* prefix);
 
 /*===------------------------------------------------------------------===*/
 /* Element types                                                          */
@@ -433,7 +437,7 @@ bool tpurt_program_accepts(const tpurt_program_t* program, int device, const tpu
 int32_t tpurt_program_num_outputs(const tpurt_program_t* program);
 /* The StableHLO text of the program (borrowed). */
 const char* tpurt_program_text(const tpurt_program_t* program);
-void tpurt_program_release(tpurt_program_t* program);
+void tpurt_program_free(tpurt_program_t* program);
 
 /*===------------------------------------------------------------------===*/
 /* Metrics                                                                */
@@ -489,7 +493,7 @@ void tpurt_cache_info(tpurt_cache_info_t* out_info);
 typedef struct tpurt_event_s tpurt_event_t;
 /* Runs pending fused work first, so the event follows it. */
 TPURT_MUST_USE tpurt_status_t tpurt_event_record(int device, tpurt_event_t** out_event);
-void tpurt_event_release(tpurt_event_t* event);
+void tpurt_event_free(tpurt_event_t* event);
 /* True once the captured work has completed (never waits). */
 bool tpurt_event_query(tpurt_event_t* event);
 void tpurt_event_synchronize(tpurt_event_t* event);

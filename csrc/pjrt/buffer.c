@@ -153,10 +153,10 @@ tpurt_status_t pjrt_buffer_from_host(int device, tpurt_dtype_t dtype, int32_t ra
   ** returned, so the event is (or is about to be) ready; its error, if any,
   ** is the transfer's. */
   tpurt_status_t done = pjrt_api_event_await(&pjrt_g.api, a.done_with_host_buffer);
-  if (status) return tpurt_status_annotate(status, "uploading a buffer to the device");
+  if (status) return tpurt_status_annotate_consume(status, "uploading a buffer to the device");
   if (done) {
     pjrt_buffer_release(b);
-    return tpurt_status_annotate(done, "uploading a buffer to the device");
+    return tpurt_status_annotate_consume(done, "uploading a buffer to the device");
   }
   *out_buffer = b;
   return NULL;
@@ -180,7 +180,7 @@ void pjrt_buffer_release(pjrt_buffer_t* buffer) {
 
 /* Names the op that produced |buffer| in |status| (consumed and returned). */
 static TPURT_MUST_USE tpurt_status_t blame_consume(pjrt_buffer_t* buffer, tpurt_status_t status) {
-  return buffer->launch ? tpurt_status_annotate(status, buffer->launch->op_name) : status;
+  return buffer->launch ? tpurt_status_annotate_consume(status, buffer->launch->op_name) : status;
 }
 
 tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer) {
@@ -234,7 +234,7 @@ tpurt_status_t pjrt_buffer_copy_to_device(pjrt_buffer_t* buffer, int device, pjr
   }
   pthread_mutex_unlock(&pjrt_g.lock);
   if (status) {
-    return tpurt_status_annotate(blame_consume(buffer, status), "copying a buffer between devices");
+    return tpurt_status_annotate_consume(blame_consume(buffer, status), "copying a buffer between devices");
   }
   if (buffer->launch) {
     pjrt_launch_retain(buffer->launch);

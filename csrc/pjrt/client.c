@@ -97,7 +97,7 @@ static TPURT_MUST_USE tpurt_status_t create_client(void) {
   }
   free(values);
   pjrt_client_options_free(&user);
-  if (status) return tpurt_status_annotate(status, "creating the PJRT client");
+  if (status) return tpurt_status_annotate_consume(status, "creating the PJRT client");
   pjrt_g.client = client;
   return NULL;
 }
@@ -157,7 +157,7 @@ static TPURT_MUST_USE tpurt_status_t init_runtime(void) {
   free(path);
   if (status) return status;
   PJRT_ARGS(pjrt_abi_plugin_initialize_args_t, init);
-  TPURT_RETURN_IF_ERROR(tpurt_status_annotate(
+  TPURT_RETURN_IF_ERROR(tpurt_status_annotate_consume(
       PJRT_CALL(PJRTABI_PLUGIN_INITIALIZE, "Plugin_Initialize", &init), "initialising the PJRT plugin"));
   TPURT_RETURN_IF_ERROR(create_client());
   TPURT_RETURN_IF_ERROR(

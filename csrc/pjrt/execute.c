@@ -121,7 +121,7 @@ tpurt_status_t pjrt_compile_with_options(const char* mlir, size_t mlir_size, con
     (*out_executable)->num_ops = count_ops(mlir, mlir_size);
   }
   pthread_mutex_unlock(&pjrt_g.lock);
-  return tpurt_status_annotate(status, "compiling StableHLO");
+  return tpurt_status_annotate_consume(status, "compiling StableHLO");
 }
 
 void pjrt_executable_note_module(pjrt_executable_t* executable, const char* mlir, size_t mlir_size) {
@@ -165,7 +165,7 @@ tpurt_status_t pjrt_executable_serialize(pjrt_executable_t* executable, char** o
   pthread_mutex_lock(&pjrt_g.lock);
   tpurt_status_t status = with_executable_locked(executable->loaded, serialize, &blob);
   pthread_mutex_unlock(&pjrt_g.lock);
-  if (status) return tpurt_status_annotate(status, "serialising an executable");
+  if (status) return tpurt_status_annotate_consume(status, "serialising an executable");
   *out_bytes = blob.bytes;
   *out_size = blob.size;
   return NULL;
@@ -184,7 +184,7 @@ tpurt_status_t pjrt_executable_deserialize(const char* bytes, size_t size,
       PJRT_CALL(PJRTABI_EXECUTABLE_DESERIALIZE_AND_LOAD, "Executable_DeserializeAndLoad", &a);
   if (!status) status = wrap_executable_locked(a.loaded_executable, out_executable);
   pthread_mutex_unlock(&pjrt_g.lock);
-  return tpurt_status_annotate(status, "loading a serialised executable");
+  return tpurt_status_annotate_consume(status, "loading a serialised executable");
 }
 
 /*===--- completion events and asynchronous errors ---===*/
@@ -232,7 +232,7 @@ static void record_error_consume_locked(pjrt_launch_t* launch, tpurt_status_t er
     tpurt_status_ignore(error);
     return;
   }
-  g_async_error[launch->device] = tpurt_status_annotate(error, launch->op_name);
+  g_async_error[launch->device] = tpurt_status_annotate_consume(error, launch->op_name);
   g_async_seq[launch->device] = ++g_next_seq;
 }
 
@@ -680,7 +680,7 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
       pjrt_buffer_release(outputs[i]);
       outputs[i] = NULL;
     }
-    return tpurt_status_annotate(status, op_name);
+    return tpurt_status_annotate_consume(status, op_name);
   }
   return NULL;
 }

@@ -151,7 +151,7 @@ tpurt_status_t pjrt_client_options_parse(const char* spec, pjrt_client_options_t
   }
   if (status) {
     pjrt_client_options_free(out_options);
-    return tpurt_status_annotate(status, "TORCH_TPU_PJRT_OPTIONS");
+    return tpurt_status_annotate_consume(status, "TORCH_TPU_PJRT_OPTIONS");
   }
   return NULL;
 }

@@ -120,7 +120,7 @@ TEST(Graph_TraceOnceRunTwice) {
     tpurt_storage_release(out_t.storage);
     tpurt_storage_release(x.storage);
   }
-  tpurt_program_release(prog);
+  tpurt_program_free(prog);
 }
 
 TEST(Graph_NoLeaks) {
