@@ -57,7 +57,7 @@ uint64_t cache_hash64(uint64_t seed, const void* data, size_t n) {
 static uint64_t hash_key(uint64_t seed, const char* identity, const char* options, size_t options_size,
                          const char* text, size_t size) {
   uint64_t h = cache_hash64(seed, identity, strlen(identity) + 1);
-  h = cache_hash64(h, TPURT_VERSION, sizeof(TPURT_VERSION));
+  h = cache_hash64(h, tpurt_version(), strlen(tpurt_version()) + 1);
   h = cache_hash64(h, options, options_size);
   return cache_hash64(h, text, size);
 }

@@ -15,6 +15,7 @@
 ** let go of it, so without this bound a process that runs many distinct
 ** small programs grows without limit and finally runs out of mappings.
 */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "../base/base.h"
@@ -970,6 +971,19 @@ tpurt_status_t tpurt_synchronize(int device) {
 
 /*===--- metrics ---===*/
 
+/* The metrics' names and labels, from the one list (TPURT_METRICS). */
+#define METRIC_IS_SECONDS_COUNT false
+#define METRIC_IS_SECONDS_SECONDS true
+#define METRIC_INFO_(name, kind, label) \
+  {#name, label, METRIC_IS_SECONDS_##kind, offsetof(tpurt_metrics_t, name)},
+static const tpurt_metric_info_t kMetricInfos[] = {TPURT_METRICS(METRIC_INFO_)};
+#undef METRIC_INFO_
+
+const tpurt_metric_info_t* tpurt_metric_infos(int* out_count) {
+  *out_count = (int)(sizeof(kMetricInfos) / sizeof(kMetricInfos[0]));
+  return kMetricInfos;
+}
+
 void tpurt_metrics_get(tpurt_metrics_t* m) {
   memset(m, 0, sizeof(*m));
   pjrt_counters_t* c = pjrt_counters();
@@ -991,6 +1005,9 @@ void tpurt_metrics_get(tpurt_metrics_t* m) {
   m->cache_disk_rejects = cs.disk_rejects;
   m->plans = g_plan_count;
   m->plan_bytes = g_plan_bytes;
+  uint64_t device_ns = 0, runs = 0;
+  (void)tpurt_program_stats(NULL, 0, &device_ns, &runs);
+  m->execute_seconds = (double)device_ns / 1e9;
   for (int d = 0; d < 64; ++d) {
     m->bytes_in_use += c->bytes_in_use[d];
     m->peak_bytes_in_use += c->peak_bytes_in_use[d];

@@ -443,34 +443,59 @@ void tpurt_program_free(tpurt_program_t* program);
 /* Metrics                                                                */
 /*===------------------------------------------------------------------===*/
 
+/* The one list of the metrics, in report order: X(name, KIND, label).
+** tpurt_metrics_t's fields, tpurt_metric_infos(), and through it the keys of
+** torch_tpu.metrics() and the lines of metrics_report() all come from it.
+** KIND is COUNT (a uint64_t) or SECONDS (a double). */
+#define TPURT_METRICS(X)                                                                         \
+  X(compiles, COUNT, "compiles")                         /* compilations done by the plugin */   \
+  X(cache_hits, COUNT, "executable cache hits")          /* executable reuses */                 \
+  X(cache_hits_memory, COUNT, "cache hits in memory")    /* programs found in tier 1 */          \
+  X(cache_hits_disk, COUNT, "cache hits on disk")        /* programs loaded from tier 2 */       \
+  X(cache_entries, COUNT, "cached programs")             /* programs tier 1 holds now */         \
+  X(cache_bytes_memory, COUNT, "cached program bytes")   /* bytes tier 1 holds now */            \
+  X(cache_disk_writes, COUNT, "cache writes to disk")    /* entries written to tier 2 */         \
+  X(cache_disk_rejects, COUNT, "cache entries rejected") /* corrupt, truncated, foreign */       \
+  X(plans, COUNT, "eager op plans")                      /* held now, each holds its program */  \
+  X(plan_bytes, COUNT, "eager op plan bytes")            /* their bytes in the memory budget */  \
+  X(executions, COUNT, "executions")                     /* PJRT program launches */             \
+  X(compile_seconds, SECONDS, "time compiling (s)")                                              \
+  X(execute_seconds, SECONDS, "device time (s)") /* of completed launches (completion events) */ \
+  X(bytes_to_device, COUNT, "bytes to device")                                                   \
+  X(bytes_from_device, COUNT, "bytes from device")                                               \
+  X(live_buffers, COUNT, "live buffers")   /* PJRT buffers held now */                           \
+  X(live_storages, COUNT, "live storages") /* storage objects alive now */                       \
+  X(bytes_in_use, COUNT, "bytes in use")   /* bytes of live buffers, all devices */              \
+  X(peak_bytes_in_use, COUNT, "peak bytes in use")
+
+#define TPURT_METRIC_TYPE_COUNT uint64_t
+#define TPURT_METRIC_TYPE_SECONDS double
+#define TPURT_METRIC_FIELD_(name, kind, label) TPURT_METRIC_TYPE_##kind name;
+/* A hit on either tier of the executable cache (csrc/cache/cache.h) is not
+** a compile. */
 typedef struct tpurt_metrics_s {
-  uint64_t compiles;   /* compilations done by the plugin */
-  uint64_t cache_hits; /* executable reuses */
-  uint64_t executions; /* PJRT program launches */
-  uint64_t bytes_to_device;
-  uint64_t bytes_from_device;
-  double compile_seconds;
-  uint64_t live_buffers;  /* PJRT buffers held now */
-  uint64_t live_storages; /* storage objects alive now */
-  uint64_t bytes_in_use;  /* bytes of live buffers, all devices */
-  uint64_t peak_bytes_in_use;
-  /* The executable cache (see csrc/cache/cache.h). A hit on either tier is
-  ** not a compile. */
-  uint64_t cache_hits_memory;  /* programs found in tier 1 (memory) */
-  uint64_t cache_hits_disk;    /* programs loaded from tier 2 (disk) */
-  uint64_t cache_bytes_memory; /* bytes tier 1 holds now */
-  uint64_t cache_entries;      /* programs tier 1 holds now */
-  uint64_t cache_disk_writes;  /* entries written to tier 2 */
-  uint64_t cache_disk_rejects; /* tier-2 entries ignored: corrupt, truncated, foreign */
-  uint64_t plans;              /* eager op plans held now (each holds its program) */
-  uint64_t plan_bytes;         /* their bytes in the memory budget */
+  TPURT_METRICS(TPURT_METRIC_FIELD_)
 } tpurt_metrics_t;
+#undef TPURT_METRIC_FIELD_
+
+/* One metric of TPURT_METRICS, for the glue to read a tpurt_metrics_t by
+** name. */
+typedef struct tpurt_metric_info_s {
+  const char* name;  /* the field's name: the key in torch_tpu.metrics() */
+  const char* label; /* the line in metrics_report() */
+  bool is_seconds;   /* a double; else a uint64_t */
+  size_t offset;     /* of the field in tpurt_metrics_t */
+} tpurt_metric_info_t;
+/* Every metric, in report order; sets *out_count. */
+const tpurt_metric_info_t* tpurt_metric_infos(int* out_count);
 
 void tpurt_metrics_get(tpurt_metrics_t* out_metrics);
 void tpurt_metrics_reset(void);
 
-/* The core's version; part of every executable cache key. */
-#define TPURT_VERSION "0.1.0"
+/* The core's version, the package's (torch_tpu/_version.py, the one source:
+** the Makefile passes it to the compiler); part of every executable cache
+** key. */
+const char* tpurt_version(void);
 
 /* Where the executable cache stands. Settles the cache's configuration
 ** (environment, directory) if nothing has yet; never fails. */
