@@ -46,8 +46,9 @@ void engine_unlock(void);
 ** the caller's reference); a whole new value also clears a poison. */
 void storage_set_buffer_consume(tpurt_storage_t* storage, pjrt_buffer_t* buffer);
 /* Marks the storage's value as lost because of |cause| (copied; the caller
-** keeps |cause|). */
-void storage_poison(tpurt_storage_t* storage, tpurt_status_t cause);
+** keeps |cause|); |origin| (or NULL) says what computed it, e.g. "computed
+** by aten::mul.Tensor, op 2 of 5 in a fused graph". */
+void storage_poison(tpurt_storage_t* storage, tpurt_borrowed_status_t cause, const char* origin);
 /* NULL, or a new status repeating the error that lost the storage's value. */
 TPURT_MUST_USE tpurt_status_t storage_check_poison(const tpurt_storage_t* storage);
 /* A new storage holding |buffer| (consumed). */
@@ -121,6 +122,8 @@ ir_func_t* graph_func(graph_t* graph);
 int graph_device(const graph_t* graph);
 int32_t graph_num_ops(const graph_t* graph);
 uint64_t graph_first_op(const graph_t* graph);
+/* Notes the op about to be lowered into the graph: the values it writes and
+** an error its lowering leaves in the function are blamed on it. */
 void graph_note_op(graph_t* graph, const char* name, uint64_t signature);
 /* True if an op of |signature| recorded next would start a repeat of the ops
 ** before it (a loop step): fused eager flushes there. */

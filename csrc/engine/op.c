@@ -868,9 +868,11 @@ static TPURT_MUST_USE tpurt_status_t record_op(const lower_rule_t* rule, tpurt_o
   if (graph_device(g) != call->device)
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "a traced graph runs on tpu:%d, this op on tpu:%d",
                                graph_device(g), call->device);
+  /* Noted first: the values the op writes and an error its lowering leaves
+  ** in the graph are blamed on it. */
+  graph_note_op(g, call->name, fp);
   plan_t* unused = NULL;
   tpurt_status_t status = lower_op(rule, call, g, &unused);
-  graph_note_op(g, call->name, fp);
   if (!status && fuse && !graph_is_tracing(g) &&
       graph_num_ops(g) >= tpurt_config()->fuse_max_ops)
     status = graph_flush_locked(GRAPH_FLUSH_SIZE_LIMIT);

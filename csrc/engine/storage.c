@@ -62,16 +62,15 @@ void storage_set_buffer_consume(tpurt_storage_t* storage, pjrt_buffer_t* buffer)
   storage->poison = NULL;
 }
 
-void storage_poison(tpurt_storage_t* storage, tpurt_status_t cause) {
+void storage_poison(tpurt_storage_t* storage, tpurt_borrowed_status_t cause, const char* origin) {
   tpurt_status_free(storage->poison);
-  storage->poison = tpurt_status_create(tpurt_status_code(cause), "%s", tpurt_status_message(cause));
+  storage->poison = tpurt_status_create(
+      tpurt_status_code(cause), "this tensor's value%s%s%s was lost when the program computing it failed: %s",
+      origin ? " (" : "", origin ? origin : "", origin ? ")" : "", tpurt_status_message(cause));
 }
 
 tpurt_status_t storage_check_poison(const tpurt_storage_t* storage) {
-  if (!storage->poison) return NULL;
-  return tpurt_status_create(tpurt_status_code(storage->poison),
-                             "this tensor's value was lost when the program computing it failed: %s",
-                             tpurt_status_message(storage->poison));
+  return tpurt_status_clone(storage->poison);
 }
 
 tpurt_storage_t* storage_wrap_buffer_consume(pjrt_buffer_t* buffer) {
