@@ -1,5 +1,16 @@
 /* base.h: small utilities every room of the core uses: status helpers,
-** dtype facts, a growable string buffer, an arena, and a 64-bit hash.
+** reference counts, dtype facts, a growable string buffer, an arena, and a
+** 64-bit hash.
+**
+** Ownership conventions of the core (docs/architecture.md, "Ownership"):
+**  - a function returning a tpurt_status_t is TPURT_MUST_USE; a status is
+**    returned, freed after it was reported, or dropped on purpose with
+**    tpurt_status_ignore(); a status kept by someone else is a
+**    tpurt_borrowed_status_t;
+**  - refcounted objects hold a tpurt_refcount_t and have _retain/_release;
+**    owned plain objects have _free; nothing is _destroy'ed or _delete'd;
+**  - a function that takes ownership of an argument ends in _consume
+**    (before _locked) and names the consumed argument in its comment.
 */
 #ifndef TPURT_BASE_BASE_H_
 #define TPURT_BASE_BASE_H_
