@@ -1,7 +1,7 @@
 /* cache.h: the executable cache.
 **
 ** Key: the printed module text, the compile options, the plugin identity
-** (pjrt_identity) and the core version (TPURT_VERSION). Lookup order:
+** (pjrt_identity) and the core version (tpurt_version()). Lookup order:
 **   tier 1, memory: a hash table with LRU eviction, bounded in bytes
 **           (TORCH_TPU_CACHE_MEMORY_BYTES, default 1 GiB);
 **   tier 2, disk: one file per program in TORCH_TPU_CACHE_DIR (default
