@@ -426,10 +426,11 @@ tpurt_status_t graph_settle_locked(const tpurt_storage_t* storage) {
 
 /* Marks the value |e| was to get as lost because of |cause|, naming the op
 ** that computed it. */
-static void poison_entry(const graph_t* g, const entry_t* e, tpurt_status_t cause) {
-  char origin[160];
-  snprintf(origin, sizeof(origin), "computed by %s, op %d of %d in a fused graph", e->writer_name,
-           (int)e->writer + 1, (int)g->num_ops);
+static void poison_entry(const graph_t* g, const entry_t* e, tpurt_borrowed_status_t cause) {
+  char origin[160] = "computed in a fused graph"; /* written before any op: no op to name */
+  if (e->writer >= 0)
+    snprintf(origin, sizeof(origin), "computed by %s, op %d of %d in a fused graph", e->writer_name,
+             (int)e->writer + 1, (int)g->num_ops);
   storage_poison(e->storage, cause, origin);
 }
 
