@@ -87,7 +87,8 @@ def test_failed_fused_graph_never_reads_back_zeros():
 def test_a_lost_value_names_the_op_that_computed_it():
     with eager_mode(EagerMode.DEFER_AND_FUSE):
         w = torch.arange(4, device="tpu") * 10
-        total = torch.ones(1 << 20, 1 << 20, device="tpu").sum()  # 4 TiB: the graph fails at launch
+        huge = torch.ones(1 << 20, 1 << 20, device="tpu")  # 4 TiB, kept: the graph fails at launch
+        total = huge.sum()
         with pytest.raises(torch.OutOfMemoryError, match=r"fused graph of \d+ ops"):
             w.cpu()
         # each lost value says which recorded op computed it
@@ -95,3 +96,4 @@ def test_a_lost_value_names_the_op_that_computed_it():
             w.cpu()
         with pytest.raises(torch.OutOfMemoryError, match=r"computed by aten::sum"):
             total.item()
+        del huge
