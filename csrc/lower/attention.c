@@ -446,6 +446,25 @@ static ir_value_t add_to_entry(lower_ctx_t* ctx, const sdpa_loop_t* it, ir_value
   return ir_dynamic_update_slice(ctx->func, x, sum, starts);
 }
 
+/* The iteration's block of the whole call's operands |whole| (the
+** backward's too when |whole| has them). */
+static sdpa_block_t iteration_block(lower_ctx_t* ctx, const sdpa_loop_t* it, const sdpa_t* p,
+                                    const sdpa_block_t* whole) {
+  sdpa_block_t blk = {.q = rows_of(ctx, it, whole->q, p->d),
+                      .k = entry_of(ctx, it, whole->k, p->d),
+                      .v = entry_of(ctx, it, whole->v, p->dv),
+                      .row0 = it->r0,
+                      .dout = IR_NONE,
+                      .o = IR_NONE,
+                      .lse = IR_NONE};
+  if (whole->dout != IR_NONE) {
+    blk.dout = rows_of(ctx, it, whole->dout, p->dv);
+    blk.o = rows_of(ctx, it, whole->o, p->dv);
+    blk.lse = rows_of(ctx, it, whole->lse, 0);
+  }
+  return blk;
+}
+
 /* The forward of the whole call, in the grouped layout: as one block, or as
 ** a loop of |rows|-row blocks. */
 static void forward_all(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale,
@@ -453,7 +472,10 @@ static void forward_all(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p,
   sdpa_block_t whole = {.q = scaled_query(ctx, a, p, scale),
                         .k = kv_batched(ctx, p, a->k),
                         .v = kv_batched(ctx, p, a->v),
-                        .row0 = IR_NONE};
+                        .row0 = IR_NONE,
+                        .dout = IR_NONE,
+                        .o = IR_NONE,
+                        .lse = IR_NONE};
   if (!rows) {
     forward_block(ctx, a, p, scale, &whole, out_o, out_lse);
     return;
@@ -466,10 +488,7 @@ static void forward_all(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p,
   ir_value_t acc[3], next[2], out[2];
   sdpa_loop_t it;
   ir_region_op_t w = loop_begin(ctx, p, rows, init, 2, acc, &it);
-  sdpa_block_t blk = {.q = rows_of(ctx, &it, whole.q, p->d),
-                      .k = entry_of(ctx, &it, whole.k, p->d),
-                      .v = entry_of(ctx, &it, whole.v, p->dv),
-                      .row0 = it.r0};
+  sdpa_block_t blk = iteration_block(ctx, &it, p, &whole);
   ir_value_t o, lse;
   forward_block(ctx, a, &it.p, scale, &blk, &o, &lse);
   next[0] = put_rows(ctx, &it, acc[0], o, p->w);
@@ -605,13 +624,7 @@ static void backward_all(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p
   ir_value_t acc[4], next[3], out[3];
   sdpa_loop_t it;
   ir_region_op_t w = loop_begin(ctx, p, rows, init, 3, acc, &it);
-  sdpa_block_t blk = {.q = rows_of(ctx, &it, whole.q, p->d),
-                      .k = entry_of(ctx, &it, whole.k, p->d),
-                      .v = entry_of(ctx, &it, whole.v, p->dv),
-                      .row0 = it.r0,
-                      .dout = rows_of(ctx, &it, whole.dout, p->dv),
-                      .o = rows_of(ctx, &it, whole.o, p->dv),
-                      .lse = rows_of(ctx, &it, whole.lse, 0)};
+  sdpa_block_t blk = iteration_block(ctx, &it, p, &whole);
   sdpa_grads_t g = *gr;
   backward_block(ctx, a, &it.p, scale, &blk, &g);
   next[0] = g.want_q ? put_rows(ctx, &it, acc[0], g.dq, p->w) : acc[0];
