@@ -84,6 +84,30 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
                             size_t num_args, pjrt_buffer_t** outputs, size_t num_outputs,
                             const char* op_name);
 
+/*===--- SPMD: one program over several devices (execute.c, options.c) ---===*/
+
+/* The global PJRT id of device index |device| (what a device assignment
+** names), or -1 if there is no such device. */
+int pjrt_device_id(int device);
+/* CompileOptionsProto bytes for an SPMD program over |num_partitions|
+** devices with global ids |device_ids| (partition i runs on device_ids[i]):
+** num_partitions, use_spmd_partitioning and the device assignment, plus the
+** option overrides in force on this thread. Caller frees *out_bytes. */
+tpurt_status_t pjrt_spmd_compile_options(int32_t num_partitions, const int64_t* device_ids, char** out_bytes,
+                                         size_t* out_size);
+/* Compiles a module whose @main carries mhlo.sharding attributes as one
+** SPMD program over device indices |devices| (XLA's partitioner inserts the
+** collectives). */
+tpurt_status_t pjrt_compile_spmd(const char* mlir, size_t mlir_size, int32_t num_devices, const int* devices,
+                                 pjrt_executable_t** out_executable);
+/* Launches an SPMD program once across |devices| (the order it was compiled
+** with). |args| is [num_devices][num_args], partition d's arguments on
+** devices[d]; |outputs| is [num_devices][num_outputs] and receives new
+** buffers (owned by the caller), each that device's shard. */
+tpurt_status_t pjrt_execute_spmd(pjrt_executable_t* executable, int32_t num_devices, const int* devices,
+                                 pjrt_buffer_t* const* args, size_t num_args, pjrt_buffer_t** outputs,
+                                 size_t num_outputs, const char* op_name);
+
 /* Waits for everything launched on |device| (-1: all). Returns the first
 ** asynchronous error seen since the last call, as "<op>: <message>". */
 tpurt_status_t pjrt_synchronize(int device);
