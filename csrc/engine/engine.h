@@ -149,6 +149,17 @@ const char* graph_flush_reason_name(int reason);
 uint64_t graph_flush_count(int reason);
 void graph_reset_counts(void);
 
+/*===--- SPMD (spmd.c) ---===*/
+
+/* A copy of |text| (a printed module of N params and M results) for
+** |num_partitions| devices, with each @main argument and result carrying
+** its HLO sharding text. Caller frees *out_text. */
+tpurt_status_t spmd_annotate_module(const char* text, int32_t num_partitions, char* const* param_shardings,
+                                    int32_t num_params, char* const* result_shardings, int32_t num_results,
+                                    char** out_text, size_t* out_size);
+/* SPMD programs compiled so far (metrics). */
+extern uint64_t engine_spmd_compiles;
+
 /* Live-object counter of storages (metrics). */
 extern int64_t engine_live_storages;
 

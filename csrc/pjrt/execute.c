@@ -577,7 +577,8 @@ void pjrt_wait_host_range(const void* begin, size_t size) {
 }
 
 tpurt_status_t pjrt_buffer_to_host_async(pjrt_buffer_t* buffer, void* dst, size_t dst_size) {
-  if (dst_size < buffer->nbytes || buffer->nbytes == 0) return pjrt_buffer_to_host(buffer, dst, dst_size);
+  if (dst_size < buffer->nbytes || buffer->nbytes == 0 || buffer->sharding)
+    return pjrt_buffer_to_host(buffer, dst, dst_size);
   PJRT_ARGS(pjrt_abi_buffer_to_host_args_t, a);
   a.src = buffer->raw;
   a.dst = dst;
@@ -616,6 +617,12 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
                                executable->num_outputs, num_outputs);
   }
   for (size_t i = 0; i < num_args; ++i) {
+    if (args[i]->sharding) {
+      return tpurt_status_create(TPURT_UNIMPLEMENTED,
+                                 "%s: argument %zu is a tensor sharded over a mesh; this path runs programs on "
+                                 "one device (sharded tensors run in strict eager so far)",
+                                 op_name, i);
+    }
     if (args[i]->device != device) {
       return tpurt_status_create(TPURT_INVALID_ARGUMENT,
                                  "%s: argument %zu is on device %d, the program runs on %d", op_name, i,
