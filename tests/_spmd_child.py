@@ -30,8 +30,10 @@ def ops(out: dict) -> None:
     torch.manual_seed(0)
     a_cpu = torch.randn(8, 16)
     b_cpu = torch.randn(16, 12)
-    meshes = {"2x2": (Mesh([0, 1, 2, 3], (2, 2), ("x", "y")), ("x", "y"), ("y", None)),
-              "4": (Mesh([0, 1, 2, 3], (4,), ("x",)), ("x", None), (None, "x"))}
+    meshes = {
+        "2x2": (Mesh([0, 1, 2, 3], (2, 2), ("x", "y")), ("x", "y"), ("y", None)),
+        "4": (Mesh([0, 1, 2, 3], (4,), ("x",)), ("x", None), (None, "x")),
+    }
     for key, (mesh, spec_a, spec_b) in meshes.items():
         a = mark_sharding(a_cpu.to("tpu"), mesh, spec_a)
         b = mark_sharding(b_cpu.to("tpu"), mesh, spec_b)
@@ -42,8 +44,10 @@ def ops(out: dict) -> None:
         torch.tpu.synchronize()
         r["matmul_launches"] = torch_tpu.metrics()["executions"]
         r["matmul"] = max_err(c, a_cpu @ b_cpu)
-        r["chain"] = max_err(((a * 2 + 1).sin() * a - a.exp() / 4).tanh(), ((a_cpu * 2 + 1).sin() * a_cpu -
-                                                                            a_cpu.exp() / 4).tanh())
+        r["chain"] = max_err(
+            ((a * 2 + 1).sin() * a - a.exp() / 4).tanh(),
+            ((a_cpu * 2 + 1).sin() * a_cpu - a_cpu.exp() / 4).tanh(),
+        )
         r["sum"] = abs(a.sum().item() - a_cpu.sum().item())
         r["sum_dim"] = max_err(a.sum(dim=1), a_cpu.sum(dim=1))
         r["mean0"] = max_err(a.mean(0, keepdim=True), a_cpu.mean(0, keepdim=True))
@@ -111,12 +115,91 @@ def ops(out: dict) -> None:
     q = mark_sharding(torch.ones(8, 4, device="tpu"), other, ("x", None))
     out["err_two_meshes"] = err(lambda: p + q)
     out["after_two_meshes"] = bool(torch.equal((p + p).cpu(), torch.full((8, 4), 2.0)))
-    out["metrics"] = {k: torch_tpu.metrics().get(k) for k in ("spmd_compiles",)}
+    out["spmd_compiles"] = torch_tpu.metrics()["spmd_compiles"]
+
+
+def flux_inputs(device: str) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    inputs = {
+        "hidden_states": torch.randn(1, 16, 16, generator=g),
+        "encoder_hidden_states": torch.randn(1, 8, 32, generator=g),
+        "pooled_projections": torch.randn(1, 32, generator=g),
+        "timestep": torch.tensor([0.5]),
+        "img_ids": torch.zeros(16, 3),
+        "txt_ids": torch.zeros(8, 3),
+        "guidance": torch.tensor([3.5]),
+    }
+    return {k: v.to(device) for k, v in inputs.items()}
+
+
+def flux(out: dict) -> None:
+    """The tiny FLUX transformer, tensor-parallel over 2 and 4 devices by its
+    own _tp_plan, against the same model on one device."""
+    import time
+
+    from torch_tpu.distributed import _expand, _style_dim, parallelize_module
+    from torch_tpu.testing import tiny
+
+    def timed(model) -> tuple[torch.Tensor, float]:
+        model(**flux_inputs("tpu"), return_dict=False)  # warm: compiles
+        torch.tpu.synchronize()
+        t0 = time.perf_counter()
+        y = model(**flux_inputs("tpu"), return_dict=False)[0]
+        torch.tpu.synchronize()
+        return y.cpu(), time.perf_counter() - t0
+
+    with torch.no_grad():
+        one = tiny.flux_transformer("tiny").to("tpu")
+        ref, t_one = timed(one)
+        out["one"] = {"seconds": t_one, "param_bytes": sum(p.numel() * 4 for p in one.parameters())}
+        del one
+        for n in (2, 4):
+            mesh = Mesh(list(range(n)), (n,), ("tp",))
+            torch.tpu.synchronize()
+            before = [torch.tpu.memory_allocated(i) for i in range(n)]
+            model = tiny.flux_transformer("tiny").to("tpu")
+            parallelize_module(model, mesh)
+            torch.tpu.synchronize()
+            per_device = [torch.tpu.memory_allocated(i) - before[i] for i in range(n)]
+            planned = set()
+            for pattern, style in model._tp_plan.items():
+                for _, sub in _expand(model, pattern):
+                    planned.add(id(sub.weight))
+                    if sub.bias is not None and _style_dim(style, pattern) == 0:
+                        planned.add(id(sub.bias))
+            sharded_bytes = sum(p.numel() * 4 for p in model.parameters() if id(p) in planned)
+            total = sum(p.numel() * 4 for p in model.parameters())
+            torch_tpu.reset_metrics()
+            y, t = timed(model)
+            m = torch_tpu.metrics()
+            with torch_tpu.eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE):
+                fused = model(**flux_inputs("tpu"), return_dict=False)[0].cpu()
+            compiled = torch.compile(model, backend=torch_tpu.TpuBackend(), dynamic=False)
+            compiled(**flux_inputs("tpu"), return_dict=False)
+            torch.tpu.synchronize()
+            torch_tpu.reset_metrics()
+            yc = compiled(**flux_inputs("tpu"), return_dict=False)[0]
+            torch.tpu.synchronize()
+            mc = torch_tpu.metrics()
+            out[f"tp{n}"] = {
+                "fused": max_err(fused, ref),
+                "compiled": max_err(yc, ref),
+                "compiled_launches": mc["executions"],
+                "compiled_compiles": mc["compiles"],
+                "strict": max_err(y, ref),
+                "seconds": t,
+                "per_device_bytes": per_device,
+                "bound_bytes": sharded_bytes / n + (total - sharded_bytes),
+                "spmd_compiles": m["spmd_compiles"],
+                "executions_two_forwards": m["executions"],
+            }
+            del model, compiled
+            torch._dynamo.reset()
 
 
 def main() -> None:
     out: dict = {"devices": torch.tpu.device_count()}
-    {"ops": ops}[sys.argv[1]](out)
+    {"ops": ops, "flux": flux}[sys.argv[1]](out)
     torch.tpu.synchronize()
     print(json.dumps(out))
 

@@ -39,7 +39,9 @@ class Mesh:
         if not dims or any(s < 1 for s in dims):
             raise ValueError(f"Mesh: shape {dims} must have at least one axis, each of size >= 1")
         if math.prod(dims) != len(ids):
-            raise ValueError(f"Mesh: shape {dims} holds {math.prod(dims)} devices, but {len(ids)} ids were given")
+            raise ValueError(
+                f"Mesh: shape {dims} holds {math.prod(dims)} devices, but {len(ids)} ids were given"
+            )
         if len(set(ids)) != len(ids):
             raise ValueError(f"Mesh: device ids {ids} repeat a device")
         count = torch.tpu.device_count()
@@ -91,12 +93,16 @@ def mark_sharding(tensor: torch.Tensor, mesh: Mesh, partition_spec: PartitionSpe
     from torch_tpu import _C
 
     if not isinstance(tensor, torch.Tensor) or tensor.device.type != "tpu":
-        raise ValueError(f"mark_sharding: expected a tpu tensor, got {type(tensor).__name__} on "
-                         f"{getattr(tensor, 'device', None)}")
+        raise ValueError(
+            f"mark_sharding: expected a tpu tensor, got {type(tensor).__name__} on "
+            f"{getattr(tensor, 'device', None)}"
+        )
     spec = list(partition_spec)
     if len(spec) != tensor.dim():
-        raise ValueError(f"mark_sharding: the partition spec {tuple(spec)} has {len(spec)} entries for a "
-                         f"{tensor.dim()}-d tensor")
+        raise ValueError(
+            f"mark_sharding: the partition spec {tuple(spec)} has {len(spec)} entries for a "
+            f"{tensor.dim()}-d tensor"
+        )
     axes: list[int] = []
     for d, entry in enumerate(spec):
         if entry is None:
@@ -135,8 +141,9 @@ def _style_dim(style: Any, name: str) -> int:
         return 0
     if "rowwise" in kind:
         return 1
-    raise ValueError(f"parallelize_module: unsupported style {style!r} for {name!r} (expected 'colwise' or "
-                     "'rowwise')")
+    raise ValueError(
+        f"parallelize_module: unsupported style {style!r} for {name!r} (expected 'colwise' or 'rowwise')"
+    )
 
 
 def _expand(module: torch.nn.Module, pattern: str) -> list[tuple[str, torch.nn.Module]]:
@@ -145,21 +152,25 @@ def _expand(module: torch.nn.Module, pattern: str) -> list[tuple[str, torch.nn.M
     modules = dict(module.named_modules())
     if "*" not in pattern:
         if pattern not in modules:
-            raise ValueError(f"parallelize_module: the plan names {pattern!r}, which {type(module).__name__} "
-                             "does not have")
+            raise ValueError(
+                f"parallelize_module: the plan names {pattern!r}, which {type(module).__name__} does not have"
+            )
         return [(pattern, modules[pattern])]
     prefix, _, suffix = pattern.partition("*")
     prefix, suffix = prefix.rstrip("."), suffix.lstrip(".")
     container = modules.get(prefix)
     if not isinstance(container, torch.nn.ModuleList):
-        raise ValueError(f"parallelize_module: {pattern!r}: {prefix!r} is not a ModuleList of "
-                         f"{type(module).__name__}")
+        raise ValueError(
+            f"parallelize_module: {pattern!r}: {prefix!r} is not a ModuleList of {type(module).__name__}"
+        )
     found = []
     for i in range(len(container)):
         name = f"{prefix}.{i}.{suffix}" if suffix else f"{prefix}.{i}"
         if name not in modules:
-            raise ValueError(f"parallelize_module: the plan names {name!r} (from {pattern!r}), which "
-                             f"{type(module).__name__} does not have")
+            raise ValueError(
+                f"parallelize_module: the plan names {name!r} (from {pattern!r}), which "
+                f"{type(module).__name__} does not have"
+            )
         found.append((name, modules[name]))
     return found
 
@@ -190,15 +201,19 @@ def parallelize_module(
             if not isinstance(weight, torch.Tensor):
                 raise ValueError(f"parallelize_module: {name!r} has no weight to split")
             if weight.dim() <= dim or weight.shape[dim] % parts:
-                raise ValueError(f"parallelize_module: {name}.weight of shape {tuple(weight.shape)} cannot be "
-                                 f"split {parts} ways along dim {dim}")
+                raise ValueError(
+                    f"parallelize_module: {name}.weight of shape {tuple(weight.shape)} cannot be "
+                    f"split {parts} ways along dim {dim}"
+                )
             spec_of[id(weight)] = (f"{name}.weight", dim)
             bias = getattr(sub, "bias", None)
             if isinstance(bias, torch.Tensor):
                 spec_of[id(bias)] = (f"{name}.bias", 0 if dim == 0 else None)
     for tensor in list(module.parameters()) + list(module.buffers()):
         if tensor.device.type != "tpu":
-            raise ValueError(f"parallelize_module: move the module to 'tpu' first (a tensor is on {tensor.device})")
+            raise ValueError(
+                f"parallelize_module: move the module to 'tpu' first (a tensor is on {tensor.device})"
+            )
         _, dim = spec_of.get(id(tensor), ("", None))
         spec: list[str | int | None] = [None] * tensor.dim()
         if dim is not None:

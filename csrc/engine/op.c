@@ -803,7 +803,8 @@ static tpurt_status_t spmd_execute(const plan_t* p, const tpurt_op_call_t* call,
     }
   }
   if (!status)
-    status = pjrt_execute_spmd(p->executable, mesh->num_devices, mesh->devices, args, np, raw, no, call->name);
+    status =
+        pjrt_execute_spmd(p->executable, mesh->num_devices, mesh->devices, args, np, raw, no, call->name);
   for (size_t i = 0; i < n * np; ++i)
     if (owned[i]) pjrt_buffer_release(args[i]);
   if (!status) {
@@ -1139,6 +1140,7 @@ void tpurt_metrics_get(tpurt_metrics_t* m) {
   m->compile_seconds = c->compile_seconds;
   m->live_buffers = c->live_buffers;
   m->cache_hits = g_plan_hits + g_exec_hits;
+  m->spmd_compiles = engine_spmd_compiles;
   m->live_storages = (uint64_t)__atomic_load_n(&engine_live_storages, __ATOMIC_RELAXED);
   cache_stats_t cs;
   cache_stats(&cs);
@@ -1161,6 +1163,7 @@ void tpurt_metrics_reset(void) {
   c->compiles = c->executions = c->bytes_to_device = c->bytes_from_device = 0;
   c->compile_seconds = 0;
   g_plan_hits = g_exec_hits = 0;
+  engine_spmd_compiles = 0;
   cache_reset_counters();
   graph_reset_counts();
   pjrt_program_stats_reset();

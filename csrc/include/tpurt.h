@@ -448,6 +448,7 @@ typedef struct tpurt_metrics_s {
   uint64_t cache_disk_rejects; /* tier-2 entries ignored: corrupt, truncated, foreign */
   uint64_t plans;              /* eager op plans held now (each holds its program) */
   uint64_t plan_bytes;         /* their bytes in the memory budget */
+  uint64_t spmd_compiles;      /* programs compiled for a mesh of devices (SPMD) */
 } tpurt_metrics_t;
 
 void tpurt_metrics_get(tpurt_metrics_t* out_metrics);

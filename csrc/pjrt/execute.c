@@ -619,8 +619,8 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
   for (size_t i = 0; i < num_args; ++i) {
     if (args[i]->sharding) {
       return tpurt_status_create(TPURT_UNIMPLEMENTED,
-                                 "%s: argument %zu is a tensor sharded over a mesh; this path runs programs on "
-                                 "one device (sharded tensors run in strict eager so far)",
+                                 "%s: argument %zu is a tensor sharded over a mesh, given to a one-device "
+                                 "launch",
                                  op_name, i);
     }
     if (args[i]->device != device) {

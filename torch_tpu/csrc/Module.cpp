@@ -73,6 +73,7 @@ py::dict metrics() {
   d["compiles"] = m.compiles;
   d["cache_hits"] = m.cache_hits;
   d["executions"] = m.executions;
+  d["spmd_compiles"] = m.spmd_compiles;
   d["bytes_to_device"] = m.bytes_to_device;
   d["bytes_from_device"] = m.bytes_from_device;
   d["compile_seconds"] = m.compile_seconds;
