@@ -7,13 +7,12 @@
 #include "lower.h"
 
 static const lower_rule_t* const kFamilies[] = {
-    lower_elementwise_rules, lower_activation_rules, lower_selection_rules, lower_reduction_rules,
-    lower_linalg_rules,      lower_norm_rules,       lower_shape_rules,     lower_factory_rules,
-    lower_indexing_rules,    lower_random_rules,     lower_conv_rules,      lower_resample_rules,
-    lower_attention_rules,   lower_backward_rules,   lower_foreach_rules,   lower_misc_rules,
-    lower_pooling_rules,     lower_batch_norm_rules, lower_special_rules,   lower_search_rules,
-    lower_loss_rules,
-    lower_amp_rules,
+    lower_elementwise_rules, lower_activation_rules, lower_selection_rules,  lower_reduction_rules,
+    lower_linalg_rules,      lower_norm_rules,       lower_shape_rules,      lower_factory_rules,
+    lower_indexing_rules,    lower_random_rules,     lower_conv_rules,       lower_resample_rules,
+    lower_attention_rules,   lower_backward_rules,   lower_foreach_rules,    lower_scan_rules,
+    lower_sort_rules,        lower_pooling_rules,    lower_batch_norm_rules, lower_special_rules,
+    lower_search_rules,      lower_loss_rules,       lower_amp_rules,
 };
 
 #define MAP_SIZE 2048 /* power of two, > 2x the number of rules */
@@ -50,3 +49,16 @@ const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch) {
   scratch->variant = LOWER_INPLACE;
   return scratch;
 }
+
+tpurt_status_t lower_rule_run(const lower_rule_t* rule, lower_ctx_t* ctx) {
+  ctx->rule = rule;
+  tpurt_status_t status = rule->fn(ctx);
+  ctx->rule = NULL; /* |rule| may be the caller's scratch copy */
+  return status;
+}
+
+int64_t lower_rule_int(const lower_ctx_t* ctx, int32_t k) {
+  return ctx->rule && k >= 0 && k < LOWER_RULE_MAX_INTS ? ctx->rule->data.num[k] : 0;
+}
+const char* lower_rule_str(const lower_ctx_t* ctx) { return ctx->rule ? ctx->rule->data.str : NULL; }
+double lower_rule_real(const lower_ctx_t* ctx) { return ctx->rule ? ctx->rule->data.real : 0.0; }
