@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 import torch
 
-import torch_tpu
 from tests.conftest import devices_env
 from torch_tpu.distributed import Mesh, mark_sharding, parallelize_module
 
@@ -109,4 +108,11 @@ def test_tiny_flux_tensor_parallel_matches_one_device():
         assert t["compiled_launches"] == 1 and t["compiled_compiles"] == 0, t
         assert all(b <= t["bound_bytes"] for b in t["per_device_bytes"]), t
         assert t["spmd_compiles"] >= 1
-    assert torch_tpu.metrics() is not None
+
+
+@pytest.mark.slow
+def test_tiny_flux_pipeline_with_the_transformer_over_4_devices_matches_one_device():
+    pytest.importorskip("diffusers")
+    r = run_child("pipeline")["pipeline"]
+    assert r["max_err"] <= 1e-4, r
+    assert r["spmd_compiles"] >= 1
