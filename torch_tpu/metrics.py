@@ -20,12 +20,16 @@ def metrics() -> dict[str, Any]:
     count), ``flushes`` (reason -> count of fused-eager graph runs) and
     ``recompiles`` (the causes of torch.compile recompiles, in order),
     ``execute_seconds`` (device time of completed launches) and ``programs``
-    (name -> runs and device seconds)."""
+    (name -> runs and device seconds), ``bytes_per_device`` (live buffer
+    bytes on each device)."""
     m = dict(_C._metrics())
     programs, _device_ns, _runs = _C._program_stats()
     m["programs"] = {name: {"runs": runs, "seconds": ns / 1e9} for name, runs, ns in programs}
     m["flushes"] = dict(_C._flush_counts())
     m["recompiles"] = list(_recompiles)
+    # Bytes of live buffers on each device (a sharded tensor counts its shards
+    # on their own devices).
+    m["bytes_per_device"] = [_C._memory_allocated(i) for i in range(_C._device_count())]
     return m
 
 
@@ -60,6 +64,9 @@ def metrics_report() -> str:
         top = sorted(programs.items(), key=lambda kv: -kv[1]["seconds"])[:10]
         for name, p in top:
             lines.append(f"    {p['seconds'] * 1e3:>10.3f} ms {p['runs']:>7} runs  {name[:90]}")
+    per_device: list[int] = m.get("bytes_per_device", [])
+    if len(per_device) > 1:
+        lines.append(f"  bytes per device:       {', '.join(f'{b:,}' for b in per_device)}")
     for cause in m.get("recompiles", []):
         lines.append(f"  recompile: {cause}")
     fallbacks: dict[str, int] = m.get("cpu_fallbacks", {})

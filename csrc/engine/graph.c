@@ -474,8 +474,28 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
            g->last_op);
   tpurt_status_t status = sort_bindings(g);
   if (!status) status = ir_func_print(g->func, &text, &size);
+  int32_t n = g->num_bindings;
+  pjrt_buffer_t** args = tpurt_xmalloc(sizeof(void*) * (size_t)(n + 1));
+  bool* owned = tpurt_xmalloc(sizeof(bool) * (size_t)(n + 1));
+  pjrt_buffer_t** outs = tpurt_xmalloc(sizeof(void*) * (size_t)n_out);
+  if (!status) status = bind_args(g->bindings, n, g->device, NULL, NULL, args, owned);
+  const bool bound = !status;
+  /* Sharded operands make the graph one SPMD program over their mesh. */
+  const pjrt_sharding_t* mesh = NULL;
+  if (!status) status = spmd_mesh_of(args, n, &mesh);
+  pjrt_sharding_t* result_shardings = NULL;
+  ir_type_t* result_types = NULL;
   pjrt_executable_t* exe = NULL;
-  if (!status) {
+  if (!status && mesh) {
+    result_shardings = tpurt_xcalloc((size_t)n_out, sizeof(pjrt_sharding_t));
+    result_types = tpurt_xcalloc((size_t)n_out, sizeof(ir_type_t));
+    for (int32_t k = 0; k < n_out; ++k) {
+      result_types[k] = *ir_value_type(g->func, values[k]);
+      spmd_result_sharding(mesh, args, n, &result_types[k], g->entries[which[k]].storage->buffer,
+                           &result_shardings[k]);
+    }
+    status = spmd_get_or_compile(text, mesh, args, n, result_shardings, n_out, &exe);
+  } else if (!status) {
     bool hit = false;
     status = cache_get_or_compile(text, size, &exe, &hit);
     if (status) {
@@ -486,17 +506,15 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
     if (tpurt_config()->print_mlir) fprintf(stderr, "// fused graph of %d ops\n%s\n", g->num_ops, text);
   }
   free(text);
-  int32_t n = g->num_bindings;
-  pjrt_buffer_t** args = tpurt_xmalloc(sizeof(void*) * (size_t)(n + 1));
-  bool* owned = tpurt_xmalloc(sizeof(bool) * (size_t)(n + 1));
-  pjrt_buffer_t** outs = tpurt_xmalloc(sizeof(void*) * (size_t)n_out);
-  if (!status) status = bind_args(g->bindings, n, g->device, NULL, NULL, args, owned);
   if (!status) {
-    status = pjrt_execute(exe, g->device, args, (size_t)n, outs, (size_t)n_out, label);
-    release_args(args, owned, n);
+    status = mesh ? spmd_run(exe, mesh, args, n, result_shardings, result_types, n_out, outs, label)
+                  : pjrt_execute(exe, g->device, args, (size_t)n, outs, (size_t)n_out, label);
     if (!status)
       for (int32_t k = 0; k < n_out; ++k) storage_set_buffer_consume(g->entries[which[k]].storage, outs[k]);
   }
+  if (bound) release_args(args, owned, n);
+  free(result_shardings);
+  free(result_types);
   /* A graph that fails loses the values it was to compute: mark them, so
   ** that a later read raises this error instead of seeing zeros or the
   ** value from before the graph. */
@@ -747,11 +765,28 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
   bool* owned = tpurt_xmalloc(sizeof(bool) * (size_t)(n + 1));
   pjrt_buffer_t** outs = tpurt_xmalloc(sizeof(void*) * (size_t)(p->num_outputs + 1));
   if (!status) status = bind_args(p->bindings, n, device, in, rng, args, owned);
-  if (!status) {
+  const bool bound = !status;
+  /* Sharded inputs (parameters split by parallelize_module): the traced
+  ** module becomes one SPMD program over their mesh, compiled once per
+  ** combination of input shardings. */
+  const pjrt_sharding_t* mesh = NULL;
+  if (!status) status = spmd_mesh_of(args, n, &mesh);
+  if (!status && mesh) {
+    pjrt_sharding_t* shardings = tpurt_xcalloc((size_t)p->num_outputs + 1, sizeof(pjrt_sharding_t));
+    for (int32_t k = 0; k < p->num_outputs; ++k)
+      spmd_result_sharding(mesh, args, n, &p->output_types[k], NULL, &shardings[k]);
+    pjrt_executable_t* exe = NULL;
+    status = spmd_get_or_compile(p->text, mesh, args, n, shardings, p->num_outputs, &exe);
+    if (!status)
+      status =
+          spmd_run(exe, mesh, args, n, shardings, p->output_types, p->num_outputs, outs, "compiled graph");
+    pjrt_executable_release(exe);
+    free(shardings);
+  } else if (!status) {
     status =
         pjrt_execute(p->executable, device, args, (size_t)n, outs, (size_t)p->num_outputs, "compiled graph");
-    release_args(args, owned, n);
   }
+  if (bound) release_args(args, owned, n);
   if (!status) {
     for (int32_t k = 0; k < p->num_outputs; ++k) {
       tpurt_result_t* r = &results[k];

@@ -48,6 +48,10 @@ typedef struct plan_s {
   uint64_t charge;         /* bytes counted against the budget */
   uint64_t program_hash;   /* the executable cache's key hash of the program */
   bool from_disk;          /* the program was loaded from the disk tier */
+  /* SPMD (an operand is sharded): the mesh the program spans, and the
+  ** sharding of each program output; NULL for a one-device program. */
+  pjrt_sharding_t* mesh;
+  pjrt_sharding_t* output_shardings;
   struct plan_s* next;     /* bucket chain */
   struct plan_s *newer, *older; /* LRU list */
 } plan_t;
@@ -81,6 +85,8 @@ static void plan_lru_push_newest(plan_t* p) {
 }
 
 static void plan_free(plan_t* p) {
+  free(p->mesh);
+  free(p->output_shardings);
   pjrt_executable_release(p->executable);
   free(p->sig);
   free(p->params);
@@ -157,6 +163,7 @@ static void build_signature(const tpurt_op_call_t* call, bool numbers_in_key, si
         } else {
           sig_push(s, (uint64_t)b->dtype | ((uint64_t)b->rank << 8));
           for (int32_t d = 0; d < b->rank; ++d) sig_push(s, (uint64_t)b->dims[d]);
+          if (b->sharding) sig_push(s, pjrt_sharding_hash(b->sharding)); /* a new layout is a new program */
         }
         break;
       }
@@ -454,6 +461,102 @@ static const char* platform_name(void) {
   return info.platform_name ? info.platform_name : "";
 }
 
+/*===--- SPMD: ops on sharded operands ---===*/
+
+uint64_t engine_spmd_compiles;
+
+/* The buffer a storage parameter is bound to (NULL: never written). */
+static const pjrt_buffer_t* param_buffer(const tpurt_op_call_t* call, const lower_param_t* prm) {
+  return prm->kind == LOWER_PARAM_STORAGE ? call->args[prm->arg].u.tensor.storage->buffer : NULL;
+}
+
+/* The mesh of |call|'s sharded operands (NULL: none, a one-device program)
+** and the sharding of each program output: an in-place write keeps the
+** written storage's sharding; a new result takes the sharding of the first
+** sharded operand of its global shape, and is replicated otherwise (XLA
+** then inserts the all-gather or all-reduce). */
+static TPURT_MUST_USE tpurt_status_t spmd_plan(const tpurt_op_call_t* call, const lower_param_t* params, int32_t num_params,
+                                const plan_output_t* outputs, int32_t num_outputs, pjrt_sharding_t** out_mesh,
+                                pjrt_sharding_t** out_shardings) {
+  *out_mesh = NULL;
+  *out_shardings = NULL;
+  const pjrt_sharding_t* mesh = NULL;
+  for (int32_t i = 0; i < num_params; ++i) {
+    const pjrt_buffer_t* b = param_buffer(call, &params[i]);
+    if (!b || !b->sharding) continue;
+    if (!mesh) {
+      mesh = b->sharding;
+    } else if (!pjrt_sharding_same_mesh(mesh, b->sharding)) {
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "operands are sharded over two different meshes (of %d and %d devices); reshard "
+                         "them onto one mesh first",
+                         mesh->num_devices, b->sharding->num_devices);
+    }
+  }
+  if (!mesh) return NULL;
+  pjrt_sharding_t* shardings = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(pjrt_sharding_t));
+  int32_t n = 0;
+  for (int32_t k = 0; k < num_outputs; ++k) {
+    const plan_output_t* o = &outputs[k];
+    if (o->kind == OUTPUT_UNDEFINED || o->kind == OUTPUT_HOST_INT) continue;
+    pjrt_sharding_t* sh = &shardings[n++];
+    *sh = *mesh;
+    sh->rank = o->type.rank;
+    memset(sh->dim_axis, -1, sizeof(sh->dim_axis));
+    const pjrt_buffer_t* like = NULL;
+    if (o->kind == OUTPUT_WRITEBACK) {
+      const pjrt_buffer_t* b = call->args[o->index].u.tensor.storage->buffer;
+      like = b && b->sharding ? b : NULL;
+    } else {
+      for (int32_t i = 0; i < num_params && !like; ++i) {
+        const pjrt_buffer_t* b = param_buffer(call, &params[i]);
+        if (!b || !b->sharding || b->rank != o->type.rank) continue;
+        bool same = true;
+        for (int32_t d = 0; d < b->rank && same; ++d) same = b->dims[d] == o->type.dims[d];
+        if (same) like = b;
+      }
+    }
+    if (like && like->rank == sh->rank) memcpy(sh->dim_axis, like->sharding->dim_axis, sizeof(sh->dim_axis));
+  }
+  *out_mesh = tpurt_xmalloc(sizeof(pjrt_sharding_t));
+  **out_mesh = *mesh;
+  *out_shardings = shardings;
+  return NULL;
+}
+
+/* Annotates the printed module with the shardings and compiles it for the
+** mesh. SPMD programs are kept by the plan cache only (their options differ
+** from the executable cache's). */
+static TPURT_MUST_USE tpurt_status_t spmd_compile(const char* text, const pjrt_sharding_t* mesh, const tpurt_op_call_t* call,
+                                   const lower_param_t* params, int32_t num_params,
+                                   const pjrt_sharding_t* output_shardings, int32_t num_outputs,
+                                   pjrt_executable_t** out_executable) {
+  char** texts = tpurt_xcalloc((size_t)(num_params + num_outputs) + 1, sizeof(char*));
+  for (int32_t i = 0; i < num_params + num_outputs; ++i) {
+    tpurt_strbuf_t t = {0};
+    const pjrt_buffer_t* b = i < num_params ? param_buffer(call, &params[i]) : NULL;
+    if (i >= num_params)
+      pjrt_sharding_text(&output_shardings[i - num_params], &t);
+    else if (b && b->sharding)
+      pjrt_sharding_text(b->sharding, &t);
+    else
+      tpurt_strbuf_puts(&t, "{replicated}");
+    texts[i] = t.data;
+  }
+  char* annotated = NULL;
+  size_t size = 0;
+  tpurt_status_t status = spmd_annotate_module(text, mesh->num_devices, texts, num_params, texts + num_params,
+                                               num_outputs, &annotated, &size);
+  for (int32_t i = 0; i < num_params + num_outputs; ++i) free(texts[i]);
+  free(texts);
+  if (status) return status;
+  if (tpurt_config()->print_mlir) fprintf(stderr, "// %s (SPMD)\n%s\n", call->name, annotated);
+  status = pjrt_compile_spmd(annotated, size, mesh->num_devices, mesh->devices, out_executable);
+  free(annotated);
+  if (!status) ++engine_spmd_compiles;
+  return status;
+}
+
 static TPURT_MUST_USE tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, graph_t* graph,
                                               plan_t** out_plan) {
   *out_plan = NULL;
@@ -599,17 +702,27 @@ static TPURT_MUST_USE tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op
   if (status) goto done;
   if (tpurt_config()->print_mlir) fprintf(stderr, "// %s\n%s\n", call->name, text);
   pjrt_executable_t* exe = NULL;
-  cache_entry_info_t info;
-  status = cache_get_or_compile_info(text, size, &exe, &info);
+  cache_entry_info_t info = {0};
+  pjrt_sharding_t *mesh = NULL, *output_shardings = NULL;
+  status = spmd_plan(call, ctx->params, ctx->num_params, outputs, n_out, &mesh, &output_shardings);
+  if (!status && mesh) {
+    status = spmd_compile(text, mesh, call, ctx->params, ctx->num_params, output_shardings, n_program, &exe);
+  } else if (!status) {
+    status = cache_get_or_compile_info(text, size, &exe, &info);
+  }
   if (status) {
     status = tpurt_status_annotate_consume(status, "compiling the lowered program failed");
     free(text);
+    free(mesh);
+    free(output_shardings);
     goto done;
   }
   free(text);
   if (info.hit) ++g_exec_hits;
 
   plan_t* p = tpurt_xcalloc(1, sizeof(*p));
+  p->mesh = mesh;
+  p->output_shardings = output_shardings;
   p->executable = exe;
   p->program_hash = info.hash;
   p->from_disk = info.from_disk;
@@ -637,6 +750,84 @@ done:
 
 /*===--- launching a plan ---===*/
 
+/* The buffer for @main parameter |prm| on |device|: a storage's own buffer
+** (its shard when sharded, a copy when it lives on another device) or a
+** new upload of a number. *out_owned says whether the caller releases it. */
+static TPURT_MUST_USE tpurt_status_t bind_param(const lower_param_t* prm, const tpurt_op_call_t* call, int device,
+                                 pjrt_buffer_t** out, bool* out_owned) {
+  const tpurt_arg_t* a = &call->args[prm->arg];
+  *out = NULL;
+  *out_owned = true;
+  if (prm->kind == LOWER_PARAM_STORAGE) {
+    pjrt_buffer_t* b = a->u.tensor.storage->buffer;
+    if (b->sharding || b->device == device) {
+      *out = b;
+      *out_owned = false;
+      return NULL;
+    }
+    return pjrt_buffer_copy_to_device(b, device, out); /* a one-device operand, replicated */
+  }
+  if (prm->kind == LOWER_PARAM_SCALAR) {
+    unsigned char bytes[8] = {0};
+    scalar_bytes(a, prm->dtype, bytes);
+    return pjrt_buffer_from_host(device, prm->dtype, 0, NULL, bytes, out);
+  }
+  if (prm->kind == LOWER_PARAM_VIEW_OFFSET) {
+    int64_t offset = a->u.tensor.offset;
+    return pjrt_buffer_from_host(device, TPURT_DTYPE_I64, 0, NULL, &offset, out);
+  }
+  if (prm->kind == LOWER_PARAM_LIST_ITEM) {
+    tpurt_arg_t item = {.kind = TPURT_ARG_SCALAR,
+                        .u.scalar = {.dtype = TPURT_DTYPE_F64, .f = a->u.floats.data[prm->item]}};
+    unsigned char bytes[8] = {0};
+    scalar_bytes(&item, prm->dtype, bytes);
+    return pjrt_buffer_from_host(device, prm->dtype, 0, NULL, bytes, out);
+  }
+  uint64_t st[2];
+  rng_state(a, st);
+  int64_t two = 2;
+  return pjrt_buffer_from_host(device, TPURT_DTYPE_U64, 1, &two, st, out);
+}
+
+/* One launch of an SPMD plan across its mesh; |outs| receives one sharded
+** buffer per program output. */
+static TPURT_MUST_USE tpurt_status_t spmd_execute(const plan_t* p, const tpurt_op_call_t* call, pjrt_buffer_t** outs) {
+  const pjrt_sharding_t* mesh = p->mesh;
+  const size_t n = (size_t)mesh->num_devices, np = (size_t)p->num_params, no = (size_t)p->num_program_outputs;
+  pjrt_buffer_t** args = tpurt_xcalloc(n * np + 1, sizeof(pjrt_buffer_t*));
+  bool* owned = tpurt_xcalloc(n * np + 1, sizeof(bool));
+  pjrt_buffer_t** raw = tpurt_xcalloc(n * no + 1, sizeof(pjrt_buffer_t*));
+  tpurt_status_t status = NULL;
+  for (size_t d = 0; d < n && !status; ++d) {
+    for (size_t i = 0; i < np && !status; ++i) {
+      status = bind_param(&p->params[i], call, mesh->devices[d], &args[d * np + i], &owned[d * np + i]);
+      const pjrt_buffer_t* b = args[d * np + i];
+      if (!status && b->sharding) args[d * np + i] = b->shards[d];
+    }
+  }
+  if (!status)
+    status =
+        pjrt_execute_spmd(p->executable, mesh->num_devices, mesh->devices, args, np, raw, no, call->name);
+  for (size_t i = 0; i < n * np; ++i)
+    if (owned[i]) pjrt_buffer_release(args[i]);
+  if (!status) {
+    size_t k = 0;
+    pjrt_buffer_t* shards[64];
+    for (int32_t j = 0; j < p->num_outputs; ++j) {
+      const plan_output_t* o = &p->outputs[j];
+      if (o->kind == OUTPUT_UNDEFINED || o->kind == OUTPUT_HOST_INT) continue;
+      for (size_t d = 0; d < n; ++d) shards[d] = raw[d * no + k];
+      outs[k] = pjrt_buffer_sharded_create(&p->output_shardings[k], o->type.dtype, o->type.rank, o->type.dims,
+                                           shards);
+      ++k;
+    }
+  }
+  free(args);
+  free(owned);
+  free(raw);
+  return status;
+}
+
 static TPURT_MUST_USE tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* call) {
   if (p->num_results > call->max_results || (p->num_results > 0 && !call->results))
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "%s: %d results, room for %d", call->name,
@@ -648,42 +839,15 @@ static TPURT_MUST_USE tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* ca
   bool* owned = p->num_params <= 32 ? stack_owned : tpurt_xmalloc(sizeof(bool) * (size_t)p->num_params);
   tpurt_status_t status = NULL;
   int32_t made = 0;
-  for (; made < p->num_params && !status; ++made) {
-    const lower_param_t* prm = &p->params[made];
-    const tpurt_arg_t* a = &call->args[prm->arg];
-    owned[made] = false;
-    bufs[made] = NULL;
-    if (prm->kind == LOWER_PARAM_STORAGE) {
-      bufs[made] = a->u.tensor.storage->buffer;
-    } else if (prm->kind == LOWER_PARAM_SCALAR) {
-      unsigned char bytes[8] = {0};
-      scalar_bytes(a, prm->dtype, bytes);
-      status = pjrt_buffer_from_host(call->device, prm->dtype, 0, NULL, bytes, &bufs[made]);
-      owned[made] = true;
-    } else if (prm->kind == LOWER_PARAM_VIEW_OFFSET) {
-      int64_t offset = a->u.tensor.offset;
-      status = pjrt_buffer_from_host(call->device, TPURT_DTYPE_I64, 0, NULL, &offset, &bufs[made]);
-      owned[made] = true;
-    } else if (prm->kind == LOWER_PARAM_LIST_ITEM) {
-      tpurt_arg_t item = {.kind = TPURT_ARG_SCALAR,
-                          .u.scalar = {.dtype = TPURT_DTYPE_F64, .f = a->u.floats.data[prm->item]}};
-      unsigned char bytes[8] = {0};
-      scalar_bytes(&item, prm->dtype, bytes);
-      status = pjrt_buffer_from_host(call->device, prm->dtype, 0, NULL, bytes, &bufs[made]);
-      owned[made] = true;
-    } else {
-      uint64_t st[2];
-      rng_state(a, st);
-      int64_t two = 2;
-      status = pjrt_buffer_from_host(call->device, TPURT_DTYPE_U64, 1, &two, st, &bufs[made]);
-      owned[made] = true;
-    }
-  }
+  for (; !p->mesh && made < p->num_params && !status; ++made)
+    status = bind_param(&p->params[made], call, call->device, &bufs[made], &owned[made]);
   pjrt_buffer_t* outs_stack[32];
   pjrt_buffer_t** outs = p->num_program_outputs <= 32
                              ? outs_stack
                              : tpurt_xmalloc(sizeof(void*) * (size_t)p->num_program_outputs);
-  if (!status)
+  if (!status && p->mesh)
+    status = spmd_execute(p, call, outs);
+  else if (!status)
     status = pjrt_execute(p->executable, call->device, bufs, (size_t)p->num_params, outs,
                           (size_t)p->num_program_outputs, call->name);
   for (int32_t k = 0; k < made; ++k)
@@ -996,6 +1160,7 @@ void tpurt_metrics_get(tpurt_metrics_t* m) {
   m->compile_seconds = c->compile_seconds;
   m->live_buffers = c->live_buffers;
   m->cache_hits = g_plan_hits + g_exec_hits;
+  m->spmd_compiles = engine_spmd_compiles;
   m->live_storages = (uint64_t)__atomic_load_n(&engine_live_storages, __ATOMIC_RELAXED);
   cache_stats_t cs;
   cache_stats(&cs);
@@ -1021,6 +1186,7 @@ void tpurt_metrics_reset(void) {
   c->compiles = c->executions = c->bytes_to_device = c->bytes_from_device = 0;
   c->compile_seconds = 0;
   g_plan_hits = g_exec_hits = 0;
+  engine_spmd_compiles = 0;
   cache_reset_counters();
   graph_reset_counts();
   pjrt_program_stats_reset();

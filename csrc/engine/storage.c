@@ -214,7 +214,14 @@ tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* h
     /* reported below */
   } else if (view_is_whole(view) && !(g && graph_has_storage(g, view->storage))) {
     pjrt_buffer_t* b = NULL;
-    status = pjrt_buffer_from_host(view->storage->device, view->dtype, view->rank, view->sizes, host, &b);
+    const pjrt_buffer_t* old = view->storage->buffer;
+    if (old && old->sharding && old->rank == view->rank &&
+        memcmp(old->dims, view->sizes, sizeof(int64_t) * (size_t)view->rank) == 0) {
+      /* a sharded tensor stays sharded the same way */
+      status = pjrt_buffer_shard_from_host(old->sharding, view->dtype, view->rank, view->sizes, host, &b);
+    } else {
+      status = pjrt_buffer_from_host(view->storage->device, view->dtype, view->rank, view->sizes, host, &b);
+    }
     if (!status) storage_set_buffer_consume(view->storage, b);
   } else {
     /* Upload densely, then copy through the view on the device. */
@@ -324,5 +331,50 @@ tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t
   }
   tpurt_storage_release(moved);
   engine_unlock();
+  return status;
+}
+
+int32_t tpurt_storage_num_shards(const tpurt_storage_t* storage) {
+  engine_lock();
+  const pjrt_buffer_t* b = storage->buffer;
+  int32_t n = b && b->sharding ? b->sharding->num_devices : 0;
+  engine_unlock();
+  return n;
+}
+
+tpurt_status_t tpurt_tensor_shard(const tpurt_tensor_t* view, const tpurt_sharding_spec_t* spec) {
+  if (!view_is_whole(view))
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT,
+                               "only a whole tensor can be sharded, not a view of part of its storage");
+  if (spec->num_devices < 1 || spec->num_devices > 64 || spec->mesh_rank < 1 ||
+      spec->mesh_rank > PJRT_MAX_MESH_RANK)
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "a mesh has 1 to 64 devices and 1 to %d axes",
+                               PJRT_MAX_MESH_RANK);
+  pjrt_sharding_t sh = {.num_devices = spec->num_devices, .mesh_rank = spec->mesh_rank, .rank = view->rank};
+  memcpy(sh.devices, spec->devices, sizeof(int) * (size_t)spec->num_devices);
+  memcpy(sh.mesh_shape, spec->mesh_shape, sizeof(int64_t) * (size_t)spec->mesh_rank);
+  memset(sh.dim_axis, -1, sizeof(sh.dim_axis));
+  if (view->rank) memcpy(sh.dim_axis, spec->dim_axis, (size_t)view->rank);
+  TPURT_RETURN_IF_ERROR(pjrt_init());
+  TPURT_RETURN_IF_ERROR(pjrt_sharding_check(&sh, view->rank, view->sizes));
+  const size_t nbytes = (size_t)view_numel(view) * tpurt_dtype_size(view->dtype);
+  char* host = tpurt_xcalloc(nbytes ? nbytes : 1, 1);
+  engine_lock();
+  tpurt_status_t status = settle_pending(view->storage, GRAPH_FLUSH_HOST_READ);
+  if (!status) status = storage_check_poison(view->storage);
+  pjrt_buffer_t* old = status ? NULL : view->storage->buffer;
+  if (old) pjrt_buffer_retain(old);
+  engine_unlock();
+  /* Through the host: a reshard of a sharded value gathers it first. */
+  if (!status && old) status = pjrt_buffer_to_host(old, host, nbytes);
+  pjrt_buffer_release(old);
+  pjrt_buffer_t* b = NULL;
+  if (!status) status = pjrt_buffer_shard_from_host(&sh, view->dtype, view->rank, view->sizes, host, &b);
+  free(host);
+  if (!status) {
+    engine_lock();
+    storage_set_buffer_consume(view->storage, b);
+    engine_unlock();
+  }
   return status;
 }

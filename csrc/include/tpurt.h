@@ -263,6 +263,22 @@ TPURT_MUST_USE tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view,
 /* Device -> device: dst = src (dtype conversion included), any devices. */
 TPURT_MUST_USE tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t* src);
 
+/* How to split a tensor over a mesh of devices (torch_tpu.distributed). */
+typedef struct tpurt_sharding_spec_s {
+  int32_t num_devices;
+  const int* devices; /* device indices, row-major over mesh_shape */
+  int32_t mesh_rank;
+  const int64_t* mesh_shape;
+  const int8_t* dim_axis; /* per tensor dim: the mesh axis that splits it, or -1 (whole) */
+} tpurt_sharding_spec_t;
+/* Replaces the value of the whole tensor |view| by one shard per mesh
+** device (in place: every alias sees it). INVALID_ARGUMENT for a view that
+** is not its whole storage, a device that does not exist, or a dim not
+** divisible by its mesh axis. */
+tpurt_status_t tpurt_tensor_shard(const tpurt_tensor_t* view, const tpurt_sharding_spec_t* spec);
+/* The number of devices the storage's value is spread over (0: one device). */
+int32_t tpurt_storage_num_shards(const tpurt_storage_t* storage);
+
 /*===------------------------------------------------------------------===*/
 /* Ops                                                                    */
 /*===------------------------------------------------------------------===*/
@@ -459,6 +475,7 @@ void tpurt_program_free(tpurt_program_t* program);
   X(plans, COUNT, "eager op plans")                      /* held now, each holds its program */  \
   X(plan_bytes, COUNT, "eager op plan bytes")            /* their bytes in the memory budget */  \
   X(executions, COUNT, "executions")                     /* PJRT program launches */             \
+  X(spmd_compiles, COUNT, "SPMD programs compiled (mesh)") /* programs compiled for a mesh */     \
   X(compile_seconds, SECONDS, "time compiling (s)")                                              \
   X(execute_seconds, SECONDS, "device time (s)") /* of completed launches (completion events) */ \
   X(bytes_to_device, COUNT, "bytes to device")                                                   \

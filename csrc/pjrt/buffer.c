@@ -168,6 +168,13 @@ void pjrt_buffer_retain(pjrt_buffer_t* buffer) {
 
 void pjrt_buffer_release(pjrt_buffer_t* buffer) {
   if (!buffer || !tpurt_refcount_dec_and_test(&buffer->refcount)) return;
+  if (buffer->sharding) { /* not counted itself: its shards are */
+    for (int32_t p = 0; p < buffer->sharding->num_devices; ++p) pjrt_buffer_release(buffer->shards[p]);
+    free(buffer->shards);
+    free(buffer->sharding);
+    free(buffer);
+    return;
+  }
   pthread_mutex_lock(&pjrt_g.lock);
   pjrt_raw_buffer_free_locked(buffer->raw);
   pjrt_counters_t* c = &pjrt_g.counters;
@@ -184,6 +191,11 @@ static TPURT_MUST_USE tpurt_status_t blame_consume(pjrt_buffer_t* buffer, tpurt_
 }
 
 tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer) {
+  if (buffer->sharding) {
+    for (int32_t p = 0; p < buffer->sharding->num_devices; ++p)
+      TPURT_RETURN_IF_ERROR(pjrt_buffer_await(buffer->shards[p]));
+    return NULL;
+  }
   PJRT_ARGS(pjrt_abi_buffer_ready_event_args_t, a);
   a.buffer = buffer->raw;
   pthread_mutex_lock(&pjrt_g.lock);
@@ -200,6 +212,7 @@ tpurt_status_t pjrt_buffer_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_
         "reading a %s buffer of %zu bytes to the host needs %zu bytes of space, got %zu",
         tpurt_dtype_name(buffer->dtype), buffer->nbytes, buffer->nbytes, dst_size);
   }
+  if (buffer->sharding) return pjrt_buffer_gather_to_host(buffer, dst, dst_size);
   /* dst == NULL would ask the plugin for the size instead of copying. */
   if (buffer->nbytes == 0) return pjrt_buffer_await(buffer);
   PJRT_ARGS(pjrt_abi_buffer_to_host_args_t, a);
@@ -217,6 +230,14 @@ tpurt_status_t pjrt_buffer_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_
 tpurt_status_t pjrt_buffer_copy_to_device(pjrt_buffer_t* buffer, int device, pjrt_buffer_t** out_buffer) {
   *out_buffer = NULL;
   TPURT_RETURN_IF_ERROR(pjrt_check_device(device));
+  if (buffer->sharding) { /* gathered through the host onto one device */
+    void* host = tpurt_xmalloc(buffer->nbytes ? buffer->nbytes : 1);
+    tpurt_status_t status = pjrt_buffer_gather_to_host(buffer, host, buffer->nbytes);
+    if (!status)
+      status = pjrt_buffer_from_host(device, buffer->dtype, buffer->rank, buffer->dims, host, out_buffer);
+    free(host);
+    return status;
+  }
   if (device == buffer->device) { /* buffers are immutable: share it */
     pjrt_buffer_retain(buffer);
     *out_buffer = buffer;

@@ -128,6 +128,10 @@ static TPURT_MUST_USE tpurt_status_t read_devices(void) {
     PJRT_ARGS(pjrt_abi_device_get_description_args_t, d);
     d.device = pjrt_g.devices[i];
     TPURT_RETURN_IF_ERROR(PJRT_CALL(PJRTABI_DEVICE_GET_DESCRIPTION, "Device_GetDescription", &d));
+    PJRT_ARGS(pjrt_abi_device_description_id_args_t, id);
+    id.device_description = d.device_description;
+    TPURT_RETURN_IF_ERROR(PJRT_CALL(PJRTABI_DEVICE_DESCRIPTION_ID, "DeviceDescription_Id", &id));
+    pjrt_g.device_ids[i] = id.id;
     PJRT_ARGS(pjrt_abi_device_description_kind_args_t, k);
     k.device_description = d.device_description;
     TPURT_RETURN_IF_ERROR(PJRT_CALL(PJRTABI_DEVICE_DESCRIPTION_KIND, "DeviceDescription_Kind", &k));

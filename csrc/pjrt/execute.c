@@ -577,7 +577,8 @@ void pjrt_wait_host_range(const void* begin, size_t size) {
 }
 
 tpurt_status_t pjrt_buffer_to_host_async(pjrt_buffer_t* buffer, void* dst, size_t dst_size) {
-  if (dst_size < buffer->nbytes || buffer->nbytes == 0) return pjrt_buffer_to_host(buffer, dst, dst_size);
+  if (dst_size < buffer->nbytes || buffer->nbytes == 0 || buffer->sharding)
+    return pjrt_buffer_to_host(buffer, dst, dst_size);
   PJRT_ARGS(pjrt_abi_buffer_to_host_args_t, a);
   a.src = buffer->raw;
   a.dst = dst;
@@ -616,6 +617,12 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
                                executable->num_outputs, num_outputs);
   }
   for (size_t i = 0; i < num_args; ++i) {
+    if (args[i]->sharding) {
+      return tpurt_status_create(TPURT_UNIMPLEMENTED,
+                                 "%s: argument %zu is a tensor sharded over a mesh, given to a one-device "
+                                 "launch",
+                                 op_name, i);
+    }
     if (args[i]->device != device) {
       return tpurt_status_create(TPURT_INVALID_ARGUMENT,
                                  "%s: argument %zu is on device %d, the program runs on %d", op_name, i,
@@ -677,6 +684,132 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
   pjrt_launch_release(launch); /* NULL once the pending list owns it */
   if (status) {
     for (size_t i = 0; i < num_outputs; ++i) {
+      pjrt_buffer_release(outputs[i]);
+      outputs[i] = NULL;
+    }
+    return tpurt_status_annotate_consume(status, op_name);
+  }
+  return NULL;
+}
+
+/*===--- SPMD: one program over several devices ---===*/
+
+int pjrt_device_id(int device) {
+  return device >= 0 && device < pjrt_g.num_devices ? pjrt_g.device_ids[device] : -1;
+}
+
+tpurt_status_t pjrt_compile_spmd(const char* mlir, size_t mlir_size, int32_t num_devices, const int* devices,
+                                 pjrt_executable_t** out_executable) {
+  *out_executable = NULL;
+  TPURT_RETURN_IF_ERROR(pjrt_init());
+  if (num_devices < 1 || num_devices > PJRT_MAX_DEVICES)
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "an SPMD program spans 1 to %d devices, not %d",
+                               PJRT_MAX_DEVICES, num_devices);
+  int64_t ids[PJRT_MAX_DEVICES];
+  for (int32_t i = 0; i < num_devices; ++i) {
+    TPURT_RETURN_IF_ERROR(pjrt_check_device(devices[i]));
+    ids[i] = pjrt_g.device_ids[devices[i]];
+  }
+  char* options = NULL;
+  size_t options_size = 0;
+  TPURT_RETURN_IF_ERROR(pjrt_spmd_compile_options(num_devices, ids, &options, &options_size));
+  tpurt_status_t status = pjrt_compile_with_options(mlir, mlir_size, options, options_size, out_executable);
+  free(options);
+  return status;
+}
+
+/* The plugin fills output_lists[d] for the d-th device of the executable's
+** device assignment, which is the order pjrt_compile_spmd was given. Each
+** device gets its own launch record and pending entry, so that
+** pjrt_synchronize(device) and the launch log see the work of every device;
+** the execution counter counts one launch. */
+tpurt_status_t pjrt_execute_spmd(pjrt_executable_t* executable, int32_t num_devices, const int* devices,
+                                 pjrt_buffer_t* const* args, size_t num_args, pjrt_buffer_t** outputs,
+                                 size_t num_outputs, const char* op_name) {
+  const size_t n = num_devices > 0 ? (size_t)num_devices : 0;
+  for (size_t i = 0; i < n * num_outputs; ++i) outputs[i] = NULL;
+  if (!op_name) op_name = "<unnamed program>";
+  if (num_devices < 1 || num_devices > PJRT_MAX_DEVICES)
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "%s: an SPMD launch spans 1 to %d devices, not %d",
+                               op_name, PJRT_MAX_DEVICES, num_devices);
+  if (num_outputs != executable->num_outputs) {
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT,
+                               "%s: the program has %zu outputs, the caller expects %zu", op_name,
+                               executable->num_outputs, num_outputs);
+  }
+  for (size_t d = 0; d < n; ++d) {
+    TPURT_RETURN_IF_ERROR(pjrt_check_device(devices[d]));
+    for (size_t i = 0; i < num_args; ++i) {
+      if (args[d * num_args + i]->device != devices[d]) {
+        return tpurt_status_create(TPURT_INVALID_ARGUMENT,
+                                   "%s: argument %zu of partition %zu is on device %d, the partition runs "
+                                   "on %d",
+                                   op_name, i, d, args[d * num_args + i]->device, devices[d]);
+      }
+    }
+  }
+  pjrt_abi_buffer_t** raw_args = tpurt_xmalloc(sizeof(void*) * (n * num_args + 1));
+  pjrt_abi_buffer_t** raw_outs = tpurt_xcalloc(n * num_outputs + 1, sizeof(void*));
+  pjrt_abi_buffer_t* const* arg_lists[PJRT_MAX_DEVICES];
+  pjrt_abi_buffer_t** out_lists[PJRT_MAX_DEVICES];
+  pjrt_abi_event_t* done[PJRT_MAX_DEVICES] = {NULL};
+  for (size_t d = 0; d < n; ++d) {
+    for (size_t i = 0; i < num_args; ++i) raw_args[d * num_args + i] = args[d * num_args + i]->raw;
+    arg_lists[d] = raw_args + d * num_args;
+    out_lists[d] = raw_outs + d * num_outputs;
+  }
+  PJRT_ARGS(pjrt_abi_execute_options_t, options);
+  PJRT_ARGS(pjrt_abi_execute_args_t, a);
+  a.executable = executable->loaded;
+  a.options = &options;
+  a.argument_lists = arg_lists;
+  a.num_devices = n;
+  a.num_args = num_args;
+  a.output_lists = out_lists;
+  a.device_complete_events = done;
+  a.execute_device = NULL; /* the devices of the compile-time assignment */
+
+  pjrt_launch_t* launches[PJRT_MAX_DEVICES];
+  for (size_t d = 0; d < n; ++d) {
+    launches[d] = launch_create(devices[d], op_name);
+    launches[d]->num_ops = executable->num_ops;
+  }
+  pending_t oldest[PJRT_MAX_DEVICES];
+  memset(oldest, 0, sizeof(oldest));
+  pthread_mutex_lock(&pjrt_g.lock);
+  reap_ready_locked();
+  tpurt_status_t status = PJRT_CALL(PJRTABI_LOADED_EXECUTABLE_EXECUTE, "LoadedExecutable_Execute", &a);
+  if (!status) {
+    pjrt_g.counters.executions++;
+    for (size_t d = 0; d < n; ++d) {
+      for (size_t i = 0; i < num_outputs; ++i) {
+        tpurt_status_t s = pjrt_wrap_buffer_consume_locked(raw_outs[d * num_outputs + i], devices[d], launches[d],
+                                                   &outputs[d * num_outputs + i]);
+        raw_outs[d * num_outputs + i] = NULL;
+        if (s && !status)
+          status = s;
+        else
+          tpurt_status_free(s);
+      }
+      launches[d]->first_run = executable->compiled_here && executable->launches == 0;
+      if (done[d]) {
+        watch_locked(launches[d], done[d]);
+        oldest[d] = add_pending_locked((pending_t){done[d], launches[d], NULL, NULL, 0});
+        launches[d] = NULL;
+      }
+    }
+    executable->launches++;
+  }
+  pthread_mutex_unlock(&pjrt_g.lock);
+  drain_released();
+  for (size_t d = 0; d < n; ++d) {
+    if (oldest[d].event) finish_pending(oldest[d]);
+    pjrt_launch_release(launches[d]); /* NULL once the pending list owns it */
+  }
+  free(raw_args);
+  free(raw_outs);
+  if (status) {
+    for (size_t i = 0; i < n * num_outputs; ++i) {
       pjrt_buffer_release(outputs[i]);
       outputs[i] = NULL;
     }

@@ -323,8 +323,9 @@ static void put_bytes_field(tpurt_strbuf_t* out, uint32_t field, const char* dat
 **   7: env_option_overrides, map<string, OptionOverrideProto>: per entry
 **      {1: key, 2: {1: string_field}}; XLA converts the string to the type
 **      of the DebugOptions field of that name, or fails naming the key. */
+static const char kBase[] = {0x1a, 0x04, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01};
+
 static void encode(const kv_list_t* list, tpurt_strbuf_t* out) {
-  static const char kBase[] = {0x1a, 0x04, 0x20, 0x01, 0x28, 0x01, 0x20, 0x01};
   tpurt_strbuf_append(out, kBase, sizeof(kBase));
   for (size_t i = 0; i < list->count; ++i) {
     tpurt_strbuf_t value = {0}, entry = {0};
@@ -444,5 +445,53 @@ tpurt_status_t pjrt_current_compile_options(const char** out_bytes, size_t* out_
   *out_bytes = o->bytes;
   *out_size = o->size;
   if (out_text) *out_text = o->text;
+  return NULL;
+}
+
+/* An SPMD program (one program, partitioned by XLA over |num_partitions|
+** devices):
+**   3: executable_build_options {
+**        4: num_replicas = 1, 5: num_partitions = N, 6: use_spmd_partitioning,
+**        9: device_assignment {1: replica_count = 1, 2: computation_count = N,
+**                              3: computation_devices {1: id} per partition}}
+** Not portable (field 4): the device assignment fixes the devices. The
+** override fields (7) of the thread's options follow, so TORCH_TPU_XLA_OPTIONS
+** and per-thread options hold here too. */
+static void put_varint_field(tpurt_strbuf_t* out, uint32_t field, uint64_t v) {
+  put_varint(out, (uint64_t)field << 3);
+  put_varint(out, v);
+}
+
+tpurt_status_t pjrt_spmd_compile_options(int32_t num_partitions, const int64_t* device_ids, char** out_bytes,
+                                         size_t* out_size) {
+  *out_bytes = NULL;
+  *out_size = 0;
+  if (num_partitions < 1)
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT, "an SPMD program needs at least one device, got %d",
+                               num_partitions);
+  const char* current = NULL;
+  size_t current_size = 0;
+  TPURT_RETURN_IF_ERROR(pjrt_current_compile_options(&current, &current_size, NULL));
+  tpurt_strbuf_t assignment = {0}, build = {0}, out = {0};
+  put_varint_field(&assignment, 1, 1);
+  put_varint_field(&assignment, 2, (uint64_t)num_partitions);
+  for (int32_t i = 0; i < num_partitions; ++i) {
+    tpurt_strbuf_t devices = {0};
+    put_varint_field(&devices, 1, (uint64_t)device_ids[i]);
+    put_bytes_field(&assignment, 3, devices.data, devices.size);
+    tpurt_strbuf_free(&devices);
+  }
+  put_varint_field(&build, 4, 1);
+  put_varint_field(&build, 5, (uint64_t)num_partitions);
+  put_varint_field(&build, 6, 1);
+  put_bytes_field(&build, 9, assignment.data, assignment.size);
+  put_bytes_field(&out, 3, build.data, build.size);
+  /* The thread's options are kBase followed by the override fields. */
+  if (current_size > sizeof(kBase))
+    tpurt_strbuf_append(&out, current + sizeof(kBase), current_size - sizeof(kBase));
+  tpurt_strbuf_free(&assignment);
+  tpurt_strbuf_free(&build);
+  *out_bytes = out.data;
+  *out_size = out.size;
   return NULL;
 }

@@ -12,8 +12,23 @@
 
 /* A device buffer: an immutable PJRT buffer plus its shape. Reference
 ** counted; the PJRT buffer is destroyed when the last reference goes. */
+#define PJRT_MAX_MESH_RANK 8
+
+/* How a sharded buffer is laid out over a mesh (sharding.c). Partition p of
+** an SPMD program runs on devices[p]; the mesh is row-major over
+** mesh_shape. Tensor dim d is split over mesh axis dim_axis[d] (-1: whole);
+** mesh axes that no dim uses hold replicas. */
+typedef struct pjrt_sharding_s {
+  int32_t num_devices;
+  int devices[64];
+  int32_t mesh_rank;
+  int64_t mesh_shape[PJRT_MAX_MESH_RANK];
+  int32_t rank;
+  int8_t dim_axis[TPURT_MAX_RANK];
+} pjrt_sharding_t;
+
 typedef struct pjrt_buffer_s {
-  void* raw; /* PJRT_Buffer* */
+  void* raw; /* PJRT_Buffer*; NULL for a sharded buffer */
   int device;
   tpurt_dtype_t dtype;
   int32_t rank;
@@ -23,6 +38,11 @@ typedef struct pjrt_buffer_s {
   /* The execution that produced the buffer (NULL: uploaded or copied), so
   ** that an asynchronous error names its op. Private to the room. */
   struct pjrt_launch_s* launch;
+  /* A sharded buffer: dtype, rank, dims and nbytes are the global array's;
+  ** shards[p] (owned) is partition p's block, on sharding->devices[p].
+  ** NULL for an ordinary buffer. */
+  pjrt_sharding_t* sharding;
+  struct pjrt_buffer_s** shards;
 } pjrt_buffer_t;
 
 /* A compiled, loaded program. Reference counted: pjrt_compile and
@@ -88,6 +108,54 @@ TPURT_MUST_USE tpurt_status_t pjrt_executable_deserialize(const char* bytes, siz
 TPURT_MUST_USE tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device,
                                            pjrt_buffer_t* const* args, size_t num_args,
                                            pjrt_buffer_t** outputs, size_t num_outputs, const char* op_name);
+
+/*===--- SPMD: one program over several devices (execute.c, options.c) ---===*/
+
+/* The global PJRT id of device index |device| (what a device assignment
+** names), or -1 if there is no such device. */
+int pjrt_device_id(int device);
+/* CompileOptionsProto bytes for an SPMD program over |num_partitions|
+** devices with global ids |device_ids| (partition i runs on device_ids[i]):
+** num_partitions, use_spmd_partitioning and the device assignment, plus the
+** option overrides in force on this thread. Caller frees *out_bytes. */
+tpurt_status_t pjrt_spmd_compile_options(int32_t num_partitions, const int64_t* device_ids, char** out_bytes,
+                                         size_t* out_size);
+/* Compiles a module whose @main carries mhlo.sharding attributes as one
+** SPMD program over device indices |devices| (XLA's partitioner inserts the
+** collectives). */
+tpurt_status_t pjrt_compile_spmd(const char* mlir, size_t mlir_size, int32_t num_devices, const int* devices,
+                                 pjrt_executable_t** out_executable);
+/* Launches an SPMD program once across |devices| (the order it was compiled
+** with). |args| is [num_devices][num_args], partition d's arguments on
+** devices[d]; |outputs| is [num_devices][num_outputs] and receives new
+** buffers (owned by the caller), each that device's shard. */
+tpurt_status_t pjrt_execute_spmd(pjrt_executable_t* executable, int32_t num_devices, const int* devices,
+                                 pjrt_buffer_t* const* args, size_t num_args, pjrt_buffer_t** outputs,
+                                 size_t num_outputs, const char* op_name);
+
+/* Sharded buffers (sharding.c). */
+/* INVALID_ARGUMENT unless |sharding| is a valid mesh of existing devices
+** and splits a |rank|-d array of |dims| evenly. */
+tpurt_status_t pjrt_sharding_check(const pjrt_sharding_t* sharding, int32_t rank, const int64_t* dims);
+bool pjrt_sharding_is_replicated(const pjrt_sharding_t* sharding);
+bool pjrt_sharding_same_mesh(const pjrt_sharding_t* a, const pjrt_sharding_t* b);
+uint64_t pjrt_sharding_hash(const pjrt_sharding_t* sharding);
+/* Appends the HLO sharding text ("{devices=[2,1]0,1}", "{replicated}"). */
+struct tpurt_strbuf_s;
+void pjrt_sharding_text(const pjrt_sharding_t* sharding, struct tpurt_strbuf_s* out);
+/* Where partition |p|'s block of an array of |dims| starts, and its dims. */
+void pjrt_sharding_shard_dims(const pjrt_sharding_t* sharding, int32_t p, const int64_t* dims,
+                              int64_t* out_start, int64_t* out_dims);
+/* A sharded buffer of the global shape made of |shards| (one per mesh
+** device; takes ownership of them). */
+pjrt_buffer_t* pjrt_buffer_sharded_create(const pjrt_sharding_t* sharding, tpurt_dtype_t dtype, int32_t rank,
+                                          const int64_t* dims, pjrt_buffer_t** shards);
+/* Splits dense host |data| of the global shape and uploads each block. */
+tpurt_status_t pjrt_buffer_shard_from_host(const pjrt_sharding_t* sharding, tpurt_dtype_t dtype,
+                                           int32_t rank, const int64_t* dims, const void* data,
+                                           pjrt_buffer_t** out_buffer);
+/* Reads every shard and places it at its block of |dst| (dense, global). */
+tpurt_status_t pjrt_buffer_gather_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_size);
 
 /* Waits for everything launched on |device| (-1: all). Returns the first
 ** asynchronous error seen since the last call, as "<op>: <message>". */

@@ -78,6 +78,7 @@ enum {
   PJRTABI_CLIENT_ADDRESSABLE_DEVICES = 16,
   PJRTABI_CLIENT_COMPILE = 20,
   PJRTABI_CLIENT_BUFFER_FROM_HOST_BUFFER = 22,
+  PJRTABI_DEVICE_DESCRIPTION_ID = 23,
   PJRTABI_DEVICE_DESCRIPTION_KIND = 26,
   PJRTABI_DEVICE_GET_DESCRIPTION = 29,
   PJRTABI_DEVICE_MEMORY_STATS = 34,
@@ -292,6 +293,16 @@ typedef struct {
   size_t device_kind_size; /* out */
 } pjrt_abi_device_description_kind_args_t;
 PJRTABI_DEFINE_SIZE(pjrt_abi_device_description_kind_args_t, device_kind_size, 40);
+
+/* DeviceDescription_Id: the device's global id (the ids a device assignment
+** names). */
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  pjrt_abi_device_description_t* device_description;
+  int id; /* out */
+} pjrt_abi_device_description_id_args_t;
+PJRTABI_DEFINE_SIZE(pjrt_abi_device_description_id_args_t, id, 28);
 
 /*===--- executables ---===*/
 

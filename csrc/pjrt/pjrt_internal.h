@@ -68,6 +68,7 @@ typedef struct pjrt_state_s {
   pjrt_abi_client_t* client;
   int num_devices;
   pjrt_abi_device_t* devices[PJRT_MAX_DEVICES];
+  int device_ids[PJRT_MAX_DEVICES]; /* global ids (DeviceDescription_Id), for device assignments */
   char* device_kinds[PJRT_MAX_DEVICES];
   char* platform_name;
   char* platform_version;

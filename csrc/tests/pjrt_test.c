@@ -2,6 +2,7 @@
 ** TORCH_TPU_PJRT_PLUGIN (the CPU plugin in CI). */
 #include "../pjrt/pjrt.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -349,18 +350,22 @@ static int two_devices_child(void) {
   return test_failures_ ? 1 : 0;
 }
 
+static int spmd_child(void);
+
 __attribute__((constructor)) static void maybe_child(void) {
   const char* role = getenv("TPURT_PJRT_TEST_CHILD");
   if (role && strcmp(role, "two_devices") == 0) exit(two_devices_child());
+  if (role && strcmp(role, "spmd") == 0) exit(spmd_child());
 }
 
-TEST(Runtime_TwoDevices) {
+/* Runs this test binary again in a child with |role| and |num_devices|. */
+static void expect_child_with_devices(const char* role, const char* num_devices) {
   fflush(NULL);
   pid_t pid = fork();
   ASSERT(pid >= 0);
   if (pid == 0) {
-    setenv("TPURT_PJRT_TEST_CHILD", "two_devices", 1);
-    setenv("TORCH_TPU_NUM_DEVICES", "2", 1);
+    setenv("TPURT_PJRT_TEST_CHILD", role, 1);
+    setenv("TORCH_TPU_NUM_DEVICES", num_devices, 1);
     char* argv[] = {"pjrt_test", NULL};
     execv("/proc/self/exe", argv);
     _exit(127);
@@ -368,6 +373,119 @@ TEST(Runtime_TwoDevices) {
   int status = 0;
   ASSERT(waitpid(pid, &status, 0) == pid);
   EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST(Runtime_TwoDevices) { expect_child_with_devices("two_devices", "2"); }
+TEST(Runtime_SpmdFourDevices) { expect_child_with_devices("spmd", "4"); }
+
+/*===--- SPMD over four devices (a child with TORCH_TPU_NUM_DEVICES=4) ---===*/
+
+/* x (8x4, rows split over 4 devices) @ w (4x6, replicated): each device
+** computes its 2 rows; the sum of x over everything needs XLA's all-reduce
+** and comes back replicated. Every shard of x is different, so a shard on
+** the wrong device shows. */
+static const char kSpmdMlir[] =
+    "module @spmd attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {\n"
+    "  func.func public @main(%x: tensor<8x4xf32> {mhlo.sharding = \"{devices=[4,1]0,1,2,3}\"},\n"
+    "                         %w: tensor<4x6xf32> {mhlo.sharding = \"{replicated}\"})\n"
+    "      -> (tensor<8x6xf32> {mhlo.sharding = \"{devices=[4,1]0,1,2,3}\"},\n"
+    "          tensor<f32> {mhlo.sharding = \"{replicated}\"}) {\n"
+    "    %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0]\n"
+    "        : (tensor<8x4xf32>, tensor<4x6xf32>) -> tensor<8x6xf32>\n"
+    "    %zero = stablehlo.constant dense<0.0> : tensor<f32>\n"
+    "    %s = stablehlo.reduce(%x init: %zero) applies stablehlo.add across dimensions = [0, 1] : "
+    "(tensor<8x4xf32>, tensor<f32>) -> tensor<f32>\n"
+    "    return %y, %s : tensor<8x6xf32>, tensor<f32>\n"
+    "  }\n"
+    "}\n";
+
+static int spmd_child(void) {
+  tpurt_status_t s = tpurt_runtime_init();
+  if (s || tpurt_device_count() != 4) {
+    fprintf(stderr, "  child: init: %s, %d devices\n", s ? tpurt_status_message(s) : "ok",
+            tpurt_device_count());
+    tpurt_status_free(s);
+    return 2;
+  }
+  const int devices[4] = {0, 1, 2, 3};
+  float x[8][4], w[4][6];
+  for (int i = 0; i < 8; ++i)
+    for (int k = 0; k < 4; ++k) x[i][k] = (float)(i * 4 + k) * 0.25f - 3.0f;
+  for (int k = 0; k < 4; ++k)
+    for (int j = 0; j < 6; ++j) w[k][j] = (float)((k * 7 + j * 3) % 5) - 2.0f;
+  pjrt_executable_t* exe = NULL;
+  s = pjrt_compile_spmd(kSpmdMlir, strlen(kSpmdMlir), 4, devices, &exe);
+  if (s) {
+    fprintf(stderr, "  child: compile: %s\n", tpurt_status_message(s));
+    tpurt_status_free(s);
+    return 4;
+  }
+  const int64_t shard_dims[2] = {2, 4}, w_dims[2] = {4, 6};
+  pjrt_buffer_t* args[4][2] = {{NULL}};
+  for (int d = 0; d < 4 && !s; ++d) {
+    s = pjrt_buffer_from_host(d, TPURT_DTYPE_F32, 2, shard_dims, x[2 * d], &args[d][0]);
+    if (!s) s = pjrt_buffer_from_host(d, TPURT_DTYPE_F32, 2, w_dims, w, &args[d][1]);
+  }
+  uint64_t launches = pjrt_counters()->executions;
+  pjrt_buffer_t* outs[4][2] = {{NULL}};
+  if (!s) s = pjrt_execute_spmd(exe, 4, devices, &args[0][0], 2, &outs[0][0], 2, "spmd_test");
+  EXPECT(pjrt_counters()->executions == launches + 1); /* one launch across the four devices */
+  float expect_sum = 0;
+  for (int i = 0; i < 8; ++i)
+    for (int k = 0; k < 4; ++k) expect_sum += x[i][k];
+  for (int d = 0; d < 4 && !s; ++d) {
+    float y[2][6], sum = 0;
+    EXPECT(outs[d][0]->device == d && outs[d][0]->rank == 2 && outs[d][0]->dims[0] == 2 &&
+           outs[d][0]->dims[1] == 6);
+    EXPECT(outs[d][1]->rank == 0);
+    s = pjrt_buffer_to_host(outs[d][0], y, sizeof(y));
+    if (!s) s = pjrt_buffer_to_host(outs[d][1], &sum, sizeof(sum));
+    for (int i = 0; i < 2 && !s; ++i) {
+      for (int j = 0; j < 6; ++j) {
+        float e = 0;
+        for (int k = 0; k < 4; ++k) e += x[2 * d + i][k] * w[k][j];
+        EXPECT(fabsf(y[i][j] - e) < 1e-5f);
+      }
+    }
+    EXPECT(fabsf(sum - expect_sum) < 1e-4f);
+  }
+  if (s) {
+    fprintf(stderr, "  child: %s\n", tpurt_status_message(s));
+    tpurt_status_free(s);
+    ++test_failures_;
+  }
+  /* A partition's argument on the wrong device is refused before launching. */
+  pjrt_buffer_t* swapped[4][2];
+  memcpy(swapped, args, sizeof(swapped));
+  swapped[1][0] = args[2][0];
+  pjrt_buffer_t* bad[4][2];
+  EXPECT_STATUS(pjrt_execute_spmd(exe, 4, devices, &swapped[0][0], 2, &bad[0][0], 2, "spmd_test"),
+                TPURT_INVALID_ARGUMENT);
+  for (int d = 0; d < 4; ++d) {
+    for (int i = 0; i < 2; ++i) {
+      pjrt_buffer_release(args[d][i]);
+      pjrt_buffer_release(outs[d][i]);
+    }
+  }
+  s = pjrt_synchronize(-1);
+  EXPECT(s == NULL);
+  tpurt_status_free(s);
+  pjrt_executable_release(exe);
+  EXPECT(pjrt_counters()->live_buffers == 0);
+  return test_failures_ ? 1 : 0;
+}
+
+TEST(Options_SpmdEncoding) {
+  const int64_t ids[2] = {0, 5};
+  char* bytes = NULL;
+  size_t size = 0;
+  ASSERT(pjrt_spmd_compile_options(2, ids, &bytes, &size) == NULL);
+  /* 3: {4: 1, 5: 2, 6: 1, 9: {1: 1, 2: 2, 3: {1: 0}, 3: {1: 5}}} */
+  static const unsigned char kExpect[] = {0x1a, 0x14, 0x20, 0x01, 0x28, 0x02, 0x30, 0x01, 0x4a, 0x0c, 0x08,
+                                          0x01, 0x10, 0x02, 0x1a, 0x02, 0x08, 0x00, 0x1a, 0x02, 0x08, 0x05};
+  EXPECT(size >= sizeof(kExpect) && memcmp(bytes, kExpect, sizeof(kExpect)) == 0);
+  free(bytes);
+  EXPECT_STATUS(pjrt_spmd_compile_options(0, ids, &bytes, &size), TPURT_INVALID_ARGUMENT);
 }
 
 /* Runs |fn| in a forked child (before this process initialises the
@@ -425,4 +543,4 @@ TEST_MAIN(TEST_CASE(Loader_MissingFile), TEST_CASE(Loader_NotAPlugin), TEST_CASE
           TEST_CASE(Runtime_Init), TEST_CASE(Buffer_RoundTrips), TEST_CASE(Buffer_BadArguments),
           TEST_CASE(Execute_Add), TEST_CASE(Execute_ManyAsyncLaunches), TEST_CASE(Execute_Threads),
           TEST_CASE(Compile_Malformed), TEST_CASE(Executable_SerializeRoundTrip),
-          TEST_CASE(Runtime_TwoDevices))
+          TEST_CASE(Runtime_TwoDevices), TEST_CASE(Runtime_SpmdFourDevices), TEST_CASE(Options_SpmdEncoding))

@@ -26,6 +26,26 @@ namespace {
 
 void init() { check(tpurt_runtime_init(), "tpu init"); }
 
+// torch_tpu.distributed.mark_sharding: the mesh and the per-dim axes come
+// checked from Python; the core validates them again against the devices.
+void mark_sharding(const at::Tensor& t, const std::vector<int>& devices, const std::vector<int64_t>& mesh_shape,
+                   const std::vector<int>& dim_axis) {
+  constexpr std::string_view kOp = "mark_sharding";
+  TORCH_CHECK(t.device().type() == kTpu, kOp, ": expected a tpu tensor, got one on ", t.device());
+  TORCH_CHECK(static_cast<int64_t>(dim_axis.size()) == t.dim(), kOp, ": the partition spec has ",
+              dim_axis.size(), " entries for a ", t.dim(), "-d tensor");
+  const tpurt_tensor_t view = describe(t, kOp);
+  std::vector<int8_t> axes(dim_axis.begin(), dim_axis.end());
+  const tpurt_sharding_spec_t spec{static_cast<int32_t>(devices.size()), devices.data(),
+                                   static_cast<int32_t>(mesh_shape.size()), mesh_shape.data(), axes.data()};
+  check(tpurt_tensor_shard(&view, &spec), kOp);
+}
+
+int num_shards(const at::Tensor& t) {
+  if (t.device().type() != kTpu) return 0;
+  return tpurt_storage_num_shards(storage_of(t.storage(), "num_shards"));
+}
+
 // Raises if a TORCH_TPU_* environment variable does not parse.
 void config_check() { check(tpurt_config_check(), "torch_tpu configuration"); }
 
@@ -209,5 +229,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_compile_options", [](const std::optional<std::string>& spec) {
     check(tpurt_set_thread_compile_options(spec ? spec->c_str() : nullptr), "XLA compile options");
   });
+  m.def("_mark_sharding", &mark_sharding);
+  m.def("_num_shards", &num_shards);
   m.def("_op_supported", [](const std::string& name) { return tpurt_op_supported(name.c_str()); });
 }
