@@ -19,7 +19,7 @@ void release(void* ctx) { tpurt_storage_release(static_cast<tpurt_storage_t*>(ct
 struct TpuAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     tpurt_storage_t* storage = nullptr;
-    check(tpurt_storage_create(current_device(), nbytes, &storage), "tpu allocator");
+    check_consume(tpurt_storage_create(current_device(), nbytes, &storage), "tpu allocator");
     return make_data_ptr(storage);
   }
 
@@ -65,7 +65,7 @@ void free_host(void* ptr) { tpurt_host_free(ptr); }
 struct TpuHostAllocator final : public c10::Allocator {
   c10::DataPtr allocate(size_t nbytes) override {
     void* ptr = nullptr;
-    if (nbytes > 0) check(tpurt_host_alloc(nbytes, &ptr), "pin_memory");
+    if (nbytes > 0) check_consume(tpurt_host_alloc(nbytes, &ptr), "pin_memory");
     return {ptr, ptr, &free_host, c10::Device(c10::kCPU)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_host; }
@@ -82,7 +82,7 @@ c10::Allocator* host_allocator() { return &g_host_allocator; }
 
 tpurt_device_memory_t device_memory(c10::DeviceIndex device) {
   tpurt_device_memory_t memory{};
-  check(tpurt_device_memory(device, &memory), "tpu device memory");
+  check_consume(tpurt_device_memory(device, &memory), "tpu device memory");
   return memory;
 }
 
@@ -105,7 +105,7 @@ void resize_storage_bytes(const c10::Storage& storage, size_t nbytes) {
     impl->set_data_ptr_noswap(g_allocator.allocate(nbytes));
   } else {
     tpurt_storage_t* st = storage_of(storage, "resize_");
-    check(tpurt_storage_resize(st, nbytes), "resize_");
+    check_consume(tpurt_storage_resize(st, nbytes), "resize_");
     tpurt_storage_retain(st);                      // the new DataPtr's reference; the old one drops its own
     impl->set_data_ptr_noswap(make_data_ptr(st));  // the address may move with the size
   }

@@ -75,7 +75,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                 static_cast<int>(device_index), " does not match recording stream's device index ",
                 static_cast<int>(stream.device_index()), ".");
     tpurt_event_t* recorded = nullptr;
-    check(tpurt_event_record(stream.device_index(), &recorded), "event record");
+    check_consume(tpurt_event_record(stream.device_index(), &recorded), "event record");
     tpurt_event_free(as_event(*event));
     *event = recorded;
   }
@@ -95,14 +95,14 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   bool queryStream(const c10::Stream& s) const override {
     tpurt_event_t* marker = nullptr;
-    check(tpurt_event_record(s.device_index(), &marker), "stream query");
+    check_consume(tpurt_event_record(s.device_index(), &marker), "stream query");
     const bool done = tpurt_event_query(marker);
     tpurt_event_free(marker);
     return done;
   }
   void synchronizeStream(const c10::Stream& s) const override { synchronizeDevice(s.device_index()); }
   void synchronizeDevice(const c10::DeviceIndex index) const override {
-    check(tpurt_synchronize(index), "synchronize");
+    check_consume(tpurt_synchronize(index), "synchronize");
   }
   // Buffers stay alive while queued work uses them: nothing to record.
   void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}

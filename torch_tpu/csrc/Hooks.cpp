@@ -8,7 +8,7 @@ namespace torch_tpu {
 namespace {
 
 struct TpuHooks final : public at::PrivateUse1HooksInterface {
-  void init() const override { check(tpurt_runtime_init(), "tpu init"); }
+  void init() const override { check_consume(tpurt_runtime_init(), "tpu init"); }
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return device_count() > 0; }
   bool hasPrimaryContext(c10::DeviceIndex index) const override {

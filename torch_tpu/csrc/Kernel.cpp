@@ -619,7 +619,7 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
       if (call.generator_lock.owns_lock()) call.generator_lock.unlock();
       return run_on_cpu(op, stack, name);
     }
-    if (tpurt_status_code(status) != TPURT_NEEDS_RESIZE || attempt >= 3) raise_status(status, name);
+    if (tpurt_status_code(status) != TPURT_NEEDS_RESIZE || attempt >= 3) raise_status_consume(status, name);
     tpurt_status_free(status);
     const int32_t i = run.resize_arg;
     TORCH_CHECK(i >= 0 && i < run.num_args && call.args[i].kind == TPURT_ARG_TENSOR, name,

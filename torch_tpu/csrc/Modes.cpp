@@ -33,7 +33,7 @@ py::dict flush_counts() {
 
 void trace_input(const at::Tensor& placeholder, int index) {
   const tpurt_tensor_t t = describe(placeholder, kTrace);
-  check(tpurt_trace_input(&t, index), kTrace);
+  check_consume(tpurt_trace_input(&t, index), kTrace);
 }
 
 std::shared_ptr<Program> trace_end(const std::vector<at::Tensor>& outputs, int num_inputs, int device) {
@@ -42,8 +42,9 @@ std::shared_ptr<Program> trace_end(const std::vector<at::Tensor>& outputs, int n
   for (const at::Tensor& t : outputs) views.push_back(describe(t, kTrace));
   auto program = std::make_shared<Program>();
   program->device = static_cast<c10::DeviceIndex>(device);
-  check(tpurt_trace_end(views.data(), static_cast<int32_t>(views.size()), num_inputs, &program->program),
-        kTrace);
+  check_consume(
+      tpurt_trace_end(views.data(), static_cast<int32_t>(views.size()), num_inputs, &program->program),
+      kTrace);
   return program;
 }
 
@@ -62,9 +63,9 @@ std::vector<at::Tensor> launch(const Program& p, const std::vector<tpurt_tensor_
     rng[0] = gen.current_seed();
     rng[1] = gen.get_offset();
   }
-  check(tpurt_program_run(p.program, p.device, views.data(), static_cast<int32_t>(views.size()), rng,
-                          results.data(), n),
-        kTrace);
+  check_consume(tpurt_program_run(p.program, p.device, views.data(), static_cast<int32_t>(views.size()), rng,
+                                  results.data(), n),
+                kTrace);
   if (draws > 0) gen.set_offset(rng[1] + static_cast<uint64_t>(draws));
   std::vector<at::Tensor> out;
   out.reserve(static_cast<size_t>(n));
@@ -104,16 +105,16 @@ py::object run_if_accepted(const Program& p, const std::vector<at::Tensor>& inpu
 void register_mode_bindings(py::module& m) {
   m.def("_get_eager_mode", [] { return static_cast<int>(tpurt_get_eager_mode()); });
   m.def("_set_eager_mode", [](int mode) {
-    check(tpurt_set_eager_mode(static_cast<tpurt_eager_mode_t>(mode)), "torch_tpu.set_eager_mode");
+    check_consume(tpurt_set_eager_mode(static_cast<tpurt_eager_mode_t>(mode)), "torch_tpu.set_eager_mode");
   });
-  m.def("_flush", [] { check(tpurt_flush(), "torch_tpu flush"); });
+  m.def("_flush", [] { check_consume(tpurt_flush(), "torch_tpu flush"); });
   m.def("_flush_counts", &flush_counts);
   py::class_<Program, std::shared_ptr<Program>>(m, "_Program")
       .def_property_readonly("text",
                              [](const Program& p) { return std::string(tpurt_program_text(p.program)); })
       .def("__call__", &run)
       .def("run_if_accepted", &run_if_accepted);
-  m.def("_trace_begin", [](int device) { check(tpurt_trace_begin(device), kTrace); });
+  m.def("_trace_begin", [](int device) { check_consume(tpurt_trace_begin(device), kTrace); });
   m.def("_trace_input", &trace_input);
   m.def("_trace_abort", &tpurt_trace_abort);
   m.def("_trace_end", &trace_end);

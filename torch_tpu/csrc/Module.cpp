@@ -24,7 +24,7 @@ void register_mode_bindings(py::module& m);
 
 namespace {
 
-void init() { check(tpurt_runtime_init(), "tpu init"); }
+void init() { check_consume(tpurt_runtime_init(), "tpu init"); }
 
 // torch_tpu.distributed.mark_sharding: the mesh and the per-dim axes come
 // checked from Python; the core validates them again against the devices.
@@ -47,11 +47,11 @@ int num_shards(const at::Tensor& t) {
 }
 
 // Raises if a TORCH_TPU_* environment variable does not parse.
-void config_check() { check(tpurt_config_check(), "torch_tpu configuration"); }
+void config_check() { check_consume(tpurt_config_check(), "torch_tpu configuration"); }
 
 py::dict runtime_info() {
   tpurt_runtime_info_t info{};
-  check(tpurt_runtime_info(&info), "tpu runtime info");
+  check_consume(tpurt_runtime_info(&info), "tpu runtime info");
   py::dict d;
   d["plugin_path"] = info.plugin_path ? info.plugin_path : "";
   d["api_version"] = py::make_tuple(info.api_major, info.api_minor);
@@ -64,7 +64,7 @@ py::dict runtime_info() {
 
 std::string device_kind(int device) {
   const char* kind = nullptr;
-  check(tpurt_device_kind(device, &kind), "tpu device kind");
+  check_consume(tpurt_device_kind(device, &kind), "tpu device kind");
   return kind ? kind : "";
 }
 
@@ -200,7 +200,7 @@ PYBIND11_MODULE(_C, m) {
   // Tests that set TORCH_TPU_* variables in-process (the core reads them once).
   m.def("_config_reload_for_test", [] { tpurt_config_reload_for_test(); });
   m.def("_set_device", [](int device) { set_current_device(static_cast<c10::DeviceIndex>(device)); });
-  m.def("_synchronize", [](int device) { check(tpurt_synchronize(device), "synchronize"); });
+  m.def("_synchronize", [](int device) { check_consume(tpurt_synchronize(device), "synchronize"); });
   m.def("_runtime_info", &runtime_info);
   m.def("_device_kind", &device_kind);
   m.def("_metrics", &metrics);
@@ -227,7 +227,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_manual_seed", &manual_seed);
   m.def("_default_generator", &wrap_default_generator);
   m.def("_set_compile_options", [](const std::optional<std::string>& spec) {
-    check(tpurt_set_thread_compile_options(spec ? spec->c_str() : nullptr), "XLA compile options");
+    check_consume(tpurt_set_thread_compile_options(spec ? spec->c_str() : nullptr), "XLA compile options");
   });
   m.def("_mark_sharding", &mark_sharding);
   m.def("_num_shards", &num_shards);

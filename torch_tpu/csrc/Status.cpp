@@ -7,7 +7,7 @@
 
 namespace torch_tpu {
 
-void raise_status(tpurt_status_t status, std::string_view op) {
+void raise_status_consume(tpurt_status_t status, std::string_view op) {
   const std::string prefix = std::string(op.empty() ? "tpu" : op) + ": ";
   std::string text = tpurt_status_message(status);
   // The core may already have named the op (a launch names its program).

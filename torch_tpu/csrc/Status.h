@@ -7,14 +7,15 @@
 
 namespace torch_tpu {
 
-// Throws the PyTorch error for a non-NULL |status|, its message prefixed with
-// "<op>: " (the aten op, e.g. "aten::add.Tensor"), and frees it. Codes map to
+// Throws the PyTorch error for a non-NULL |status| (consumed: freed), its
+// message prefixed with "<op>: " (the aten op, e.g. "aten::add.Tensor"). Codes map to
 // OutOfMemoryError, IndexError, NotImplementedError, else RuntimeError.
-[[noreturn]] void raise_status(tpurt_status_t status, std::string_view op);
+[[noreturn]] void raise_status_consume(tpurt_status_t status, std::string_view op);
 
-// Does nothing for NULL (OK); otherwise raise_status().
-inline void check(tpurt_status_t status, std::string_view op) {
-  if (status != nullptr) raise_status(status, op);
+// Does nothing for NULL (OK); otherwise raise_status_consume() (|status| is
+// consumed either way).
+inline void check_consume(tpurt_status_t status, std::string_view op) {
+  if (status != nullptr) raise_status_consume(status, op);
 }
 
 }  // namespace torch_tpu

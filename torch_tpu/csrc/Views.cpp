@@ -110,14 +110,14 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     at::assert_no_partial_overlap(dst, self);
     const tpurt_tensor_t to = describe(dst, op);
     const tpurt_tensor_t from = describe(self.expand_as(dst), op);
-    check(tpurt_tensor_copy(&to, &from), op);
+    check_consume(tpurt_tensor_copy(&to, &from), op);
   } else if (dst.device().type() == kTpu) {
     TORCH_CHECK(self.is_cpu(), op, ": cannot copy from ", self.device(), " to ", dst.device());
     const c10::DeviceGuard guard(dst.device());
     const at::Tensor host =
         self.to(dst.scalar_type()).resolve_conj().resolve_neg().expand_as(dst).contiguous();
     const tpurt_tensor_t to = describe(dst, op);
-    check(tpurt_tensor_write_host(&to, host.const_data_ptr(), host.nbytes()), op);
+    check_consume(tpurt_tensor_write_host(&to, host.const_data_ptr(), host.nbytes()), op);
   } else {
     TORCH_CHECK(dst.is_cpu(), op, ": cannot copy from ", self.device(), " to ", dst.device());
     const c10::DeviceGuard guard(self.device());
@@ -127,11 +127,11 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     // non_blocking into pinned memory: queued on the device, complete at the
     // next event or synchronize (as CUDA). Anywhere else it waits.
     if (non_blocking && direct && tpurt_host_contains(dst.const_data_ptr())) {
-      check(tpurt_tensor_read_host_async(&from, dst.mutable_data_ptr(), dst.nbytes()), op);
+      check_consume(tpurt_tensor_read_host_async(&from, dst.mutable_data_ptr(), dst.nbytes()), op);
       return dst;
     }
     const at::Tensor host = direct ? dst : at::empty(self.sizes(), self.options().device(at::kCPU));
-    check(tpurt_tensor_read_host(&from, host.mutable_data_ptr(), host.nbytes()), op);
+    check_consume(tpurt_tensor_read_host(&from, host.mutable_data_ptr(), host.nbytes()), op);
     if (!direct) const_cast<at::Tensor&>(dst).copy_(host);
   }
   return dst;
