@@ -39,6 +39,14 @@ static tpurt_status_t operands(lower_ctx_t* ctx, const int32_t* idx, int32_t n, 
   return NULL;
 }
 
+/* The dtype of the series and reflections below, whose terms cancel: f64
+** where the platform has it (not a TPU), so that f32 results match CPU's
+** own float kernels to a few ulp; elsewhere the op-math dtype. */
+static tpurt_dtype_t precise_dtype(const lower_ctx_t* ctx, tpurt_dtype_t dt) {
+  bool has_f64 = !ctx->platform || strcmp(ctx->platform, "tpu") != 0;
+  return has_f64 ? TPURT_DTYPE_F64 : lower_acc_dtype(dt);
+}
+
 /*===--- unary ---===*/
 
 typedef ir_value_t (*unary_fn_t)(lower_ctx_t* ctx, ir_value_t x);
@@ -346,18 +354,55 @@ static tpurt_status_t lower_heaviside(lower_ctx_t* ctx) {
   return binary(ctx, 0, 1, heaviside_of, false);
 }
 
-/* polygamma(n, self): chlo.polygamma takes n as a float tensor like x */
+/* polygamma(n, self) for x < 0, by reflection:
+**   psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) P_n(cot(pi x)),
+** where d^n/dx^n cot(pi x) = pi^n P_n(cot(pi x)) with P_0(c) = c and
+** P_(k+1)(c) = P_k'(c) * -(1 + c^2): P_n's coefficients are computed here,
+** at lowering time (n is an int arg, so it is part of the program). */
+#define POLYGAMMA_MAX_N 60
+static ir_value_t polygamma_reflected(lower_ctx_t* ctx, int64_t n, ir_value_t x) {
+  ir_func_t* f = ctx->func;
+  double p[POLYGAMMA_MAX_N + 2] = {0.0, 1.0}; /* P_0(c) = c, lowest power first */
+  for (int64_t step = 0; step < n; ++step) {
+    double d[POLYGAMMA_MAX_N + 2] = {0}; /* P' */
+    for (int64_t i = 1; i <= step + 1; ++i) d[i - 1] = (double)i * p[i];
+    double q[POLYGAMMA_MAX_N + 2] = {0}; /* -(1 + c^2) P' */
+    for (int64_t i = 0; i <= step; ++i) {
+      q[i] -= d[i];
+      q[i + 2] -= d[i];
+    }
+    memcpy(p, q, sizeof(p));
+  }
+  ir_value_t c = bin(ctx, "stablehlo.divide", k(ctx, x, 1.0),
+                     ir_unary(f, "stablehlo.tan", bin(ctx, "stablehlo.multiply", x, k(ctx, x, M_PI))));
+  ir_value_t poly = k(ctx, x, p[n + 1]);
+  for (int64_t i = n; i >= 0; --i)
+    poly = bin(ctx, "stablehlo.add", bin(ctx, "stablehlo.multiply", poly, c), k(ctx, x, p[i]));
+  ir_value_t mirrored =
+      ir_binary(f, "chlo.polygamma", k(ctx, x, (double)n), bin(ctx, "stablehlo.subtract", k(ctx, x, 1.0), x));
+  if (n % 2) mirrored = ir_unary(f, "stablehlo.negate", mirrored);
+  ir_value_t cot_term = bin(ctx, "stablehlo.multiply", poly, k(ctx, x, pow(M_PI, (double)(n + 1))));
+  return bin(ctx, "stablehlo.subtract", mirrored, cot_term);
+}
+
+/* polygamma(n, self): chlo.polygamma takes n as a float tensor like x; it is
+** NaN below 0, where CPU's zeta series has values: there, the reflection. */
 static tpurt_status_t lower_polygamma(lower_ctx_t* ctx) {
   int64_t n = lower_int(ctx, 0, 0);
   if (n < 0) return lower_error(TPURT_INVALID_ARGUMENT, "polygamma(n, x) does not support negative n.");
+  if (n > POLYGAMMA_MAX_N)
+    return lower_error(TPURT_UNIMPLEMENTED, "polygamma for n > %d (the reflection polynomial)",
+                       POLYGAMMA_MAX_N);
   tpurt_dtype_t dt = float_of(lower_meta(ctx, 1)->dtype);
-  tpurt_dtype_t acc = lower_acc_dtype(dt);
+  /* n = 1 follows CPU's float trigamma (its own reflection, in the op-math
+  ** dtype); n >= 2 its zeta series, which is accurate: f64 where we can */
+  tpurt_dtype_t acc = n >= 2 ? precise_dtype(ctx, dt) : lower_acc_dtype(dt);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 1), acc);
+  ir_func_t* f = ctx->func;
   ir_value_t r;
   if (n == 0) {
     r = digamma_of(ctx, x);
-  } else if (n == 1) { /* trigamma; below 0 by reflection, as CPU: pi^2 / sin^2(pi x) - trigamma(1 - x) */
-    ir_func_t* f = ctx->func;
+  } else if (n == 1) { /* pi^2 / sin^2(pi x) - trigamma(1 - x) below 0 */
     ir_value_t one = k(ctx, x, 1.0);
     ir_value_t neg = ir_compare(f, IR_LT, x, k(ctx, x, 0.0));
     ir_value_t arg = ir_select(f, neg, bin(ctx, "stablehlo.subtract", one, x), x);
@@ -366,8 +411,11 @@ static tpurt_status_t lower_polygamma(lower_ctx_t* ctx) {
     ir_value_t refl =
         bin(ctx, "stablehlo.divide", k(ctx, x, M_PI * M_PI), bin(ctx, "stablehlo.multiply", s, s));
     r = ir_select(f, neg, bin(ctx, "stablehlo.subtract", refl, tg), tg);
-  } else { /* chlo.polygamma gives NaN below 0 where CPU's zeta series has values: leave it to the CPU */
-    return lower_error(TPURT_UNIMPLEMENTED, "polygamma for n >= 2 (chlo.polygamma is NaN for negative x)");
+  } else {
+    ir_value_t neg = ir_compare(f, IR_LT, x, k(ctx, x, 0.0));
+    ir_value_t direct = ir_binary(f, "chlo.polygamma", k(ctx, x, (double)n), x);
+    ir_value_t safe = ir_select(f, neg, x, k(ctx, x, -0.5)); /* keeps the unused branch finite */
+    r = ir_select(f, neg, polygamma_reflected(ctx, n, safe), direct);
   }
   lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
   return NULL;
