@@ -196,6 +196,27 @@ static tpurt_status_t lower_bitwise_and(lower_ctx_t* ctx) { return bitwise(ctx, 
 static tpurt_status_t lower_bitwise_or(lower_ctx_t* ctx) { return bitwise(ctx, "stablehlo.or"); }
 static tpurt_status_t lower_bitwise_xor(lower_ctx_t* ctx) { return bitwise(ctx, "stablehlo.xor"); }
 
+/* bitwise_left_shift / bitwise_right_shift: StableHLO's shifts already give
+** what CPU gives for counts outside [0, bits): 0 to the left, the sign bit
+** to the right (a count is read as unsigned, so a negative one is huge). */
+static tpurt_status_t shift(lower_ctx_t* ctx, bool left) {
+  int32_t idx[2] = {0, 1};
+  tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  if (is_float(dt) || dt == TPURT_DTYPE_BOOL)
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"%s_cpu\" not implemented for '%s'",
+                       left ? "lshift" : "rshift", tpurt_dtype_name(dt));
+  ir_value_t v[2];
+  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
+  const char* op = left                   ? "stablehlo.shift_left"
+                   : dt == TPURT_DTYPE_U8 ? "stablehlo.shift_right_logical"
+                                          : "stablehlo.shift_right_arithmetic";
+  lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
+  return NULL;
+}
+
+static tpurt_status_t lower_left_shift(lower_ctx_t* ctx) { return shift(ctx, true); }
+static tpurt_status_t lower_right_shift(lower_ctx_t* ctx) { return shift(ctx, false); }
+
 static tpurt_status_t logical(lower_ctx_t* ctx, const char* op) {
   int32_t idx[2] = {0, 1};
   ir_value_t v[2];
@@ -425,6 +446,22 @@ const lower_rule_t lower_elementwise_rules[] = {
     LOWER_FN("aten::bitwise_or.Tensor", lower_bitwise_or),
     LOWER_FN("aten::bitwise_xor.Scalar", lower_bitwise_xor),
     LOWER_FN("aten::bitwise_xor.Tensor", lower_bitwise_xor),
+    LOWER_FN("aten::bitwise_left_shift.Tensor", lower_left_shift),
+    LOWER_OUT_FN("aten::bitwise_left_shift.Tensor_out", lower_left_shift),
+    LOWER_FN("aten::bitwise_left_shift.Tensor_Scalar", lower_left_shift),
+    LOWER_OUT_FN("aten::bitwise_left_shift.Tensor_Scalar_out", lower_left_shift),
+    LOWER_FN("aten::bitwise_left_shift.Scalar_Tensor", lower_left_shift),
+    LOWER_OUT_FN("aten::bitwise_left_shift.Scalar_Tensor_out", lower_left_shift),
+    LOWER_FN("aten::__lshift__.Tensor", lower_left_shift),
+    LOWER_FN("aten::__lshift__.Scalar", lower_left_shift),
+    LOWER_FN("aten::bitwise_right_shift.Tensor", lower_right_shift),
+    LOWER_OUT_FN("aten::bitwise_right_shift.Tensor_out", lower_right_shift),
+    LOWER_FN("aten::bitwise_right_shift.Tensor_Scalar", lower_right_shift),
+    LOWER_OUT_FN("aten::bitwise_right_shift.Tensor_Scalar_out", lower_right_shift),
+    LOWER_FN("aten::bitwise_right_shift.Scalar_Tensor", lower_right_shift),
+    LOWER_OUT_FN("aten::bitwise_right_shift.Scalar_Tensor_out", lower_right_shift),
+    LOWER_FN("aten::__rshift__.Tensor", lower_right_shift),
+    LOWER_FN("aten::__rshift__.Scalar", lower_right_shift),
     LOWER_FN("aten::ceil", lower_ceil),
     LOWER_FN("aten::clamp", lower_clamp),
     LOWER_FN("aten::clamp.Tensor", lower_clamp),

@@ -215,7 +215,92 @@ static tpurt_status_t lower_round_decimals(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* The bit layout of a float dtype: its same-width int, mantissa bits, exponent bias. */
+typedef struct float_bits_s {
+  tpurt_dtype_t int_dtype;
+  int32_t mant, exp_bits, bias;
+} float_bits_t;
+
+static float_bits_t float_bits(tpurt_dtype_t d) {
+  switch (d) {
+    case TPURT_DTYPE_F64:
+      return (float_bits_t){TPURT_DTYPE_I64, 52, 11, 1023};
+    case TPURT_DTYPE_F16:
+      return (float_bits_t){TPURT_DTYPE_I16, 10, 5, 15};
+    case TPURT_DTYPE_BF16:
+      return (float_bits_t){TPURT_DTYPE_I16, 7, 8, 127};
+    default:
+      return (float_bits_t){TPURT_DTYPE_I32, 23, 8, 127};
+  }
+}
+
+static ir_value_t as_bits(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t int_dtype) {
+  ir_type_t t = *ir_value_type(ctx->func, x);
+  t.dtype = int_dtype;
+  return ir_bitcast_convert(ctx->func, x, t);
+}
+
+/* frexp(self) -> (mantissa, exponent): x = mantissa * 2^exponent with
+** |mantissa| in [0.5, 1), read from the bits (subnormals first scaled into
+** the normal range); 0, inf and NaN give themselves and exponent 0, as C. */
+static tpurt_status_t lower_frexp(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!tpurt_dtype_is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.frexp() only supports floating-point dtypes, but got %s",
+                       lower_dtype_cpp_name(t->dtype));
+  ir_func_t* f = ctx->func;
+  float_bits_t fb = float_bits(t->dtype);
+  ir_value_t x = lower_tensor(ctx, 0);
+  ir_value_t ax = ir_unary(f, "stablehlo.abs", x);
+  ir_value_t sub = ir_compare(f, IR_LT, ax, k(ctx, x, ldexp(1.0, 1 - fb.bias)));
+  ir_value_t xs = ir_select(f, sub, bin(ctx, "stablehlo.multiply", x, k(ctx, x, ldexp(1.0, fb.mant + 1))), x);
+  ir_value_t bits = as_bits(ctx, xs, fb.int_dtype);
+  int64_t exp_mask = ((int64_t)1 << fb.exp_bits) - 1;
+  ir_value_t field = bin(ctx, "stablehlo.and",
+                         bin(ctx, "stablehlo.shift_right_logical", bits, k(ctx, bits, (double)fb.mant)),
+                         k(ctx, bits, (double)exp_mask));
+  ir_value_t e = bin(ctx, "stablehlo.subtract", field, k(ctx, field, (double)(fb.bias - 1)));
+  e = ir_select(f, sub, bin(ctx, "stablehlo.subtract", e, k(ctx, e, (double)(fb.mant + 1))), e);
+  /* keep sign and mantissa, set the exponent field to bias - 1 (2^-1) */
+  int64_t clear = ~(exp_mask << fb.mant);
+  if (fb.int_dtype == TPURT_DTYPE_I16) clear = (int16_t)clear;
+  if (fb.int_dtype == TPURT_DTYPE_I32) clear = (int32_t)clear;
+  ir_value_t clear_v = ir_constant_i64(f, fb.int_dtype, clear);
+  const ir_type_t* bt = ir_value_type(f, bits);
+  clear_v = ir_broadcast_in_dim(f, clear_v, bt->rank, bt->dims, NULL);
+  ir_value_t half_exp = ir_constant_i64(f, fb.int_dtype, (int64_t)(fb.bias - 1) << fb.mant);
+  half_exp = ir_broadcast_in_dim(f, half_exp, bt->rank, bt->dims, NULL);
+  ir_value_t mbits = bin(ctx, "stablehlo.or", bin(ctx, "stablehlo.and", bits, clear_v), half_exp);
+  ir_value_t mant = ir_bitcast_convert(f, mbits, *ir_value_type(f, x));
+  ir_value_t special = ir_binary(f, "stablehlo.or", ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)),
+                                 ir_unary(f, "stablehlo.not", ir_is_finite(f, x)));
+  lower_set_result(ctx, 0, ir_select(f, special, x, mant));
+  e = ir_convert(f, e, TPURT_DTYPE_I32);
+  lower_set_result(ctx, 1, ir_select(f, special, lower_full_like(ctx, e, 0.0), e));
+  return NULL;
+}
+
 /*===--- binary ---===*/
+
+/* nextafter(a, b): the next float after a towards b, one step of the bits:
+** up in magnitude when b is further from 0 on a's side, else down; from 0,
+** the smallest subnormal with b's sign. */
+static ir_value_t nextafter_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  ir_func_t* f = ctx->func;
+  float_bits_t fb = float_bits(ir_value_type(f, a)->dtype);
+  ir_value_t bits = as_bits(ctx, a, fb.int_dtype);
+  ir_value_t away = ir_compare(f, IR_EQ, ir_compare(f, IR_LT, a, b), ir_compare(f, IR_GT, a, k(ctx, a, 0.0)));
+  ir_value_t step = ir_select(f, away, k(ctx, bits, 1.0), k(ctx, bits, -1.0));
+  ir_value_t r = ir_bitcast_convert(f, bin(ctx, "stablehlo.add", bits, step), *ir_value_type(f, a));
+  ir_value_t tiny = ir_bitcast_convert(f, k(ctx, bits, 1.0), *ir_value_type(f, a));
+  ir_value_t from_zero =
+      ir_select(f, ir_compare(f, IR_GT, b, k(ctx, b, 0.0)), tiny, ir_unary(f, "stablehlo.negate", tiny));
+  r = ir_select(f, ir_compare(f, IR_EQ, a, k(ctx, a, 0.0)), from_zero, r);
+  r = ir_select(f, ir_compare(f, IR_EQ, a, b), b, r);
+  ir_value_t any_nan = ir_binary(f, "stablehlo.or", is_nan(ctx, a), is_nan(ctx, b));
+  return ir_select(f, any_nan, bin(ctx, "stablehlo.add", a, b), r);
+}
 
 typedef ir_value_t (*binary_fn_t)(lower_ctx_t* ctx, ir_value_t a, ir_value_t b);
 
@@ -336,6 +421,26 @@ static ir_value_t zeta_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t q) {
   return ir_binary(ctx->func, "chlo.zeta", x, q);
 }
 
+static tpurt_status_t lower_nextafter(lower_ctx_t* ctx) {
+  int32_t idx[2] = {0, 1};
+  tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  if (!tpurt_dtype_is_float(dt))
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"nextafter_cpu\" not implemented for '%s'",
+                       tpurt_dtype_name(dt));
+  ir_value_t v[2];
+  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
+  lower_set_result(ctx, 0, nextafter_of(ctx, v[0], v[1]));
+  return NULL;
+}
+
+/* angle of a real number: 0 at or above 0, pi below, NaN stays; ints give float */
+static ir_value_t angle_of(lower_ctx_t* ctx, ir_value_t x) {
+  ir_func_t* f = ctx->func;
+  ir_value_t r = ir_select(f, ir_compare(f, IR_LT, x, k(ctx, x, 0.0)), k(ctx, x, M_PI), k(ctx, x, 0.0));
+  return ir_select(f, is_nan(ctx, x), x, r);
+}
+static tpurt_status_t lower_angle(lower_ctx_t* ctx) { return float_unary(ctx, angle_of); }
+
 static tpurt_status_t lower_xlogy(lower_ctx_t* ctx) { return binary(ctx, 0, 1, xlogy_of, true); }
 static tpurt_status_t lower_xlog1py(lower_ctx_t* ctx) { return binary(ctx, 0, 1, xlog1py_of, true); }
 static tpurt_status_t lower_hypot(lower_ctx_t* ctx) { return binary(ctx, 0, 1, hypot_of, true); }
@@ -425,6 +530,8 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_FN("aten::copysign.Scalar", lower_copysign),
     LOWER_FN("aten::copysign.Tensor", lower_copysign),
     LOWER_OUT_FN("aten::copysign.out", lower_copysign),
+    LOWER_FN("aten::angle", lower_angle),
+    LOWER_OUT_FN("aten::angle.out", lower_angle),
     LOWER_FN("aten::digamma", lower_digamma),
     LOWER_OUT_FN("aten::digamma.out", lower_digamma),
     LOWER_FN("aten::erfc", lower_erfc),
@@ -433,6 +540,8 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_OUT_FN("aten::fmax.out", lower_fmax),
     LOWER_FN("aten::fmin", lower_fmin),
     LOWER_OUT_FN("aten::fmin.out", lower_fmin),
+    LOWER_FN("aten::frexp.Tensor", lower_frexp),
+    LOWER_OUT_FN("aten::frexp.Tensor_out", lower_frexp),
     LOWER_FN("aten::heaviside", lower_heaviside),
     LOWER_OUT_FN("aten::heaviside.out", lower_heaviside),
     LOWER_FN("aten::hypot", lower_hypot),
@@ -447,6 +556,8 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_OUT_FN("aten::logit.out", lower_logit),
     LOWER_FN("aten::nan_to_num", lower_nan_to_num),
     LOWER_OUT_FN("aten::nan_to_num.out", lower_nan_to_num),
+    LOWER_FN("aten::nextafter", lower_nextafter),
+    LOWER_OUT_FN("aten::nextafter.out", lower_nextafter),
     LOWER_FN("aten::polygamma", lower_polygamma),
     LOWER_OUT_FN("aten::polygamma.out", lower_polygamma),
     LOWER_FN("aten::round.decimals", lower_round_decimals),
