@@ -281,6 +281,215 @@ static tpurt_status_t lower_frexp(lower_ctx_t* ctx) {
   return NULL;
 }
 
+
+/*===--- Bessel functions, erfcx ---===*/
+/* Each is a power series (exact in f64 where the terms do not cancel much)
+** joined to its large-x asymptotic expansion. The coefficients are computed
+** here; the device evaluates polynomials by Horner's rule. */
+
+#define BESSEL_SERIES_TERMS 64
+#define BESSEL_ASYMPTOTIC_TERMS 20
+#define EULER_GAMMA 0.57721566490153286061
+
+/* sum_k c[k] t^k */
+static ir_value_t horner(lower_ctx_t* ctx, ir_value_t t, const double* c, int32_t n) {
+  ir_value_t r = k(ctx, t, c[n - 1]);
+  for (int32_t i = n - 2; i >= 0; --i)
+    r = bin(ctx, "stablehlo.add", bin(ctx, "stablehlo.multiply", r, t), k(ctx, t, c[i]));
+  return r;
+}
+
+/* The power series sum_k sign^k w_k (x^2/4)^k / (k! (k + nu)!), where w_k
+** is 1, or psi(k + 1) + psi(k + 1 + nu) when |with_psi|. */
+static ir_value_t bessel_series(lower_ctx_t* ctx, ir_value_t x, int32_t nu, double sign, bool with_psi) {
+  double c[BESSEL_SERIES_TERMS];
+  double fact_k = 1.0, harmonic = 0.0, sgn = 1.0; /* k!, H_k = psi(k + 1) + gamma */
+  for (int32_t i = 0; i < BESSEL_SERIES_TERMS; ++i) {
+    if (i > 0) {
+      fact_k *= i;
+      harmonic += 1.0 / i;
+    }
+    double fact_kn = nu ? fact_k * (i + 1) : fact_k; /* (k + nu)!, nu in {0, 1} */
+    double psi_k = harmonic - EULER_GAMMA;
+    double psi_kn = nu ? psi_k + 1.0 / (i + 1) : psi_k;
+    c[i] = sgn / (fact_k * fact_kn) * (with_psi ? psi_k + psi_kn : 1.0);
+    sgn *= sign;
+  }
+  ir_value_t t = bin(ctx, "stablehlo.multiply", bin(ctx, "stablehlo.multiply", x, x), k(ctx, x, 0.25));
+  return horner(ctx, t, c, BESSEL_SERIES_TERMS);
+}
+
+/* sum_k s_k a_k(nu) / x^k, a_k = prod_{j<=k} (4 nu^2 - (2j - 1)^2) / (k! 8^k), s_k = sign^k;
+** |parity| 1 keeps the even k only, 2 the odd k only, with s_k = (-1)^floor(k/2) (Hankel's
+** P and Q); 0 keeps every term. */
+static ir_value_t bessel_asymptotic(lower_ctx_t* ctx, ir_value_t x, int32_t nu, double sign, int32_t parity) {
+  double c[BESSEL_ASYMPTOTIC_TERMS], a = 1.0, sgn = 1.0;
+  double mu = 4.0 * nu * nu;
+  for (int32_t i = 0; i < BESSEL_ASYMPTOTIC_TERMS; ++i) {
+    if (i > 0) a *= (mu - (2.0 * i - 1) * (2.0 * i - 1)) / (8.0 * i);
+    bool keep = parity == 0 || (parity == 1 && i % 2 == 0) || (parity == 2 && i % 2 == 1);
+    double s_k = parity ? ((i / 2) % 2 ? -1.0 : 1.0) : sgn;
+    c[i] = keep ? s_k * a : 0.0;
+    sgn *= sign;
+  }
+  ir_value_t w = bin(ctx, "stablehlo.divide", k(ctx, x, 1.0), x);
+  return horner(ctx, w, c, BESSEL_ASYMPTOTIC_TERMS);
+}
+
+static ir_value_t un(lower_ctx_t* ctx, const char* op, ir_value_t x) { return ir_unary(ctx->func, op, x); }
+static ir_value_t mul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return bin(ctx, "stablehlo.multiply", a, b);
+}
+static ir_value_t add(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return bin(ctx, "stablehlo.add", a, b);
+}
+static ir_value_t sub(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return bin(ctx, "stablehlo.subtract", a, b);
+}
+static ir_value_t dv(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return bin(ctx, "stablehlo.divide", a, b);
+}
+static ir_value_t where(lower_ctx_t* ctx, ir_compare_dir_t dir, ir_value_t a, double b, ir_value_t t,
+                        ir_value_t e) {
+  return ir_select(ctx->func, ir_compare(ctx->func, dir, a, k(ctx, a, b)), t, e);
+}
+
+/* I_nu(|x|) e^(-|x| if scaled): series up to 30, asymptotic above */
+static ir_value_t bessel_i_abs(lower_ctx_t* ctx, ir_value_t ax, int32_t nu, bool scaled) {
+  ir_value_t s = bessel_series(ctx, ax, nu, 1.0, false);
+  if (nu) s = mul(ctx, s, mul(ctx, ax, k(ctx, ax, 0.5)));
+  if (scaled) s = mul(ctx, s, un(ctx, "stablehlo.exponential", un(ctx, "stablehlo.negate", ax)));
+  ir_value_t a = dv(ctx, bessel_asymptotic(ctx, ax, nu, -1.0, 0),
+                    un(ctx, "stablehlo.sqrt", mul(ctx, ax, k(ctx, ax, 2.0 * M_PI))));
+  if (!scaled) a = mul(ctx, a, un(ctx, "stablehlo.exponential", ax));
+  return where(ctx, IR_LE, ax, 30.0, s, a);
+}
+
+static ir_value_t bessel_i(lower_ctx_t* ctx, ir_value_t x, int32_t nu, bool scaled) {
+  ir_value_t r = bessel_i_abs(ctx, un(ctx, "stablehlo.abs", x), nu, scaled);
+  return nu ? where(ctx, IR_LT, x, 0.0, un(ctx, "stablehlo.negate", r), r) : r; /* I1 is odd */
+}
+static ir_value_t i0_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_i(ctx, x, 0, false); }
+static ir_value_t i0e_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_i(ctx, x, 0, true); }
+static ir_value_t i1_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_i(ctx, x, 1, false); }
+static ir_value_t i1e_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_i(ctx, x, 1, true); }
+
+/* J_nu and Y_nu: series up to 12, Hankel's expansion above
+** (J = sqrt(2 / (pi x)) (P cos chi - Q sin chi), Y = ... (P sin chi + Q cos chi)) */
+static ir_value_t bessel_jy(lower_ctx_t* ctx, ir_value_t x, int32_t nu, bool y) {
+  ir_value_t ax = un(ctx, "stablehlo.abs", x);
+  ir_value_t half = mul(ctx, ax, k(ctx, ax, 0.5));
+  ir_value_t j = bessel_series(ctx, ax, nu, -1.0, false);
+  if (nu) j = mul(ctx, j, half);
+  ir_value_t series = j;
+  if (y) {
+    ir_value_t lg = mul(ctx, un(ctx, "stablehlo.log", half), k(ctx, ax, 2.0 / M_PI));
+    ir_value_t psi = bessel_series(ctx, ax, nu, -1.0, true);
+    if (nu) {
+      series = sub(ctx, mul(ctx, lg, j), mul(ctx, mul(ctx, half, k(ctx, ax, 1.0 / M_PI)), psi));
+      series = sub(ctx, series, dv(ctx, k(ctx, ax, 2.0 / M_PI), ax));
+    } else {
+      series = sub(ctx, mul(ctx, lg, j), mul(ctx, psi, k(ctx, ax, 1.0 / M_PI)));
+    }
+  }
+  ir_value_t p = bessel_asymptotic(ctx, ax, nu, -1.0, 1);
+  ir_value_t q = bessel_asymptotic(ctx, ax, nu, -1.0, 2);
+  ir_value_t chi = sub(ctx, ax, k(ctx, ax, (nu * 0.5 + 0.25) * M_PI));
+  ir_value_t c = un(ctx, "stablehlo.cosine", chi), s = un(ctx, "stablehlo.sine", chi);
+  ir_value_t amp = un(ctx, "stablehlo.sqrt", dv(ctx, k(ctx, ax, 2.0 / M_PI), ax));
+  ir_value_t asym = y ? mul(ctx, amp, add(ctx, mul(ctx, p, s), mul(ctx, q, c)))
+                      : mul(ctx, amp, sub(ctx, mul(ctx, p, c), mul(ctx, q, s)));
+  ir_value_t r = where(ctx, IR_LE, ax, 12.0, series, asym);
+  if (y) { /* Y: -inf at 0, NaN below */
+    r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, -INFINITY), r);
+    return where(ctx, IR_LT, x, 0.0, k(ctx, x, NAN), r);
+  }
+  return nu ? where(ctx, IR_LT, x, 0.0, un(ctx, "stablehlo.negate", r), r) : r; /* J1 is odd */
+}
+static ir_value_t j0_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_jy(ctx, x, 0, false); }
+static ir_value_t j1_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_jy(ctx, x, 1, false); }
+static ir_value_t y0_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_jy(ctx, x, 0, true); }
+static ir_value_t y1_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_jy(ctx, x, 1, true); }
+
+/* K_nu (times e^x if scaled): series up to 9, asymptotic above; inf at 0, NaN below */
+static ir_value_t bessel_k(lower_ctx_t* ctx, ir_value_t x, int32_t nu, bool scaled) {
+  ir_value_t half = mul(ctx, x, k(ctx, x, 0.5));
+  ir_value_t lg = un(ctx, "stablehlo.log", half);
+  ir_value_t i = bessel_series(ctx, x, nu, 1.0, false);
+  ir_value_t psi = bessel_series(ctx, x, nu, 1.0, true);
+  ir_value_t series;
+  if (nu) {
+    series = add(ctx, dv(ctx, k(ctx, x, 1.0), x), mul(ctx, lg, mul(ctx, i, half)));
+    series = sub(ctx, series, mul(ctx, mul(ctx, half, k(ctx, x, 0.5)), psi));
+  } else {
+    series = sub(ctx, mul(ctx, psi, k(ctx, x, 0.5)), mul(ctx, lg, i));
+  }
+  if (scaled) series = mul(ctx, series, un(ctx, "stablehlo.exponential", x));
+  ir_value_t a = mul(ctx, bessel_asymptotic(ctx, x, nu, 1.0, 0),
+                     un(ctx, "stablehlo.sqrt", dv(ctx, k(ctx, x, M_PI / 2.0), x)));
+  if (!scaled) a = mul(ctx, a, un(ctx, "stablehlo.exponential", un(ctx, "stablehlo.negate", x)));
+  ir_value_t r = where(ctx, IR_LE, x, 9.0, series, a);
+  r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, INFINITY), r);
+  return where(ctx, IR_LT, x, 0.0, k(ctx, x, NAN), r);
+}
+static ir_value_t k0_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_k(ctx, x, 0, false); }
+static ir_value_t k1_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_k(ctx, x, 1, false); }
+static ir_value_t k0e_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_k(ctx, x, 0, true); }
+static ir_value_t k1e_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_k(ctx, x, 1, true); }
+
+/* spherical j0(x) = sin(x) / x: 1 at 0, 0 at +-inf */
+static ir_value_t spherical_j0_of(lower_ctx_t* ctx, ir_value_t x) {
+  ir_value_t r = dv(ctx, un(ctx, "stablehlo.sine", x), x);
+  r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, 1.0), r);
+  return where(ctx, IR_EQ, un(ctx, "stablehlo.abs", x), INFINITY, k(ctx, x, 0.0), r);
+}
+
+/* erfcx(x) = e^(x^2) erfc(x); above 25 (where erfc underflows) its
+** asymptotic series 1 / (x sqrt(pi)) sum_k (-1)^k (2k - 1)!! / (2 x^2)^k.
+** |x2_dtype|: CPU squares x in the input's float dtype (e^(x^2) then carries
+** that rounding, visible below -6), so do we. */
+static ir_value_t erfcx_in(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t x2_dtype) {
+  const ir_type_t* t = ir_value_type(ctx->func, x);
+  ir_value_t x2 = lower_cast(ctx, lower_cast(ctx, mul(ctx, x, x), x2_dtype), t->dtype);
+  ir_value_t direct = mul(ctx, un(ctx, "stablehlo.exponential", x2), un(ctx, "chlo.erfc", x));
+  double c[12], a = 1.0;
+  for (int32_t i = 0; i < 12; ++i) {
+    c[i] = a;
+    a *= -(2.0 * i + 1) / 2.0;
+  }
+  ir_value_t w = dv(ctx, k(ctx, x, 1.0), mul(ctx, x, x));
+  ir_value_t asym = dv(ctx, horner(ctx, w, c, 12), mul(ctx, x, k(ctx, x, sqrt(M_PI))));
+  return where(ctx, IR_GT, x, 25.0, asym, direct);
+}
+
+/* Applies |fn| in the precise dtype (see precise_dtype); ints become float32. */
+static tpurt_status_t precise_unary(lower_ctx_t* ctx, unary_fn_t fn) {
+  tpurt_dtype_t dt = float_of(lower_meta(ctx, 0)->dtype);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), precise_dtype(ctx, dt));
+  lower_set_result(ctx, 0, lower_cast(ctx, fn(ctx, x), dt));
+  return NULL;
+}
+
+static tpurt_status_t lower_i0(lower_ctx_t* ctx) { return precise_unary(ctx, i0_of); }
+static tpurt_status_t lower_i0e(lower_ctx_t* ctx) { return precise_unary(ctx, i0e_of); }
+static tpurt_status_t lower_i1(lower_ctx_t* ctx) { return precise_unary(ctx, i1_of); }
+static tpurt_status_t lower_i1e(lower_ctx_t* ctx) { return precise_unary(ctx, i1e_of); }
+static tpurt_status_t lower_j0(lower_ctx_t* ctx) { return precise_unary(ctx, j0_of); }
+static tpurt_status_t lower_j1(lower_ctx_t* ctx) { return precise_unary(ctx, j1_of); }
+static tpurt_status_t lower_y0(lower_ctx_t* ctx) { return precise_unary(ctx, y0_of); }
+static tpurt_status_t lower_y1(lower_ctx_t* ctx) { return precise_unary(ctx, y1_of); }
+static tpurt_status_t lower_k0(lower_ctx_t* ctx) { return precise_unary(ctx, k0_of); }
+static tpurt_status_t lower_k1(lower_ctx_t* ctx) { return precise_unary(ctx, k1_of); }
+static tpurt_status_t lower_k0e(lower_ctx_t* ctx) { return precise_unary(ctx, k0e_of); }
+static tpurt_status_t lower_k1e(lower_ctx_t* ctx) { return precise_unary(ctx, k1e_of); }
+static tpurt_status_t lower_spherical_j0(lower_ctx_t* ctx) { return precise_unary(ctx, spherical_j0_of); }
+static tpurt_status_t lower_erfcx(lower_ctx_t* ctx) {
+  tpurt_dtype_t dt = float_of(lower_meta(ctx, 0)->dtype);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), precise_dtype(ctx, dt));
+  lower_set_result(ctx, 0, lower_cast(ctx, erfcx_in(ctx, x, lower_acc_dtype(dt)), dt));
+  return NULL;
+}
+
 /*===--- binary ---===*/
 
 /* nextafter(a, b): the next float after a towards b, one step of the bits:
@@ -582,5 +791,37 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_OUT_FN("aten::xlogy.OutTensor", lower_xlogy),
     LOWER_OUT_FN("aten::xlogy.OutScalar_Other", lower_xlogy),
     LOWER_OUT_FN("aten::xlogy.OutScalar_Self", lower_xlogy),
+    LOWER_FN("aten::i0", lower_i0),
+    LOWER_OUT_FN("aten::i0.out", lower_i0),
+    LOWER_FN("aten::special_i0e", lower_i0e),
+    LOWER_OUT_FN("aten::special_i0e.out", lower_i0e),
+    LOWER_FN("aten::special_i1", lower_i1),
+    LOWER_OUT_FN("aten::special_i1.out", lower_i1),
+    LOWER_FN("aten::special_i1e", lower_i1e),
+    LOWER_OUT_FN("aten::special_i1e.out", lower_i1e),
+    LOWER_FN("aten::special_modified_bessel_i0", lower_i0),
+    LOWER_OUT_FN("aten::special_modified_bessel_i0.out", lower_i0),
+    LOWER_FN("aten::special_modified_bessel_i1", lower_i1),
+    LOWER_OUT_FN("aten::special_modified_bessel_i1.out", lower_i1),
+    LOWER_FN("aten::special_bessel_j0", lower_j0),
+    LOWER_OUT_FN("aten::special_bessel_j0.out", lower_j0),
+    LOWER_FN("aten::special_bessel_j1", lower_j1),
+    LOWER_OUT_FN("aten::special_bessel_j1.out", lower_j1),
+    LOWER_FN("aten::special_bessel_y0", lower_y0),
+    LOWER_OUT_FN("aten::special_bessel_y0.out", lower_y0),
+    LOWER_FN("aten::special_bessel_y1", lower_y1),
+    LOWER_OUT_FN("aten::special_bessel_y1.out", lower_y1),
+    LOWER_FN("aten::special_modified_bessel_k0", lower_k0),
+    LOWER_OUT_FN("aten::special_modified_bessel_k0.out", lower_k0),
+    LOWER_FN("aten::special_modified_bessel_k1", lower_k1),
+    LOWER_OUT_FN("aten::special_modified_bessel_k1.out", lower_k1),
+    LOWER_FN("aten::special_scaled_modified_bessel_k0", lower_k0e),
+    LOWER_OUT_FN("aten::special_scaled_modified_bessel_k0.out", lower_k0e),
+    LOWER_FN("aten::special_scaled_modified_bessel_k1", lower_k1e),
+    LOWER_OUT_FN("aten::special_scaled_modified_bessel_k1.out", lower_k1e),
+    LOWER_FN("aten::special_spherical_bessel_j0", lower_spherical_j0),
+    LOWER_OUT_FN("aten::special_spherical_bessel_j0.out", lower_spherical_j0),
+    LOWER_FN("aten::special_erfcx", lower_erfcx),
+    LOWER_OUT_FN("aten::special_erfcx.out", lower_erfcx),
     LOWER_END,
 };
