@@ -282,6 +282,49 @@ static tpurt_status_t lower_cdist(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* linalg_cross(self, other, dim=-1): the 3-vector cross product along |dim|
+** of the broadcast inputs, component by component. */
+static tpurt_status_t lower_linalg_cross(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
+  if (a->rank != b->rank)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "linalg.cross: inputs must have the same number of dimensions.");
+  int32_t rank = 0;
+  int64_t dims[TPURT_MAX_RANK];
+  TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(a->rank, a->sizes, b->rank, b->sizes, &rank, dims));
+  int64_t dim = 0, given = lower_int(ctx, 2, -1);
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(given, rank, &dim));
+  if (a->sizes[dim] != 3 || b->sizes[dim] != 3)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "linalg.cross: inputs dimension %lld must have length 3. Got %lld and %lld",
+                       (long long)given, (long long)a->sizes[dim], (long long)b->sizes[dim]);
+  int32_t idx[2] = {0, 1};
+  tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  ir_value_t x = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), dt), rank, dims);
+  ir_value_t y = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), dt), rank, dims);
+  ir_value_t xc[3], yc[3];
+  int64_t start[TPURT_MAX_RANK] = {0}, limit[TPURT_MAX_RANK], strides[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < rank; ++i) {
+    limit[i] = dims[i];
+    strides[i] = 1;
+  }
+  for (int32_t c = 0; c < 3; ++c) {
+    start[dim] = c;
+    limit[dim] = c + 1;
+    xc[c] = ir_slice(ctx->func, x, start, limit, strides);
+    yc[c] = ir_slice(ctx->func, y, start, limit, strides);
+  }
+  ir_value_t out[3];
+  for (int32_t c = 0; c < 3; ++c) {
+    int32_t p = (c + 1) % 3, q = (c + 2) % 3;
+    ir_value_t pq = ir_binary(ctx->func, "stablehlo.multiply", xc[p], yc[q]);
+    out[c] = ir_binary(ctx->func, "stablehlo.subtract", pq,
+                       ir_binary(ctx->func, "stablehlo.multiply", xc[q], yc[p]));
+  }
+  lower_set_result(ctx, 0, ir_concatenate(ctx->func, out, 3, dim));
+  return NULL;
+}
+
 const lower_rule_t lower_linalg_rules[] = {
     /* p picks the program: keyed */
     {"aten::_cdist_forward", lower_cdist, LOWER_FUNCTIONAL, true, -1},
@@ -297,6 +340,8 @@ const lower_rule_t lower_linalg_rules[] = {
     LOWER_FN("aten::bmm", lower_bmm),
     LOWER_OUT_FN("aten::bmm.out", lower_bmm),
     LOWER_FN("aten::dot", lower_dot),
+    LOWER_FN("aten::linalg_cross", lower_linalg_cross),
+    LOWER_OUT_FN("aten::linalg_cross.out", lower_linalg_cross),
     LOWER_FN("aten::mm", lower_mm),
     LOWER_OUT_FN("aten::mm.out", lower_mm),
     LOWER_END,
