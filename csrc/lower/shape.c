@@ -163,8 +163,12 @@ static tpurt_status_t lower_channel_shuffle(lower_ctx_t* ctx) {
 const lower_rule_t lower_shape_rules[] = {
     LOWER_FN("aten::channel_shuffle", lower_channel_shuffle),
     LOWER_FN("aten::native_channel_shuffle", lower_channel_shuffle),
-    LOWER_FN("aten::cat", lower_cat),     LOWER_OUT_FN("aten::cat.out", lower_cat),
-    LOWER_FN("aten::clone", lower_clone), LOWER_FN("aten::flip", lower_flip),
-    LOWER_FN("aten::roll", lower_roll),   LOWER_FN("aten::tril", lower_tril),
-    LOWER_FN("aten::triu", lower_triu),   LOWER_END,
+    LOWER_FN("aten::cat", lower_cat),
+    LOWER_OUT_FN("aten::cat.out", lower_cat),
+    LOWER_FN("aten::clone", lower_clone),
+    LOWER_FN("aten::flip", lower_flip),
+    LOWER_FN("aten::roll", lower_roll),
+    LOWER_FN("aten::tril", lower_tril),
+    LOWER_FN("aten::triu", lower_triu),
+    LOWER_END,
 };

@@ -281,7 +281,6 @@ static tpurt_status_t lower_frexp(lower_ctx_t* ctx) {
   return NULL;
 }
 
-
 /*===--- Bessel functions, erfcx ---===*/
 /* Each is a power series (exact in f64 where the terms do not cancel much)
 ** joined to its large-x asymptotic expansion. The coefficients are computed
