@@ -491,6 +491,167 @@ static tpurt_status_t lower_erfcx(lower_ctx_t* ctx) {
 
 /*===--- binary ---===*/
 
+/*===--- orthogonal polynomials of a tensor degree ---===*/
+/* T, U, V, W (Chebyshev, plain and shifted), H and He (Hermite), L
+** (Laguerre), P (Legendre) of degree n, an elementwise tensor. The three-term
+** recurrence runs on the device as a stablehlo.while up to the largest n
+** (each element keeps the value at its own n), in the result's dtype, as
+** CPU's float kernels do; CPU's special cases (|x| = 1, the trigonometric
+** form of Chebyshev for n > 6 or 8 inside (-1, 1), n < 0) follow as selects. */
+
+typedef enum poly_kind_e { POLY_T, POLY_U, POLY_V, POLY_W, POLY_H, POLY_HE, POLY_L, POLY_P } poly_kind_t;
+
+/* degree-1 value */
+static ir_value_t poly_first(lower_ctx_t* ctx, poly_kind_t kind, ir_value_t x) {
+  ir_value_t two_x = add(ctx, x, x);
+  switch (kind) {
+    case POLY_U:
+    case POLY_H:
+      return two_x;
+    case POLY_V:
+      return sub(ctx, two_x, k(ctx, x, 1.0));
+    case POLY_W:
+      return add(ctx, two_x, k(ctx, x, 1.0));
+    case POLY_L:
+      return sub(ctx, k(ctx, x, 1.0), x);
+    default:
+      return x;
+  }
+}
+
+/* The value of degree j + 1 from those of degrees j - 1 (p) and j (q); |j| as x's dtype */
+static ir_value_t poly_step(lower_ctx_t* ctx, poly_kind_t kind, ir_value_t x, ir_value_t j, ir_value_t p,
+                            ir_value_t q) {
+  ir_value_t two_x = add(ctx, x, x), jp = mul(ctx, j, p), j1 = add(ctx, j, k(ctx, j, 1.0));
+  switch (kind) {
+    case POLY_H: /* 2x q - 2j p */
+      return sub(ctx, mul(ctx, two_x, q), add(ctx, jp, jp));
+    case POLY_HE: /* x q - j p */
+      return sub(ctx, mul(ctx, x, q), jp);
+    case POLY_L: /* ((2j + (1 - x)) q - j p) / (j + 1) */
+      return dv(ctx, sub(ctx, mul(ctx, add(ctx, add(ctx, j, j), sub(ctx, k(ctx, x, 1.0), x)), q), jp), j1);
+    case POLY_P: /* ((2j + 1) x q - j p) / (j + 1) */
+      return dv(ctx, sub(ctx, mul(ctx, mul(ctx, add(ctx, add(ctx, j, j), k(ctx, j, 1.0)), x), q), jp), j1);
+    default: /* Chebyshev: 2x q - p */
+      return sub(ctx, mul(ctx, two_x, q), p);
+  }
+}
+
+static tpurt_status_t orthogonal_poly(lower_ctx_t* ctx, poly_kind_t kind, bool shifted) {
+  int32_t idx[2] = {0, 1};
+  tpurt_dtype_t dt = float_of(lower_result_type(ctx, idx, 2));
+  ir_value_t v[2];
+  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
+  ir_func_t* f = ctx->func;
+  ir_value_t x = v[0];
+  if (shifted) x = sub(ctx, add(ctx, x, x), k(ctx, x, 1.0)); /* as CPU: x + x - 1 */
+  ir_value_t n = ir_convert(f, v[1], TPURT_DTYPE_I64);       /* truncated, as CPU's cast */
+  ir_value_t nf = ir_convert(f, n, dt);
+  const ir_type_t* xt = ir_value_type(f, x);
+  int32_t rank = xt->rank;
+  int64_t all[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < rank; ++i) all[i] = i;
+  ir_value_t max_n = ir_reduce(f, n, ir_constant_i64(f, TPURT_DTYPE_I64, 0), all, rank, IR_REDUCE_MAX);
+  ir_value_t first = poly_first(ctx, kind, x);
+  /* carried: j, p (degree j - 1), q (degree j), the value at each element's n */
+  ir_value_t init[4] = {ir_constant_i64(f, TPURT_DTYPE_I64, 1), k(ctx, x, 1.0), first, first}, args[4],
+             out[4];
+  ir_region_op_t w = ir_while_begin(f, init, 4, args);
+  ir_value_t more = ir_compare(f, IR_LT, args[0], max_n);
+  ir_region_end(f, &more, 1);
+  ir_while_body(f, &w, args);
+  ir_value_t jf = ir_broadcast_in_dim(f, ir_convert(f, args[0], dt), rank, xt->dims, NULL);
+  ir_value_t r = poly_step(ctx, kind, x, jf, args[1], args[2]);
+  ir_value_t j1 = ir_binary(f, "stablehlo.add", args[0], ir_constant_i64(f, TPURT_DTYPE_I64, 1));
+  ir_value_t at_n = ir_compare(f, IR_EQ, n, ir_broadcast_in_dim(f, j1, rank, xt->dims, NULL));
+  ir_value_t next[4] = {j1, args[2], r, ir_select(f, at_n, r, args[3])};
+  ir_region_end(f, next, 4);
+  ir_while_end(f, &w, out);
+  ir_value_t res = out[3];
+
+  ir_value_t one = k(ctx, x, 1.0);
+  ir_value_t even = ir_compare(f, IR_EQ, ir_binary(f, "stablehlo.remainder", n, lower_full_like(ctx, n, 2.0)),
+                               lower_full_like(ctx, n, 0.0));
+  ir_value_t pos = ir_compare(f, IR_GT, x, k(ctx, x, 0.0));
+  ir_value_t ax = un(ctx, "stablehlo.abs", x);
+  ir_value_t unit = ir_compare(f, IR_EQ, ax, one);
+  ir_value_t inside = ir_compare(f, IR_LT, ax, one);
+  ir_value_t n1 = add(ctx, nf, one), n2 = add(ctx, add(ctx, nf, nf), one);
+  ir_value_t pos_or_even = ir_binary(f, "stablehlo.or", pos, even);
+  ir_value_t sign_pe = ir_select(f, pos_or_even, one, un(ctx, "stablehlo.negate", one));
+  ir_value_t acos_x = ir_unary(f, "chlo.acos", x);
+  ir_value_t half_acos = mul(ctx, acos_x, k(ctx, x, 0.5));
+  ir_value_t nh = add(ctx, nf, k(ctx, x, 0.5));
+  int64_t trig_from = kind == POLY_T ? 6 : 8;
+  ir_value_t trig_n = ir_compare(f, IR_GT, n, lower_full_like(ctx, n, (double)trig_from));
+  ir_value_t trig = ir_binary(f, "stablehlo.and", trig_n, inside);
+  ir_value_t unit_value = IR_NONE, trig_value = IR_NONE;
+  switch (kind) {
+    case POLY_T:
+      unit_value = sign_pe;
+      trig_value = un(ctx, "stablehlo.cosine", mul(ctx, nf, acos_x));
+      break;
+    case POLY_U: {
+      unit_value = mul(ctx, sign_pe, n1);
+      ir_value_t s = un(ctx, "stablehlo.sine", acos_x);
+      ir_value_t a = dv(ctx, un(ctx, "stablehlo.sine", mul(ctx, n1, acos_x)), s);
+      ir_value_t b = dv(ctx, mul(ctx, n1, un(ctx, "stablehlo.cosine", mul(ctx, n1, acos_x))), x);
+      trig_value = ir_select(f, ir_compare(f, IR_NE, s, k(ctx, s, 0.0)), a, b);
+      break;
+    }
+    case POLY_V: {
+      ir_value_t odd_v = ir_select(f, even, n2, un(ctx, "stablehlo.negate", n2));
+      unit_value = ir_select(f, pos, one, odd_v);
+      ir_value_t a =
+          dv(ctx, un(ctx, "stablehlo.cosine", mul(ctx, nh, acos_x)), un(ctx, "stablehlo.cosine", half_acos));
+      ir_value_t s = un(ctx, "stablehlo.sine", half_acos);
+      trig_value = ir_select(f, ir_compare(f, IR_NE, s, one), a, odd_v);
+      break;
+    }
+    case POLY_W: {
+      ir_value_t neg_v = ir_select(f, even, one, un(ctx, "stablehlo.negate", one));
+      unit_value = ir_select(f, pos, n2, neg_v);
+      ir_value_t a =
+          dv(ctx, un(ctx, "stablehlo.sine", mul(ctx, nh, acos_x)), un(ctx, "stablehlo.sine", half_acos));
+      ir_value_t c = un(ctx, "stablehlo.cosine", half_acos);
+      trig_value = ir_select(f, ir_compare(f, IR_NE, c, one), a, unit_value);
+      break;
+    }
+    case POLY_P:
+      unit_value = sign_pe;
+      break;
+    default:
+      break;
+  }
+  bool chebyshev = kind == POLY_T || kind == POLY_U || kind == POLY_V || kind == POLY_W;
+  /* lowest priority first: CPU's checks run in the opposite order */
+  if (kind == POLY_H || kind == POLY_HE) {
+    double limit = dt == TPURT_DTYPE_F64 ? 512.0 : dt == TPURT_DTYPE_F32 ? 128.0 : 1024.0;
+    res = ir_select(f, ir_compare(f, IR_GT, n, lower_full_like(ctx, n, limit)), k(ctx, x, NAN), res);
+  }
+  res = ir_select(f, ir_compare(f, IR_EQ, n, lower_full_like(ctx, n, 1.0)), first, res);
+  res = ir_select(f, ir_compare(f, IR_EQ, n, lower_full_like(ctx, n, 0.0)), one, res);
+  if (chebyshev) res = ir_select(f, trig, trig_value, res);
+  if (unit_value != IR_NONE) res = ir_select(f, unit, unit_value, res);
+  if (kind == POLY_L) res = ir_select(f, ir_compare(f, IR_EQ, ax, k(ctx, x, 0.0)), one, res);
+  res = ir_select(f, ir_compare(f, IR_LT, n, lower_full_like(ctx, n, 0.0)), k(ctx, x, 0.0), res);
+  lower_set_result(ctx, 0, res);
+  return NULL;
+}
+
+static tpurt_status_t lower_cheb_t(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_T, false); }
+static tpurt_status_t lower_cheb_u(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_U, false); }
+static tpurt_status_t lower_cheb_v(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_V, false); }
+static tpurt_status_t lower_cheb_w(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_W, false); }
+static tpurt_status_t lower_shifted_t(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_T, true); }
+static tpurt_status_t lower_shifted_u(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_U, true); }
+static tpurt_status_t lower_shifted_v(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_V, true); }
+static tpurt_status_t lower_shifted_w(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_W, true); }
+static tpurt_status_t lower_hermite_h(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_H, false); }
+static tpurt_status_t lower_hermite_he(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_HE, false); }
+static tpurt_status_t lower_laguerre(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_L, false); }
+static tpurt_status_t lower_legendre(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_P, false); }
+
 /* nextafter(a, b): the next float after a towards b, one step of the bits:
 ** up in magnitude when b is further from 0 on a's side, else down; from 0,
 ** the smallest subnormal with b's sign. */
@@ -822,5 +983,77 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_OUT_FN("aten::special_spherical_bessel_j0.out", lower_spherical_j0),
     LOWER_FN("aten::special_erfcx", lower_erfcx),
     LOWER_OUT_FN("aten::special_erfcx.out", lower_erfcx),
+    LOWER_FN("aten::special_chebyshev_polynomial_t", lower_cheb_t),
+    LOWER_FN("aten::special_chebyshev_polynomial_t.x_scalar", lower_cheb_t),
+    LOWER_FN("aten::special_chebyshev_polynomial_t.n_scalar", lower_cheb_t),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_t.out", lower_cheb_t),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_t.x_scalar_out", lower_cheb_t),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_t.n_scalar_out", lower_cheb_t),
+    LOWER_FN("aten::special_chebyshev_polynomial_u", lower_cheb_u),
+    LOWER_FN("aten::special_chebyshev_polynomial_u.x_scalar", lower_cheb_u),
+    LOWER_FN("aten::special_chebyshev_polynomial_u.n_scalar", lower_cheb_u),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_u.out", lower_cheb_u),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_u.x_scalar_out", lower_cheb_u),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_u.n_scalar_out", lower_cheb_u),
+    LOWER_FN("aten::special_chebyshev_polynomial_v", lower_cheb_v),
+    LOWER_FN("aten::special_chebyshev_polynomial_v.x_scalar", lower_cheb_v),
+    LOWER_FN("aten::special_chebyshev_polynomial_v.n_scalar", lower_cheb_v),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_v.out", lower_cheb_v),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_v.x_scalar_out", lower_cheb_v),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_v.n_scalar_out", lower_cheb_v),
+    LOWER_FN("aten::special_chebyshev_polynomial_w", lower_cheb_w),
+    LOWER_FN("aten::special_chebyshev_polynomial_w.x_scalar", lower_cheb_w),
+    LOWER_FN("aten::special_chebyshev_polynomial_w.n_scalar", lower_cheb_w),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_w.out", lower_cheb_w),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_w.x_scalar_out", lower_cheb_w),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_w.n_scalar_out", lower_cheb_w),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_t", lower_shifted_t),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_t.x_scalar", lower_shifted_t),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_t.n_scalar", lower_shifted_t),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_t.out", lower_shifted_t),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_t.x_scalar_out", lower_shifted_t),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_t.n_scalar_out", lower_shifted_t),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_u", lower_shifted_u),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_u.x_scalar", lower_shifted_u),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_u.n_scalar", lower_shifted_u),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_u.out", lower_shifted_u),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_u.x_scalar_out", lower_shifted_u),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_u.n_scalar_out", lower_shifted_u),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_v", lower_shifted_v),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_v.x_scalar", lower_shifted_v),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_v.n_scalar", lower_shifted_v),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_v.out", lower_shifted_v),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_v.x_scalar_out", lower_shifted_v),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_v.n_scalar_out", lower_shifted_v),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_w", lower_shifted_w),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_w.x_scalar", lower_shifted_w),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_w.n_scalar", lower_shifted_w),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_w.out", lower_shifted_w),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_w.x_scalar_out", lower_shifted_w),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_w.n_scalar_out", lower_shifted_w),
+    LOWER_FN("aten::special_hermite_polynomial_h", lower_hermite_h),
+    LOWER_FN("aten::special_hermite_polynomial_h.x_scalar", lower_hermite_h),
+    LOWER_FN("aten::special_hermite_polynomial_h.n_scalar", lower_hermite_h),
+    LOWER_OUT_FN("aten::special_hermite_polynomial_h.out", lower_hermite_h),
+    LOWER_OUT_FN("aten::special_hermite_polynomial_h.x_scalar_out", lower_hermite_h),
+    LOWER_OUT_FN("aten::special_hermite_polynomial_h.n_scalar_out", lower_hermite_h),
+    LOWER_FN("aten::special_hermite_polynomial_he", lower_hermite_he),
+    LOWER_FN("aten::special_hermite_polynomial_he.x_scalar", lower_hermite_he),
+    LOWER_FN("aten::special_hermite_polynomial_he.n_scalar", lower_hermite_he),
+    LOWER_OUT_FN("aten::special_hermite_polynomial_he.out", lower_hermite_he),
+    LOWER_OUT_FN("aten::special_hermite_polynomial_he.x_scalar_out", lower_hermite_he),
+    LOWER_OUT_FN("aten::special_hermite_polynomial_he.n_scalar_out", lower_hermite_he),
+    LOWER_FN("aten::special_laguerre_polynomial_l", lower_laguerre),
+    LOWER_FN("aten::special_laguerre_polynomial_l.x_scalar", lower_laguerre),
+    LOWER_FN("aten::special_laguerre_polynomial_l.n_scalar", lower_laguerre),
+    LOWER_OUT_FN("aten::special_laguerre_polynomial_l.out", lower_laguerre),
+    LOWER_OUT_FN("aten::special_laguerre_polynomial_l.x_scalar_out", lower_laguerre),
+    LOWER_OUT_FN("aten::special_laguerre_polynomial_l.n_scalar_out", lower_laguerre),
+    LOWER_FN("aten::special_legendre_polynomial_p", lower_legendre),
+    LOWER_FN("aten::special_legendre_polynomial_p.x_scalar", lower_legendre),
+    LOWER_FN("aten::special_legendre_polynomial_p.n_scalar", lower_legendre),
+    LOWER_OUT_FN("aten::special_legendre_polynomial_p.out", lower_legendre),
+    LOWER_OUT_FN("aten::special_legendre_polynomial_p.x_scalar_out", lower_legendre),
+    LOWER_OUT_FN("aten::special_legendre_polynomial_p.n_scalar_out", lower_legendre),
     LOWER_END,
 };
