@@ -241,10 +241,10 @@ static tpurt_status_t lower_max_pool3d_with_indices(lower_ctx_t* ctx) {
   return max_pool_with_indices(ctx, 3, "max_pool3d");
 }
 
-/* Adds |updates| [*lead, *out] into zeros shaped like the input
+/* Adds (or, |replace|, writes) |updates| [*lead, *out] into zeros shaped
 ** [*lead, *in] at the plane indices |indices| (same shape as updates). */
-static ir_value_t scatter_add_plane(lower_ctx_t* ctx, ir_value_t updates, ir_value_t indices, int32_t lead,
-                                    const int64_t* lead_dims, int64_t plane, int64_t out_plane) {
+static ir_value_t scatter_plane(lower_ctx_t* ctx, ir_value_t updates, ir_value_t indices, int32_t lead,
+                                const int64_t* lead_dims, int64_t plane, int64_t out_plane, bool replace) {
   ir_func_t* f = ctx->func;
   tpurt_dtype_t dt = ir_value_type(f, updates)->dtype;
   int64_t rows = 1;
@@ -266,9 +266,14 @@ static ir_value_t scatter_add_plane(lower_ctx_t* ctx, ir_value_t updates, ir_val
   sd.index_vector_dim = 2;
   ir_value_t args[2];
   ir_value_t r = ir_scatter_begin(f, lower_splat(ctx, dt, 2, od, 0.0), idx, u, &sd, args);
-  ir_value_t sum = ir_binary(f, "stablehlo.add", args[0], args[1]);
+  ir_value_t sum = replace ? args[1] : ir_binary(f, "stablehlo.add", args[0], args[1]);
   ir_region_end(f, &sum, 1);
   return r;
+}
+
+static ir_value_t scatter_add_plane(lower_ctx_t* ctx, ir_value_t updates, ir_value_t indices, int32_t lead,
+                                    const int64_t* lead_dims, int64_t plane, int64_t out_plane) {
+  return scatter_plane(ctx, updates, indices, lead, lead_dims, plane, out_plane, false);
 }
 
 /* max_pool{2,3}d_with_indices_backward(grad_output, self, kernel_size, stride,
@@ -312,7 +317,7 @@ static tpurt_status_t lower_max_pool3d_backward(lower_ctx_t* ctx) {
 ** to the input itself unless count_include_pad), as avg_pool2d's kernel. */
 static ir_value_t avg_divisor(lower_ctx_t* ctx, const pool_t* p, bool count_include_pad, int64_t override,
                               tpurt_dtype_t dtype) {
-  int64_t (*counts)[4096] = malloc(sizeof(int64_t[POOL_MAX_SPATIAL][4096]));
+  int64_t(*counts)[4096] = malloc(sizeof(int64_t[POOL_MAX_SPATIAL][4096]));
   if (!counts) return IR_NONE;
   int64_t total = 1;
   for (int32_t i = 0; i < p->ns; ++i) {
@@ -488,7 +493,7 @@ static tpurt_status_t adaptive_avg(lower_ctx_t* ctx, int32_t ns, bool backward) 
   tpurt_dtype_t acc = lower_acc_dtype(in->dtype);
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
-  int64_t (*sizes)[4096] = malloc(sizeof(int64_t[POOL_MAX_SPATIAL][4096]));
+  int64_t(*sizes)[4096] = malloc(sizeof(int64_t[POOL_MAX_SPATIAL][4096]));
   if (!sizes) return lower_error(TPURT_RESOURCE_EXHAUSTED, "%s: out of memory", name);
   ir_value_t mats[POOL_MAX_SPATIAL];
   for (int32_t i = 0; i < ns; ++i) mats[i] = adaptive_matrix(ctx, in->sizes[lead + i], out[i], acc, sizes[i]);
@@ -542,7 +547,52 @@ static tpurt_status_t lower_adaptive_avg_pool3d_backward(lower_ctx_t* ctx) {
   return adaptive_avg(ctx, 3, true);
 }
 
+/* max_unpool2d(self, indices, output_size) / max_unpool3d(self, indices,
+** output_size, stride, padding): self's values written at their plane
+** |indices| into zeros of [*lead, *output_size] (one scatter; an index out
+** of the plane is dropped, where CPU raises: that check would need a sync). */
+static tpurt_status_t max_unpool(lower_ctx_t* ctx, int32_t ns, const char* name) {
+  const tpurt_tensor_t *t = lower_meta(ctx, 0), *it = lower_meta(ctx, 1);
+  if (it->dtype != TPURT_DTYPE_I64)
+    return lower_error(TPURT_INVALID_ARGUMENT, "elements in indices should be type int64 but got: %s",
+                       lower_dtype_cpp_name(it->dtype));
+  bool same = it->rank == t->rank;
+  for (int32_t i = 0; same && i < t->rank; ++i) same = it->sizes[i] == t->sizes[i];
+  if (!same)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "Expected shape of indices to be same as that of the input tensor (%s) but got indices "
+        "tensor with shape: %s",
+        lower_shape_str(t->rank, t->sizes), lower_shape_str(it->rank, it->sizes));
+  int64_t out[POOL_MAX_SPATIAL];
+  if (lower_ints(ctx, 2, out, POOL_MAX_SPATIAL) != ns)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "There should be exactly %d elements but got a different number", ns);
+  if (t->rank != ns + 1 && t->rank != ns + 2)
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s: Expected %dD or %dD tensor, but got %s", name, ns + 1,
+                       ns + 2, lower_shape_str(t->rank, t->sizes));
+  int32_t lead = t->rank - ns;
+  int64_t plane = 1, in_plane = 1, dims[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < ns; ++i) {
+    plane *= out[i];
+    in_plane *= t->sizes[lead + i];
+  }
+  ir_value_t r =
+      scatter_plane(ctx, lower_tensor(ctx, 0), lower_tensor(ctx, 1), lead, t->sizes, plane, in_plane, true);
+  for (int32_t i = 0; i < lead; ++i) dims[i] = t->sizes[i];
+  for (int32_t i = 0; i < ns; ++i) dims[lead + i] = out[i];
+  lower_set_result(ctx, 0, ir_reshape(ctx->func, r, t->rank, dims));
+  return NULL;
+}
+
+static tpurt_status_t lower_max_unpool2d(lower_ctx_t* ctx) { return max_unpool(ctx, 2, "max_unpool2d"); }
+static tpurt_status_t lower_max_unpool3d(lower_ctx_t* ctx) { return max_unpool(ctx, 3, "max_unpool3d"); }
+
 const lower_rule_t lower_pooling_rules[] = {
+    LOWER_FN("aten::max_unpool2d", lower_max_unpool2d),
+    LOWER_OUT_FN("aten::max_unpool2d.out", lower_max_unpool2d),
+    LOWER_FN("aten::max_unpool3d", lower_max_unpool3d),
+    LOWER_OUT_FN("aten::max_unpool3d.out", lower_max_unpool3d),
     LOWER_FN("aten::_adaptive_avg_pool2d", lower_adaptive_avg_pool2d),
     LOWER_OUT_FN("aten::_adaptive_avg_pool2d.out", lower_adaptive_avg_pool2d),
     LOWER_FN("aten::_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool2d_backward),
