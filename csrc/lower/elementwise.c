@@ -217,6 +217,54 @@ static tpurt_status_t shift(lower_ctx_t* ctx, bool left) {
 static tpurt_status_t lower_left_shift(lower_ctx_t* ctx) { return shift(ctx, true); }
 static tpurt_status_t lower_right_shift(lower_ctx_t* ctx) { return shift(ctx, false); }
 
+/* gcd(a, b): Euclid's algorithm on |a|, |b| as a stablehlo.while that runs
+** until every element's remainder is 0 (at most ~92 rounds for int64). */
+static ir_value_t gcd_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = ir_value_type(f, a);
+  ir_value_t init[2] = {ir_unary(f, "stablehlo.abs", a), ir_unary(f, "stablehlo.abs", b)}, args[2], out[2];
+  int64_t all[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < t->rank; ++i) all[i] = i;
+  ir_region_op_t w = ir_while_begin(f, init, 2, args);
+  ir_value_t nz = ir_compare(f, IR_NE, args[0], lower_full_like(ctx, args[0], 0.0));
+  ir_value_t any = ir_reduce(f, nz, ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), all, t->rank, IR_REDUCE_OR);
+  ir_region_end(f, &any, 1);
+  ir_while_body(f, &w, args);
+  /* (a, b) -> (b % a, a) where a != 0 */
+  ir_value_t live = ir_compare(f, IR_NE, args[0], lower_full_like(ctx, args[0], 0.0));
+  ir_value_t safe = ir_select(f, live, args[0], lower_full_like(ctx, args[0], 1.0));
+  ir_value_t rem = ir_binary(f, "stablehlo.remainder", args[1], safe);
+  ir_value_t next[2] = {ir_select(f, live, rem, args[0]), ir_select(f, live, args[0], args[1])};
+  ir_region_end(f, next, 2);
+  ir_while_end(f, &w, out);
+  return out[1];
+}
+
+static tpurt_status_t gcd_lcm(lower_ctx_t* ctx, bool lcm) {
+  int32_t idx[2] = {0, 1};
+  tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  if (is_float(dt) || dt == TPURT_DTYPE_BOOL)
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"%s_cpu\" not implemented for '%s'", lcm ? "lcm" : "gcd",
+                       tpurt_dtype_name(dt));
+  ir_value_t v[2];
+  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
+  ir_func_t* f = ctx->func;
+  ir_value_t g = gcd_of(ctx, v[0], v[1]);
+  if (lcm) { /* |a / g * b|, 0 when g is 0 */
+    ir_value_t g0 = ir_compare(f, IR_EQ, g, lower_full_like(ctx, g, 0.0));
+    ir_value_t safe = ir_select(f, g0, lower_full_like(ctx, g, 1.0), g);
+    ir_value_t l =
+        ir_unary(f, "stablehlo.abs",
+                 ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.divide", v[0], safe), v[1]));
+    g = ir_select(f, g0, lower_full_like(ctx, g, 0.0), l);
+  }
+  lower_set_result(ctx, 0, g);
+  return NULL;
+}
+
+static tpurt_status_t lower_gcd(lower_ctx_t* ctx) { return gcd_lcm(ctx, false); }
+static tpurt_status_t lower_lcm(lower_ctx_t* ctx) { return gcd_lcm(ctx, true); }
+
 static tpurt_status_t logical(lower_ctx_t* ctx, const char* op) {
   int32_t idx[2] = {0, 1};
   ir_value_t v[2];
@@ -542,6 +590,10 @@ const lower_rule_t lower_elementwise_rules[] = {
     LOWER_FN("aten::bitwise_or.Tensor", lower_bitwise_or),
     LOWER_FN("aten::bitwise_xor.Scalar", lower_bitwise_xor),
     LOWER_FN("aten::bitwise_xor.Tensor", lower_bitwise_xor),
+    LOWER_FN("aten::gcd", lower_gcd),
+    LOWER_OUT_FN("aten::gcd.out", lower_gcd),
+    LOWER_FN("aten::lcm", lower_lcm),
+    LOWER_OUT_FN("aten::lcm.out", lower_lcm),
     LOWER_FN("aten::bitwise_left_shift.Tensor", lower_left_shift),
     LOWER_OUT_FN("aten::bitwise_left_shift.Tensor_out", lower_left_shift),
     LOWER_FN("aten::bitwise_left_shift.Tensor_Scalar", lower_left_shift),
