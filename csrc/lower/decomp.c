@@ -725,6 +725,177 @@ static tpurt_status_t lower_lu_unpack(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- SVD: one-sided Jacobi ---===*/
+
+#define SVD_MAX_SWEEPS 40
+
+/* sum over the rows of u * v, [B, m] x [B, m] -> [B] */
+static ir_value_t col_dot(lower_ctx_t* ctx, ir_value_t u, ir_value_t v) {
+  const ir_type_t* t = type_of(ctx, u);
+  int64_t rdim[1] = {1};
+  return ir_reduce(ctx->func, bin(ctx, "stablehlo.multiply", u, v), ir_constant_f64(ctx->func, t->dtype, 0.0),
+                   rdim, 1, IR_REDUCE_ADD);
+}
+
+static ir_value_t concat_cols(lower_ctx_t* ctx, ir_value_t* cols, int64_t n) {
+  const ir_type_t* t = type_of(ctx, cols[0]);
+  int64_t d3[3] = {t->dims[0], t->dims[1], 1};
+  ir_value_t r[DECOMP_MAX_N];
+  for (int64_t k = 0; k < n; ++k) r[k] = ir_reshape(ctx->func, cols[k], 3, d3);
+  return ir_concatenate(ctx->func, r, (int32_t)n, 2);
+}
+
+/* Thin SVD of W [B, m, n], m >= n >= 1: Hestenes' one-sided Jacobi. Column
+** pairs are rotated until every pair is orthogonal to working precision
+** (a stablehlo.while over sweeps; each sweep visits every pair, unrolled).
+** Writes U [B, m, n], S [B, n] (descending), V [B, n, n]. */
+static void svd_jacobi(lower_ctx_t* ctx, ir_value_t w, ir_value_t* u_out, ir_value_t* s_out,
+                       ir_value_t* v_out) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = type_of(ctx, w);
+  tpurt_dtype_t dt = t->dtype;
+  int64_t b = t->dims[0], m = t->dims[1], n = t->dims[2];
+  double eps = dt == TPURT_DTYPE_F64 ? 2.220446049250313e-16 : 1.1920929e-07;
+  ir_value_t v0 = identity_mats(ctx, b, n, dt);
+  ir_value_t init[3] = {ir_constant_i64(f, TPURT_DTYPE_I32, 0), w, v0}, args[3], out[3];
+  /* the carried "rotated" flag is folded into the counter: -1 when a sweep rotated nothing */
+  ir_region_op_t loop = ir_while_begin(f, init, 3, args);
+  ir_value_t go =
+      ir_binary(f, "stablehlo.and", ir_compare(f, IR_GE, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 0)),
+                ir_compare(f, IR_LT, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, SVD_MAX_SWEEPS)));
+  ir_region_end(f, &go, 1);
+  ir_while_body(f, &loop, args);
+  ir_value_t wc[DECOMP_MAX_N], vc[DECOMP_MAX_N];
+  for (int64_t k = 0; k < n; ++k) {
+    wc[k] = col(ctx, args[1], k);
+    vc[k] = col(ctx, args[2], k);
+  }
+  int64_t bdims[1] = {b};
+  ir_value_t any = ir_broadcast_in_dim(f, ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), 1, bdims, NULL);
+  for (int64_t p = 0; p < n; ++p) {
+    for (int64_t q = p + 1; q < n; ++q) {
+      ir_value_t alpha = col_dot(ctx, wc[p], wc[p]), beta = col_dot(ctx, wc[q], wc[q]);
+      ir_value_t gamma = col_dot(ctx, wc[p], wc[q]);
+      ir_value_t scale = ir_unary(f, "stablehlo.sqrt", bin(ctx, "stablehlo.multiply", alpha, beta));
+      ir_value_t rotate = ir_compare(f, IR_GT, ir_unary(f, "stablehlo.abs", gamma),
+                                     bin(ctx, "stablehlo.multiply", scale, lower_full_like(ctx, scale, eps)));
+      any = ir_binary(f, "stablehlo.or", any, rotate);
+      ir_value_t safe_g = ir_select(f, rotate, gamma, lower_full_like(ctx, gamma, 1.0));
+      ir_value_t zeta = bin(ctx, "stablehlo.divide", bin(ctx, "stablehlo.subtract", beta, alpha),
+                            bin(ctx, "stablehlo.multiply", safe_g, lower_full_like(ctx, safe_g, 2.0)));
+      ir_value_t root = ir_unary(f, "stablehlo.sqrt",
+                                 bin(ctx, "stablehlo.add", lower_full_like(ctx, zeta, 1.0),
+                                     bin(ctx, "stablehlo.multiply", zeta, zeta)));
+      ir_value_t sgn = ir_select(f, ir_compare(f, IR_LT, zeta, zeros_like(ctx, zeta)),
+                                 lower_full_like(ctx, zeta, -1.0), lower_full_like(ctx, zeta, 1.0));
+      ir_value_t tan = bin(ctx, "stablehlo.divide", sgn,
+                           bin(ctx, "stablehlo.add", ir_unary(f, "stablehlo.abs", zeta), root));
+      ir_value_t c = bin(ctx, "stablehlo.divide", lower_full_like(ctx, tan, 1.0),
+                         ir_unary(f, "stablehlo.sqrt",
+                                  bin(ctx, "stablehlo.add", lower_full_like(ctx, tan, 1.0),
+                                      bin(ctx, "stablehlo.multiply", tan, tan))));
+      ir_value_t sn = bin(ctx, "stablehlo.multiply", c, tan);
+      c = ir_select(f, rotate, c, lower_full_like(ctx, c, 1.0));
+      sn = ir_select(f, rotate, sn, zeros_like(ctx, sn));
+      ir_value_t* cols[2] = {wc, vc};
+      int64_t rows[2] = {m, n};
+      for (int32_t which = 0; which < 2; ++which) {
+        int64_t vd[2] = {b, rows[which]}, b0[1] = {0};
+        ir_value_t cb = ir_broadcast_in_dim(f, c, 2, vd, b0), sb = ir_broadcast_in_dim(f, sn, 2, vd, b0);
+        ir_value_t xp = cols[which][p], xq = cols[which][q];
+        cols[which][p] = bin(ctx, "stablehlo.subtract", bin(ctx, "stablehlo.multiply", cb, xp),
+                             bin(ctx, "stablehlo.multiply", sb, xq));
+        cols[which][q] = bin(ctx, "stablehlo.add", bin(ctx, "stablehlo.multiply", sb, xp),
+                             bin(ctx, "stablehlo.multiply", cb, xq));
+      }
+    }
+  }
+  int64_t all[1] = {0};
+  ir_value_t rotated = ir_reduce(f, any, ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), all, 1, IR_REDUCE_OR);
+  ir_value_t next_count = ir_binary(f, "stablehlo.add", args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 1));
+  next_count = ir_select(f, rotated, next_count, ir_constant_i64(f, TPURT_DTYPE_I32, -1));
+  ir_value_t next[3] = {next_count, concat_cols(ctx, wc, n), concat_cols(ctx, vc, n)};
+  ir_region_end(f, next, 3);
+  ir_while_end(f, &loop, out);
+  /* singular values: the column norms; U's columns: the normalized columns */
+  ir_value_t sv[DECOMP_MAX_N], uc[DECOMP_MAX_N];
+  for (int64_t k = 0; k < n; ++k) {
+    ir_value_t x = col(ctx, out[1], k);
+    ir_value_t norm = ir_unary(f, "stablehlo.sqrt", col_dot(ctx, x, x));
+    ir_value_t safe = ir_select(f, ir_compare(f, IR_GT, norm, zeros_like(ctx, norm)), norm,
+                                lower_full_like(ctx, norm, 1.0));
+    int64_t vd[2] = {b, m}, b0[1] = {0};
+    uc[k] = bin(ctx, "stablehlo.divide", x, ir_broadcast_in_dim(f, safe, 2, vd, b0));
+    int64_t d2[2] = {b, 1};
+    sv[k] = ir_reshape(f, norm, 2, d2);
+  }
+  ir_value_t s = ir_concatenate(f, sv, (int32_t)n, 1);
+  /* sort descending, carrying the column order */
+  int64_t sd[2] = {b, n};
+  ir_value_t order = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 2, sd), 1);
+  ir_value_t inputs[2] = {s, order}, res[2], blk[4];
+  ir_sort_begin(f, inputs, 2, 1, true, res, blk);
+  ir_value_t before = ir_compare(f, IR_GT, blk[0], blk[1]);
+  ir_region_end(f, &before, 1);
+  *s_out = res[0];
+  *u_out = transpose3(ctx, permute_rows(ctx, transpose3(ctx, concat_cols(ctx, uc, n)), res[1], false));
+  *v_out = transpose3(ctx, permute_rows(ctx, transpose3(ctx, out[2]), res[1], false));
+}
+
+/* _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None) -> (U, S, Vh) */
+static tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  TPURT_RETURN_IF_ERROR(check_matrix("linalg.svd", t, false));
+  bool full = lower_bool(ctx, 1, false), compute_uv = lower_bool(ctx, 2, true);
+  mats_t m = mats_of(t);
+  if (compute_uv && full && m.rows != m.cols)
+    return lower_error(TPURT_UNIMPLEMENTED, "linalg.svd: full_matrices=True for a non-square matrix");
+  int64_t k = m.rows < m.cols ? m.rows : m.cols;
+  if (k == 0 || m.count == 0) { /* nothing to decompose: empty factors */
+    if (compute_uv && full && k == 0 && m.rows != m.cols)
+      return lower_error(TPURT_UNIMPLEMENTED, "linalg.svd: full_matrices=True for an empty matrix");
+    int64_t dims[TPURT_MAX_RANK];
+    memcpy(dims, m.batch, sizeof(int64_t) * (size_t)m.batch_rank);
+    int32_t r = m.batch_rank;
+    dims[r] = k;
+    lower_set_result(ctx, 1, lower_splat(ctx, t->dtype, r + 1, dims, 0.0));
+    if (!compute_uv) {
+      int64_t zero[1] = {0};
+      lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, 1, zero, 0.0));
+      lower_set_result(ctx, 2, lower_splat(ctx, t->dtype, 1, zero, 0.0));
+      return NULL;
+    }
+    dims[r] = m.rows;
+    dims[r + 1] = k;
+    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, r + 2, dims, 0.0));
+    dims[r] = k;
+    dims[r + 1] = m.cols;
+    lower_set_result(ctx, 2, lower_splat(ctx, t->dtype, r + 2, dims, 0.0));
+    return NULL;
+  }
+  ir_value_t a = read_mats(ctx, 0, &m);
+  bool wide = m.rows < m.cols; /* work on A^T: A^T = U' S V'^T, so A = V' S U'^T */
+  if (wide) a = transpose3(ctx, a);
+  ir_value_t u, s, v;
+  svd_jacobi(ctx, a, &u, &s, &v);
+  if (wide) {
+    ir_value_t tmp = u;
+    u = v;
+    v = tmp;
+  }
+  lower_set_result(ctx, 1, to_batch(ctx, s, &m, 1, &k, t->dtype));
+  if (compute_uv) {
+    int64_t ut[2] = {m.rows, k}, vt[2] = {k, m.cols};
+    lower_set_result(ctx, 0, to_batch(ctx, u, &m, 2, ut, t->dtype));
+    lower_set_result(ctx, 2, to_batch(ctx, transpose3(ctx, v), &m, 2, vt, t->dtype));
+  } else {
+    int64_t zero[1] = {0};
+    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, 1, zero, 0.0));
+    lower_set_result(ctx, 2, lower_splat(ctx, t->dtype, 1, zero, 0.0));
+  }
+  return NULL;
+}
+
 const lower_rule_t lower_decomp_rules[] = {
     LOWER_FN("aten::_cholesky_solve_helper", lower_cholesky_solve_helper),
     LOWER_FN("aten::_linalg_det", lower_linalg_det),
@@ -732,6 +903,8 @@ const lower_rule_t lower_decomp_rules[] = {
     LOWER_FN("aten::_linalg_slogdet", lower_linalg_slogdet),
     LOWER_OUT_FN("aten::_linalg_slogdet.sign", lower_linalg_slogdet),
     LOWER_FN("aten::_linalg_solve_ex", lower_linalg_solve_ex),
+    LOWER_FN("aten::_linalg_svd", lower_linalg_svd),
+    LOWER_OUT_FN("aten::_linalg_svd.U", lower_linalg_svd),
     LOWER_OUT_FN("aten::_linalg_solve_ex.result", lower_linalg_solve_ex),
     LOWER_FN("aten::cholesky", lower_cholesky),
     LOWER_OUT_FN("aten::cholesky.out", lower_cholesky),
