@@ -896,12 +896,79 @@ static tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* _linalg_eigh(A, UPLO="L", compute_v=True) -> (eigenvalues, eigenvectors).
+** A is read from one triangle (as LAPACK) and shifted by c = ||A||_F into a
+** positive semi-definite B = A + cI, whose SVD is its eigendecomposition:
+** lambda = sigma - c (the absolute error, eps ||A||, of any backward-stable
+** eigensolver), the vectors B's right singular vectors; ascending order. */
+static tpurt_status_t lower_linalg_eigh(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  TPURT_RETURN_IF_ERROR(check_matrix("linalg.eigh", t, true));
+  const char* uplo = lower_str(ctx, 1, "L");
+  if (strcmp(uplo, "L") != 0 && strcmp(uplo, "U") != 0 && strcmp(uplo, "l") != 0 && strcmp(uplo, "u") != 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "Expected UPLO argument to be 'L' or 'U', but got %s", uplo);
+  bool lower = uplo[0] == 'L' || uplo[0] == 'l';
+  bool compute_v = lower_bool(ctx, 2, true);
+  mats_t m = mats_of(t);
+  int64_t n = m.rows;
+  if (n == 0 || m.count == 0) { /* nothing to decompose */
+    int64_t dims[TPURT_MAX_RANK];
+    memcpy(dims, m.batch, sizeof(int64_t) * (size_t)m.batch_rank);
+    int32_t r = m.batch_rank;
+    dims[r] = n;
+    dims[r + 1] = n;
+    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, r + 1, dims, 0.0));
+    int64_t zero[1] = {0};
+    lower_set_result(
+        ctx, 1,
+        compute_v ? lower_splat(ctx, t->dtype, r + 2, dims, 0.0) : lower_splat(ctx, t->dtype, 1, zero, 0.0));
+    return NULL;
+  }
+  ir_func_t* f = ctx->func;
+  ir_value_t a = read_mats(ctx, 0, &m);
+  int64_t dims[3] = {m.count, n, n};
+  ir_type_t it = ir_type_make(TPURT_DTYPE_I64, 3, dims);
+  ir_value_t i = ir_iota(f, it, 1), j = ir_iota(f, it, 2);
+  ir_value_t keep = ir_compare(f, lower ? IR_GE : IR_LE, i, j);
+  ir_value_t tri = ir_select(f, keep, a, zeros_like(ctx, a));
+  ir_value_t strict = ir_select(f, ir_compare(f, IR_EQ, i, j), zeros_like(ctx, tri), tri);
+  ir_value_t sym = bin(ctx, "stablehlo.add", tri, transpose3(ctx, strict));
+  int64_t rd[2] = {1, 2};
+  ir_value_t fro =
+      ir_unary(f, "stablehlo.sqrt",
+               ir_reduce(f, bin(ctx, "stablehlo.multiply", sym, sym),
+                         ir_constant_f64(f, type_of(ctx, sym)->dtype, 0.0), rd, 2, IR_REDUCE_ADD));
+  int64_t b0[1] = {0};
+  ir_value_t shift = ir_broadcast_in_dim(f, fro, 3, dims, b0);
+  ir_value_t eye = identity_mats(ctx, m.count, n, type_of(ctx, sym)->dtype);
+  ir_value_t shifted = bin(ctx, "stablehlo.add", sym, bin(ctx, "stablehlo.multiply", eye, shift));
+  ir_value_t u, s, v;
+  svd_jacobi(ctx, shifted, &u, &s, &v);
+  int64_t vd[2] = {m.count, n};
+  ir_value_t lam = bin(ctx, "stablehlo.subtract", s, ir_broadcast_in_dim(f, fro, 2, vd, b0));
+  /* descending -> ascending */
+  int64_t rev1[1] = {1}, rev2[1] = {2};
+  lam = ir_reverse(f, lam, rev1, 1);
+  lower_set_result(ctx, 0, to_batch(ctx, lam, &m, 1, &n, t->dtype));
+  if (compute_v) {
+    int64_t tail[2] = {n, n};
+    lower_set_result(ctx, 1, to_batch(ctx, ir_reverse(f, v, rev2, 1), &m, 2, tail, t->dtype));
+  } else {
+    int64_t zero[1] = {0};
+    lower_set_result(ctx, 1, lower_splat(ctx, t->dtype, 1, zero, 0.0));
+  }
+  (void)u;
+  return NULL;
+}
+
 const lower_rule_t lower_decomp_rules[] = {
     LOWER_FN("aten::_cholesky_solve_helper", lower_cholesky_solve_helper),
     LOWER_FN("aten::_linalg_det", lower_linalg_det),
     LOWER_OUT_FN("aten::_linalg_det.result", lower_linalg_det),
     LOWER_FN("aten::_linalg_slogdet", lower_linalg_slogdet),
     LOWER_OUT_FN("aten::_linalg_slogdet.sign", lower_linalg_slogdet),
+    LOWER_FN("aten::_linalg_eigh", lower_linalg_eigh),
+    LOWER_OUT_FN("aten::_linalg_eigh.eigenvalues", lower_linalg_eigh),
     LOWER_FN("aten::_linalg_solve_ex", lower_linalg_solve_ex),
     LOWER_FN("aten::_linalg_svd", lower_linalg_svd),
     LOWER_OUT_FN("aten::_linalg_svd.U", lower_linalg_svd),
