@@ -961,6 +961,212 @@ static tpurt_status_t lower_linalg_eigh(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- QR: Householder reflectors, LAPACK's convention ---===*/
+
+/* The reflector of column k of A [B, m, n] (rows k..m): v (v_k = 1, zero
+** above), tau, and beta, chosen as LAPACK's dlarfg (beta = -sign(alpha)
+** ||x||; tau = 0 and H = I when nothing is below the diagonal). */
+static void householder(lower_ctx_t* ctx, ir_value_t a, int64_t k, ir_value_t* v, ir_value_t* tau,
+                        ir_value_t* beta) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = type_of(ctx, a);
+  int64_t vd[2] = {t->dims[0], t->dims[1]}, b0[1] = {0};
+  ir_value_t x = col(ctx, a, k);
+  ir_value_t below = index_is(ctx, 2, vd, 1, IR_GT, k);
+  ir_value_t xb = ir_select(f, below, x, zeros_like(ctx, x));
+  ir_value_t alpha = elem(ctx, x, k);
+  ir_value_t xnorm2 = col_dot(ctx, xb, xb);
+  ir_value_t norm = ir_unary(f, "stablehlo.sqrt",
+                             bin(ctx, "stablehlo.add", bin(ctx, "stablehlo.multiply", alpha, alpha), xnorm2));
+  ir_value_t trivial = ir_compare(f, IR_EQ, xnorm2, zeros_like(ctx, xnorm2));
+  ir_value_t b = ir_select(f, ir_compare(f, IR_GE, alpha, zeros_like(ctx, alpha)),
+                           ir_unary(f, "stablehlo.negate", norm), norm);
+  b = ir_select(f, trivial, alpha, b);
+  ir_value_t safe_b = ir_select(f, trivial, lower_full_like(ctx, b, 1.0), b);
+  *tau = ir_select(f, trivial, zeros_like(ctx, b),
+                   bin(ctx, "stablehlo.divide", bin(ctx, "stablehlo.subtract", safe_b, alpha), safe_b));
+  ir_value_t denom =
+      ir_select(f, trivial, lower_full_like(ctx, b, 1.0), bin(ctx, "stablehlo.subtract", alpha, b));
+  ir_value_t scaled = bin(ctx, "stablehlo.divide", xb, ir_broadcast_in_dim(f, denom, 2, vd, b0));
+  *v = ir_select(f, index_is(ctx, 2, vd, 1, IR_EQ, k), lower_full_like(ctx, scaled, 1.0), scaled);
+  *beta = b;
+}
+
+/* Y [B, m, c] <- H Y with H = I - tau v v^T (from the left), or Y H (from the right; Y [B, r, m]) */
+static ir_value_t apply_reflector(lower_ctx_t* ctx, ir_value_t y, ir_value_t v, ir_value_t tau, bool left) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = type_of(ctx, y);
+  int64_t b0[1] = {0};
+  if (left) {
+    ir_value_t vy = bin(ctx, "stablehlo.multiply", spread(ctx, v, t->dims, 1), y);
+    int64_t rd[1] = {1};
+    ir_value_t w =
+        ir_reduce(f, vy, ir_constant_f64(f, t->dtype, 0.0), rd, 1, IR_REDUCE_ADD); /* v^T Y: [B, c] */
+    ir_value_t upd = outer(ctx, v, w);
+    return bin(ctx, "stablehlo.subtract", y,
+               bin(ctx, "stablehlo.multiply", upd, ir_broadcast_in_dim(f, tau, 3, t->dims, b0)));
+  }
+  ir_value_t yv = bin(ctx, "stablehlo.multiply", spread(ctx, v, t->dims, 2), y);
+  int64_t rd[1] = {2};
+  ir_value_t w = ir_reduce(f, yv, ir_constant_f64(f, t->dtype, 0.0), rd, 1, IR_REDUCE_ADD); /* Y v: [B, r] */
+  ir_value_t upd = outer(ctx, w, v);
+  return bin(ctx, "stablehlo.subtract", y,
+             bin(ctx, "stablehlo.multiply", upd, ir_broadcast_in_dim(f, tau, 3, t->dims, b0)));
+}
+
+/* geqrf of A [B, m, n]: the reflectors below the diagonal, R on and above, tau [B, k] */
+static ir_value_t geqrf(lower_ctx_t* ctx, ir_value_t a, ir_value_t* tau_out) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = type_of(ctx, a);
+  int64_t b = t->dims[0], m = t->dims[1], n = t->dims[2], steps = m < n ? m : n;
+  int64_t dims[3] = {b, m, n}, b0[1] = {0};
+  ir_value_t taus[DECOMP_MAX_N];
+  for (int64_t k = 0; k < steps; ++k) {
+    ir_value_t v, tau, beta;
+    householder(ctx, a, k, &v, &tau, &beta);
+    ir_value_t applied = apply_reflector(ctx, a, v, tau, true);
+    ir_value_t right = index_is(ctx, 3, dims, 2, IR_GT, k);
+    a = ir_select(f, right, applied, a);
+    ir_value_t colk = index_is(ctx, 3, dims, 2, IR_EQ, k);
+    ir_value_t below = ir_binary(f, "stablehlo.and", colk, index_is(ctx, 3, dims, 1, IR_GT, k));
+    ir_value_t diag = ir_binary(f, "stablehlo.and", colk, index_is(ctx, 3, dims, 1, IR_EQ, k));
+    a = ir_select(f, below, spread(ctx, v, dims, 1), a);
+    a = ir_select(f, diag, ir_broadcast_in_dim(f, beta, 3, dims, b0), a);
+    int64_t d2[2] = {b, 1};
+    taus[k] = ir_reshape(f, tau, 2, d2);
+  }
+  if (steps > 0) {
+    *tau_out = ir_concatenate(f, taus, (int32_t)steps, 1);
+  } else {
+    int64_t d2[2] = {b, 0};
+    *tau_out = lower_splat(ctx, t->dtype, 2, d2, 0.0);
+  }
+  return a;
+}
+
+/* reflector k of a geqrf result: column k below the diagonal, 1 at k */
+static ir_value_t reflector(lower_ctx_t* ctx, ir_value_t a, int64_t k) {
+  const ir_type_t* t = type_of(ctx, a);
+  int64_t vd[2] = {t->dims[0], t->dims[1]};
+  ir_value_t x = col(ctx, a, k);
+  x = ir_select(ctx->func, index_is(ctx, 2, vd, 1, IR_GT, k), x, zeros_like(ctx, x));
+  return ir_select(ctx->func, index_is(ctx, 2, vd, 1, IR_EQ, k), lower_full_like(ctx, x, 1.0), x);
+}
+
+/* Q (or Q^T) applied to Y from the left or the right, Q = H_0 ... H_(k-1) */
+static ir_value_t apply_q(lower_ctx_t* ctx, ir_value_t a, ir_value_t tau, int64_t k, ir_value_t y, bool left,
+                          bool transpose) {
+  /* Q Y = H_0 (... (H_(k-1) Y)): last first; Q^T Y: first first; Y Q: first first; Y Q^T: last first */
+  bool forward = left == transpose;
+  for (int64_t s = 0; s < k; ++s) {
+    int64_t i = forward ? s : k - 1 - s;
+    y = apply_reflector(ctx, y, reflector(ctx, a, i), elem(ctx, tau, i), left);
+  }
+  return y;
+}
+
+static ir_value_t eye_rect(lower_ctx_t* ctx, int64_t b, int64_t m, int64_t n, tpurt_dtype_t dtype) {
+  int64_t dims[3] = {b, m, n};
+  ir_type_t it = ir_type_make(TPURT_DTYPE_I64, 3, dims);
+  return ir_convert(
+      ctx->func, ir_compare(ctx->func, IR_EQ, ir_iota(ctx->func, it, 1), ir_iota(ctx->func, it, 2)), dtype);
+}
+
+/* geqrf(self) -> (a, tau) */
+static tpurt_status_t lower_geqrf(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  TPURT_RETURN_IF_ERROR(check_matrix("geqrf", t, false));
+  mats_t m = mats_of(t);
+  ir_value_t tau;
+  ir_value_t a = geqrf(ctx, read_mats(ctx, 0, &m), &tau);
+  int64_t k = m.rows < m.cols ? m.rows : m.cols;
+  lower_set_result(ctx, 0, write_mats(ctx, a, &m, t->dtype));
+  lower_set_result(ctx, 1, to_batch(ctx, tau, &m, 1, &k, t->dtype));
+  return NULL;
+}
+
+/* linalg_qr(A, mode="reduced") -> (Q, R) */
+static tpurt_status_t lower_linalg_qr(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  TPURT_RETURN_IF_ERROR(check_matrix("linalg.qr", t, false));
+  const char* mode = lower_str(ctx, 1, "reduced");
+  bool complete = strcmp(mode, "complete") == 0, r_only = strcmp(mode, "r") == 0;
+  if (!complete && !r_only && strcmp(mode, "reduced") != 0)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "qr received unrecognized mode '%s' but expected one of 'reduced' (default), 'r', or 'complete'",
+        mode);
+  mats_t m = mats_of(t);
+  int64_t k = m.rows < m.cols ? m.rows : m.cols;
+  ir_value_t tau;
+  ir_value_t a = geqrf(ctx, read_mats(ctx, 0, &m), &tau);
+  tpurt_dtype_t acc = type_of(ctx, a)->dtype;
+  int64_t qcols = complete ? m.rows : k, rrows = complete ? m.rows : k;
+  /* R: the upper triangle of the first rrows rows */
+  int64_t st[3] = {0, 0, 0}, li[3] = {m.count, rrows, m.cols}, one[3] = {1, 1, 1};
+  ir_value_t r = ir_slice(ctx->func, a, st, li, one);
+  int64_t rd[3] = {m.count, rrows, m.cols};
+  ir_type_t it = ir_type_make(TPURT_DTYPE_I64, 3, rd);
+  r = ir_select(ctx->func, ir_compare(ctx->func, IR_LE, ir_iota(ctx->func, it, 1), ir_iota(ctx->func, it, 2)),
+                r, zeros_like(ctx, r));
+  int64_t rt[2] = {rrows, m.cols};
+  lower_set_result(ctx, 1, to_batch(ctx, r, &m, 2, rt, t->dtype));
+  if (r_only) {
+    int64_t zero[1] = {0};
+    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, 1, zero, 0.0));
+    return NULL;
+  }
+  ir_value_t q = apply_q(ctx, a, tau, k, eye_rect(ctx, m.count, m.rows, qcols, acc), true, false);
+  int64_t qt[2] = {m.rows, qcols};
+  lower_set_result(ctx, 0, to_batch(ctx, q, &m, 2, qt, t->dtype));
+  return NULL;
+}
+
+/* linalg_householder_product(input, tau): the first n columns of H_0 ... H_(k-1) */
+static tpurt_status_t lower_householder_product(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *t = lower_meta(ctx, 0), *tt = lower_meta(ctx, 1);
+  TPURT_RETURN_IF_ERROR(check_matrix("torch.linalg.householder_product", t, false));
+  mats_t m = mats_of(t);
+  if (m.rows < m.cols)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.linalg.householder_product: input.shape[-2] must be greater than or equal to "
+                       "input.shape[-1]");
+  int64_t k = tt->rank ? tt->sizes[tt->rank - 1] : 0;
+  if (k > m.cols)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.linalg.householder_product: input.shape[-1] must be greater than or equal to "
+                       "tau.shape[-1]");
+  ir_value_t a = read_mats(ctx, 0, &m);
+  int64_t td[2] = {m.count, k};
+  ir_value_t tau =
+      ir_reshape(ctx->func, lower_cast(ctx, lower_tensor(ctx, 1), type_of(ctx, a)->dtype), 2, td);
+  ir_value_t q =
+      apply_q(ctx, a, tau, k, eye_rect(ctx, m.count, m.rows, m.cols, type_of(ctx, a)->dtype), true, false);
+  lower_set_result(ctx, 0, write_mats(ctx, q, &m, t->dtype));
+  return NULL;
+}
+
+/* ormqr(self=reflectors, input2=tau, input3=C, left=True, transpose=False) */
+static tpurt_status_t lower_ormqr(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *t = lower_meta(ctx, 0), *tt = lower_meta(ctx, 1), *ct = lower_meta(ctx, 2);
+  TPURT_RETURN_IF_ERROR(check_matrix("torch.ormqr", t, false));
+  TPURT_RETURN_IF_ERROR(check_matrix("torch.ormqr", ct, false));
+  bool left = lower_bool(ctx, 3, true), transpose = lower_bool(ctx, 4, false);
+  mats_t m = mats_of(t), mc = mats_of(ct);
+  int64_t k = tt->rank ? tt->sizes[tt->rank - 1] : 0;
+  int64_t need = left ? mc.rows : mc.cols;
+  if (m.count != mc.count || need != m.rows)
+    return lower_error(TPURT_INVALID_ARGUMENT, "torch.ormqr: incompatible shapes %s and %s",
+                       lower_shape_str(t->rank, t->sizes), lower_shape_str(ct->rank, ct->sizes));
+  ir_value_t a = read_mats(ctx, 0, &m);
+  int64_t td[2] = {m.count, k};
+  ir_value_t tau =
+      ir_reshape(ctx->func, lower_cast(ctx, lower_tensor(ctx, 1), type_of(ctx, a)->dtype), 2, td);
+  ir_value_t c = read_mats(ctx, 2, &mc);
+  lower_set_result(ctx, 0, write_mats(ctx, apply_q(ctx, a, tau, k, c, left, transpose), &mc, ct->dtype));
+  return NULL;
+}
+
 const lower_rule_t lower_decomp_rules[] = {
     LOWER_FN("aten::_cholesky_solve_helper", lower_cholesky_solve_helper),
     LOWER_FN("aten::_linalg_det", lower_linalg_det),
@@ -973,6 +1179,14 @@ const lower_rule_t lower_decomp_rules[] = {
     LOWER_FN("aten::_linalg_svd", lower_linalg_svd),
     LOWER_OUT_FN("aten::_linalg_svd.U", lower_linalg_svd),
     LOWER_OUT_FN("aten::_linalg_solve_ex.result", lower_linalg_solve_ex),
+    LOWER_FN("aten::geqrf", lower_geqrf),
+    LOWER_OUT_FN("aten::geqrf.a", lower_geqrf),
+    LOWER_FN("aten::linalg_householder_product", lower_householder_product),
+    LOWER_OUT_FN("aten::linalg_householder_product.out", lower_householder_product),
+    LOWER_FN("aten::linalg_qr", lower_linalg_qr),
+    LOWER_OUT_FN("aten::linalg_qr.out", lower_linalg_qr),
+    LOWER_FN("aten::ormqr", lower_ormqr),
+    LOWER_OUT_FN("aten::ormqr.out", lower_ormqr),
     LOWER_FN("aten::cholesky", lower_cholesky),
     LOWER_OUT_FN("aten::cholesky.out", lower_cholesky),
     LOWER_FN("aten::cholesky_inverse", lower_cholesky_inverse),
