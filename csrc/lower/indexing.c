@@ -489,6 +489,109 @@ static tpurt_status_t lower_index_copy(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- index_reduce ---===*/
+
+/* index_reduce(self, dim, index, source, reduce, *, include_self=True): the
+** slices of source reduced (prod, mean, amax, amin) into self[index[k]]
+** along dim: index_copy's scatter with a combining body. Without
+** include_self the touched positions start from the reduction's identity;
+** mean divides by the count (self counted if included), flooring for ints. */
+static tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* st = lower_meta(ctx, 3);
+  const char* reduce = lower_str(ctx, 4, "");
+  bool include_self = lower_bool(ctx, 5, true);
+  combine_t combine;
+  bool mean = strcmp(reduce, "mean") == 0;
+  if (mean) {
+    combine = COMBINE_ADD;
+  } else if (strcmp(reduce, "prod") == 0) {
+    combine = COMBINE_MUL;
+  } else if (strcmp(reduce, "amax") == 0) {
+    combine = COMBINE_MAX;
+  } else if (strcmp(reduce, "amin") == 0) {
+    combine = COMBINE_MIN;
+  } else {
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got %s.",
+                       reduce);
+  }
+  if (!st || st->dtype != t->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_reduce_(): self and source expected to have the same dtype");
+  if (!tpurt_dtype_is_float(t->dtype) && t->dtype != TPURT_DTYPE_I64 && !mean && combine != COMBINE_MUL)
+    return lower_error(TPURT_UNIMPLEMENTED, "index_reduce amax/amin over %s", tpurt_dtype_name(t->dtype));
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  int64_t size = t->rank ? t->sizes[dim] : 1, n;
+  ir_value_t idx;
+  TPURT_RETURN_IF_ERROR(index_vector(ctx, 2, "index_reduce_", size, &idx, &n));
+  bool ok = st->rank == t->rank && (t->rank == 0 || st->sizes[dim] == n);
+  for (int32_t d = 0; ok && d < t->rank; ++d) ok = d == dim || st->sizes[d] == t->sizes[d];
+  if (!ok)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_reduce_(): Source/destination tensor must have same slice shapes. Destination "
+                       "slice shape: %s",
+                       lower_shape_str(t->rank, t->sizes));
+  ir_value_t self = lower_tensor(ctx, 0);
+  if (n == 0) {
+    lower_set_result(ctx, 0, self);
+    return NULL;
+  }
+  ir_func_t* f = ctx->func;
+  /* a 0-d self (and source) works as a 1-element vector */
+  int32_t rank = t->rank ? t->rank : 1;
+  int64_t one = 1;
+  const int64_t* sizes = t->rank ? t->sizes : &one;
+  const int64_t* ssizes = t->rank ? st->sizes : &one;
+  ir_value_t src = ir_reshape(f, lower_tensor(ctx, 3), rank, ssizes);
+  self = ir_reshape(f, self, rank, sizes);
+  int64_t id[2] = {n, 1};
+  ir_value_t index = ir_reshape(f, idx, 2, id);
+  ir_scatter_dims_t sd = {0};
+  for (int32_t d = 0; d < rank; ++d)
+    if (d != dim) sd.update_window_dims[sd.num_update_window_dims++] = d;
+  sd.num_inserted = 1;
+  sd.inserted_window_dims[0] = dim;
+  sd.num_scatter_dims_to_operand = 1;
+  sd.scatter_dims_to_operand_dims[0] = dim;
+  sd.index_vector_dim = 1;
+  ir_value_t touched = scatter(ctx, lower_splat(ctx, TPURT_DTYPE_BOOL, rank, sizes, 0.0), index,
+                               lower_splat(ctx, TPURT_DTYPE_BOOL, rank, ssizes, 1.0), &sd, COMBINE_REPLACE);
+  ir_value_t base = self;
+  if (!include_self) {
+    ir_value_t id_value;
+    if (combine == COMBINE_MAX || combine == COMBINE_MIN) {
+      id_value = tpurt_dtype_is_float(t->dtype)
+                     ? lower_splat(ctx, t->dtype, rank, sizes, combine == COMBINE_MAX ? -INFINITY : INFINITY)
+                     : ir_broadcast_in_dim(
+                           f, ir_constant_i64(f, t->dtype, combine == COMBINE_MAX ? INT64_MIN : INT64_MAX),
+                           t->rank, t->sizes, NULL);
+    } else {
+      id_value = lower_splat(ctx, t->dtype, rank, sizes, combine == COMBINE_MUL ? 1.0 : 0.0);
+    }
+    base = ir_select(f, touched, id_value, self);
+  }
+  ir_value_t r = scatter(ctx, base, index, src, &sd, combine);
+  if (mean) {
+    ir_value_t start = lower_splat(ctx, t->dtype, rank, sizes, include_self ? 1.0 : 0.0);
+    ir_value_t counts =
+        scatter(ctx, start, index, lower_splat(ctx, t->dtype, rank, ssizes, 1.0), &sd, COMBINE_ADD);
+    ir_value_t safe = ir_select(f, touched, counts, lower_full_like(ctx, counts, 1.0));
+    ir_value_t q = ir_binary(f, "stablehlo.divide", r, safe);
+    if (!tpurt_dtype_is_float(t->dtype)) { /* floor division (counts are positive) */
+      ir_value_t rem = ir_binary(f, "stablehlo.remainder", r, safe);
+      ir_value_t zero = lower_full_like(ctx, r, 0.0);
+      ir_value_t fix =
+          ir_binary(f, "stablehlo.and", ir_compare(f, IR_NE, rem, zero), ir_compare(f, IR_LT, r, zero));
+      q = ir_select(f, fix, ir_binary(f, "stablehlo.subtract", q, lower_full_like(ctx, q, 1.0)), q);
+    }
+    r = ir_select(f, touched, q, self);
+  }
+  lower_set_result(ctx, 0, ir_reshape(f, r, t->rank, t->sizes));
+  return NULL;
+}
+
 /*===--- index_add ---===*/
 
 /* index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) */
@@ -859,5 +962,7 @@ const lower_rule_t lower_indexing_rules[] = {
     LOWER_FN("aten::scatter_reduce.two", lower_scatter_reduce_two),
     LOWER_OUT_FN("aten::scatter_reduce.two_out", lower_scatter_reduce_two),
     LOWER_OUT_FN("aten::scatter_add.out", lower_scatter_add),
+    LOWER_FN("aten::index_reduce", lower_index_reduce),
+    LOWER_OUT_FN("aten::index_reduce.out", lower_index_reduce),
     LOWER_END,
 };
