@@ -227,6 +227,7 @@ ALLOW = (
     "gather",
     "gcd",
     "ge",
+    "geqrf",
     "gradient",
     "gt",
     "half",
@@ -239,6 +240,10 @@ ALLOW = (
     "index_copy",
     "index_fill",
     "index_put",
+    "index_reduce.amax",
+    "index_reduce.amin",
+    "index_reduce.mean",
+    "index_reduce.prod",
     "index_select",
     "inner",
     "int",
@@ -260,9 +265,12 @@ ALLOW = (
     "lgamma",
     "linalg.cholesky",
     "linalg.cholesky_ex",
+    "linalg.cond",
     "linalg.cross",
     "linalg.det",
     "linalg.diagonal",
+    "linalg.eigvalsh",
+    "linalg.householder_product",
     "linalg.inv",
     "linalg.inv_ex",
     "linalg.lu",
@@ -271,13 +279,21 @@ ALLOW = (
     "linalg.lu_solve",
     "linalg.matrix_norm",
     "linalg.matrix_power",
+    "linalg.matrix_rank",
+    "linalg.matrix_rank.hermitian",
     "linalg.multi_dot",
     "linalg.norm",
     "linalg.norm.subgradients_at_zero",
+    "linalg.pinv",
+    "linalg.pinv.hermitian",
+    "linalg.pinv.singular",
+    "linalg.qr",
     "linalg.slogdet",
     "linalg.solve",
     "linalg.solve_ex",
     "linalg.solve_triangular",
+    "linalg.svd",
+    "linalg.svdvals",
     "linalg.tensorinv",
     "linalg.tensorsolve",
     "linalg.vander",
@@ -464,11 +480,14 @@ ALLOW = (
     "norm",
     "norm.fro",
     "norm.inf",
+    "norm.nuc",
     "ones",
     "ones_like",
+    "ormqr",
     "outer",
     "permute",
     "permute_copy",
+    "pinverse",
     "polygamma.polygamma_n_0",
     "polygamma.polygamma_n_1",
     "polygamma.polygamma_n_2",
@@ -477,6 +496,7 @@ ALLOW = (
     "positive",
     "pow",
     "prod",
+    "qr",
     "quantile",
     "rad2deg",
     "ravel",
@@ -586,6 +606,7 @@ ALLOW = (
     "sub",
     "sum",
     "sum_to_size",
+    "svd",
     "t",
     "t_copy",
     "take",
@@ -780,7 +801,6 @@ SKIP = {
         "random output: the tpu and CPU generators give different streams (the all-entries mode checks "
         "range, tests/test_random_moments.py the moments)"
     ),
-    "geqrf": "falls back to CPU: needs aten::geqrf (no linalg decompositions yet)",
     "grid_sampler_2d": "falls back to CPU: needs aten::grid_sampler_2d (no rule yet)",
     "grid_sampler_3d": "falls back to CPU: needs aten::grid_sampler_3d (no rule yet)",
     "hash_tensor": "falls back to CPU: needs aten::hash_tensor.out",
@@ -793,26 +813,15 @@ SKIP = {
     "igamma": "falls back to CPU: needs aten::igamma.out",
     "igammac": "falls back to CPU: needs aten::igammac.out",
     "imag": "no f32/bf16/f16/i64 support in op_db (dtypes: complex128, complex32, complex64)",
-    "index_reduce.amax": "falls back to CPU: needs aten::index_reduce.out",
-    "index_reduce.amin": "falls back to CPU: needs aten::index_reduce.out",
-    "index_reduce.mean": "falls back to CPU: needs aten::index_reduce.out",
-    "index_reduce.prod": "falls back to CPU: needs aten::index_reduce.out",
     "istft": "no f32/bf16/f16/i64 support in op_db (dtypes: complex128, complex64)",
     "jiterator_2inputs_2outputs": "jiterator is CUDA-only (fails on CPU too)",
     "jiterator_4inputs_with_extra_args": "jiterator is CUDA-only (fails on CPU too)",
     "jiterator_binary": "jiterator is CUDA-only (fails on CPU too)",
     "jiterator_binary_return_by_ref": "jiterator is CUDA-only (fails on CPU too)",
     "jiterator_unary": "jiterator is CUDA-only (fails on CPU too)",
-    "linalg.cond": "falls back to CPU: needs aten::_linalg_svd.U (no linalg decompositions yet)",
     "linalg.eig": "falls back to CPU: needs aten::linalg_eig (no linalg decompositions yet)",
     "linalg.eigh": "falls back to CPU: needs aten::_linalg_eigh.eigenvalues (no linalg decompositions yet)",
     "linalg.eigvals": "falls back to CPU: needs aten::_linalg_eigvals (no linalg decompositions yet)",
-    "linalg.eigvalsh": (
-        "falls back to CPU: needs aten::_linalg_eigh.eigenvalues (no linalg decompositions yet)"
-    ),
-    "linalg.householder_product": (
-        "falls back to CPU: needs aten::linalg_householder_product (no linalg decompositions yet)"
-    ),
     "linalg.ldl_factor": (
         "falls back to CPU: needs aten::linalg_ldl_factor_ex.out (no linalg decompositions yet)"
     ),
@@ -824,19 +833,6 @@ SKIP = {
     "linalg.lstsq.grad_oriented": (
         "falls back to CPU: needs aten::linalg_lstsq.out (no linalg decompositions yet)"
     ),
-    "linalg.matrix_rank": "falls back to CPU: needs aten::_linalg_svd.U (no linalg decompositions yet)",
-    "linalg.matrix_rank.hermitian": (
-        "falls back to CPU: needs aten::_linalg_eigh.eigenvalues (no linalg decompositions yet)"
-    ),
-    "linalg.pinv": "falls back to CPU: needs aten::_linalg_svd.U (no linalg decompositions yet)",
-    "linalg.pinv.hermitian": (
-        "falls back to CPU: needs aten::_linalg_eigh.eigenvalues, aten::_linalg_svd.U (no linalg "
-        "decompositions yet)"
-    ),
-    "linalg.pinv.singular": "falls back to CPU: needs aten::_linalg_svd.U (no linalg decompositions yet)",
-    "linalg.qr": "falls back to CPU: needs aten::linalg_qr.out (no linalg decompositions yet)",
-    "linalg.svd": "falls back to CPU: needs aten::_linalg_svd.U (no linalg decompositions yet)",
-    "linalg.svdvals": "falls back to CPU: needs aten::_linalg_svd.U (no linalg decompositions yet)",
     "log_normal": (
         "random output: the tpu and CPU generators give different streams (the all-entries mode checks "
         "range, tests/test_random_moments.py the moments)"
@@ -895,18 +891,14 @@ SKIP = {
     "nn.functional.silu.complex": "no f32/bf16/f16/i64 support in op_db (dtypes: complex128, complex64)",
     "nn.functional.unfold": "falls back to CPU: needs aten::im2col",
     "nonzero_static": "falls back to CPU: needs aten::nonzero_static",
-    "norm.nuc": "falls back to CPU: needs aten::_linalg_svd.U (no linalg decompositions yet)",
     "normal": "random output: the tpu and CPU generators give different streams",
     "normal.in_place": "random output: the tpu and CPU generators give different streams",
     "normal.number_mean": "random output: the tpu and CPU generators give different streams",
-    "ormqr": "falls back to CPU: needs aten::ormqr (no linalg decompositions yet)",
     "pca_lowrank": (
         "falls back to CPU: needs aten::_linalg_svd.U, aten::linalg_qr.out (no linalg decompositions yet)"
     ),
-    "pinverse": "falls back to CPU: needs aten::_linalg_svd.U (no linalg decompositions yet)",
     "polar": "complex dtypes: tpu has no complex storage",
     "put": "falls back to CPU: needs aten::put_",
-    "qr": "falls back to CPU: needs aten::linalg_qr.out (no linalg decompositions yet)",
     "rand_like": "random output: the tpu and CPU generators give different streams",
     "randint": "random output: the tpu and CPU generators give different streams",
     "randint_like": "random output: the tpu and CPU generators give different streams",
@@ -916,7 +908,6 @@ SKIP = {
     "sparse.sampled_addmm": "sparse layouts are not supported on tpu",
     "special.airy_ai": "falls back to CPU: needs aten::special_airy_ai.out",
     "stft": "falls back to CPU: needs aten::_fft_r2c, aten::reflection_pad1d.out",
-    "svd": "falls back to CPU: needs aten::_linalg_svd.U (no linalg decompositions yet)",
     "svd_lowrank": (
         "falls back to CPU: needs aten::_linalg_svd.U, aten::linalg_qr.out (no linalg decompositions yet)"
     ),

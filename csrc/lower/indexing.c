@@ -592,6 +592,90 @@ static tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- put / masked_scatter ---===*/
+
+/* put(self, index, source, accumulate=False): self read as 1-D gets source
+** at |index| (negative counts from the end), written or added */
+static tpurt_status_t lower_put(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *t = lower_meta(ctx, 0), *it = lower_meta(ctx, 1), *st = lower_meta(ctx, 2);
+  if (it->dtype != TPURT_DTYPE_I64)
+    return lower_error(TPURT_INVALID_ARGUMENT, "put_(): Expected a long tensor for index, but got %s",
+                       tpurt_dtype_name(it->dtype));
+  if (st->dtype != t->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "put_(): self and source expected to have the same dtype, but got self.dtype = %s and "
+                       "source.dtype = %s",
+                       tpurt_dtype_name(t->dtype), tpurt_dtype_name(st->dtype));
+  int64_t n = numel_of(t->rank, t->sizes), k = numel_of(it->rank, it->sizes);
+  if (numel_of(st->rank, st->sizes) != k)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "put_(): Expected source and index to have the same number of elements, but got source.numel() "
+        "= %lld, index.numel() = %lld",
+        (long long)numel_of(st->rank, st->sizes), (long long)k);
+  ir_value_t self = lower_tensor(ctx, 0);
+  if (k == 0) {
+    lower_set_result(ctx, 0, self);
+    return NULL;
+  }
+  if (n == 0) return lower_error(TPURT_OUT_OF_RANGE, "put_(): Tried to put elements into an empty tensor");
+  ir_func_t* f = ctx->func;
+  ir_value_t flat = ir_reshape(f, self, 1, &n);
+  int64_t id[2] = {k, 1};
+  ir_value_t idx = ir_reshape(f, lower_tensor(ctx, 1), 2, id);
+  idx = ir_select(f, ir_compare(f, IR_LT, idx, lower_full_like(ctx, idx, 0.0)),
+                  ir_binary(f, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)n)), idx);
+  ir_value_t src = ir_reshape(f, lower_tensor(ctx, 2), 1, &k);
+  ir_scatter_dims_t sd = {0};
+  sd.num_inserted = 1;
+  sd.inserted_window_dims[0] = 0;
+  sd.num_scatter_dims_to_operand = 1;
+  sd.scatter_dims_to_operand_dims[0] = 0;
+  sd.index_vector_dim = 1;
+  bool acc = lower_bool(ctx, 3, false);
+  ir_value_t r = scatter(ctx, flat, idx, src, &sd, acc ? COMBINE_ADD : COMBINE_REPLACE);
+  lower_set_result(ctx, 0, ir_reshape(f, r, t->rank, t->sizes));
+  return NULL;
+}
+
+/* masked_scatter(self, mask, source): the positions where the (broadcast)
+** mask is true take source's elements in order: element i of them is
+** source.flatten()[running count of the mask up to i, minus 1] */
+static tpurt_status_t lower_masked_scatter(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *t = lower_meta(ctx, 0), *mt = lower_meta(ctx, 1), *st = lower_meta(ctx, 2);
+  if (mt->dtype != TPURT_DTYPE_BOOL)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "masked_scatter_ only supports boolean masks, but got mask with dtype %s",
+                       tpurt_dtype_name(mt->dtype));
+  if (st->dtype != t->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "masked_scatter_: expected self and source to have same dtypes but got %s and %s",
+                       tpurt_dtype_name(t->dtype), tpurt_dtype_name(st->dtype));
+  ir_func_t* f = ctx->func;
+  int64_t n = numel_of(t->rank, t->sizes), k = numel_of(st->rank, st->sizes);
+  ir_value_t self = lower_tensor(ctx, 0);
+  if (n == 0 || k == 0) { /* nothing to take (CPU requires enough source elements) */
+    lower_set_result(ctx, 0, self);
+    return NULL;
+  }
+  ir_value_t mask = lower_broadcast_to(ctx, lower_tensor(ctx, 1), t->rank, t->sizes);
+  ir_value_t m = ir_reshape(f, ir_convert(f, mask, TPURT_DTYPE_I64), 1, &n);
+  ir_value_t pos = ir_binary(f, "stablehlo.subtract", lower_cumsum(ctx, m, 0), lower_full_like(ctx, m, 1.0));
+  pos = ir_clamp(f, ir_constant_i64(f, TPURT_DTYPE_I64, 0), pos, ir_constant_i64(f, TPURT_DTYPE_I64, k - 1));
+  int64_t id[2] = {n, 1};
+  ir_gather_dims_t g = {0};
+  g.num_collapsed = 1;
+  g.collapsed_slice_dims[0] = 0;
+  g.num_start_index_map = 1;
+  g.start_index_map[0] = 0;
+  g.index_vector_dim = 1;
+  g.slice_sizes[0] = 1;
+  ir_value_t taken = ir_gather(f, ir_reshape(f, lower_tensor(ctx, 2), 1, &k), ir_reshape(f, pos, 2, id), &g);
+  taken = ir_reshape(f, taken, t->rank, t->sizes);
+  lower_set_result(ctx, 0, ir_select(f, mask, taken, self));
+  return NULL;
+}
+
 /*===--- index_add ---===*/
 
 /* index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) */
@@ -963,6 +1047,10 @@ const lower_rule_t lower_indexing_rules[] = {
     LOWER_OUT_FN("aten::scatter_reduce.two_out", lower_scatter_reduce_two),
     LOWER_OUT_FN("aten::scatter_add.out", lower_scatter_add),
     LOWER_FN("aten::index_reduce", lower_index_reduce),
+    LOWER_FN("aten::masked_scatter", lower_masked_scatter),
+    LOWER_OUT_FN("aten::masked_scatter.out", lower_masked_scatter),
+    LOWER_FN("aten::put", lower_put),
+    LOWER_OUT_FN("aten::put.out", lower_put),
     LOWER_OUT_FN("aten::index_reduce.out", lower_index_reduce),
     LOWER_END,
 };
