@@ -71,6 +71,43 @@ static tpurt_status_t lower_nonzero(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* nonzero_static(self, *, size, fill_value=-1) -> [size, rank] int64: the
+** first |size| nonzero coordinates (a static size: no counting pass), the
+** rows past the count filled with fill_value. */
+static tpurt_status_t lower_nonzero_static(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t size = lower_int(ctx, 1, 0), fill = lower_int(ctx, 2, -1);
+  if (size < 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "nonzero_static: 'size' must be an non-negative integer");
+  ir_func_t* f = ctx->func;
+  int64_t out_dims[2] = {size, t->rank};
+  int64_t n = 1;
+  for (int32_t i = 0; i < t->rank; ++i) n *= t->sizes[i];
+  if (size == 0 || t->rank == 0 || n == 0) {
+    lower_set_result(ctx, 0, lower_splat(ctx, TPURT_DTYPE_I64, 2, out_dims, (double)fill));
+    return NULL;
+  }
+  ir_value_t mask = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL), 1, &n);
+  ir_value_t flat = compact(ctx, mask, ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 1, &n), 0), size);
+  ir_value_t cols[TPURT_MAX_RANK];
+  int64_t stride = 1;
+  int64_t col_dims[2] = {size, 1};
+  for (int32_t d = t->rank - 1; d >= 0; --d) {
+    ir_value_t c = ir_binary(f, "stablehlo.divide", flat, lower_full_like(ctx, flat, (double)stride));
+    c = ir_binary(f, "stablehlo.remainder", c, lower_full_like(ctx, c, (double)t->sizes[d]));
+    cols[d] = ir_reshape(f, c, 2, col_dims);
+    stride *= t->sizes[d];
+  }
+  ir_value_t coords = t->rank == 1 ? cols[0] : ir_concatenate(f, cols, t->rank, 1);
+  int64_t all = 0;
+  ir_value_t count = ir_reduce(f, lower_cast(ctx, mask, TPURT_DTYPE_I64),
+                               ir_constant_i64(f, TPURT_DTYPE_I64, 0), &all, 1, IR_REDUCE_ADD);
+  ir_value_t row = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 2, out_dims), 0);
+  ir_value_t past = ir_compare(f, IR_GE, row, ir_broadcast_in_dim(f, count, 2, out_dims, NULL));
+  lower_set_result(ctx, 0, ir_select(f, past, lower_full_like(ctx, coords, (double)fill), coords));
+  return NULL;
+}
+
 /* masked_select(self, mask) -> [count]: the count is of |mask| alone and
 ** scales with broadcasting, which only repeats it. */
 static tpurt_status_t lower_masked_select(lower_ctx_t* ctx) {
@@ -98,6 +135,7 @@ static tpurt_status_t lower_masked_select(lower_ctx_t* ctx) {
 const lower_rule_t lower_selection_rules[] = {
     LOWER_COUNTED_FN("aten::masked_select", lower_masked_select, 1),
     LOWER_COUNTED_FN("aten::nonzero", lower_nonzero, 0),
+    LOWER_KEYED_FN("aten::nonzero_static", lower_nonzero_static),
     LOWER_FN("tpurt::count_nonzero", lower_count_nonzero),
     LOWER_END,
 };
