@@ -895,6 +895,111 @@ static tpurt_status_t lower_polygamma(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- regularized incomplete gamma ---===*/
+
+#define IGAMMA_MAX_ITERS 2000
+
+/* P(a, x) (or Q = 1 - P when |upper|), for a > 0, x > 0, in f64 where the
+** platform has it: the power series of P below x = a + 1, Lentz's continued
+** fraction of Q above, both iterated as one stablehlo.while until every
+** element has converged. */
+static ir_value_t igamma_core(lower_ctx_t* ctx, ir_value_t a, ir_value_t x, bool upper) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = ir_value_type(f, a);
+  double eps = t->dtype == TPURT_DTYPE_F64 ? 1e-16 : 1e-8, tiny = 1e-300;
+  if (t->dtype != TPURT_DTYPE_F64) tiny = 1e-30;
+  int64_t all[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < t->rank; ++i) all[i] = i;
+  ir_value_t one = k(ctx, a, 1.0);
+  ir_value_t inv_a = dv(ctx, one, a);
+  ir_value_t b0 = add(ctx, sub(ctx, x, a), one);
+  ir_value_t init[7] = {ir_constant_i64(f, TPURT_DTYPE_I32, 1),
+                        inv_a,                 /* series sum */
+                        inv_a,                 /* series term */
+                        b0,                    /* Lentz b */
+                        k(ctx, a, 1.0 / tiny), /* c */
+                        dv(ctx, one, b0),      /* d */
+                        dv(ctx, one, b0)},     /* h */
+      args[7], out[7];
+  ir_region_op_t w = ir_while_begin(f, init, 7, args);
+  ir_value_t go =
+      ir_binary(f, "stablehlo.and", ir_compare(f, IR_GT, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 0)),
+                ir_compare(f, IR_LT, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, IGAMMA_MAX_ITERS)));
+  ir_region_end(f, &go, 1);
+  ir_while_body(f, &w, args);
+  ir_value_t fi = ir_broadcast_in_dim(f, ir_convert(f, args[0], t->dtype), t->rank, t->dims, NULL);
+  /* series: term *= x / (a + i) */
+  ir_value_t term = mul(ctx, args[2], dv(ctx, x, add(ctx, a, fi)));
+  ir_value_t sum = add(ctx, args[1], term);
+  ir_value_t s_done = ir_compare(f, IR_LT, un(ctx, "stablehlo.abs", term),
+                                 mul(ctx, un(ctx, "stablehlo.abs", sum), k(ctx, a, eps)));
+  /* Lentz: an = -i (i - a), b += 2 */
+  ir_value_t an = un(ctx, "stablehlo.negate", mul(ctx, fi, sub(ctx, fi, a)));
+  ir_value_t b = add(ctx, args[3], k(ctx, a, 2.0));
+  ir_value_t d = add(ctx, mul(ctx, an, args[5]), b);
+  d = where(ctx, IR_LT, un(ctx, "stablehlo.abs", d), tiny, k(ctx, a, tiny), d);
+  ir_value_t c = add(ctx, b, dv(ctx, an, args[4]));
+  c = where(ctx, IR_LT, un(ctx, "stablehlo.abs", c), tiny, k(ctx, a, tiny), c);
+  d = dv(ctx, one, d);
+  ir_value_t del = mul(ctx, d, c);
+  ir_value_t h = mul(ctx, args[6], del);
+  ir_value_t c_done = ir_compare(f, IR_LT, un(ctx, "stablehlo.abs", sub(ctx, del, one)), k(ctx, a, eps));
+  ir_value_t in_series = ir_compare(f, IR_LT, x, add(ctx, a, one));
+  ir_value_t done = ir_select(f, in_series, s_done, c_done);
+  /* NaN inputs never converge: count them done */
+  done = ir_binary(f, "stablehlo.or", done, ir_unary(f, "stablehlo.not", ir_compare(f, IR_EQ, sum, sum)));
+  done = ir_binary(f, "stablehlo.or", done, ir_unary(f, "stablehlo.not", ir_compare(f, IR_EQ, h, h)));
+  ir_value_t all_done =
+      ir_reduce(f, done, ir_constant_i64(f, TPURT_DTYPE_BOOL, 1), all, t->rank, IR_REDUCE_AND);
+  ir_value_t next_i = ir_binary(f, "stablehlo.add", args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 1));
+  next_i = ir_select(f, all_done, ir_constant_i64(f, TPURT_DTYPE_I32, -1), next_i);
+  ir_value_t next[7] = {next_i, sum, term, b, c, d, h};
+  ir_region_end(f, next, 7);
+  ir_while_end(f, &w, out);
+  /* prefactor e^(a ln x - x - lgamma(a)) */
+  ir_value_t pre =
+      un(ctx, "stablehlo.exponential",
+         sub(ctx, sub(ctx, mul(ctx, a, un(ctx, "stablehlo.log", x)), x), ir_unary(f, "chlo.lgamma", a)));
+  ir_value_t p_series = mul(ctx, out[1], pre), q_cf = mul(ctx, out[6], pre);
+  ir_value_t use_series = ir_compare(f, IR_LT, x, add(ctx, a, one));
+  if (upper) return ir_select(f, use_series, sub(ctx, one, p_series), q_cf);
+  return ir_select(f, use_series, p_series, sub(ctx, one, q_cf));
+}
+
+/* igamma(a, x) / igammac(a, x), with CPU's special cases */
+static ir_value_t igamma_full(lower_ctx_t* ctx, ir_value_t a, ir_value_t x, bool upper) {
+  ir_func_t* f = ctx->func;
+  ir_value_t safe_a = where(ctx, IR_GT, a, 0.0, a, k(ctx, a, 1.0));
+  ir_value_t safe_x = where(ctx, IR_GT, x, 0.0, x, k(ctx, x, 1.0));
+  safe_a = where(ctx, IR_EQ, un(ctx, "stablehlo.abs", safe_a), INFINITY, k(ctx, a, 1.0), safe_a);
+  safe_x = where(ctx, IR_EQ, un(ctx, "stablehlo.abs", safe_x), INFINITY, k(ctx, x, 1.0), safe_x);
+  ir_value_t r = igamma_core(ctx, safe_a, safe_x, upper);
+  double lo = upper ? 1.0 : 0.0, hi = upper ? 0.0 : 1.0; /* values at x = 0 and x = inf */
+  ir_value_t a_inf = ir_compare(f, IR_EQ, a, k(ctx, a, INFINITY));
+  ir_value_t x_inf = ir_compare(f, IR_EQ, x, k(ctx, x, INFINITY));
+  r = ir_select(f, x_inf, k(ctx, x, hi), r);
+  r = ir_select(f, a_inf, ir_select(f, x_inf, k(ctx, x, NAN), k(ctx, x, lo)), r);
+  r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, lo), r);
+  ir_value_t a0 = ir_compare(f, IR_EQ, a, k(ctx, a, 0.0));
+  r = ir_select(f, a0, where(ctx, IR_GT, x, 0.0, k(ctx, x, hi), k(ctx, x, NAN)), r);
+  ir_value_t neg = ir_binary(f, "stablehlo.or", ir_compare(f, IR_LT, a, k(ctx, a, 0.0)),
+                             ir_compare(f, IR_LT, x, k(ctx, x, 0.0)));
+  r = ir_select(f, neg, k(ctx, x, NAN), r);
+  ir_value_t any_nan = ir_binary(f, "stablehlo.or", is_nan(ctx, a), is_nan(ctx, x));
+  return ir_select(f, any_nan, k(ctx, x, NAN), r);
+}
+
+static tpurt_status_t igamma_rule(lower_ctx_t* ctx, bool upper) {
+  int32_t idx[2] = {0, 1};
+  tpurt_dtype_t dt = float_of(lower_result_type(ctx, idx, 2));
+  ir_value_t v[2];
+  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, precise_dtype(ctx, dt), v));
+  lower_set_result(ctx, 0, lower_cast(ctx, igamma_full(ctx, v[0], v[1], upper), dt));
+  return NULL;
+}
+static tpurt_status_t lower_igamma(lower_ctx_t* ctx) { return igamma_rule(ctx, false); }
+static tpurt_status_t lower_igammac(lower_ctx_t* ctx) { return igamma_rule(ctx, true); }
+
 const lower_rule_t lower_special_rules[] = {
     LOWER_FN("aten::copysign.Scalar", lower_copysign),
     LOWER_FN("aten::copysign.Tensor", lower_copysign),
@@ -912,6 +1017,10 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_FN("aten::frexp.Tensor", lower_frexp),
     LOWER_OUT_FN("aten::frexp.Tensor_out", lower_frexp),
     LOWER_FN("aten::heaviside", lower_heaviside),
+    LOWER_FN("aten::igamma", lower_igamma),
+    LOWER_OUT_FN("aten::igamma.out", lower_igamma),
+    LOWER_FN("aten::igammac", lower_igammac),
+    LOWER_OUT_FN("aten::igammac.out", lower_igammac),
     LOWER_OUT_FN("aten::heaviside.out", lower_heaviside),
     LOWER_FN("aten::hypot", lower_hypot),
     LOWER_OUT_FN("aten::hypot.out", lower_hypot),
