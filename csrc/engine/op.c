@@ -504,7 +504,7 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
   }
   ctx->num_args = schema_n - num_outs;
 
-  status = rule->fn(ctx);
+  status = lower_rule_run(rule, ctx);
   if (status) goto done;
 
   plan_output_t outputs[TPURT_MAX_RESULTS + LOWER_MAX_FLAT_ARGS];

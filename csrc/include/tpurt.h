@@ -118,7 +118,7 @@ typedef struct tpurt_config_s {
   const char* cache_dir;       /* TORCH_TPU_CACHE_DIR, or NULL for the default; "0": off */
   uint64_t cache_memory_bytes; /* TORCH_TPU_CACHE_MEMORY_BYTES, default 1 GiB */
   uint64_t cache_disk_bytes;   /* TORCH_TPU_CACHE_DISK_BYTES, default 2 GiB; 0: no cap */
-  uint64_t sdpa_block_bytes;   /* TORCH_TPU_SDPA_BLOCK_BYTES; 0 (default): one block */
+  uint64_t sdpa_block_bytes;   /* TORCH_TPU_SDPA_BLOCK_BYTES; 0: the measured defaults (attention.c) */
   bool cudnn_sdpa;             /* TORCH_TPU_CUDNN_SDPA: cuDNN attention on a CUDA plugin, default on */
   const char* pjrt_options;    /* TORCH_TPU_PJRT_OPTIONS (client options; parsed by the pjrt room), or NULL */
   const char* xla_options;     /* TORCH_TPU_XLA_OPTIONS (compile options; parsed by the pjrt room), or NULL */

@@ -333,7 +333,8 @@ static tpurt_status_t lower_convolution(lower_ctx_t* ctx) {
 /* convolution_backward(grad_output, input, weight, bias_sizes?, stride,
 ** padding, dilation, transposed, output_padding, groups, output_mask);
 ** the _overrideable form has no bias_sizes (|first| is where stride is). */
-static tpurt_status_t conv_backward(lower_ctx_t* ctx, int32_t first) {
+static tpurt_status_t conv_backward(lower_ctx_t* ctx) {
+  int32_t first = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* dyt = lower_meta(ctx, 0);
   const tpurt_tensor_t* in = lower_meta(ctx, 1);
   const tpurt_tensor_t* w = lower_meta(ctx, 2);
@@ -378,11 +379,6 @@ static tpurt_status_t conv_backward(lower_ctx_t* ctx, int32_t first) {
   else
     lower_set_undefined(ctx, 2);
   return NULL;
-}
-
-static tpurt_status_t lower_convolution_backward(lower_ctx_t* ctx) { return conv_backward(ctx, 4); }
-static tpurt_status_t lower_convolution_backward_overrideable(lower_ctx_t* ctx) {
-  return conv_backward(ctx, 3);
 }
 
 /* im2col(self [N, C, H, W] | [C, H, W], kernel_size, dilation, padding,
@@ -451,8 +447,8 @@ const lower_rule_t lower_conv_rules[] = {
     LOWER_FN("aten::im2col", lower_im2col),
     LOWER_OUT_FN("aten::im2col.out", lower_im2col),
     LOWER_FN("aten::convolution", lower_convolution),
-    LOWER_FN("aten::convolution_backward", lower_convolution_backward),
-    LOWER_FN("aten::convolution_backward_overrideable", lower_convolution_backward_overrideable),
+    LOWER_FN_WITH("aten::convolution_backward", conv_backward, .num = {4}),
+    LOWER_FN_WITH("aten::convolution_backward_overrideable", conv_backward, .num = {3}),
     LOWER_FN("aten::convolution_overrideable", lower_convolution),
     LOWER_END,
 };

@@ -388,9 +388,11 @@ static tpurt_status_t lower_linalg_cross(lower_ctx_t* ctx) {
 }
 
 const lower_rule_t lower_linalg_rules[] = {
-    /* p picks the program: keyed */
-    {"aten::_cdist_forward", lower_cdist, LOWER_FUNCTIONAL, true, -1},
     LOWER_KEYED_FN("aten::_pdist_forward", lower_pdist),
+    LOWER_FN("aten::linalg_cross", lower_linalg_cross),
+    LOWER_OUT_FN("aten::linalg_cross.out", lower_linalg_cross),
+    /* p picks the program: keyed */
+    LOWER_KEYED_FN("aten::_cdist_forward", lower_cdist),
     LOWER_FN("aten::addbmm", lower_addbmm),
     LOWER_OUT_FN("aten::addbmm.out", lower_addbmm),
     LOWER_FN("aten::vdot", lower_dot), /* real dtypes only: no conjugate */
@@ -403,8 +405,6 @@ const lower_rule_t lower_linalg_rules[] = {
     LOWER_FN("aten::bmm", lower_bmm),
     LOWER_OUT_FN("aten::bmm.out", lower_bmm),
     LOWER_FN("aten::dot", lower_dot),
-    LOWER_FN("aten::linalg_cross", lower_linalg_cross),
-    LOWER_OUT_FN("aten::linalg_cross.out", lower_linalg_cross),
     LOWER_FN("aten::mm", lower_mm),
     LOWER_OUT_FN("aten::mm.out", lower_mm),
     LOWER_END,

@@ -23,6 +23,17 @@ typedef enum lower_variant_e {
   LOWER_OUT,            /* results are written into the trailing out= args */
 } lower_variant_t;
 
+/* The constants a row hands to a rule function that several rows share
+** (which comparison, which StableHLO op, how many spatial dims...), read
+** with lower_rule_str / lower_rule_int / lower_rule_real. They replace a
+** one-line wrapper function per row. */
+#define LOWER_RULE_MAX_INTS 5
+typedef struct lower_rule_data_s {
+  const char* str;                  /* an op name or mode */
+  int64_t num[LOWER_RULE_MAX_INTS]; /* ints, bools and enums, in the rule's order */
+  double real;
+} lower_rule_data_t;
+
 typedef struct lower_rule_s {
   const char* name; /* "aten::add.Tensor" */
   lower_fn_t fn;
@@ -35,22 +46,37 @@ typedef struct lower_rule_s {
   ** the count as one extra trailing INT arg (so it is part of the key).
   ** -1 for ordinary ops. */
   int8_t count_arg;
+  lower_rule_data_t data; /* the *_WITH rows' constants; zero otherwise */
 } lower_rule_t;
 
 /* Table rows, one line per aten overload. */
-#define LOWER_FN(name, fn) {name, fn, LOWER_FUNCTIONAL, false, -1}
-#define LOWER_INPLACE_FN(name, fn) {name, fn, LOWER_INPLACE, false, -1}
-#define LOWER_OUT_FN(name, fn) {name, fn, LOWER_OUT, false, -1}
+#define LOWER_FN(op, f) {.name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .count_arg = -1}
+#define LOWER_INPLACE_FN(op, f) {.name = op, .fn = f, .variant = LOWER_INPLACE, .count_arg = -1}
+#define LOWER_OUT_FN(op, f) {.name = op, .fn = f, .variant = LOWER_OUT, .count_arg = -1}
 /* A row whose number args are program attributes (see numbers_in_key). */
-#define LOWER_KEYED_OUT_FN(name, fn) {name, fn, LOWER_OUT, true, -1}
-#define LOWER_KEYED_FN(name, fn) {name, fn, LOWER_FUNCTIONAL, true, -1}
+#define LOWER_KEYED_OUT_FN(op, f) \
+  {.name = op, .fn = f, .variant = LOWER_OUT, .numbers_in_key = true, .count_arg = -1}
+#define LOWER_KEYED_FN(op, f) \
+  {.name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .numbers_in_key = true, .count_arg = -1}
 /* A row whose output size is the nonzero count of tensor arg |arg|. */
-#define LOWER_COUNTED_FN(name, fn, arg) {name, fn, LOWER_FUNCTIONAL, false, arg}
-#define LOWER_END {NULL, NULL, LOWER_FUNCTIONAL, false, -1}
+#define LOWER_COUNTED_FN(op, f, arg) {.name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .count_arg = arg}
+#define LOWER_END {.name = NULL, .fn = NULL, .count_arg = -1}
+/* Rows that hand |f| constants, given as designated initializers of
+** lower_rule_data_t: LOWER_FN_WITH("aten::eq.Tensor", compare, .num = {IR_EQ}). */
+#define LOWER_FN_WITH(op, f, ...)                                                              \
+  {                                                                                            \
+    .name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .count_arg = -1, .data = { __VA_ARGS__ } \
+  }
+#define LOWER_OUT_FN_WITH(op, f, ...)                                                   \
+  {                                                                                     \
+    .name = op, .fn = f, .variant = LOWER_OUT, .count_arg = -1, .data = { __VA_ARGS__ } \
+  }
 
 /* Finds the rule for |name|. "aten::x_.ov" with no row of its own resolves to
 ** the functional "aten::x.ov" as LOWER_INPLACE. NULL if there is none. */
 const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch);
+/* Runs |rule| over |ctx| (which remembers the rule for lower_rule_*). */
+tpurt_status_t lower_rule_run(const lower_rule_t* rule, lower_ctx_t* ctx);
 
 /*===------------------------------------------------------------------===*/
 /* The context a rule works in                                            */
@@ -102,10 +128,20 @@ struct lower_ctx_s {
   ** unknown): rules that call a platform's own kernels (cuDNN attention)
   ** check it. The engine fills it from the client; tests may set it. */
   const char* platform;
+  /* The row being run (lower_rule_run sets it): its constant is what
+  ** lower_rule_int/str/real read. */
+  const lower_rule_t* rule;
   /* Engine hooks: how a tensor arg becomes a value. */
   void* engine;
   ir_value_t (*read_tensor)(lower_ctx_t* ctx, int32_t flat_index);
 };
+
+/* The constants of the row being run (LOWER_*_WITH): its string, its int
+** |k| (< LOWER_RULE_MAX_INTS), its real; NULL / 0 / 0.0 when the row has
+** none or no row is running. */
+int64_t lower_rule_int(const lower_ctx_t* ctx, int32_t k);
+const char* lower_rule_str(const lower_ctx_t* ctx);
+double lower_rule_real(const lower_ctx_t* ctx);
 
 /* Arguments. |i| is the schema position. */
 const tpurt_arg_t* lower_arg(const lower_ctx_t* ctx, int32_t i);
