@@ -14,7 +14,7 @@
 #include "../ir/ir.h"
 
 typedef struct lower_ctx_s lower_ctx_t;
-typedef tpurt_status_t (*lower_fn_t)(lower_ctx_t* ctx);
+typedef TPURT_MUST_USE tpurt_status_t (*lower_fn_t)(lower_ctx_t* ctx);
 
 /* How a table row relates to the op's schema. */
 typedef enum lower_variant_e {
@@ -201,7 +201,7 @@ bool lower_bool_list_item(const lower_ctx_t* ctx, int32_t i, int32_t k, bool if_
 ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim);
 
 /* A status naming nothing (the engine prefixes the op name). */
-tpurt_status_t lower_error(tpurt_status_code_t code, const char* fmt, ...)
+TPURT_MUST_USE tpurt_status_t lower_error(tpurt_status_code_t code, const char* fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
@@ -221,8 +221,8 @@ tpurt_dtype_t lower_result_type(const lower_ctx_t* ctx, const int32_t* args, int
 bool lower_can_cast(tpurt_dtype_t from, tpurt_dtype_t to);
 
 /* Broadcast shapes as PyTorch does; error names both shapes. */
-tpurt_status_t lower_broadcast_shapes(int32_t rank_a, const int64_t* a, int32_t rank_b, const int64_t* b,
-                                      int32_t* out_rank, int64_t* out);
+TPURT_MUST_USE tpurt_status_t lower_broadcast_shapes(int32_t rank_a, const int64_t* a, int32_t rank_b,
+                                                     const int64_t* b, int32_t* out_rank, int64_t* out);
 /* Broadcasts |x| to |rank|/|dims| (numpy rules: align right). */
 ir_value_t lower_broadcast_to(lower_ctx_t* ctx, ir_value_t x, int32_t rank, const int64_t* dims);
 /* Converts |x| to |dtype| if needed. */
@@ -236,7 +236,7 @@ ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, cons
 tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel);
 /* Wraps a possibly negative dim; error "Dimension out of range (expected to
 ** be in range of [-r, r-1], but got d)". */
-tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim);
+TPURT_MUST_USE tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim);
 /* PyTorch's C++ name of a dtype for messages: "float", "c10::BFloat16"... */
 const char* lower_dtype_cpp_name(tpurt_dtype_t dtype);
 /* The shape string "[2, 3]" for messages (static buffer per thread). */

@@ -153,7 +153,7 @@ static char* lower_case(const sdpa_case_t* c, bool backward) {
     fprintf(stderr, "  lowering %s failed: %s\n", ctx->op_name, tpurt_status_message(s));
     tpurt_status_free(s);
   }
-  ir_func_destroy(ctx->func);
+  ir_func_free(ctx->func);
   free(hs);
   return text;
 }
