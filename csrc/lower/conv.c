@@ -381,7 +381,71 @@ static tpurt_status_t conv_backward(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* im2col(self [N, C, H, W] | [C, H, W], kernel_size, dilation, padding,
+** stride) -> [N, C * kh * kw, L]: for each kernel offset (i, j), a strided
+** slice of the zero-padded input (exact: no products, so inf and NaN stay
+** where they are), stacked after the channel dim. */
+static tpurt_status_t lower_im2col(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t k[2], dil[2], pad[2], st[2];
+  const char* what[4] = {"kernel_size", "dilation", "padding", "stride"};
+  int64_t* dst[4] = {k, dil, pad, st};
+  for (int32_t a = 0; a < 4; ++a)
+    if (lower_ints(ctx, 1 + a, dst[a], 2) != 2)
+      return lower_error(TPURT_INVALID_ARGUMENT, "im2col(): It is expected %s equals to 2, but got size %d",
+                         what[a], (int)lower_ints(ctx, 1 + a, dst[a], 2));
+  if (t->rank != 3 && t->rank != 4)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other non-zero "
+                       "dimensions for input, but got: %s",
+                       lower_shape_str(t->rank, t->sizes));
+  for (int32_t i = 0; i < 2; ++i)
+    if (k[i] <= 0 || dil[i] <= 0 || st[i] <= 0 || pad[i] < 0)
+      return lower_error(
+          TPURT_INVALID_ARGUMENT,
+          "im2col(): kernel size, dilation and stride should be greater than zero, padding non-negative");
+  int64_t n = t->rank == 4 ? t->sizes[0] : 1, c = t->sizes[t->rank - 3];
+  int64_t h = t->sizes[t->rank - 2], w = t->sizes[t->rank - 1];
+  int64_t oh = (h + 2 * pad[0] - dil[0] * (k[0] - 1) - 1) / st[0] + 1;
+  int64_t ow = (w + 2 * pad[1] - dil[1] * (k[1] - 1) - 1) / st[1] + 1;
+  if (oh < 1 || ow < 1)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "Given input with spatial size (%lld, %lld), kernel_size=(%lld, %lld), dilation=(%lld, %lld), "
+        "padding=(%lld, %lld), calculated shape of the array of sliding blocks as (%lld, %lld), but "
+        "its components must be at least one.",
+        (long long)h, (long long)w, (long long)k[0], (long long)k[1], (long long)dil[0], (long long)dil[1],
+        (long long)pad[0], (long long)pad[1], (long long)oh, (long long)ow);
+  ir_func_t* f = ctx->func;
+  int64_t xd[4] = {n, c, h, w};
+  ir_value_t x = ir_reshape(f, lower_tensor(ctx, 0), 4, xd);
+  int64_t lo[4] = {0, 0, pad[0], pad[1]}, in[4] = {0, 0, 0, 0};
+  ir_value_t zero =
+      tpurt_dtype_is_float(t->dtype) ? ir_constant_f64(f, t->dtype, 0.0) : ir_constant_i64(f, t->dtype, 0);
+  x = ir_pad(f, x, zero, lo, lo, in);
+  int64_t kk = k[0] * k[1];
+  ir_value_t* cols = tpurt_xmalloc(sizeof(ir_value_t) * (size_t)kk);
+  int64_t one5[5] = {n, c, 1, oh, ow};
+  for (int64_t i = 0; i < k[0]; ++i) {
+    for (int64_t j = 0; j < k[1]; ++j) {
+      int64_t s0[4] = {0, 0, i * dil[0], j * dil[1]};
+      int64_t l0[4] = {n, c, s0[2] + (oh - 1) * st[0] + 1, s0[3] + (ow - 1) * st[1] + 1};
+      int64_t step[4] = {1, 1, st[0], st[1]};
+      cols[i * k[1] + j] = ir_reshape(f, ir_slice(f, x, s0, l0, step), 5, one5);
+    }
+  }
+  ir_value_t stacked = ir_concatenate(f, cols, (int32_t)kk, 2);
+  free(cols);
+  int64_t od[3] = {n, c * kk, oh * ow};
+  ir_value_t r = ir_reshape(f, stacked, 3, od);
+  if (t->rank == 3) r = ir_reshape(f, r, 2, od + 1);
+  lower_set_result(ctx, 0, r);
+  return NULL;
+}
+
 const lower_rule_t lower_conv_rules[] = {
+    LOWER_FN("aten::im2col", lower_im2col),
+    LOWER_OUT_FN("aten::im2col.out", lower_im2col),
     LOWER_FN("aten::convolution", lower_convolution),
     LOWER_FN_WITH("aten::convolution_backward", conv_backward, .num = {4}),
     LOWER_FN_WITH("aten::convolution_backward_overrideable", conv_backward, .num = {3}),

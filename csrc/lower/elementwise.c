@@ -188,6 +188,75 @@ static tpurt_status_t bitwise(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* bitwise_left_shift / bitwise_right_shift: StableHLO's shifts already give
+** what CPU gives for counts outside [0, bits): 0 to the left, the sign bit
+** to the right (a count is read as unsigned, so a negative one is huge). */
+static tpurt_status_t shift(lower_ctx_t* ctx, bool left) {
+  int32_t idx[2] = {0, 1};
+  tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  if (is_float(dt) || dt == TPURT_DTYPE_BOOL)
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"%s_cpu\" not implemented for '%s'",
+                       left ? "lshift" : "rshift", tpurt_dtype_name(dt));
+  ir_value_t v[2];
+  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
+  const char* op = left                   ? "stablehlo.shift_left"
+                   : dt == TPURT_DTYPE_U8 ? "stablehlo.shift_right_logical"
+                                          : "stablehlo.shift_right_arithmetic";
+  lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
+  return NULL;
+}
+
+static tpurt_status_t lower_left_shift(lower_ctx_t* ctx) { return shift(ctx, true); }
+static tpurt_status_t lower_right_shift(lower_ctx_t* ctx) { return shift(ctx, false); }
+
+/* gcd(a, b): Euclid's algorithm on |a|, |b| as a stablehlo.while that runs
+** until every element's remainder is 0 (at most ~92 rounds for int64). */
+static ir_value_t gcd_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = ir_value_type(f, a);
+  ir_value_t init[2] = {ir_unary(f, "stablehlo.abs", a), ir_unary(f, "stablehlo.abs", b)}, args[2], out[2];
+  int64_t all[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < t->rank; ++i) all[i] = i;
+  ir_region_op_t w = ir_while_begin(f, init, 2, args);
+  ir_value_t nz = ir_compare(f, IR_NE, args[0], lower_full_like(ctx, args[0], 0.0));
+  ir_value_t any = ir_reduce(f, nz, ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), all, t->rank, IR_REDUCE_OR);
+  ir_region_end(f, &any, 1);
+  ir_while_body(f, &w, args);
+  /* (a, b) -> (b % a, a) where a != 0 */
+  ir_value_t live = ir_compare(f, IR_NE, args[0], lower_full_like(ctx, args[0], 0.0));
+  ir_value_t safe = ir_select(f, live, args[0], lower_full_like(ctx, args[0], 1.0));
+  ir_value_t rem = ir_binary(f, "stablehlo.remainder", args[1], safe);
+  ir_value_t next[2] = {ir_select(f, live, rem, args[0]), ir_select(f, live, args[0], args[1])};
+  ir_region_end(f, next, 2);
+  ir_while_end(f, &w, out);
+  return out[1];
+}
+
+static tpurt_status_t gcd_lcm(lower_ctx_t* ctx, bool lcm) {
+  int32_t idx[2] = {0, 1};
+  tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  if (is_float(dt) || dt == TPURT_DTYPE_BOOL)
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"%s_cpu\" not implemented for '%s'", lcm ? "lcm" : "gcd",
+                       tpurt_dtype_name(dt));
+  ir_value_t v[2];
+  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
+  ir_func_t* f = ctx->func;
+  ir_value_t g = gcd_of(ctx, v[0], v[1]);
+  if (lcm) { /* |a / g * b|, 0 when g is 0 */
+    ir_value_t g0 = ir_compare(f, IR_EQ, g, lower_full_like(ctx, g, 0.0));
+    ir_value_t safe = ir_select(f, g0, lower_full_like(ctx, g, 1.0), g);
+    ir_value_t l =
+        ir_unary(f, "stablehlo.abs",
+                 ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.divide", v[0], safe), v[1]));
+    g = ir_select(f, g0, lower_full_like(ctx, g, 0.0), l);
+  }
+  lower_set_result(ctx, 0, g);
+  return NULL;
+}
+
+static tpurt_status_t lower_gcd(lower_ctx_t* ctx) { return gcd_lcm(ctx, false); }
+static tpurt_status_t lower_lcm(lower_ctx_t* ctx) { return gcd_lcm(ctx, true); }
+
 static tpurt_status_t logical(lower_ctx_t* ctx) {
   const char* op = lower_rule_str(ctx);
   int32_t idx[2] = {0, 1};
@@ -453,6 +522,26 @@ static tpurt_status_t is_signed_inf(lower_ctx_t* ctx) {
 
 /* Sorted by name. In-place forms (add_.Tensor...) resolve to these rows. */
 const lower_rule_t lower_elementwise_rules[] = {
+    LOWER_FN("aten::gcd", lower_gcd),
+    LOWER_OUT_FN("aten::gcd.out", lower_gcd),
+    LOWER_FN("aten::lcm", lower_lcm),
+    LOWER_OUT_FN("aten::lcm.out", lower_lcm),
+    LOWER_FN("aten::bitwise_left_shift.Tensor", lower_left_shift),
+    LOWER_OUT_FN("aten::bitwise_left_shift.Tensor_out", lower_left_shift),
+    LOWER_FN("aten::bitwise_left_shift.Tensor_Scalar", lower_left_shift),
+    LOWER_OUT_FN("aten::bitwise_left_shift.Tensor_Scalar_out", lower_left_shift),
+    LOWER_FN("aten::bitwise_left_shift.Scalar_Tensor", lower_left_shift),
+    LOWER_OUT_FN("aten::bitwise_left_shift.Scalar_Tensor_out", lower_left_shift),
+    LOWER_FN("aten::__lshift__.Tensor", lower_left_shift),
+    LOWER_FN("aten::__lshift__.Scalar", lower_left_shift),
+    LOWER_FN("aten::bitwise_right_shift.Tensor", lower_right_shift),
+    LOWER_OUT_FN("aten::bitwise_right_shift.Tensor_out", lower_right_shift),
+    LOWER_FN("aten::bitwise_right_shift.Tensor_Scalar", lower_right_shift),
+    LOWER_OUT_FN("aten::bitwise_right_shift.Tensor_Scalar_out", lower_right_shift),
+    LOWER_FN("aten::bitwise_right_shift.Scalar_Tensor", lower_right_shift),
+    LOWER_OUT_FN("aten::bitwise_right_shift.Scalar_Tensor_out", lower_right_shift),
+    LOWER_FN("aten::__rshift__.Tensor", lower_right_shift),
+    LOWER_FN("aten::__rshift__.Scalar", lower_right_shift),
     LOWER_FN_WITH("aten::abs", same_unary, .str = "stablehlo.abs", .num = {false}),
     LOWER_OUT_FN_WITH("aten::abs.out", same_unary, .str = "stablehlo.abs", .num = {false}),
     LOWER_FN_WITH("aten::add.Scalar", arith, .str = "stablehlo.add", .num = {2}),

@@ -490,6 +490,193 @@ static tpurt_status_t lower_index_copy(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- index_reduce ---===*/
+
+/* index_reduce(self, dim, index, source, reduce, *, include_self=True): the
+** slices of source reduced (prod, mean, amax, amin) into self[index[k]]
+** along dim: index_copy's scatter with a combining body. Without
+** include_self the touched positions start from the reduction's identity;
+** mean divides by the count (self counted if included), flooring for ints. */
+static tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* st = lower_meta(ctx, 3);
+  const char* reduce = lower_str(ctx, 4, "");
+  bool include_self = lower_bool(ctx, 5, true);
+  combine_t combine;
+  bool mean = strcmp(reduce, "mean") == 0;
+  if (mean) {
+    combine = COMBINE_ADD;
+  } else if (strcmp(reduce, "prod") == 0) {
+    combine = COMBINE_MUL;
+  } else if (strcmp(reduce, "amax") == 0) {
+    combine = COMBINE_MAX;
+  } else if (strcmp(reduce, "amin") == 0) {
+    combine = COMBINE_MIN;
+  } else {
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_reduce(): Expected reduce to be one of prod, mean, amax or amin but got %s.",
+                       reduce);
+  }
+  if (!st || st->dtype != t->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_reduce_(): self and source expected to have the same dtype");
+  if (!tpurt_dtype_is_float(t->dtype) && t->dtype != TPURT_DTYPE_I64 && !mean && combine != COMBINE_MUL)
+    return lower_error(TPURT_UNIMPLEMENTED, "index_reduce amax/amin over %s", tpurt_dtype_name(t->dtype));
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  int64_t size = t->rank ? t->sizes[dim] : 1, n;
+  ir_value_t idx;
+  TPURT_RETURN_IF_ERROR(index_vector(ctx, 2, "index_reduce_", size, &idx, &n));
+  bool ok = st->rank == t->rank && (t->rank == 0 || st->sizes[dim] == n);
+  for (int32_t d = 0; ok && d < t->rank; ++d) ok = d == dim || st->sizes[d] == t->sizes[d];
+  if (!ok)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_reduce_(): Source/destination tensor must have same slice shapes. Destination "
+                       "slice shape: %s",
+                       lower_shape_str(t->rank, t->sizes));
+  ir_value_t self = lower_tensor(ctx, 0);
+  if (n == 0) {
+    lower_set_result(ctx, 0, self);
+    return NULL;
+  }
+  ir_func_t* f = ctx->func;
+  /* a 0-d self (and source) works as a 1-element vector */
+  int32_t rank = t->rank ? t->rank : 1;
+  int64_t one = 1;
+  const int64_t* sizes = t->rank ? t->sizes : &one;
+  const int64_t* ssizes = t->rank ? st->sizes : &one;
+  ir_value_t src = ir_reshape(f, lower_tensor(ctx, 3), rank, ssizes);
+  self = ir_reshape(f, self, rank, sizes);
+  int64_t id[2] = {n, 1};
+  ir_value_t index = ir_reshape(f, idx, 2, id);
+  ir_scatter_dims_t sd = {0};
+  for (int32_t d = 0; d < rank; ++d)
+    if (d != dim) sd.update_window_dims[sd.num_update_window_dims++] = d;
+  sd.num_inserted = 1;
+  sd.inserted_window_dims[0] = dim;
+  sd.num_scatter_dims_to_operand = 1;
+  sd.scatter_dims_to_operand_dims[0] = dim;
+  sd.index_vector_dim = 1;
+  ir_value_t touched = scatter(ctx, lower_splat(ctx, TPURT_DTYPE_BOOL, rank, sizes, 0.0), index,
+                               lower_splat(ctx, TPURT_DTYPE_BOOL, rank, ssizes, 1.0), &sd, COMBINE_REPLACE);
+  ir_value_t base = self;
+  if (!include_self) {
+    ir_value_t id_value;
+    if (combine == COMBINE_MAX || combine == COMBINE_MIN) {
+      id_value = tpurt_dtype_is_float(t->dtype)
+                     ? lower_splat(ctx, t->dtype, rank, sizes, combine == COMBINE_MAX ? -INFINITY : INFINITY)
+                     : ir_broadcast_in_dim(
+                           f, ir_constant_i64(f, t->dtype, combine == COMBINE_MAX ? INT64_MIN : INT64_MAX),
+                           t->rank, t->sizes, NULL);
+    } else {
+      id_value = lower_splat(ctx, t->dtype, rank, sizes, combine == COMBINE_MUL ? 1.0 : 0.0);
+    }
+    base = ir_select(f, touched, id_value, self);
+  }
+  ir_value_t r = scatter(ctx, base, index, src, &sd, combine);
+  if (mean) {
+    ir_value_t start = lower_splat(ctx, t->dtype, rank, sizes, include_self ? 1.0 : 0.0);
+    ir_value_t counts =
+        scatter(ctx, start, index, lower_splat(ctx, t->dtype, rank, ssizes, 1.0), &sd, COMBINE_ADD);
+    ir_value_t safe = ir_select(f, touched, counts, lower_full_like(ctx, counts, 1.0));
+    ir_value_t q = ir_binary(f, "stablehlo.divide", r, safe);
+    if (!tpurt_dtype_is_float(t->dtype)) { /* floor division (counts are positive) */
+      ir_value_t rem = ir_binary(f, "stablehlo.remainder", r, safe);
+      ir_value_t zero = lower_full_like(ctx, r, 0.0);
+      ir_value_t fix =
+          ir_binary(f, "stablehlo.and", ir_compare(f, IR_NE, rem, zero), ir_compare(f, IR_LT, r, zero));
+      q = ir_select(f, fix, ir_binary(f, "stablehlo.subtract", q, lower_full_like(ctx, q, 1.0)), q);
+    }
+    r = ir_select(f, touched, q, self);
+  }
+  lower_set_result(ctx, 0, ir_reshape(f, r, t->rank, t->sizes));
+  return NULL;
+}
+
+/*===--- put / masked_scatter ---===*/
+
+/* put(self, index, source, accumulate=False): self read as 1-D gets source
+** at |index| (negative counts from the end), written or added */
+static tpurt_status_t lower_put(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *t = lower_meta(ctx, 0), *it = lower_meta(ctx, 1), *st = lower_meta(ctx, 2);
+  if (it->dtype != TPURT_DTYPE_I64)
+    return lower_error(TPURT_INVALID_ARGUMENT, "put_(): Expected a long tensor for index, but got %s",
+                       tpurt_dtype_name(it->dtype));
+  if (st->dtype != t->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "put_(): self and source expected to have the same dtype, but got self.dtype = %s and "
+                       "source.dtype = %s",
+                       tpurt_dtype_name(t->dtype), tpurt_dtype_name(st->dtype));
+  int64_t n = numel_of(t->rank, t->sizes), k = numel_of(it->rank, it->sizes);
+  if (numel_of(st->rank, st->sizes) != k)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "put_(): Expected source and index to have the same number of elements, but got source.numel() "
+        "= %lld, index.numel() = %lld",
+        (long long)numel_of(st->rank, st->sizes), (long long)k);
+  ir_value_t self = lower_tensor(ctx, 0);
+  if (k == 0) {
+    lower_set_result(ctx, 0, self);
+    return NULL;
+  }
+  if (n == 0) return lower_error(TPURT_OUT_OF_RANGE, "put_(): Tried to put elements into an empty tensor");
+  ir_func_t* f = ctx->func;
+  ir_value_t flat = ir_reshape(f, self, 1, &n);
+  int64_t id[2] = {k, 1};
+  ir_value_t idx = ir_reshape(f, lower_tensor(ctx, 1), 2, id);
+  idx = ir_select(f, ir_compare(f, IR_LT, idx, lower_full_like(ctx, idx, 0.0)),
+                  ir_binary(f, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)n)), idx);
+  ir_value_t src = ir_reshape(f, lower_tensor(ctx, 2), 1, &k);
+  ir_scatter_dims_t sd = {0};
+  sd.num_inserted = 1;
+  sd.inserted_window_dims[0] = 0;
+  sd.num_scatter_dims_to_operand = 1;
+  sd.scatter_dims_to_operand_dims[0] = 0;
+  sd.index_vector_dim = 1;
+  bool acc = lower_bool(ctx, 3, false);
+  ir_value_t r = scatter(ctx, flat, idx, src, &sd, acc ? COMBINE_ADD : COMBINE_REPLACE);
+  lower_set_result(ctx, 0, ir_reshape(f, r, t->rank, t->sizes));
+  return NULL;
+}
+
+/* masked_scatter(self, mask, source): the positions where the (broadcast)
+** mask is true take source's elements in order: element i of them is
+** source.flatten()[running count of the mask up to i, minus 1] */
+static tpurt_status_t lower_masked_scatter(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *t = lower_meta(ctx, 0), *mt = lower_meta(ctx, 1), *st = lower_meta(ctx, 2);
+  if (mt->dtype != TPURT_DTYPE_BOOL)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "masked_scatter_ only supports boolean masks, but got mask with dtype %s",
+                       tpurt_dtype_name(mt->dtype));
+  if (st->dtype != t->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "masked_scatter_: expected self and source to have same dtypes but got %s and %s",
+                       tpurt_dtype_name(t->dtype), tpurt_dtype_name(st->dtype));
+  ir_func_t* f = ctx->func;
+  int64_t n = numel_of(t->rank, t->sizes), k = numel_of(st->rank, st->sizes);
+  ir_value_t self = lower_tensor(ctx, 0);
+  if (n == 0 || k == 0) { /* nothing to take (CPU requires enough source elements) */
+    lower_set_result(ctx, 0, self);
+    return NULL;
+  }
+  ir_value_t mask = lower_broadcast_to(ctx, lower_tensor(ctx, 1), t->rank, t->sizes);
+  ir_value_t m = ir_reshape(f, ir_convert(f, mask, TPURT_DTYPE_I64), 1, &n);
+  ir_value_t pos = ir_binary(f, "stablehlo.subtract", lower_cumsum(ctx, m, 0), lower_full_like(ctx, m, 1.0));
+  pos = ir_clamp(f, ir_constant_i64(f, TPURT_DTYPE_I64, 0), pos, ir_constant_i64(f, TPURT_DTYPE_I64, k - 1));
+  int64_t id[2] = {n, 1};
+  ir_gather_dims_t g = {0};
+  g.num_collapsed = 1;
+  g.collapsed_slice_dims[0] = 0;
+  g.num_start_index_map = 1;
+  g.start_index_map[0] = 0;
+  g.index_vector_dim = 1;
+  g.slice_sizes[0] = 1;
+  ir_value_t taken = ir_gather(f, ir_reshape(f, lower_tensor(ctx, 2), 1, &k), ir_reshape(f, pos, 2, id), &g);
+  taken = ir_reshape(f, taken, t->rank, t->sizes);
+  lower_set_result(ctx, 0, ir_select(f, mask, taken, self));
+  return NULL;
+}
+
 /*===--- index_add ---===*/
 
 /* index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) */
@@ -829,6 +1016,12 @@ static tpurt_status_t lower_embedding_dense_backward(lower_ctx_t* ctx) {
 /* Sorted by name. In-place forms (scatter_.src, masked_fill_.Scalar,
 ** index_add_...) resolve to these rows. */
 const lower_rule_t lower_indexing_rules[] = {
+    LOWER_FN("aten::index_reduce", lower_index_reduce),
+    LOWER_FN("aten::masked_scatter", lower_masked_scatter),
+    LOWER_OUT_FN("aten::masked_scatter.out", lower_masked_scatter),
+    LOWER_FN("aten::put", lower_put),
+    LOWER_OUT_FN("aten::put.out", lower_put),
+    LOWER_OUT_FN("aten::index_reduce.out", lower_index_reduce),
     LOWER_INPLACE_FN("aten::_index_put_impl_", lower_index_put),
     LOWER_FN("aten::embedding_dense_backward", lower_embedding_dense_backward),
     LOWER_FN("aten::gather", lower_gather),

@@ -282,7 +282,115 @@ static tpurt_status_t lower_cdist(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* _pdist_forward(self [N, M], p=2) -> [N (N - 1) / 2]: the distances of
+** every row pair i < j in row-major order, cdist's direct form on the rows
+** against themselves, then the upper triangle gathered. Keyed on p. */
+static tpurt_status_t lower_pdist(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* a = lower_meta(ctx, 0);
+  if (a->rank != 2)
+    return lower_error(TPURT_INVALID_ARGUMENT, "pdist only supports 2D tensors, got: %dD", (int)a->rank);
+  if (!tpurt_dtype_is_float(a->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "pdist only supports floating-point dtypes");
+  double p = lower_scalar_value(ctx, 1);
+  if (!(p >= 0)) return lower_error(TPURT_INVALID_ARGUMENT, "pdist only supports non-negative p values");
+  int64_t n = a->sizes[0], m = a->sizes[1], pairs = n * (n - 1) / 2;
+  tpurt_dtype_t acc = lower_acc_dtype(a->dtype);
+  ir_func_t* f = ctx->func;
+  if (pairs <= 0) {
+    lower_set_result(ctx, 0, lower_splat(ctx, a->dtype, 1, &pairs, 0.0));
+    return NULL;
+  }
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  int64_t full[3] = {n, n, m}, map_a[2] = {0, 2}, map_b[2] = {1, 2};
+  ir_value_t d = ir_unary(f, "stablehlo.abs",
+                          ir_binary(f, "stablehlo.subtract", ir_broadcast_in_dim(f, x, 3, full, map_a),
+                                    ir_broadcast_in_dim(f, x, 3, full, map_b)));
+  int64_t last = 2;
+  ir_value_t zero = ir_constant_f64(f, acc, 0.0);
+  ir_value_t r;
+  if (p == 0) {
+    r = ir_reduce(f, ir_convert(f, ir_compare(f, IR_NE, d, lower_full_like(ctx, d, 0.0)), acc), zero, &last,
+                  1, IR_REDUCE_ADD);
+  } else if (isinf(p)) {
+    r = ir_reduce(f, d, zero, &last, 1, IR_REDUCE_MAX);
+  } else if (p == 1) {
+    r = ir_reduce(f, d, zero, &last, 1, IR_REDUCE_ADD);
+  } else if (p == 2) {
+    r = ir_unary(f, "stablehlo.sqrt",
+                 ir_reduce(f, ir_binary(f, "stablehlo.multiply", d, d), zero, &last, 1, IR_REDUCE_ADD));
+  } else {
+    r = ir_reduce(f, ir_binary(f, "stablehlo.power", d, lower_full_like(ctx, d, p)), zero, &last, 1,
+                  IR_REDUCE_ADD);
+    r = ir_binary(f, "stablehlo.power", r, lower_full_like(ctx, r, 1.0 / p));
+  }
+  /* the (i, j), i < j, flat indices i * n + j: a constant */
+  int64_t* flat_idx = tpurt_xmalloc(sizeof(int64_t) * (size_t)pairs);
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = i + 1; j < n; ++j) flat_idx[c++] = i * n + j;
+  int64_t id[2] = {pairs, 1};
+  ir_value_t idx = ir_constant_i64_array(f, ir_type_make(TPURT_DTYPE_I64, 2, id), flat_idx);
+  free(flat_idx);
+  int64_t nn = n * n;
+  ir_gather_dims_t g = {0};
+  g.num_collapsed = 1;
+  g.collapsed_slice_dims[0] = 0;
+  g.num_start_index_map = 1;
+  g.start_index_map[0] = 0;
+  g.index_vector_dim = 1;
+  g.slice_sizes[0] = 1;
+  ir_value_t out = ir_gather(f, ir_reshape(f, r, 1, &nn), idx, &g);
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_reshape(f, out, 1, &pairs), a->dtype));
+  return NULL;
+}
+
+/* linalg_cross(self, other, dim=-1): the 3-vector cross product along |dim|
+** of the broadcast inputs, component by component. */
+static tpurt_status_t lower_linalg_cross(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
+  if (a->rank != b->rank)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "linalg.cross: inputs must have the same number of dimensions.");
+  int32_t rank = 0;
+  int64_t dims[TPURT_MAX_RANK];
+  TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(a->rank, a->sizes, b->rank, b->sizes, &rank, dims));
+  int64_t dim = 0, given = lower_int(ctx, 2, -1);
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(given, rank, &dim));
+  if (a->sizes[dim] != 3 || b->sizes[dim] != 3)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "linalg.cross: inputs dimension %lld must have length 3. Got %lld and %lld",
+                       (long long)given, (long long)a->sizes[dim], (long long)b->sizes[dim]);
+  int32_t idx[2] = {0, 1};
+  tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  ir_value_t x = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), dt), rank, dims);
+  ir_value_t y = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), dt), rank, dims);
+  ir_value_t xc[3], yc[3];
+  int64_t start[TPURT_MAX_RANK] = {0}, limit[TPURT_MAX_RANK], strides[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < rank; ++i) {
+    limit[i] = dims[i];
+    strides[i] = 1;
+  }
+  for (int32_t c = 0; c < 3; ++c) {
+    start[dim] = c;
+    limit[dim] = c + 1;
+    xc[c] = ir_slice(ctx->func, x, start, limit, strides);
+    yc[c] = ir_slice(ctx->func, y, start, limit, strides);
+  }
+  ir_value_t out[3];
+  for (int32_t c = 0; c < 3; ++c) {
+    int32_t p = (c + 1) % 3, q = (c + 2) % 3;
+    ir_value_t pq = ir_binary(ctx->func, "stablehlo.multiply", xc[p], yc[q]);
+    out[c] = ir_binary(ctx->func, "stablehlo.subtract", pq,
+                       ir_binary(ctx->func, "stablehlo.multiply", xc[q], yc[p]));
+  }
+  lower_set_result(ctx, 0, ir_concatenate(ctx->func, out, 3, dim));
+  return NULL;
+}
+
 const lower_rule_t lower_linalg_rules[] = {
+    LOWER_KEYED_FN("aten::_pdist_forward", lower_pdist),
+    LOWER_FN("aten::linalg_cross", lower_linalg_cross),
+    LOWER_OUT_FN("aten::linalg_cross.out", lower_linalg_cross),
     /* p picks the program: keyed */
     LOWER_KEYED_FN("aten::_cdist_forward", lower_cdist),
     LOWER_FN("aten::addbmm", lower_addbmm),

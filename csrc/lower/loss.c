@@ -168,7 +168,129 @@ static tpurt_status_t lower_binary_cross_entropy_backward(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* |l| [N] (or [] for one sample) reduced as |reduction| asks */
+static ir_value_t reduce_samples(lower_ctx_t* ctx, ir_value_t l, int64_t reduction) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = ir_value_type(f, l);
+  if (reduction == REDUCTION_NONE || t->rank == 0) return l;
+  int64_t all = 0, n = t->dims[0];
+  l = ir_reduce(f, l, ir_constant_f64(f, t->dtype, 0.0), &all, 1, IR_REDUCE_ADD);
+  if (reduction == REDUCTION_MEAN)
+    l = ir_binary(f, "stablehlo.divide", l, lower_full_like(ctx, l, (double)n));
+  return l;
+}
+
+/* multi_margin_loss(self [N, C] | [C], target [N] | [], p=1, margin=1,
+** weight?, reduction): per sample sum over i != y of
+** w[y] max(0, margin - x[y] + x[i])^p, divided by C. p (1 or 2) and margin
+** stay runtime parameters: p picks its power by a select. */
+static tpurt_status_t lower_multi_margin_loss(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *x_t = lower_meta(ctx, 0), *y_t = lower_meta(ctx, 1);
+  int64_t reduction = lower_int(ctx, 5, REDUCTION_MEAN);
+  TPURT_RETURN_IF_ERROR(check_reduction(reduction));
+  double pv = lower_scalar_value(ctx, 2);
+  if (pv != 1.0 && pv != 2.0) return lower_error(TPURT_INVALID_ARGUMENT, "only p == 1 and p == 2 supported");
+  if (x_t->rank > 2 || (x_t->rank == 2 ? y_t->rank != 1 || y_t->sizes[0] != x_t->sizes[0] : y_t->rank > 1))
+    return lower_error(TPURT_INVALID_ARGUMENT, "inconsistent target size: %s for input of size: %s",
+                       lower_shape_str(y_t->rank, y_t->sizes), lower_shape_str(x_t->rank, x_t->sizes));
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t acc = lower_acc_dtype(x_t->dtype);
+  int64_t n = x_t->rank == 2 ? x_t->sizes[0] : 1, c = x_t->rank ? x_t->sizes[x_t->rank - 1] : 1;
+  int64_t xd[2] = {n, c}, nd[1] = {n}, b0[1] = {0};
+  ir_value_t x = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 0), acc), 2, xd);
+  ir_value_t y = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 1), TPURT_DTYPE_I64), 1, nd);
+  ir_value_t cls = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 2, xd), 1);
+  ir_value_t is_y = ir_compare(f, IR_EQ, cls, ir_broadcast_in_dim(f, y, 2, xd, b0));
+  int64_t rdim = 1;
+  ir_value_t xy = ir_reduce(f, ir_select(f, is_y, x, lower_full_like(ctx, x, 0.0)),
+                            ir_constant_f64(f, acc, 0.0), &rdim, 1, IR_REDUCE_ADD);
+  ir_value_t margin = ir_broadcast_in_dim(f, lower_scalar(ctx, 3, acc), 2, xd, NULL);
+  ir_value_t z =
+      ir_binary(f, "stablehlo.add",
+                ir_binary(f, "stablehlo.subtract", margin, ir_broadcast_in_dim(f, xy, 2, xd, b0)), x);
+  z = ir_binary(f, "stablehlo.maximum", z, lower_full_like(ctx, z, 0.0));
+  ir_value_t p = ir_broadcast_in_dim(f, lower_scalar(ctx, 2, acc), 2, xd, NULL);
+  ir_value_t h = ir_select(f, ir_compare(f, IR_EQ, p, lower_full_like(ctx, p, 2.0)),
+                           ir_binary(f, "stablehlo.multiply", z, z), z);
+  if (lower_meta(ctx, 4)) {
+    int64_t cd[1] = {c};
+    ir_value_t w = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 4), acc), 1, cd);
+    int64_t one[1] = {1};
+    ir_value_t wy =
+        ir_reduce(f, ir_select(f, is_y, ir_broadcast_in_dim(f, w, 2, xd, one), lower_full_like(ctx, x, 0.0)),
+                  ir_constant_f64(f, acc, 0.0), &rdim, 1, IR_REDUCE_ADD);
+    h = ir_binary(f, "stablehlo.multiply", h, ir_broadcast_in_dim(f, wy, 2, xd, b0));
+  }
+  h = ir_select(f, is_y, lower_full_like(ctx, h, 0.0), h);
+  ir_value_t l = ir_reduce(f, h, ir_constant_f64(f, acc, 0.0), &rdim, 1, IR_REDUCE_ADD);
+  l = ir_binary(f, "stablehlo.divide", l, lower_full_like(ctx, l, (double)c));
+  if (x_t->rank < 2) l = ir_reshape(f, l, 0, NULL);
+  lower_set_result(ctx, 0, lower_cast(ctx, reduce_samples(ctx, l, reduction), x_t->dtype));
+  return NULL;
+}
+
+/* multilabel_margin_loss_forward(self [N, C] | [C], target (same, int64),
+** reduction) -> (loss, is_target): a sample's targets are its target row up
+** to the first -1; loss = sum over targets j (each time listed) and
+** non-targets i of max(0, 1 - x[j] + x[i]), divided by C. */
+static tpurt_status_t lower_multilabel_margin_loss(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *x_t = lower_meta(ctx, 0), *y_t = lower_meta(ctx, 1);
+  int64_t reduction = lower_int(ctx, 2, REDUCTION_MEAN);
+  TPURT_RETURN_IF_ERROR(check_reduction(reduction));
+  bool same = x_t->rank == y_t->rank && x_t->rank <= 2;
+  for (int32_t i = 0; same && i < x_t->rank; ++i) same = x_t->sizes[i] == y_t->sizes[i];
+  if (!same)
+    return lower_error(TPURT_INVALID_ARGUMENT, "inconsistent target size: %s for input of size: %s",
+                       lower_shape_str(y_t->rank, y_t->sizes), lower_shape_str(x_t->rank, x_t->sizes));
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t acc = lower_acc_dtype(x_t->dtype);
+  int64_t n = x_t->rank == 2 ? x_t->sizes[0] : 1, c = x_t->rank ? x_t->sizes[x_t->rank - 1] : 1;
+  int64_t xd[2] = {n, c};
+  ir_value_t x = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 0), acc), 2, xd);
+  ir_value_t t = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 1), TPURT_DTYPE_I64), 2, xd);
+  /* valid[n, k]: no -1 at or before k */
+  ir_value_t stop = ir_convert(f, ir_compare(f, IR_EQ, t, lower_full_like(ctx, t, -1.0)), TPURT_DTYPE_I64);
+  ir_value_t seen = stop;
+  for (int64_t shift = 1; shift < c; shift *= 2) { /* running count of -1 along k */
+    int64_t lo[2] = {0, shift}, hi[2] = {0, 0}, in[2] = {0, 0}, st[2] = {0, 0}, one[2] = {1, 1};
+    ir_value_t padded = ir_pad(f, seen, ir_constant_i64(f, TPURT_DTYPE_I64, 0), lo, hi, in);
+    seen = ir_binary(f, "stablehlo.add", seen, ir_slice(f, padded, st, xd, one));
+  }
+  ir_value_t valid = ir_compare(f, IR_EQ, seen, lower_full_like(ctx, seen, 0.0));
+  /* cnt[n, cls] = #valid k with t[n, k] == cls: [N, K, C] compare, summed over K */
+  int64_t d3[3] = {n, c, c}, tk[2] = {0, 1};
+  ir_value_t cls = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 3, d3), 2);
+  ir_value_t hit =
+      ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, ir_broadcast_in_dim(f, t, 3, d3, tk), cls),
+                ir_broadcast_in_dim(f, valid, 3, d3, tk));
+  int64_t kdim = 1;
+  ir_value_t cnt =
+      ir_reduce(f, ir_convert(f, hit, acc), ir_constant_f64(f, acc, 0.0), &kdim, 1, IR_REDUCE_ADD);
+  ir_value_t is_target = ir_compare(f, IR_GT, cnt, lower_full_like(ctx, cnt, 0.0));
+  /* pair (j, i): cnt[j] * !is_target[i] * max(0, 1 - x[j] + x[i]) */
+  int64_t dj[2] = {0, 1}, di[2] = {0, 2};
+  ir_value_t xj = ir_broadcast_in_dim(f, x, 3, d3, dj), xi = ir_broadcast_in_dim(f, x, 3, d3, di);
+  ir_value_t z = ir_binary(f, "stablehlo.add",
+                           ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, xj, 1.0), xj), xi);
+  z = ir_binary(f, "stablehlo.maximum", z, lower_full_like(ctx, z, 0.0));
+  z = ir_binary(f, "stablehlo.multiply", z, ir_broadcast_in_dim(f, cnt, 3, d3, dj));
+  z = ir_select(f, ir_broadcast_in_dim(f, is_target, 3, d3, di), lower_full_like(ctx, z, 0.0), z);
+  int64_t both[2] = {1, 2};
+  ir_value_t l = ir_reduce(f, z, ir_constant_f64(f, acc, 0.0), both, 2, IR_REDUCE_ADD);
+  l = ir_binary(f, "stablehlo.divide", l, lower_full_like(ctx, l, (double)c));
+  if (x_t->rank < 2) l = ir_reshape(f, l, 0, NULL);
+  lower_set_result(ctx, 0, lower_cast(ctx, reduce_samples(ctx, l, reduction), x_t->dtype));
+  lower_set_result(
+      ctx, 1,
+      ir_reshape(f, lower_cast(ctx, ir_convert(f, is_target, acc), x_t->dtype), x_t->rank, x_t->sizes));
+  return NULL;
+}
+
 const lower_rule_t lower_loss_rules[] = {
+    LOWER_FN("aten::multi_margin_loss", lower_multi_margin_loss),
+    LOWER_OUT_FN("aten::multi_margin_loss.out", lower_multi_margin_loss),
+    LOWER_FN("aten::multilabel_margin_loss_forward", lower_multilabel_margin_loss),
+    LOWER_OUT_FN("aten::multilabel_margin_loss_forward.output", lower_multilabel_margin_loss),
     LOWER_FN("aten::binary_cross_entropy", lower_binary_cross_entropy),
     LOWER_OUT_FN("aten::binary_cross_entropy.out", lower_binary_cross_entropy),
     LOWER_FN("aten::binary_cross_entropy_backward", lower_binary_cross_entropy_backward),

@@ -269,5 +269,6 @@ extern const lower_rule_t lower_special_rules[];
 extern const lower_rule_t lower_search_rules[];
 extern const lower_rule_t lower_loss_rules[];
 extern const lower_rule_t lower_amp_rules[];
+extern const lower_rule_t lower_decomp_rules[];
 
 #endif /* TPURT_LOWER_LOWER_H_ */

@@ -1,6 +1,8 @@
 /* norm.c: layer norm and group norm, forward and backward. Statistics
 ** and gradients accumulate in f32 for half types. (RMS norm needs no rule:
 ** rms_norm is a composite of pow/mean/rsqrt/mul on PrivateUse1.) */
+#include <math.h>
+
 #include "../base/base.h"
 #include "lower.h"
 
@@ -293,7 +295,55 @@ static tpurt_status_t lower_native_group_norm_backward(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* renorm(self, p, dim, maxnorm): each slice along |dim| whose p-norm (over
+** all other dims) exceeds maxnorm is scaled by maxnorm / (norm + 1e-7), as
+** CPU. p and maxnorm are runtime parameters: p = inf is chosen by a select. */
+static tpurt_status_t lower_renorm(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!tpurt_dtype_is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "renorm: expected a floating point input, got %s",
+                       lower_dtype_cpp_name(t->dtype));
+  if (lower_scalar_value(ctx, 1) <= 0.0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "renorm: non-positive-norm not supported");
+  if (lower_scalar_value(ctx, 3) < 0.0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "renorm: expected maxnorm to be >= 0 but got %g",
+                       lower_scalar_value(ctx, 3));
+  if (t->rank <= 1)
+    return lower_error(TPURT_INVALID_ARGUMENT, "renorm: input needs at least 2 dimensions, got %d dimensions",
+                       (int)t->rank);
+  int64_t dim = 0;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 2, 0), t->rank, &dim));
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  ir_value_t ax = ir_unary(f, "stablehlo.abs", x);
+  int64_t others[TPURT_MAX_RANK];
+  int32_t n = 0;
+  for (int32_t i = 0; i < t->rank; ++i)
+    if (i != dim) others[n++] = i;
+  ir_value_t p = lower_scalar(ctx, 1, acc);
+  ir_value_t pp = lower_broadcast_to(ctx, p, t->rank, t->sizes);
+  ir_value_t sum = ir_reduce(f, ir_binary(f, "stablehlo.power", ax, pp), ir_constant_f64(f, acc, 0.0), others,
+                             n, IR_REDUCE_ADD);
+  int64_t one_dim[1] = {t->sizes[dim]};
+  ir_value_t inv_p = ir_binary(f, "stablehlo.divide", ir_constant_f64(f, acc, 1.0), p);
+  ir_value_t general = ir_binary(f, "stablehlo.power", sum, lower_broadcast_to(ctx, inv_p, 1, one_dim));
+  ir_value_t amax = ir_reduce(f, ax, ir_constant_f64(f, acc, 0.0), others, n, IR_REDUCE_MAX);
+  ir_value_t is_inf = ir_compare(f, IR_EQ, p, ir_constant_f64(f, acc, INFINITY));
+  ir_value_t norm = ir_select(f, lower_broadcast_to(ctx, is_inf, 1, one_dim), amax, general);
+  ir_value_t maxnorm = lower_broadcast_to(ctx, lower_scalar(ctx, 3, acc), 1, one_dim);
+  ir_value_t scale = ir_binary(f, "stablehlo.divide", maxnorm,
+                               ir_binary(f, "stablehlo.add", norm, lower_full_like(ctx, norm, 1e-7)));
+  scale = ir_select(f, ir_compare(f, IR_GT, norm, maxnorm), scale, lower_full_like(ctx, norm, 1.0));
+  int64_t bdim[1] = {dim};
+  scale = ir_broadcast_in_dim(f, scale, t->rank, t->sizes, bdim);
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(f, "stablehlo.multiply", x, scale), t->dtype));
+  return NULL;
+}
+
 const lower_rule_t lower_norm_rules[] = {
+    LOWER_FN("aten::renorm", lower_renorm),
+    LOWER_OUT_FN("aten::renorm.out", lower_renorm),
     LOWER_FN("aten::native_group_norm", lower_native_group_norm),
     LOWER_FN("aten::native_group_norm_backward", lower_native_group_norm_backward),
     LOWER_FN("aten::native_layer_norm", lower_native_layer_norm),

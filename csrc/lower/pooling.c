@@ -236,10 +236,10 @@ static tpurt_status_t max_pool_with_indices(lower_ctx_t* ctx) {
   return NULL;
 }
 
-/* Adds |updates| [*lead, *out] into zeros shaped like the input
+/* Adds (or, |replace|, writes) |updates| [*lead, *out] into zeros shaped
 ** [*lead, *in] at the plane indices |indices| (same shape as updates). */
-static ir_value_t scatter_add_plane(lower_ctx_t* ctx, ir_value_t updates, ir_value_t indices, int32_t lead,
-                                    const int64_t* lead_dims, int64_t plane, int64_t out_plane) {
+static ir_value_t scatter_plane(lower_ctx_t* ctx, ir_value_t updates, ir_value_t indices, int32_t lead,
+                                const int64_t* lead_dims, int64_t plane, int64_t out_plane, bool replace) {
   ir_func_t* f = ctx->func;
   tpurt_dtype_t dt = ir_value_type(f, updates)->dtype;
   int64_t rows = 1;
@@ -261,9 +261,14 @@ static ir_value_t scatter_add_plane(lower_ctx_t* ctx, ir_value_t updates, ir_val
   sd.index_vector_dim = 2;
   ir_value_t args[2];
   ir_value_t r = ir_scatter_begin(f, lower_splat(ctx, dt, 2, od, 0.0), idx, u, &sd, args);
-  ir_value_t sum = ir_binary(f, "stablehlo.add", args[0], args[1]);
+  ir_value_t sum = replace ? args[1] : ir_binary(f, "stablehlo.add", args[0], args[1]);
   ir_region_end(f, &sum, 1);
   return r;
+}
+
+static ir_value_t scatter_add_plane(lower_ctx_t* ctx, ir_value_t updates, ir_value_t indices, int32_t lead,
+                                    const int64_t* lead_dims, int64_t plane, int64_t out_plane) {
+  return scatter_plane(ctx, updates, indices, lead, lead_dims, plane, out_plane, false);
 }
 
 /* max_pool{2,3}d_with_indices_backward(grad_output, self, kernel_size, stride,
@@ -302,7 +307,7 @@ static tpurt_status_t max_pool_backward(lower_ctx_t* ctx) {
 ** to the input itself unless count_include_pad), as avg_pool2d's kernel. */
 static ir_value_t avg_divisor(lower_ctx_t* ctx, const pool_t* p, bool count_include_pad, int64_t override,
                               tpurt_dtype_t dtype) {
-  int64_t (*counts)[4096] = malloc(sizeof(int64_t[POOL_MAX_SPATIAL][4096]));
+  int64_t(*counts)[4096] = malloc(sizeof(int64_t[POOL_MAX_SPATIAL][4096]));
   if (!counts) return IR_NONE;
   int64_t total = 1;
   for (int32_t i = 0; i < p->ns; ++i) {
@@ -474,7 +479,7 @@ static tpurt_status_t adaptive_avg(lower_ctx_t* ctx) {
   tpurt_dtype_t acc = lower_acc_dtype(in->dtype);
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
-  int64_t (*sizes)[4096] = malloc(sizeof(int64_t[POOL_MAX_SPATIAL][4096]));
+  int64_t(*sizes)[4096] = malloc(sizeof(int64_t[POOL_MAX_SPATIAL][4096]));
   if (!sizes) return lower_error(TPURT_RESOURCE_EXHAUSTED, "%s: out of memory", name);
   ir_value_t mats[POOL_MAX_SPATIAL];
   for (int32_t i = 0; i < ns; ++i) mats[i] = adaptive_matrix(ctx, in->sizes[lead + i], out[i], acc, sizes[i]);
@@ -519,7 +524,162 @@ static tpurt_status_t adaptive_avg(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* max_unpool2d(self, indices, output_size) / max_unpool3d(self, indices,
+** output_size, stride, padding): self's values written at their plane
+** |indices| into zeros of [*lead, *output_size] (one scatter; an index out
+** of the plane is dropped, where CPU raises: that check would need a sync). */
+static tpurt_status_t max_unpool(lower_ctx_t* ctx, int32_t ns, const char* name) {
+  const tpurt_tensor_t *t = lower_meta(ctx, 0), *it = lower_meta(ctx, 1);
+  if (it->dtype != TPURT_DTYPE_I64)
+    return lower_error(TPURT_INVALID_ARGUMENT, "elements in indices should be type int64 but got: %s",
+                       lower_dtype_cpp_name(it->dtype));
+  bool same = it->rank == t->rank;
+  for (int32_t i = 0; same && i < t->rank; ++i) same = it->sizes[i] == t->sizes[i];
+  if (!same)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "Expected shape of indices to be same as that of the input tensor (%s) but got indices "
+        "tensor with shape: %s",
+        lower_shape_str(t->rank, t->sizes), lower_shape_str(it->rank, it->sizes));
+  int64_t out[POOL_MAX_SPATIAL];
+  if (lower_ints(ctx, 2, out, POOL_MAX_SPATIAL) != ns)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "There should be exactly %d elements but got a different number", ns);
+  if (t->rank != ns + 1 && t->rank != ns + 2)
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s: Expected %dD or %dD tensor, but got %s", name, ns + 1,
+                       ns + 2, lower_shape_str(t->rank, t->sizes));
+  int32_t lead = t->rank - ns;
+  int64_t plane = 1, in_plane = 1, dims[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < ns; ++i) {
+    plane *= out[i];
+    in_plane *= t->sizes[lead + i];
+  }
+  ir_value_t r =
+      scatter_plane(ctx, lower_tensor(ctx, 0), lower_tensor(ctx, 1), lead, t->sizes, plane, in_plane, true);
+  for (int32_t i = 0; i < lead; ++i) dims[i] = t->sizes[i];
+  for (int32_t i = 0; i < ns; ++i) dims[lead + i] = out[i];
+  lower_set_result(ctx, 0, ir_reshape(ctx->func, r, t->rank, dims));
+  return NULL;
+}
+
+static tpurt_status_t lower_max_unpool2d(lower_ctx_t* ctx) { return max_unpool(ctx, 2, "max_unpool2d"); }
+static tpurt_status_t lower_max_unpool3d(lower_ctx_t* ctx) { return max_unpool(ctx, 3, "max_unpool3d"); }
+
+/* adaptive_max_pool{2,3}d(self, output_size) -> (out, indices): windows of
+** varying size [floor(o In / Out), ceil((o + 1) In / Out)) per spatial dim.
+** Separable passes, last spatial dim first, each reducing (value, flat plane
+** index) pairs over every window with one total order: NaN beats numbers
+** (the later NaN wins), then the larger value, then the earlier index; the
+** composition gives CPU's row-major scan (first maximum, last NaN). */
+static tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx, int32_t ns, const char* name) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t out[POOL_MAX_SPATIAL];
+  if (lower_ints(ctx, 1, out, POOL_MAX_SPATIAL) != ns)
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s(): internal error: output_size.size() must be %d", name,
+                       ns);
+  if (t->rank != ns + 1 && t->rank != ns + 2)
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected %dD or %dD tensor, but got: %s", name, ns + 1,
+                       ns + 2, lower_shape_str(t->rank, t->sizes));
+  int32_t lead = t->rank - ns;
+  for (int32_t i = 0; i < t->rank; ++i)
+    if (t->sizes[i] == 0 && (t->rank == ns + 1 || i >= 1))
+      return lower_error(
+          TPURT_INVALID_ARGUMENT,
+          "%s(): Expected input to have non-zero size for non-batch dimensions, but input has sizes %s "
+          "with dimension %d being empty",
+          name, lower_shape_str(t->rank, t->sizes), (int)i);
+  for (int32_t i = 0; i < ns; ++i)
+    if (out[i] < 0)
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "%s(): elements of output_size must be greater than or equal to 0", name);
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t dt = t->dtype;
+  ir_value_t v = lower_tensor(ctx, 0);
+  /* the flat plane index of every element */
+  ir_type_t it = ir_type_make(TPURT_DTYPE_I64, t->rank, t->sizes);
+  ir_value_t idx = ir_constant_i64(f, TPURT_DTYPE_I64, 0);
+  idx = ir_broadcast_in_dim(f, idx, t->rank, t->sizes, NULL);
+  int64_t stride = 1;
+  for (int32_t d = ns - 1; d >= 0; --d) {
+    ir_value_t c = ir_iota(f, it, lead + d);
+    idx = ir_binary(f, "stablehlo.add", idx,
+                    ir_binary(f, "stablehlo.multiply", c, lower_full_like(ctx, c, (double)stride)));
+    stride *= t->sizes[lead + d];
+  }
+  int64_t cur[TPURT_MAX_RANK];
+  memcpy(cur, t->sizes, sizeof(int64_t) * (size_t)t->rank);
+  bool is_float = tpurt_dtype_is_float(dt);
+  for (int32_t d = ns - 1; d >= 0; --d) {
+    int32_t ax = lead + d;
+    int64_t in = cur[ax], o_n = out[d];
+    ir_value_t vs[64], is[64];
+    if (o_n > 64) return lower_error(TPURT_UNIMPLEMENTED, "%s with an output size above 64", name);
+    for (int64_t o = 0; o < o_n; ++o) {
+      int64_t s0 = (o * in) / o_n, e0 = ((o + 1) * in + o_n - 1) / o_n;
+      int64_t st[TPURT_MAX_RANK] = {0}, li[TPURT_MAX_RANK], one[TPURT_MAX_RANK];
+      for (int32_t i = 0; i < t->rank; ++i) li[i] = cur[i], one[i] = 1;
+      st[ax] = s0;
+      li[ax] = e0;
+      ir_value_t inputs[2] = {ir_slice(f, v, st, li, one), ir_slice(f, idx, st, li, one)};
+      ir_value_t inits[2] = {
+          is_float ? ir_constant_f64(f, dt, -INFINITY)
+                   : ir_constant_i64(
+                         f, dt, dt == TPURT_DTYPE_U8 ? 0 : (dt == TPURT_DTYPE_I64 ? INT64_MIN : INT32_MIN)),
+          ir_constant_i64(f, TPURT_DTYPE_I64, INT64_MAX)};
+      int64_t rd[1] = {ax};
+      ir_value_t res[2], blk[4];
+      ir_reduce_begin(f, inputs, inits, 2, rd, 1, res, blk);
+      ir_value_t v1 = blk[0], i1 = blk[1], v2 = blk[2], i2 = blk[3];
+      ir_value_t take = ir_binary(
+          f, "stablehlo.or", ir_compare(f, IR_GT, v2, v1),
+          ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, v2, v1), ir_compare(f, IR_LT, i2, i1)));
+      if (is_float) {
+        ir_value_t n1 = ir_compare(f, IR_NE, v1, v1), n2 = ir_compare(f, IR_NE, v2, v2);
+        ir_value_t both = ir_binary(f, "stablehlo.and", n1, n2);
+        ir_value_t nan_take =
+            ir_binary(f, "stablehlo.or", ir_binary(f, "stablehlo.and", n2, ir_unary(f, "stablehlo.not", n1)),
+                      ir_binary(f, "stablehlo.and", both, ir_compare(f, IR_GT, i2, i1)));
+        ir_value_t neither = ir_unary(f, "stablehlo.not", ir_binary(f, "stablehlo.or", n1, n2));
+        take = ir_binary(f, "stablehlo.or", nan_take, ir_binary(f, "stablehlo.and", neither, take));
+      }
+      ir_value_t body[2] = {ir_select(f, take, v2, v1), ir_select(f, take, i2, i1)};
+      ir_region_end(f, body, 2);
+      int64_t kd[TPURT_MAX_RANK];
+      memcpy(kd, cur, sizeof(kd));
+      kd[ax] = 1;
+      vs[o] = ir_reshape(f, res[0], t->rank, kd);
+      is[o] = ir_reshape(f, res[1], t->rank, kd);
+    }
+    cur[ax] = o_n;
+    if (o_n == 0) {
+      v = lower_splat(ctx, dt, t->rank, cur, 0.0);
+      idx = lower_splat(ctx, TPURT_DTYPE_I64, t->rank, cur, 0.0);
+    } else {
+      v = ir_concatenate(f, vs, (int32_t)o_n, ax);
+      idx = ir_concatenate(f, is, (int32_t)o_n, ax);
+    }
+  }
+  lower_set_result(ctx, 0, v);
+  lower_set_result(ctx, 1, idx);
+  return NULL;
+}
+
+static tpurt_status_t lower_adaptive_max_pool2d(lower_ctx_t* ctx) {
+  return adaptive_max_pool(ctx, 2, "adaptive_max_pool2d");
+}
+static tpurt_status_t lower_adaptive_max_pool3d(lower_ctx_t* ctx) {
+  return adaptive_max_pool(ctx, 3, "adaptive_max_pool3d");
+}
+
 const lower_rule_t lower_pooling_rules[] = {
+    LOWER_FN("aten::adaptive_max_pool2d", lower_adaptive_max_pool2d),
+    LOWER_OUT_FN("aten::adaptive_max_pool2d.out", lower_adaptive_max_pool2d),
+    LOWER_FN("aten::adaptive_max_pool3d", lower_adaptive_max_pool3d),
+    LOWER_OUT_FN("aten::adaptive_max_pool3d.out", lower_adaptive_max_pool3d),
+    LOWER_FN("aten::max_unpool2d", lower_max_unpool2d),
+    LOWER_OUT_FN("aten::max_unpool2d.out", lower_max_unpool2d),
+    LOWER_FN("aten::max_unpool3d", lower_max_unpool3d),
+    LOWER_OUT_FN("aten::max_unpool3d.out", lower_max_unpool3d),
     LOWER_FN_WITH("aten::_adaptive_avg_pool2d", adaptive_avg, .num = {2, false}),
     LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool2d.out", adaptive_avg, .num = {2, false}),
     LOWER_FN_WITH("aten::_adaptive_avg_pool2d_backward", adaptive_avg, .num = {2, true}),

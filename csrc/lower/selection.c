@@ -2,6 +2,8 @@
 ** masked_select). The engine counts first (a device-to-host sync, as on
 ** CUDA) and hands the count in as a trailing INT arg, so each distinct
 ** count is its own program shape. */
+#include <math.h>
+
 #include "../base/base.h"
 #include "lower.h"
 
@@ -71,6 +73,104 @@ static tpurt_status_t lower_nonzero(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* nonzero_static(self, *, size, fill_value=-1) -> [size, rank] int64: the
+** first |size| nonzero coordinates (a static size: no counting pass), the
+** rows past the count filled with fill_value. */
+static tpurt_status_t lower_nonzero_static(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t size = lower_int(ctx, 1, 0), fill = lower_int(ctx, 2, -1);
+  if (size < 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "nonzero_static: 'size' must be an non-negative integer");
+  ir_func_t* f = ctx->func;
+  int64_t out_dims[2] = {size, t->rank};
+  int64_t n = 1;
+  for (int32_t i = 0; i < t->rank; ++i) n *= t->sizes[i];
+  if (size == 0 || t->rank == 0 || n == 0) {
+    lower_set_result(ctx, 0, lower_splat(ctx, TPURT_DTYPE_I64, 2, out_dims, (double)fill));
+    return NULL;
+  }
+  ir_value_t mask = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL), 1, &n);
+  ir_value_t flat = compact(ctx, mask, ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 1, &n), 0), size);
+  ir_value_t cols[TPURT_MAX_RANK];
+  int64_t stride = 1;
+  int64_t col_dims[2] = {size, 1};
+  for (int32_t d = t->rank - 1; d >= 0; --d) {
+    ir_value_t c = ir_binary(f, "stablehlo.divide", flat, lower_full_like(ctx, flat, (double)stride));
+    c = ir_binary(f, "stablehlo.remainder", c, lower_full_like(ctx, c, (double)t->sizes[d]));
+    cols[d] = ir_reshape(f, c, 2, col_dims);
+    stride *= t->sizes[d];
+  }
+  ir_value_t coords = t->rank == 1 ? cols[0] : ir_concatenate(f, cols, t->rank, 1);
+  int64_t all = 0;
+  ir_value_t count = ir_reduce(f, lower_cast(ctx, mask, TPURT_DTYPE_I64),
+                               ir_constant_i64(f, TPURT_DTYPE_I64, 0), &all, 1, IR_REDUCE_ADD);
+  ir_value_t row = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 2, out_dims), 0);
+  ir_value_t past = ir_compare(f, IR_GE, row, ir_broadcast_in_dim(f, count, 2, out_dims, NULL));
+  lower_set_result(ctx, 0, ir_select(f, past, lower_full_like(ctx, coords, (double)fill), coords));
+  return NULL;
+}
+
+/* histc(self, bins=100, min=0, max=0) -> [bins]: counts per equal-width bin
+** over [min, max] (the data's own range when min == max, widened by 1 each
+** way if that is empty too); CPU's bin of x is (x - min) * bins / (max - min)
+** truncated, max itself in the last bin, values outside (and NaN) skipped.
+** One scatter-add of ones; the outside values scatter out of bounds. */
+static tpurt_status_t lower_histc(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!tpurt_dtype_is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.histc: input tensor and bins tensors should have the same dtype");
+  int64_t bins = lower_int(ctx, 1, 100);
+  if (bins <= 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.histc(): bins must be > 0, but got %lld for dimension 0", (long long)bins);
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t dt = t->dtype;
+  int64_t n = 1;
+  for (int32_t i = 0; i < t->rank; ++i) n *= t->sizes[i];
+  ir_value_t x = ir_reshape(f, lower_tensor(ctx, 0), 1, &n);
+  ir_value_t lo = lower_scalar(ctx, 2, dt), hi = lower_scalar(ctx, 3, dt);
+  if (n > 0) {
+    int64_t all = 0;
+    ir_value_t dmin = ir_reduce(f, x, ir_constant_f64(f, dt, INFINITY), &all, 1, IR_REDUCE_MIN);
+    ir_value_t dmax = ir_reduce(f, x, ir_constant_f64(f, dt, -INFINITY), &all, 1, IR_REDUCE_MAX);
+    ir_value_t same = ir_compare(f, IR_EQ, lo, hi);
+    lo = ir_select(f, same, dmin, lo);
+    hi = ir_select(f, same, dmax, hi);
+  }
+  ir_value_t still = ir_compare(f, IR_EQ, lo, hi);
+  lo = ir_select(f, still, ir_binary(f, "stablehlo.subtract", lo, ir_constant_f64(f, dt, 1.0)), lo);
+  hi = ir_select(f, still, ir_binary(f, "stablehlo.add", hi, ir_constant_f64(f, dt, 1.0)), hi);
+  if (n == 0) {
+    lower_set_result(ctx, 0, lower_splat(ctx, dt, 1, &bins, 0.0));
+    return NULL;
+  }
+  ir_value_t lob = ir_broadcast_in_dim(f, lo, 1, &n, NULL), hib = ir_broadcast_in_dim(f, hi, 1, &n, NULL);
+  ir_value_t inside =
+      ir_binary(f, "stablehlo.and", ir_compare(f, IR_GE, x, lob), ir_compare(f, IR_LE, x, hib));
+  ir_value_t pos = ir_binary(f, "stablehlo.divide",
+                             ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", x, lob),
+                                       lower_full_like(ctx, x, (double)bins)),
+                             ir_binary(f, "stablehlo.subtract", hib, lob));
+  ir_value_t bin = ir_convert(f, pos, TPURT_DTYPE_I64);
+  bin = ir_select(f, ir_compare(f, IR_GE, bin, lower_full_like(ctx, bin, (double)bins)),
+                  lower_full_like(ctx, bin, (double)(bins - 1)), bin);
+  bin = ir_select(f, inside, bin, lower_full_like(ctx, bin, (double)bins));
+  int64_t idx_dims[2] = {n, 1};
+  ir_scatter_dims_t s = {.num_inserted = 1,
+                         .inserted_window_dims = {0},
+                         .num_scatter_dims_to_operand = 1,
+                         .scatter_dims_to_operand_dims = {0},
+                         .index_vector_dim = 1};
+  ir_value_t blk[2];
+  ir_value_t out = ir_scatter_begin(f, lower_splat(ctx, dt, 1, &bins, 0.0), ir_reshape(f, bin, 2, idx_dims),
+                                    lower_splat(ctx, dt, 1, &n, 1.0), &s, blk);
+  ir_value_t sum = ir_binary(f, "stablehlo.add", blk[0], blk[1]);
+  ir_region_end(f, &sum, 1);
+  lower_set_result(ctx, 0, out);
+  return NULL;
+}
+
 /* masked_select(self, mask) -> [count]: the count is of |mask| alone and
 ** scales with broadcasting, which only repeats it. */
 static tpurt_status_t lower_masked_select(lower_ctx_t* ctx) {
@@ -98,6 +198,9 @@ static tpurt_status_t lower_masked_select(lower_ctx_t* ctx) {
 const lower_rule_t lower_selection_rules[] = {
     LOWER_COUNTED_FN("aten::masked_select", lower_masked_select, 1),
     LOWER_COUNTED_FN("aten::nonzero", lower_nonzero, 0),
+    LOWER_KEYED_FN("aten::nonzero_static", lower_nonzero_static),
+    LOWER_FN("aten::histc", lower_histc),
+    LOWER_OUT_FN("aten::histc.out", lower_histc),
     LOWER_FN("tpurt::count_nonzero", lower_count_nonzero),
     LOWER_END,
 };

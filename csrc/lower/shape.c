@@ -126,7 +126,41 @@ static tpurt_status_t triangle(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* channel_shuffle(self, groups): (N, g * k, *) -> (N, k * g, *), the
+** group and channel-in-group dims swapped */
+static tpurt_status_t lower_channel_shuffle(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t g = lower_int(ctx, 1, 1);
+  if (g <= 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Number of groups to divide channels in must be positive. Value of groups:%lld",
+                       (long long)g);
+  if (t->rank <= 2)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "channel_shuffle expects input to have at least 3 dimensions, but got input with sizes %s",
+        lower_shape_str(t->rank, t->sizes));
+  if (t->sizes[1] % g != 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Number of channels must be divisible by groups. Got %lld channels and %lld groups.",
+                       (long long)t->sizes[1], (long long)g);
+  int64_t split[TPURT_MAX_RANK + 1], perm[TPURT_MAX_RANK + 1];
+  split[0] = t->sizes[0];
+  split[1] = g;
+  split[2] = t->sizes[1] / g;
+  for (int32_t i = 2; i < t->rank; ++i) split[i + 1] = t->sizes[i];
+  for (int32_t i = 0; i <= t->rank; ++i) perm[i] = i;
+  perm[1] = 2;
+  perm[2] = 1;
+  ir_value_t x = ir_reshape(ctx->func, lower_tensor(ctx, 0), t->rank + 1, split);
+  x = ir_transpose(ctx->func, x, perm);
+  lower_set_result(ctx, 0, ir_reshape(ctx->func, x, t->rank, t->sizes));
+  return NULL;
+}
+
 const lower_rule_t lower_shape_rules[] = {
+    LOWER_FN("aten::channel_shuffle", lower_channel_shuffle),
+    LOWER_FN("aten::native_channel_shuffle", lower_channel_shuffle),
     LOWER_FN("aten::cat", lower_cat),
     LOWER_OUT_FN("aten::cat.out", lower_cat),
     LOWER_FN("aten::clone", lower_clone),

@@ -210,7 +210,76 @@ static tpurt_status_t median_dim(lower_ctx_t* ctx) {
 }
 
 /* Sorted by name. */
+/* mode(self, dim=-1, keepdim=False) -> (values, indices): the most frequent
+** value along dim, the smallest of equally frequent ones, and the last index
+** holding it (CPU sorts (value, index) pairs and keeps a run's last index).
+** Counted by comparing every pair along dim: O(n^2) work, no sort. */
+static tpurt_status_t lower_mode(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  bool keepdim = lower_bool(ctx, 2, false);
+  ir_func_t* f = ctx->func;
+  if (t->rank == 0) {
+    lower_set_result(ctx, 0, lower_tensor(ctx, 0));
+    lower_set_result(ctx, 1, ir_constant_i64(f, TPURT_DTYPE_I64, 0));
+    return NULL;
+  }
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, -1), t->rank, &dim));
+  int64_t n = t->sizes[dim];
+  if (n == 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "mode(): Expected reduction dim %lld to have non-zero size.",
+                       (long long)dim);
+  tpurt_dtype_t dt = t->dtype == TPURT_DTYPE_BOOL ? TPURT_DTYPE_U8 : t->dtype;
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), dt);
+  /* dim last */
+  int64_t perm[TPURT_MAX_RANK], dims[TPURT_MAX_RANK + 1];
+  int32_t r = 0;
+  for (int32_t i = 0; i < t->rank; ++i)
+    if (i != dim) perm[r] = i, dims[r++] = t->sizes[i];
+  perm[r] = dim;
+  dims[r] = n;
+  x = ir_transpose(f, x, perm);
+  /* eq[..., i, j] = x_i == x_j */
+  int64_t pd[TPURT_MAX_RANK + 1], mi[TPURT_MAX_RANK], mj[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < r; ++i) pd[i] = dims[i], mi[i] = mj[i] = i;
+  pd[r] = n;
+  pd[r + 1] = n;
+  mi[r] = r;
+  mj[r] = r + 1;
+  ir_value_t xi = ir_broadcast_in_dim(f, x, r + 2, pd, mi), xj = ir_broadcast_in_dim(f, x, r + 2, pd, mj);
+  ir_value_t eq = ir_convert(f, ir_compare(f, IR_EQ, xi, xj), TPURT_DTYPE_I64);
+  int64_t last = r + 1, row = r;
+  ir_value_t count = ir_reduce(f, eq, ir_constant_i64(f, TPURT_DTYPE_I64, 0), &last, 1, IR_REDUCE_ADD);
+  ir_value_t maxc = ir_reduce(f, count, ir_constant_i64(f, TPURT_DTYPE_I64, 0), &row, 1, IR_REDUCE_MAX);
+  ir_value_t cand = ir_compare(f, IR_EQ, count, ir_broadcast_in_dim(f, maxc, r + 1, dims, mi));
+  ir_value_t big = tpurt_dtype_is_float(dt) ? ir_constant_f64(f, dt, INFINITY)
+                   : dt == TPURT_DTYPE_U8   ? ir_constant_i64(f, dt, 255)
+                                            : ir_constant_i64(f, dt,
+                                                            dt == TPURT_DTYPE_I64   ? INT64_MAX
+                                                              : dt == TPURT_DTYPE_I32 ? INT32_MAX
+                                                              : dt == TPURT_DTYPE_I16 ? INT16_MAX
+                                                                                      : INT8_MAX);
+  ir_value_t value = ir_reduce(f, ir_select(f, cand, x, ir_broadcast_in_dim(f, big, r + 1, dims, NULL)), big,
+                               &row, 1, IR_REDUCE_MIN);
+  ir_value_t iota = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, r + 1, dims), r);
+  ir_value_t at = ir_compare(f, IR_EQ, x, ir_broadcast_in_dim(f, value, r + 1, dims, mi));
+  ir_value_t index = ir_reduce(f, ir_select(f, at, iota, lower_full_like(ctx, iota, -1.0)),
+                               ir_constant_i64(f, TPURT_DTYPE_I64, -1), &row, 1, IR_REDUCE_MAX);
+  value = lower_cast(ctx, value, t->dtype);
+  if (keepdim) {
+    int64_t kd[TPURT_MAX_RANK];
+    for (int32_t i = 0; i < t->rank; ++i) kd[i] = i == dim ? 1 : t->sizes[i];
+    value = ir_reshape(f, value, t->rank, kd);
+    index = ir_reshape(f, index, t->rank, kd);
+  }
+  lower_set_result(ctx, 0, value);
+  lower_set_result(ctx, 1, index);
+  return NULL;
+}
+
 const lower_rule_t lower_sort_rules[] = {
+    LOWER_FN("aten::mode", lower_mode),
+    LOWER_OUT_FN("aten::mode.values", lower_mode),
     LOWER_FN("aten::kthvalue", lower_kthvalue),
     LOWER_OUT_FN("aten::kthvalue.values", lower_kthvalue),
     LOWER_FN_WITH("aten::median", order_stat_row, .num = {STAT_MEDIAN, 0, false, 0, false}),

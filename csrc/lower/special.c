@@ -39,6 +39,14 @@ static tpurt_status_t operands(lower_ctx_t* ctx, const int32_t* idx, int32_t n, 
   return NULL;
 }
 
+/* The dtype of the series and reflections below, whose terms cancel: f64
+** where the platform has it (not a TPU), so that f32 results match CPU's
+** own float kernels to a few ulp; elsewhere the op-math dtype. */
+static tpurt_dtype_t precise_dtype(const lower_ctx_t* ctx, tpurt_dtype_t dt) {
+  bool has_f64 = !ctx->platform || strcmp(ctx->platform, "tpu") != 0;
+  return has_f64 ? TPURT_DTYPE_F64 : lower_acc_dtype(dt);
+}
+
 /*===--- unary ---===*/
 
 typedef ir_value_t (*unary_fn_t)(lower_ctx_t* ctx, ir_value_t x);
@@ -207,7 +215,461 @@ static tpurt_status_t lower_round_decimals(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* The bit layout of a float dtype: its same-width int, mantissa bits, exponent bias. */
+typedef struct float_bits_s {
+  tpurt_dtype_t int_dtype;
+  int32_t mant, exp_bits, bias;
+} float_bits_t;
+
+static float_bits_t float_bits(tpurt_dtype_t d) {
+  switch (d) {
+    case TPURT_DTYPE_F64:
+      return (float_bits_t){TPURT_DTYPE_I64, 52, 11, 1023};
+    case TPURT_DTYPE_F16:
+      return (float_bits_t){TPURT_DTYPE_I16, 10, 5, 15};
+    case TPURT_DTYPE_BF16:
+      return (float_bits_t){TPURT_DTYPE_I16, 7, 8, 127};
+    default:
+      return (float_bits_t){TPURT_DTYPE_I32, 23, 8, 127};
+  }
+}
+
+static ir_value_t as_bits(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t int_dtype) {
+  ir_type_t t = *ir_value_type(ctx->func, x);
+  t.dtype = int_dtype;
+  return ir_bitcast_convert(ctx->func, x, t);
+}
+
+/* frexp(self) -> (mantissa, exponent): x = mantissa * 2^exponent with
+** |mantissa| in [0.5, 1), read from the bits (subnormals first scaled into
+** the normal range); 0, inf and NaN give themselves and exponent 0, as C. */
+static tpurt_status_t lower_frexp(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!tpurt_dtype_is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.frexp() only supports floating-point dtypes, but got %s",
+                       lower_dtype_cpp_name(t->dtype));
+  ir_func_t* f = ctx->func;
+  float_bits_t fb = float_bits(t->dtype);
+  ir_value_t x = lower_tensor(ctx, 0);
+  ir_value_t ax = ir_unary(f, "stablehlo.abs", x);
+  ir_value_t sub = ir_compare(f, IR_LT, ax, k(ctx, x, ldexp(1.0, 1 - fb.bias)));
+  ir_value_t xs = ir_select(f, sub, bin(ctx, "stablehlo.multiply", x, k(ctx, x, ldexp(1.0, fb.mant + 1))), x);
+  ir_value_t bits = as_bits(ctx, xs, fb.int_dtype);
+  int64_t exp_mask = ((int64_t)1 << fb.exp_bits) - 1;
+  ir_value_t field = bin(ctx, "stablehlo.and",
+                         bin(ctx, "stablehlo.shift_right_logical", bits, k(ctx, bits, (double)fb.mant)),
+                         k(ctx, bits, (double)exp_mask));
+  ir_value_t e = bin(ctx, "stablehlo.subtract", field, k(ctx, field, (double)(fb.bias - 1)));
+  e = ir_select(f, sub, bin(ctx, "stablehlo.subtract", e, k(ctx, e, (double)(fb.mant + 1))), e);
+  /* keep sign and mantissa, set the exponent field to bias - 1 (2^-1) */
+  int64_t clear = ~(exp_mask << fb.mant);
+  if (fb.int_dtype == TPURT_DTYPE_I16) clear = (int16_t)clear;
+  if (fb.int_dtype == TPURT_DTYPE_I32) clear = (int32_t)clear;
+  ir_value_t clear_v = ir_constant_i64(f, fb.int_dtype, clear);
+  const ir_type_t* bt = ir_value_type(f, bits);
+  clear_v = ir_broadcast_in_dim(f, clear_v, bt->rank, bt->dims, NULL);
+  ir_value_t half_exp = ir_constant_i64(f, fb.int_dtype, (int64_t)(fb.bias - 1) << fb.mant);
+  half_exp = ir_broadcast_in_dim(f, half_exp, bt->rank, bt->dims, NULL);
+  ir_value_t mbits = bin(ctx, "stablehlo.or", bin(ctx, "stablehlo.and", bits, clear_v), half_exp);
+  ir_value_t mant = ir_bitcast_convert(f, mbits, *ir_value_type(f, x));
+  ir_value_t special = ir_binary(f, "stablehlo.or", ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)),
+                                 ir_unary(f, "stablehlo.not", ir_is_finite(f, x)));
+  lower_set_result(ctx, 0, ir_select(f, special, x, mant));
+  e = ir_convert(f, e, TPURT_DTYPE_I32);
+  lower_set_result(ctx, 1, ir_select(f, special, lower_full_like(ctx, e, 0.0), e));
+  return NULL;
+}
+
+/*===--- Bessel functions, erfcx ---===*/
+/* Each is a power series (exact in f64 where the terms do not cancel much)
+** joined to its large-x asymptotic expansion. The coefficients are computed
+** here; the device evaluates polynomials by Horner's rule. */
+
+#define BESSEL_SERIES_TERMS 64
+#define BESSEL_ASYMPTOTIC_TERMS 20
+#define EULER_GAMMA 0.57721566490153286061
+
+/* sum_k c[k] t^k */
+static ir_value_t horner(lower_ctx_t* ctx, ir_value_t t, const double* c, int32_t n) {
+  ir_value_t r = k(ctx, t, c[n - 1]);
+  for (int32_t i = n - 2; i >= 0; --i)
+    r = bin(ctx, "stablehlo.add", bin(ctx, "stablehlo.multiply", r, t), k(ctx, t, c[i]));
+  return r;
+}
+
+/* The power series sum_k sign^k w_k (x^2/4)^k / (k! (k + nu)!), where w_k
+** is 1, or psi(k + 1) + psi(k + 1 + nu) when |with_psi|. */
+static ir_value_t bessel_series(lower_ctx_t* ctx, ir_value_t x, int32_t nu, double sign, bool with_psi) {
+  double c[BESSEL_SERIES_TERMS];
+  double fact_k = 1.0, harmonic = 0.0, sgn = 1.0; /* k!, H_k = psi(k + 1) + gamma */
+  for (int32_t i = 0; i < BESSEL_SERIES_TERMS; ++i) {
+    if (i > 0) {
+      fact_k *= i;
+      harmonic += 1.0 / i;
+    }
+    double fact_kn = nu ? fact_k * (i + 1) : fact_k; /* (k + nu)!, nu in {0, 1} */
+    double psi_k = harmonic - EULER_GAMMA;
+    double psi_kn = nu ? psi_k + 1.0 / (i + 1) : psi_k;
+    c[i] = sgn / (fact_k * fact_kn) * (with_psi ? psi_k + psi_kn : 1.0);
+    sgn *= sign;
+  }
+  ir_value_t t = bin(ctx, "stablehlo.multiply", bin(ctx, "stablehlo.multiply", x, x), k(ctx, x, 0.25));
+  return horner(ctx, t, c, BESSEL_SERIES_TERMS);
+}
+
+/* sum_k s_k a_k(nu) / x^k, a_k = prod_{j<=k} (4 nu^2 - (2j - 1)^2) / (k! 8^k), s_k = sign^k;
+** |parity| 1 keeps the even k only, 2 the odd k only, with s_k = (-1)^floor(k/2) (Hankel's
+** P and Q); 0 keeps every term. */
+static ir_value_t bessel_asymptotic(lower_ctx_t* ctx, ir_value_t x, int32_t nu, double sign, int32_t parity) {
+  double c[BESSEL_ASYMPTOTIC_TERMS], a = 1.0, sgn = 1.0;
+  double mu = 4.0 * nu * nu;
+  for (int32_t i = 0; i < BESSEL_ASYMPTOTIC_TERMS; ++i) {
+    if (i > 0) a *= (mu - (2.0 * i - 1) * (2.0 * i - 1)) / (8.0 * i);
+    bool keep = parity == 0 || (parity == 1 && i % 2 == 0) || (parity == 2 && i % 2 == 1);
+    double s_k = parity ? ((i / 2) % 2 ? -1.0 : 1.0) : sgn;
+    c[i] = keep ? s_k * a : 0.0;
+    sgn *= sign;
+  }
+  ir_value_t w = bin(ctx, "stablehlo.divide", k(ctx, x, 1.0), x);
+  return horner(ctx, w, c, BESSEL_ASYMPTOTIC_TERMS);
+}
+
+static ir_value_t un(lower_ctx_t* ctx, const char* op, ir_value_t x) { return ir_unary(ctx->func, op, x); }
+static ir_value_t mul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return bin(ctx, "stablehlo.multiply", a, b);
+}
+static ir_value_t add(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return bin(ctx, "stablehlo.add", a, b);
+}
+static ir_value_t sub(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return bin(ctx, "stablehlo.subtract", a, b);
+}
+static ir_value_t dv(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return bin(ctx, "stablehlo.divide", a, b);
+}
+static ir_value_t where(lower_ctx_t* ctx, ir_compare_dir_t dir, ir_value_t a, double b, ir_value_t t,
+                        ir_value_t e) {
+  return ir_select(ctx->func, ir_compare(ctx->func, dir, a, k(ctx, a, b)), t, e);
+}
+
+/* I_nu(|x|) e^(-|x| if scaled): series up to 30, asymptotic above */
+static ir_value_t bessel_i_abs(lower_ctx_t* ctx, ir_value_t ax, int32_t nu, bool scaled) {
+  ir_value_t s = bessel_series(ctx, ax, nu, 1.0, false);
+  if (nu) s = mul(ctx, s, mul(ctx, ax, k(ctx, ax, 0.5)));
+  if (scaled) s = mul(ctx, s, un(ctx, "stablehlo.exponential", un(ctx, "stablehlo.negate", ax)));
+  ir_value_t a = dv(ctx, bessel_asymptotic(ctx, ax, nu, -1.0, 0),
+                    un(ctx, "stablehlo.sqrt", mul(ctx, ax, k(ctx, ax, 2.0 * M_PI))));
+  if (!scaled) a = mul(ctx, a, un(ctx, "stablehlo.exponential", ax));
+  return where(ctx, IR_LE, ax, 30.0, s, a);
+}
+
+static ir_value_t bessel_i(lower_ctx_t* ctx, ir_value_t x, int32_t nu, bool scaled) {
+  ir_value_t r = bessel_i_abs(ctx, un(ctx, "stablehlo.abs", x), nu, scaled);
+  return nu ? where(ctx, IR_LT, x, 0.0, un(ctx, "stablehlo.negate", r), r) : r; /* I1 is odd */
+}
+static ir_value_t i0_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_i(ctx, x, 0, false); }
+static ir_value_t i0e_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_i(ctx, x, 0, true); }
+static ir_value_t i1_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_i(ctx, x, 1, false); }
+static ir_value_t i1e_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_i(ctx, x, 1, true); }
+
+/* J_nu and Y_nu: series up to 12, Hankel's expansion above
+** (J = sqrt(2 / (pi x)) (P cos chi - Q sin chi), Y = ... (P sin chi + Q cos chi)) */
+static ir_value_t bessel_jy(lower_ctx_t* ctx, ir_value_t x, int32_t nu, bool y) {
+  ir_value_t ax = un(ctx, "stablehlo.abs", x);
+  ir_value_t half = mul(ctx, ax, k(ctx, ax, 0.5));
+  ir_value_t j = bessel_series(ctx, ax, nu, -1.0, false);
+  if (nu) j = mul(ctx, j, half);
+  ir_value_t series = j;
+  if (y) {
+    ir_value_t lg = mul(ctx, un(ctx, "stablehlo.log", half), k(ctx, ax, 2.0 / M_PI));
+    ir_value_t psi = bessel_series(ctx, ax, nu, -1.0, true);
+    if (nu) {
+      series = sub(ctx, mul(ctx, lg, j), mul(ctx, mul(ctx, half, k(ctx, ax, 1.0 / M_PI)), psi));
+      series = sub(ctx, series, dv(ctx, k(ctx, ax, 2.0 / M_PI), ax));
+    } else {
+      series = sub(ctx, mul(ctx, lg, j), mul(ctx, psi, k(ctx, ax, 1.0 / M_PI)));
+    }
+  }
+  ir_value_t p = bessel_asymptotic(ctx, ax, nu, -1.0, 1);
+  ir_value_t q = bessel_asymptotic(ctx, ax, nu, -1.0, 2);
+  ir_value_t chi = sub(ctx, ax, k(ctx, ax, (nu * 0.5 + 0.25) * M_PI));
+  ir_value_t c = un(ctx, "stablehlo.cosine", chi), s = un(ctx, "stablehlo.sine", chi);
+  ir_value_t amp = un(ctx, "stablehlo.sqrt", dv(ctx, k(ctx, ax, 2.0 / M_PI), ax));
+  ir_value_t asym = y ? mul(ctx, amp, add(ctx, mul(ctx, p, s), mul(ctx, q, c)))
+                      : mul(ctx, amp, sub(ctx, mul(ctx, p, c), mul(ctx, q, s)));
+  ir_value_t r = where(ctx, IR_LE, ax, 12.0, series, asym);
+  if (y) { /* Y: -inf at 0, NaN below */
+    r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, -INFINITY), r);
+    return where(ctx, IR_LT, x, 0.0, k(ctx, x, NAN), r);
+  }
+  return nu ? where(ctx, IR_LT, x, 0.0, un(ctx, "stablehlo.negate", r), r) : r; /* J1 is odd */
+}
+static ir_value_t j0_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_jy(ctx, x, 0, false); }
+static ir_value_t j1_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_jy(ctx, x, 1, false); }
+static ir_value_t y0_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_jy(ctx, x, 0, true); }
+static ir_value_t y1_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_jy(ctx, x, 1, true); }
+
+/* K_nu (times e^x if scaled): series up to 9, asymptotic above; inf at 0, NaN below */
+static ir_value_t bessel_k(lower_ctx_t* ctx, ir_value_t x, int32_t nu, bool scaled) {
+  ir_value_t half = mul(ctx, x, k(ctx, x, 0.5));
+  ir_value_t lg = un(ctx, "stablehlo.log", half);
+  ir_value_t i = bessel_series(ctx, x, nu, 1.0, false);
+  ir_value_t psi = bessel_series(ctx, x, nu, 1.0, true);
+  ir_value_t series;
+  if (nu) {
+    series = add(ctx, dv(ctx, k(ctx, x, 1.0), x), mul(ctx, lg, mul(ctx, i, half)));
+    series = sub(ctx, series, mul(ctx, mul(ctx, half, k(ctx, x, 0.5)), psi));
+  } else {
+    series = sub(ctx, mul(ctx, psi, k(ctx, x, 0.5)), mul(ctx, lg, i));
+  }
+  if (scaled) series = mul(ctx, series, un(ctx, "stablehlo.exponential", x));
+  ir_value_t a = mul(ctx, bessel_asymptotic(ctx, x, nu, 1.0, 0),
+                     un(ctx, "stablehlo.sqrt", dv(ctx, k(ctx, x, M_PI / 2.0), x)));
+  if (!scaled) a = mul(ctx, a, un(ctx, "stablehlo.exponential", un(ctx, "stablehlo.negate", x)));
+  ir_value_t r = where(ctx, IR_LE, x, 9.0, series, a);
+  r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, INFINITY), r);
+  return where(ctx, IR_LT, x, 0.0, k(ctx, x, NAN), r);
+}
+static ir_value_t k0_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_k(ctx, x, 0, false); }
+static ir_value_t k1_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_k(ctx, x, 1, false); }
+static ir_value_t k0e_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_k(ctx, x, 0, true); }
+static ir_value_t k1e_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_k(ctx, x, 1, true); }
+
+/* spherical j0(x) = sin(x) / x: 1 at 0, 0 at +-inf */
+static ir_value_t spherical_j0_of(lower_ctx_t* ctx, ir_value_t x) {
+  ir_value_t r = dv(ctx, un(ctx, "stablehlo.sine", x), x);
+  r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, 1.0), r);
+  return where(ctx, IR_EQ, un(ctx, "stablehlo.abs", x), INFINITY, k(ctx, x, 0.0), r);
+}
+
+/* erfcx(x) = e^(x^2) erfc(x); above 25 (where erfc underflows) its
+** asymptotic series 1 / (x sqrt(pi)) sum_k (-1)^k (2k - 1)!! / (2 x^2)^k.
+** |x2_dtype|: CPU squares x in the input's float dtype (e^(x^2) then carries
+** that rounding, visible below -6), so do we. */
+static ir_value_t erfcx_in(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t x2_dtype) {
+  const ir_type_t* t = ir_value_type(ctx->func, x);
+  ir_value_t x2 = lower_cast(ctx, lower_cast(ctx, mul(ctx, x, x), x2_dtype), t->dtype);
+  ir_value_t direct = mul(ctx, un(ctx, "stablehlo.exponential", x2), un(ctx, "chlo.erfc", x));
+  double c[12], a = 1.0;
+  for (int32_t i = 0; i < 12; ++i) {
+    c[i] = a;
+    a *= -(2.0 * i + 1) / 2.0;
+  }
+  ir_value_t w = dv(ctx, k(ctx, x, 1.0), mul(ctx, x, x));
+  ir_value_t asym = dv(ctx, horner(ctx, w, c, 12), mul(ctx, x, k(ctx, x, sqrt(M_PI))));
+  return where(ctx, IR_GT, x, 25.0, asym, direct);
+}
+
+/* Applies |fn| in the precise dtype (see precise_dtype); ints become float32. */
+static tpurt_status_t precise_unary(lower_ctx_t* ctx, unary_fn_t fn) {
+  tpurt_dtype_t dt = float_of(lower_meta(ctx, 0)->dtype);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), precise_dtype(ctx, dt));
+  lower_set_result(ctx, 0, lower_cast(ctx, fn(ctx, x), dt));
+  return NULL;
+}
+
+static tpurt_status_t lower_i0(lower_ctx_t* ctx) { return precise_unary(ctx, i0_of); }
+static tpurt_status_t lower_i0e(lower_ctx_t* ctx) { return precise_unary(ctx, i0e_of); }
+static tpurt_status_t lower_i1(lower_ctx_t* ctx) { return precise_unary(ctx, i1_of); }
+static tpurt_status_t lower_i1e(lower_ctx_t* ctx) { return precise_unary(ctx, i1e_of); }
+static tpurt_status_t lower_j0(lower_ctx_t* ctx) { return precise_unary(ctx, j0_of); }
+static tpurt_status_t lower_j1(lower_ctx_t* ctx) { return precise_unary(ctx, j1_of); }
+static tpurt_status_t lower_y0(lower_ctx_t* ctx) { return precise_unary(ctx, y0_of); }
+static tpurt_status_t lower_y1(lower_ctx_t* ctx) { return precise_unary(ctx, y1_of); }
+static tpurt_status_t lower_k0(lower_ctx_t* ctx) { return precise_unary(ctx, k0_of); }
+static tpurt_status_t lower_k1(lower_ctx_t* ctx) { return precise_unary(ctx, k1_of); }
+static tpurt_status_t lower_k0e(lower_ctx_t* ctx) { return precise_unary(ctx, k0e_of); }
+static tpurt_status_t lower_k1e(lower_ctx_t* ctx) { return precise_unary(ctx, k1e_of); }
+static tpurt_status_t lower_spherical_j0(lower_ctx_t* ctx) { return precise_unary(ctx, spherical_j0_of); }
+static tpurt_status_t lower_erfcx(lower_ctx_t* ctx) {
+  tpurt_dtype_t dt = float_of(lower_meta(ctx, 0)->dtype);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), precise_dtype(ctx, dt));
+  lower_set_result(ctx, 0, lower_cast(ctx, erfcx_in(ctx, x, lower_acc_dtype(dt)), dt));
+  return NULL;
+}
+
 /*===--- binary ---===*/
+
+/*===--- orthogonal polynomials of a tensor degree ---===*/
+/* T, U, V, W (Chebyshev, plain and shifted), H and He (Hermite), L
+** (Laguerre), P (Legendre) of degree n, an elementwise tensor. The three-term
+** recurrence runs on the device as a stablehlo.while up to the largest n
+** (each element keeps the value at its own n), in the result's dtype, as
+** CPU's float kernels do; CPU's special cases (|x| = 1, the trigonometric
+** form of Chebyshev for n > 6 or 8 inside (-1, 1), n < 0) follow as selects. */
+
+typedef enum poly_kind_e { POLY_T, POLY_U, POLY_V, POLY_W, POLY_H, POLY_HE, POLY_L, POLY_P } poly_kind_t;
+
+/* degree-1 value */
+static ir_value_t poly_first(lower_ctx_t* ctx, poly_kind_t kind, ir_value_t x) {
+  ir_value_t two_x = add(ctx, x, x);
+  switch (kind) {
+    case POLY_U:
+    case POLY_H:
+      return two_x;
+    case POLY_V:
+      return sub(ctx, two_x, k(ctx, x, 1.0));
+    case POLY_W:
+      return add(ctx, two_x, k(ctx, x, 1.0));
+    case POLY_L:
+      return sub(ctx, k(ctx, x, 1.0), x);
+    default:
+      return x;
+  }
+}
+
+/* The value of degree j + 1 from those of degrees j - 1 (p) and j (q); |j| as x's dtype */
+static ir_value_t poly_step(lower_ctx_t* ctx, poly_kind_t kind, ir_value_t x, ir_value_t j, ir_value_t p,
+                            ir_value_t q) {
+  ir_value_t two_x = add(ctx, x, x), jp = mul(ctx, j, p), j1 = add(ctx, j, k(ctx, j, 1.0));
+  switch (kind) {
+    case POLY_H: /* 2x q - 2j p */
+      return sub(ctx, mul(ctx, two_x, q), add(ctx, jp, jp));
+    case POLY_HE: /* x q - j p */
+      return sub(ctx, mul(ctx, x, q), jp);
+    case POLY_L: /* ((2j + (1 - x)) q - j p) / (j + 1) */
+      return dv(ctx, sub(ctx, mul(ctx, add(ctx, add(ctx, j, j), sub(ctx, k(ctx, x, 1.0), x)), q), jp), j1);
+    case POLY_P: /* ((2j + 1) x q - j p) / (j + 1) */
+      return dv(ctx, sub(ctx, mul(ctx, mul(ctx, add(ctx, add(ctx, j, j), k(ctx, j, 1.0)), x), q), jp), j1);
+    default: /* Chebyshev: 2x q - p */
+      return sub(ctx, mul(ctx, two_x, q), p);
+  }
+}
+
+static tpurt_status_t orthogonal_poly(lower_ctx_t* ctx, poly_kind_t kind, bool shifted) {
+  int32_t idx[2] = {0, 1};
+  tpurt_dtype_t dt = float_of(lower_result_type(ctx, idx, 2));
+  ir_value_t v[2];
+  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
+  ir_func_t* f = ctx->func;
+  ir_value_t x = v[0];
+  if (shifted) x = sub(ctx, add(ctx, x, x), k(ctx, x, 1.0)); /* as CPU: x + x - 1 */
+  ir_value_t n = ir_convert(f, v[1], TPURT_DTYPE_I64);       /* truncated, as CPU's cast */
+  ir_value_t nf = ir_convert(f, n, dt);
+  const ir_type_t* xt = ir_value_type(f, x);
+  int32_t rank = xt->rank;
+  int64_t all[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < rank; ++i) all[i] = i;
+  ir_value_t max_n = ir_reduce(f, n, ir_constant_i64(f, TPURT_DTYPE_I64, 0), all, rank, IR_REDUCE_MAX);
+  ir_value_t first = poly_first(ctx, kind, x);
+  /* carried: j, p (degree j - 1), q (degree j), the value at each element's n */
+  ir_value_t init[4] = {ir_constant_i64(f, TPURT_DTYPE_I64, 1), k(ctx, x, 1.0), first, first}, args[4],
+             out[4];
+  ir_region_op_t w = ir_while_begin(f, init, 4, args);
+  ir_value_t more = ir_compare(f, IR_LT, args[0], max_n);
+  ir_region_end(f, &more, 1);
+  ir_while_body(f, &w, args);
+  ir_value_t jf = ir_broadcast_in_dim(f, ir_convert(f, args[0], dt), rank, xt->dims, NULL);
+  ir_value_t r = poly_step(ctx, kind, x, jf, args[1], args[2]);
+  ir_value_t j1 = ir_binary(f, "stablehlo.add", args[0], ir_constant_i64(f, TPURT_DTYPE_I64, 1));
+  ir_value_t at_n = ir_compare(f, IR_EQ, n, ir_broadcast_in_dim(f, j1, rank, xt->dims, NULL));
+  ir_value_t next[4] = {j1, args[2], r, ir_select(f, at_n, r, args[3])};
+  ir_region_end(f, next, 4);
+  ir_while_end(f, &w, out);
+  ir_value_t res = out[3];
+
+  ir_value_t one = k(ctx, x, 1.0);
+  ir_value_t even = ir_compare(f, IR_EQ, ir_binary(f, "stablehlo.remainder", n, lower_full_like(ctx, n, 2.0)),
+                               lower_full_like(ctx, n, 0.0));
+  ir_value_t pos = ir_compare(f, IR_GT, x, k(ctx, x, 0.0));
+  ir_value_t ax = un(ctx, "stablehlo.abs", x);
+  ir_value_t unit = ir_compare(f, IR_EQ, ax, one);
+  ir_value_t inside = ir_compare(f, IR_LT, ax, one);
+  ir_value_t n1 = add(ctx, nf, one), n2 = add(ctx, add(ctx, nf, nf), one);
+  ir_value_t pos_or_even = ir_binary(f, "stablehlo.or", pos, even);
+  ir_value_t sign_pe = ir_select(f, pos_or_even, one, un(ctx, "stablehlo.negate", one));
+  ir_value_t acos_x = ir_unary(f, "chlo.acos", x);
+  ir_value_t half_acos = mul(ctx, acos_x, k(ctx, x, 0.5));
+  ir_value_t nh = add(ctx, nf, k(ctx, x, 0.5));
+  int64_t trig_from = kind == POLY_T ? 6 : 8;
+  ir_value_t trig_n = ir_compare(f, IR_GT, n, lower_full_like(ctx, n, (double)trig_from));
+  ir_value_t trig = ir_binary(f, "stablehlo.and", trig_n, inside);
+  ir_value_t unit_value = IR_NONE, trig_value = IR_NONE;
+  switch (kind) {
+    case POLY_T:
+      unit_value = sign_pe;
+      trig_value = un(ctx, "stablehlo.cosine", mul(ctx, nf, acos_x));
+      break;
+    case POLY_U: {
+      unit_value = mul(ctx, sign_pe, n1);
+      ir_value_t s = un(ctx, "stablehlo.sine", acos_x);
+      ir_value_t a = dv(ctx, un(ctx, "stablehlo.sine", mul(ctx, n1, acos_x)), s);
+      ir_value_t b = dv(ctx, mul(ctx, n1, un(ctx, "stablehlo.cosine", mul(ctx, n1, acos_x))), x);
+      trig_value = ir_select(f, ir_compare(f, IR_NE, s, k(ctx, s, 0.0)), a, b);
+      break;
+    }
+    case POLY_V: {
+      ir_value_t odd_v = ir_select(f, even, n2, un(ctx, "stablehlo.negate", n2));
+      unit_value = ir_select(f, pos, one, odd_v);
+      ir_value_t a =
+          dv(ctx, un(ctx, "stablehlo.cosine", mul(ctx, nh, acos_x)), un(ctx, "stablehlo.cosine", half_acos));
+      ir_value_t s = un(ctx, "stablehlo.sine", half_acos);
+      trig_value = ir_select(f, ir_compare(f, IR_NE, s, one), a, odd_v);
+      break;
+    }
+    case POLY_W: {
+      ir_value_t neg_v = ir_select(f, even, one, un(ctx, "stablehlo.negate", one));
+      unit_value = ir_select(f, pos, n2, neg_v);
+      ir_value_t a =
+          dv(ctx, un(ctx, "stablehlo.sine", mul(ctx, nh, acos_x)), un(ctx, "stablehlo.sine", half_acos));
+      ir_value_t c = un(ctx, "stablehlo.cosine", half_acos);
+      trig_value = ir_select(f, ir_compare(f, IR_NE, c, one), a, unit_value);
+      break;
+    }
+    case POLY_P:
+      unit_value = sign_pe;
+      break;
+    default:
+      break;
+  }
+  bool chebyshev = kind == POLY_T || kind == POLY_U || kind == POLY_V || kind == POLY_W;
+  /* lowest priority first: CPU's checks run in the opposite order */
+  if (kind == POLY_H || kind == POLY_HE) {
+    double limit = dt == TPURT_DTYPE_F64 ? 512.0 : dt == TPURT_DTYPE_F32 ? 128.0 : 1024.0;
+    res = ir_select(f, ir_compare(f, IR_GT, n, lower_full_like(ctx, n, limit)), k(ctx, x, NAN), res);
+  }
+  res = ir_select(f, ir_compare(f, IR_EQ, n, lower_full_like(ctx, n, 1.0)), first, res);
+  res = ir_select(f, ir_compare(f, IR_EQ, n, lower_full_like(ctx, n, 0.0)), one, res);
+  if (chebyshev) res = ir_select(f, trig, trig_value, res);
+  if (unit_value != IR_NONE) res = ir_select(f, unit, unit_value, res);
+  if (kind == POLY_L) res = ir_select(f, ir_compare(f, IR_EQ, ax, k(ctx, x, 0.0)), one, res);
+  res = ir_select(f, ir_compare(f, IR_LT, n, lower_full_like(ctx, n, 0.0)), k(ctx, x, 0.0), res);
+  lower_set_result(ctx, 0, res);
+  return NULL;
+}
+
+static tpurt_status_t lower_cheb_t(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_T, false); }
+static tpurt_status_t lower_cheb_u(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_U, false); }
+static tpurt_status_t lower_cheb_v(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_V, false); }
+static tpurt_status_t lower_cheb_w(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_W, false); }
+static tpurt_status_t lower_shifted_t(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_T, true); }
+static tpurt_status_t lower_shifted_u(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_U, true); }
+static tpurt_status_t lower_shifted_v(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_V, true); }
+static tpurt_status_t lower_shifted_w(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_W, true); }
+static tpurt_status_t lower_hermite_h(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_H, false); }
+static tpurt_status_t lower_hermite_he(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_HE, false); }
+static tpurt_status_t lower_laguerre(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_L, false); }
+static tpurt_status_t lower_legendre(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_P, false); }
+
+/* nextafter(a, b): the next float after a towards b, one step of the bits:
+** up in magnitude when b is further from 0 on a's side, else down; from 0,
+** the smallest subnormal with b's sign. */
+static ir_value_t nextafter_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  ir_func_t* f = ctx->func;
+  float_bits_t fb = float_bits(ir_value_type(f, a)->dtype);
+  ir_value_t bits = as_bits(ctx, a, fb.int_dtype);
+  ir_value_t away = ir_compare(f, IR_EQ, ir_compare(f, IR_LT, a, b), ir_compare(f, IR_GT, a, k(ctx, a, 0.0)));
+  ir_value_t step = ir_select(f, away, k(ctx, bits, 1.0), k(ctx, bits, -1.0));
+  ir_value_t r = ir_bitcast_convert(f, bin(ctx, "stablehlo.add", bits, step), *ir_value_type(f, a));
+  ir_value_t tiny = ir_bitcast_convert(f, k(ctx, bits, 1.0), *ir_value_type(f, a));
+  ir_value_t from_zero =
+      ir_select(f, ir_compare(f, IR_GT, b, k(ctx, b, 0.0)), tiny, ir_unary(f, "stablehlo.negate", tiny));
+  r = ir_select(f, ir_compare(f, IR_EQ, a, k(ctx, a, 0.0)), from_zero, r);
+  r = ir_select(f, ir_compare(f, IR_EQ, a, b), b, r);
+  ir_value_t any_nan = ir_binary(f, "stablehlo.or", is_nan(ctx, a), is_nan(ctx, b));
+  return ir_select(f, any_nan, bin(ctx, "stablehlo.add", a, b), r);
+}
 
 typedef ir_value_t (*binary_fn_t)(lower_ctx_t* ctx, ir_value_t a, ir_value_t b);
 
@@ -328,6 +790,26 @@ static ir_value_t zeta_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t q) {
   return ir_binary(ctx->func, "chlo.zeta", x, q);
 }
 
+static tpurt_status_t lower_nextafter(lower_ctx_t* ctx) {
+  int32_t idx[2] = {0, 1};
+  tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  if (!tpurt_dtype_is_float(dt))
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"nextafter_cpu\" not implemented for '%s'",
+                       tpurt_dtype_name(dt));
+  ir_value_t v[2];
+  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
+  lower_set_result(ctx, 0, nextafter_of(ctx, v[0], v[1]));
+  return NULL;
+}
+
+/* angle of a real number: 0 at or above 0, pi below, NaN stays; ints give float */
+static ir_value_t angle_of(lower_ctx_t* ctx, ir_value_t x) {
+  ir_func_t* f = ctx->func;
+  ir_value_t r = ir_select(f, ir_compare(f, IR_LT, x, k(ctx, x, 0.0)), k(ctx, x, M_PI), k(ctx, x, 0.0));
+  return ir_select(f, is_nan(ctx, x), x, r);
+}
+static tpurt_status_t lower_angle(lower_ctx_t* ctx) { return float_unary(ctx, angle_of); }
+
 static tpurt_status_t lower_xlogy(lower_ctx_t* ctx) { return binary(ctx, 0, 1, xlogy_of, true); }
 static tpurt_status_t lower_xlog1py(lower_ctx_t* ctx) { return binary(ctx, 0, 1, xlog1py_of, true); }
 static tpurt_status_t lower_hypot(lower_ctx_t* ctx) { return binary(ctx, 0, 1, hypot_of, true); }
@@ -346,18 +828,55 @@ static tpurt_status_t lower_heaviside(lower_ctx_t* ctx) {
   return binary(ctx, 0, 1, heaviside_of, false);
 }
 
-/* polygamma(n, self): chlo.polygamma takes n as a float tensor like x */
+/* polygamma(n, self) for x < 0, by reflection:
+**   psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi^(n+1) P_n(cot(pi x)),
+** where d^n/dx^n cot(pi x) = pi^n P_n(cot(pi x)) with P_0(c) = c and
+** P_(k+1)(c) = P_k'(c) * -(1 + c^2): P_n's coefficients are computed here,
+** at lowering time (n is an int arg, so it is part of the program). */
+#define POLYGAMMA_MAX_N 60
+static ir_value_t polygamma_reflected(lower_ctx_t* ctx, int64_t n, ir_value_t x) {
+  ir_func_t* f = ctx->func;
+  double p[POLYGAMMA_MAX_N + 2] = {0.0, 1.0}; /* P_0(c) = c, lowest power first */
+  for (int64_t step = 0; step < n; ++step) {
+    double d[POLYGAMMA_MAX_N + 2] = {0}; /* P' */
+    for (int64_t i = 1; i <= step + 1; ++i) d[i - 1] = (double)i * p[i];
+    double q[POLYGAMMA_MAX_N + 2] = {0}; /* -(1 + c^2) P' */
+    for (int64_t i = 0; i <= step; ++i) {
+      q[i] -= d[i];
+      q[i + 2] -= d[i];
+    }
+    memcpy(p, q, sizeof(p));
+  }
+  ir_value_t c = bin(ctx, "stablehlo.divide", k(ctx, x, 1.0),
+                     ir_unary(f, "stablehlo.tan", bin(ctx, "stablehlo.multiply", x, k(ctx, x, M_PI))));
+  ir_value_t poly = k(ctx, x, p[n + 1]);
+  for (int64_t i = n; i >= 0; --i)
+    poly = bin(ctx, "stablehlo.add", bin(ctx, "stablehlo.multiply", poly, c), k(ctx, x, p[i]));
+  ir_value_t mirrored =
+      ir_binary(f, "chlo.polygamma", k(ctx, x, (double)n), bin(ctx, "stablehlo.subtract", k(ctx, x, 1.0), x));
+  if (n % 2) mirrored = ir_unary(f, "stablehlo.negate", mirrored);
+  ir_value_t cot_term = bin(ctx, "stablehlo.multiply", poly, k(ctx, x, pow(M_PI, (double)(n + 1))));
+  return bin(ctx, "stablehlo.subtract", mirrored, cot_term);
+}
+
+/* polygamma(n, self): chlo.polygamma takes n as a float tensor like x; it is
+** NaN below 0, where CPU's zeta series has values: there, the reflection. */
 static tpurt_status_t lower_polygamma(lower_ctx_t* ctx) {
   int64_t n = lower_int(ctx, 0, 0);
   if (n < 0) return lower_error(TPURT_INVALID_ARGUMENT, "polygamma(n, x) does not support negative n.");
+  if (n > POLYGAMMA_MAX_N)
+    return lower_error(TPURT_UNIMPLEMENTED, "polygamma for n > %d (the reflection polynomial)",
+                       POLYGAMMA_MAX_N);
   tpurt_dtype_t dt = float_of(lower_meta(ctx, 1)->dtype);
-  tpurt_dtype_t acc = lower_acc_dtype(dt);
+  /* n = 1 follows CPU's float trigamma (its own reflection, in the op-math
+  ** dtype); n >= 2 its zeta series, which is accurate: f64 where we can */
+  tpurt_dtype_t acc = n >= 2 ? precise_dtype(ctx, dt) : lower_acc_dtype(dt);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 1), acc);
+  ir_func_t* f = ctx->func;
   ir_value_t r;
   if (n == 0) {
     r = digamma_of(ctx, x);
-  } else if (n == 1) { /* trigamma; below 0 by reflection, as CPU: pi^2 / sin^2(pi x) - trigamma(1 - x) */
-    ir_func_t* f = ctx->func;
+  } else if (n == 1) { /* pi^2 / sin^2(pi x) - trigamma(1 - x) below 0 */
     ir_value_t one = k(ctx, x, 1.0);
     ir_value_t neg = ir_compare(f, IR_LT, x, k(ctx, x, 0.0));
     ir_value_t arg = ir_select(f, neg, bin(ctx, "stablehlo.subtract", one, x), x);
@@ -366,17 +885,127 @@ static tpurt_status_t lower_polygamma(lower_ctx_t* ctx) {
     ir_value_t refl =
         bin(ctx, "stablehlo.divide", k(ctx, x, M_PI * M_PI), bin(ctx, "stablehlo.multiply", s, s));
     r = ir_select(f, neg, bin(ctx, "stablehlo.subtract", refl, tg), tg);
-  } else { /* chlo.polygamma gives NaN below 0 where CPU's zeta series has values: leave it to the CPU */
-    return lower_error(TPURT_UNIMPLEMENTED, "polygamma for n >= 2 (chlo.polygamma is NaN for negative x)");
+  } else {
+    ir_value_t neg = ir_compare(f, IR_LT, x, k(ctx, x, 0.0));
+    ir_value_t direct = ir_binary(f, "chlo.polygamma", k(ctx, x, (double)n), x);
+    ir_value_t safe = ir_select(f, neg, x, k(ctx, x, -0.5)); /* keeps the unused branch finite */
+    r = ir_select(f, neg, polygamma_reflected(ctx, n, safe), direct);
   }
   lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
   return NULL;
 }
 
+/*===--- regularized incomplete gamma ---===*/
+
+#define IGAMMA_MAX_ITERS 2000
+
+/* P(a, x) (or Q = 1 - P when |upper|), for a > 0, x > 0, in f64 where the
+** platform has it: the power series of P below x = a + 1, Lentz's continued
+** fraction of Q above, both iterated as one stablehlo.while until every
+** element has converged. */
+static ir_value_t igamma_core(lower_ctx_t* ctx, ir_value_t a, ir_value_t x, bool upper) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = ir_value_type(f, a);
+  double eps = t->dtype == TPURT_DTYPE_F64 ? 1e-16 : 1e-8, tiny = 1e-300;
+  if (t->dtype != TPURT_DTYPE_F64) tiny = 1e-30;
+  int64_t all[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < t->rank; ++i) all[i] = i;
+  ir_value_t one = k(ctx, a, 1.0);
+  ir_value_t inv_a = dv(ctx, one, a);
+  ir_value_t b0 = add(ctx, sub(ctx, x, a), one);
+  ir_value_t init[7] = {ir_constant_i64(f, TPURT_DTYPE_I32, 1),
+                        inv_a,                 /* series sum */
+                        inv_a,                 /* series term */
+                        b0,                    /* Lentz b */
+                        k(ctx, a, 1.0 / tiny), /* c */
+                        dv(ctx, one, b0),      /* d */
+                        dv(ctx, one, b0)},     /* h */
+      args[7], out[7];
+  ir_region_op_t w = ir_while_begin(f, init, 7, args);
+  ir_value_t go =
+      ir_binary(f, "stablehlo.and", ir_compare(f, IR_GT, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 0)),
+                ir_compare(f, IR_LT, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, IGAMMA_MAX_ITERS)));
+  ir_region_end(f, &go, 1);
+  ir_while_body(f, &w, args);
+  ir_value_t fi = ir_broadcast_in_dim(f, ir_convert(f, args[0], t->dtype), t->rank, t->dims, NULL);
+  /* series: term *= x / (a + i) */
+  ir_value_t term = mul(ctx, args[2], dv(ctx, x, add(ctx, a, fi)));
+  ir_value_t sum = add(ctx, args[1], term);
+  ir_value_t s_done = ir_compare(f, IR_LT, un(ctx, "stablehlo.abs", term),
+                                 mul(ctx, un(ctx, "stablehlo.abs", sum), k(ctx, a, eps)));
+  /* Lentz: an = -i (i - a), b += 2 */
+  ir_value_t an = un(ctx, "stablehlo.negate", mul(ctx, fi, sub(ctx, fi, a)));
+  ir_value_t b = add(ctx, args[3], k(ctx, a, 2.0));
+  ir_value_t d = add(ctx, mul(ctx, an, args[5]), b);
+  d = where(ctx, IR_LT, un(ctx, "stablehlo.abs", d), tiny, k(ctx, a, tiny), d);
+  ir_value_t c = add(ctx, b, dv(ctx, an, args[4]));
+  c = where(ctx, IR_LT, un(ctx, "stablehlo.abs", c), tiny, k(ctx, a, tiny), c);
+  d = dv(ctx, one, d);
+  ir_value_t del = mul(ctx, d, c);
+  ir_value_t h = mul(ctx, args[6], del);
+  ir_value_t c_done = ir_compare(f, IR_LT, un(ctx, "stablehlo.abs", sub(ctx, del, one)), k(ctx, a, eps));
+  ir_value_t in_series = ir_compare(f, IR_LT, x, add(ctx, a, one));
+  ir_value_t done = ir_select(f, in_series, s_done, c_done);
+  /* NaN inputs never converge: count them done */
+  done = ir_binary(f, "stablehlo.or", done, ir_unary(f, "stablehlo.not", ir_compare(f, IR_EQ, sum, sum)));
+  done = ir_binary(f, "stablehlo.or", done, ir_unary(f, "stablehlo.not", ir_compare(f, IR_EQ, h, h)));
+  ir_value_t all_done =
+      ir_reduce(f, done, ir_constant_i64(f, TPURT_DTYPE_BOOL, 1), all, t->rank, IR_REDUCE_AND);
+  ir_value_t next_i = ir_binary(f, "stablehlo.add", args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 1));
+  next_i = ir_select(f, all_done, ir_constant_i64(f, TPURT_DTYPE_I32, -1), next_i);
+  ir_value_t next[7] = {next_i, sum, term, b, c, d, h};
+  ir_region_end(f, next, 7);
+  ir_while_end(f, &w, out);
+  /* prefactor e^(a ln x - x - lgamma(a)) */
+  ir_value_t pre =
+      un(ctx, "stablehlo.exponential",
+         sub(ctx, sub(ctx, mul(ctx, a, un(ctx, "stablehlo.log", x)), x), ir_unary(f, "chlo.lgamma", a)));
+  ir_value_t p_series = mul(ctx, out[1], pre), q_cf = mul(ctx, out[6], pre);
+  ir_value_t use_series = ir_compare(f, IR_LT, x, add(ctx, a, one));
+  if (upper) return ir_select(f, use_series, sub(ctx, one, p_series), q_cf);
+  return ir_select(f, use_series, p_series, sub(ctx, one, q_cf));
+}
+
+/* igamma(a, x) / igammac(a, x), with CPU's special cases */
+static ir_value_t igamma_full(lower_ctx_t* ctx, ir_value_t a, ir_value_t x, bool upper) {
+  ir_func_t* f = ctx->func;
+  ir_value_t safe_a = where(ctx, IR_GT, a, 0.0, a, k(ctx, a, 1.0));
+  ir_value_t safe_x = where(ctx, IR_GT, x, 0.0, x, k(ctx, x, 1.0));
+  safe_a = where(ctx, IR_EQ, un(ctx, "stablehlo.abs", safe_a), INFINITY, k(ctx, a, 1.0), safe_a);
+  safe_x = where(ctx, IR_EQ, un(ctx, "stablehlo.abs", safe_x), INFINITY, k(ctx, x, 1.0), safe_x);
+  ir_value_t r = igamma_core(ctx, safe_a, safe_x, upper);
+  double lo = upper ? 1.0 : 0.0, hi = upper ? 0.0 : 1.0; /* values at x = 0 and x = inf */
+  ir_value_t a_inf = ir_compare(f, IR_EQ, a, k(ctx, a, INFINITY));
+  ir_value_t x_inf = ir_compare(f, IR_EQ, x, k(ctx, x, INFINITY));
+  r = ir_select(f, x_inf, k(ctx, x, hi), r);
+  r = ir_select(f, a_inf, ir_select(f, x_inf, k(ctx, x, NAN), k(ctx, x, lo)), r);
+  r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, lo), r);
+  ir_value_t a0 = ir_compare(f, IR_EQ, a, k(ctx, a, 0.0));
+  r = ir_select(f, a0, where(ctx, IR_GT, x, 0.0, k(ctx, x, hi), k(ctx, x, NAN)), r);
+  ir_value_t neg = ir_binary(f, "stablehlo.or", ir_compare(f, IR_LT, a, k(ctx, a, 0.0)),
+                             ir_compare(f, IR_LT, x, k(ctx, x, 0.0)));
+  r = ir_select(f, neg, k(ctx, x, NAN), r);
+  ir_value_t any_nan = ir_binary(f, "stablehlo.or", is_nan(ctx, a), is_nan(ctx, x));
+  return ir_select(f, any_nan, k(ctx, x, NAN), r);
+}
+
+static tpurt_status_t igamma_rule(lower_ctx_t* ctx, bool upper) {
+  int32_t idx[2] = {0, 1};
+  tpurt_dtype_t dt = float_of(lower_result_type(ctx, idx, 2));
+  ir_value_t v[2];
+  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, precise_dtype(ctx, dt), v));
+  lower_set_result(ctx, 0, lower_cast(ctx, igamma_full(ctx, v[0], v[1], upper), dt));
+  return NULL;
+}
+static tpurt_status_t lower_igamma(lower_ctx_t* ctx) { return igamma_rule(ctx, false); }
+static tpurt_status_t lower_igammac(lower_ctx_t* ctx) { return igamma_rule(ctx, true); }
+
 const lower_rule_t lower_special_rules[] = {
     LOWER_FN("aten::copysign.Scalar", lower_copysign),
     LOWER_FN("aten::copysign.Tensor", lower_copysign),
     LOWER_OUT_FN("aten::copysign.out", lower_copysign),
+    LOWER_FN("aten::angle", lower_angle),
+    LOWER_OUT_FN("aten::angle.out", lower_angle),
     LOWER_FN("aten::digamma", lower_digamma),
     LOWER_OUT_FN("aten::digamma.out", lower_digamma),
     LOWER_FN("aten::erfc", lower_erfc),
@@ -385,7 +1014,13 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_OUT_FN("aten::fmax.out", lower_fmax),
     LOWER_FN("aten::fmin", lower_fmin),
     LOWER_OUT_FN("aten::fmin.out", lower_fmin),
+    LOWER_FN("aten::frexp.Tensor", lower_frexp),
+    LOWER_OUT_FN("aten::frexp.Tensor_out", lower_frexp),
     LOWER_FN("aten::heaviside", lower_heaviside),
+    LOWER_FN("aten::igamma", lower_igamma),
+    LOWER_OUT_FN("aten::igamma.out", lower_igamma),
+    LOWER_FN("aten::igammac", lower_igammac),
+    LOWER_OUT_FN("aten::igammac.out", lower_igammac),
     LOWER_OUT_FN("aten::heaviside.out", lower_heaviside),
     LOWER_FN("aten::hypot", lower_hypot),
     LOWER_OUT_FN("aten::hypot.out", lower_hypot),
@@ -399,6 +1034,8 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_OUT_FN("aten::logit.out", lower_logit),
     LOWER_FN("aten::nan_to_num", lower_nan_to_num),
     LOWER_OUT_FN("aten::nan_to_num.out", lower_nan_to_num),
+    LOWER_FN("aten::nextafter", lower_nextafter),
+    LOWER_OUT_FN("aten::nextafter.out", lower_nextafter),
     LOWER_FN("aten::polygamma", lower_polygamma),
     LOWER_OUT_FN("aten::polygamma.out", lower_polygamma),
     LOWER_FN("aten::round.decimals", lower_round_decimals),
@@ -423,5 +1060,109 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_OUT_FN("aten::xlogy.OutTensor", lower_xlogy),
     LOWER_OUT_FN("aten::xlogy.OutScalar_Other", lower_xlogy),
     LOWER_OUT_FN("aten::xlogy.OutScalar_Self", lower_xlogy),
+    LOWER_FN("aten::i0", lower_i0),
+    LOWER_OUT_FN("aten::i0.out", lower_i0),
+    LOWER_FN("aten::special_i0e", lower_i0e),
+    LOWER_OUT_FN("aten::special_i0e.out", lower_i0e),
+    LOWER_FN("aten::special_i1", lower_i1),
+    LOWER_OUT_FN("aten::special_i1.out", lower_i1),
+    LOWER_FN("aten::special_i1e", lower_i1e),
+    LOWER_OUT_FN("aten::special_i1e.out", lower_i1e),
+    LOWER_FN("aten::special_modified_bessel_i0", lower_i0),
+    LOWER_OUT_FN("aten::special_modified_bessel_i0.out", lower_i0),
+    LOWER_FN("aten::special_modified_bessel_i1", lower_i1),
+    LOWER_OUT_FN("aten::special_modified_bessel_i1.out", lower_i1),
+    LOWER_FN("aten::special_bessel_j0", lower_j0),
+    LOWER_OUT_FN("aten::special_bessel_j0.out", lower_j0),
+    LOWER_FN("aten::special_bessel_j1", lower_j1),
+    LOWER_OUT_FN("aten::special_bessel_j1.out", lower_j1),
+    LOWER_FN("aten::special_bessel_y0", lower_y0),
+    LOWER_OUT_FN("aten::special_bessel_y0.out", lower_y0),
+    LOWER_FN("aten::special_bessel_y1", lower_y1),
+    LOWER_OUT_FN("aten::special_bessel_y1.out", lower_y1),
+    LOWER_FN("aten::special_modified_bessel_k0", lower_k0),
+    LOWER_OUT_FN("aten::special_modified_bessel_k0.out", lower_k0),
+    LOWER_FN("aten::special_modified_bessel_k1", lower_k1),
+    LOWER_OUT_FN("aten::special_modified_bessel_k1.out", lower_k1),
+    LOWER_FN("aten::special_scaled_modified_bessel_k0", lower_k0e),
+    LOWER_OUT_FN("aten::special_scaled_modified_bessel_k0.out", lower_k0e),
+    LOWER_FN("aten::special_scaled_modified_bessel_k1", lower_k1e),
+    LOWER_OUT_FN("aten::special_scaled_modified_bessel_k1.out", lower_k1e),
+    LOWER_FN("aten::special_spherical_bessel_j0", lower_spherical_j0),
+    LOWER_OUT_FN("aten::special_spherical_bessel_j0.out", lower_spherical_j0),
+    LOWER_FN("aten::special_erfcx", lower_erfcx),
+    LOWER_OUT_FN("aten::special_erfcx.out", lower_erfcx),
+    LOWER_FN("aten::special_chebyshev_polynomial_t", lower_cheb_t),
+    LOWER_FN("aten::special_chebyshev_polynomial_t.x_scalar", lower_cheb_t),
+    LOWER_FN("aten::special_chebyshev_polynomial_t.n_scalar", lower_cheb_t),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_t.out", lower_cheb_t),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_t.x_scalar_out", lower_cheb_t),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_t.n_scalar_out", lower_cheb_t),
+    LOWER_FN("aten::special_chebyshev_polynomial_u", lower_cheb_u),
+    LOWER_FN("aten::special_chebyshev_polynomial_u.x_scalar", lower_cheb_u),
+    LOWER_FN("aten::special_chebyshev_polynomial_u.n_scalar", lower_cheb_u),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_u.out", lower_cheb_u),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_u.x_scalar_out", lower_cheb_u),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_u.n_scalar_out", lower_cheb_u),
+    LOWER_FN("aten::special_chebyshev_polynomial_v", lower_cheb_v),
+    LOWER_FN("aten::special_chebyshev_polynomial_v.x_scalar", lower_cheb_v),
+    LOWER_FN("aten::special_chebyshev_polynomial_v.n_scalar", lower_cheb_v),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_v.out", lower_cheb_v),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_v.x_scalar_out", lower_cheb_v),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_v.n_scalar_out", lower_cheb_v),
+    LOWER_FN("aten::special_chebyshev_polynomial_w", lower_cheb_w),
+    LOWER_FN("aten::special_chebyshev_polynomial_w.x_scalar", lower_cheb_w),
+    LOWER_FN("aten::special_chebyshev_polynomial_w.n_scalar", lower_cheb_w),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_w.out", lower_cheb_w),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_w.x_scalar_out", lower_cheb_w),
+    LOWER_OUT_FN("aten::special_chebyshev_polynomial_w.n_scalar_out", lower_cheb_w),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_t", lower_shifted_t),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_t.x_scalar", lower_shifted_t),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_t.n_scalar", lower_shifted_t),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_t.out", lower_shifted_t),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_t.x_scalar_out", lower_shifted_t),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_t.n_scalar_out", lower_shifted_t),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_u", lower_shifted_u),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_u.x_scalar", lower_shifted_u),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_u.n_scalar", lower_shifted_u),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_u.out", lower_shifted_u),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_u.x_scalar_out", lower_shifted_u),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_u.n_scalar_out", lower_shifted_u),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_v", lower_shifted_v),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_v.x_scalar", lower_shifted_v),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_v.n_scalar", lower_shifted_v),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_v.out", lower_shifted_v),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_v.x_scalar_out", lower_shifted_v),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_v.n_scalar_out", lower_shifted_v),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_w", lower_shifted_w),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_w.x_scalar", lower_shifted_w),
+    LOWER_FN("aten::special_shifted_chebyshev_polynomial_w.n_scalar", lower_shifted_w),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_w.out", lower_shifted_w),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_w.x_scalar_out", lower_shifted_w),
+    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_w.n_scalar_out", lower_shifted_w),
+    LOWER_FN("aten::special_hermite_polynomial_h", lower_hermite_h),
+    LOWER_FN("aten::special_hermite_polynomial_h.x_scalar", lower_hermite_h),
+    LOWER_FN("aten::special_hermite_polynomial_h.n_scalar", lower_hermite_h),
+    LOWER_OUT_FN("aten::special_hermite_polynomial_h.out", lower_hermite_h),
+    LOWER_OUT_FN("aten::special_hermite_polynomial_h.x_scalar_out", lower_hermite_h),
+    LOWER_OUT_FN("aten::special_hermite_polynomial_h.n_scalar_out", lower_hermite_h),
+    LOWER_FN("aten::special_hermite_polynomial_he", lower_hermite_he),
+    LOWER_FN("aten::special_hermite_polynomial_he.x_scalar", lower_hermite_he),
+    LOWER_FN("aten::special_hermite_polynomial_he.n_scalar", lower_hermite_he),
+    LOWER_OUT_FN("aten::special_hermite_polynomial_he.out", lower_hermite_he),
+    LOWER_OUT_FN("aten::special_hermite_polynomial_he.x_scalar_out", lower_hermite_he),
+    LOWER_OUT_FN("aten::special_hermite_polynomial_he.n_scalar_out", lower_hermite_he),
+    LOWER_FN("aten::special_laguerre_polynomial_l", lower_laguerre),
+    LOWER_FN("aten::special_laguerre_polynomial_l.x_scalar", lower_laguerre),
+    LOWER_FN("aten::special_laguerre_polynomial_l.n_scalar", lower_laguerre),
+    LOWER_OUT_FN("aten::special_laguerre_polynomial_l.out", lower_laguerre),
+    LOWER_OUT_FN("aten::special_laguerre_polynomial_l.x_scalar_out", lower_laguerre),
+    LOWER_OUT_FN("aten::special_laguerre_polynomial_l.n_scalar_out", lower_laguerre),
+    LOWER_FN("aten::special_legendre_polynomial_p", lower_legendre),
+    LOWER_FN("aten::special_legendre_polynomial_p.x_scalar", lower_legendre),
+    LOWER_FN("aten::special_legendre_polynomial_p.n_scalar", lower_legendre),
+    LOWER_OUT_FN("aten::special_legendre_polynomial_p.out", lower_legendre),
+    LOWER_OUT_FN("aten::special_legendre_polynomial_p.x_scalar_out", lower_legendre),
+    LOWER_OUT_FN("aten::special_legendre_polynomial_p.n_scalar_out", lower_legendre),
     LOWER_END,
 };
