@@ -38,7 +38,7 @@ void mark_sharding(const at::Tensor& t, const std::vector<int>& devices, const s
   std::vector<int8_t> axes(dim_axis.begin(), dim_axis.end());
   const tpurt_sharding_spec_t spec{static_cast<int32_t>(devices.size()), devices.data(),
                                    static_cast<int32_t>(mesh_shape.size()), mesh_shape.data(), axes.data()};
-  check(tpurt_tensor_shard(&view, &spec), kOp);
+  check_consume(tpurt_tensor_shard(&view, &spec), kOp);
 }
 
 int num_shards(const at::Tensor& t) {
