@@ -88,6 +88,13 @@ typedef enum tpurt_dtype_e {
   TPURT_DTYPE_U16,
   TPURT_DTYPE_U32,
   TPURT_DTYPE_U64,
+  /* 8-bit floats (PyTorch's float8_e4m3fn, _e5m2, _e4m3fnuz, _e5m2fnuz):
+  ** storage, copies and casts; which ones a platform has comes from its
+  ** plugin (tpurt_dtype_supported). */
+  TPURT_DTYPE_F8E4M3FN,
+  TPURT_DTYPE_F8E5M2,
+  TPURT_DTYPE_F8E4M3FNUZ,
+  TPURT_DTYPE_F8E5M2FNUZ,
   TPURT_DTYPE_COUNT,
 } tpurt_dtype_t;
 
@@ -96,6 +103,7 @@ size_t tpurt_dtype_size(tpurt_dtype_t dtype);
 const char* tpurt_dtype_name(tpurt_dtype_t dtype);
 bool tpurt_dtype_is_float(tpurt_dtype_t dtype);
 bool tpurt_dtype_is_integral(tpurt_dtype_t dtype); /* ints, not bool */
+bool tpurt_dtype_is_float8(tpurt_dtype_t dtype);
 
 #define TPURT_MAX_RANK 8
 

@@ -149,10 +149,29 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::native::_local_scalar_dense_cpu(host);
 }
 
+// `param.data = t` (set_data) between cpu and tpu, as CUDA allows between
+// cpu and cuda. PyTorch's own check (TensorImpl::has_compatible_shallow_copy_type)
+// counts only its built-in backends as dense, so it would refuse a cpu/tpu
+// pair; diffusers' group offloading swaps parameters' data across devices.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::Layout::Strided && (t.device().is_cpu() || t.device().type() == kTpu);
+  };
+  if (dense(self) && dense(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
 }  // namespace
 }  // namespace torch_tpu
 
+// Registered above autograd: the op is CompositeImplicitAutograd, whose
+// kernel would otherwise answer before the backend key is reached.
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(torch_tpu::has_compatible_shallow_copy_type));
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(torch_tpu::has_compatible_shallow_copy_type));
   using namespace torch_tpu;
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("view", TORCH_FN(at::native::view));
