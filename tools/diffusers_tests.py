@@ -40,14 +40,18 @@ def checkout_version(src: Path) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("src", type=Path, help="a diffusers checkout (its tests/ directory is used)")
     parser.add_argument("files", nargs="*", default=FILES, help="test files relative to the checkout")
     parser.add_argument("-k", dest="keyword", default=None, help="pytest -k selection")
     args = parser.parse_args()
     src: Path = args.src.resolve()
     if not (src / "tests" / "testing_utils.py").is_file():
-        print(f"diffusers-tests: {src} is not a diffusers checkout (no tests/testing_utils.py)", file=sys.stderr)
+        print(
+            f"diffusers-tests: {src} is not a diffusers checkout (no tests/testing_utils.py)", file=sys.stderr
+        )
         return 2
 
     import diffusers
@@ -75,18 +79,32 @@ def main() -> int:
     )
     rows = []
     for rel in args.files:
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(src), str(src / rel)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(src),
+            str(src / rel),
+        ]
         if args.keyword:
             cmd += ["-k", args.keyword]
         print("+", " ".join(cmd), flush=True)
-        done = subprocess.run(cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        done = subprocess.run(
+            cmd, cwd=work, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         print(done.stdout[-20000:], flush=True)
         last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
         counts = {kind: 0 for kind in ("passed", "failed", "skipped")}
         for number, kind in SUMMARY.findall(last):
-            kind = {"error": "failed", "errors": "failed", "xfailed": "skipped", "xpassed": "passed"}[kind] if (
-                kind not in counts
-            ) else kind
+            kind = (
+                {"error": "failed", "errors": "failed", "xfailed": "skipped", "xpassed": "passed"}[kind]
+                if (kind not in counts)
+                else kind
+            )
             counts[kind] += int(number)
         rows.append((rel, counts))
     print(f"\n{'file':<64} {'passed':>6} {'failed':>6} {'skipped':>7}")
@@ -97,7 +115,8 @@ def main() -> int:
             total[kind] += counts[kind]
     ran = total["passed"] + total["failed"]
     share = 100.0 * total["passed"] / ran if ran else 0.0
-    print(f"{'total':<64} {total['passed']:>6} {total['failed']:>6} {total['skipped']:>7}  ({share:.1f}% of run)")
+    counts = f"{total['passed']:>6} {total['failed']:>6} {total['skipped']:>7}"
+    print(f"{'total':<64} {counts}  ({share:.1f}% of the tests that ran)")
     return 0 if total["failed"] == 0 else 1
 
 

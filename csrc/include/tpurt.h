@@ -335,7 +335,7 @@ typedef struct tpurt_op_call_s {
   const char* name; /* "aten::add.Tensor" */
   const tpurt_arg_t* args;
   int32_t num_args;
-  int device; /* device the op runs on */
+  int device;                                /* device the op runs on */
   tpurt_matmul_precision_t matmul_precision; /* part of the op's cache key */
   /* Outputs, for ops whose schema returns new tensors: the caller's array
   ** of max_results entries (TPURT_MAX_RESULTS, or more for Tensor[]). */
@@ -482,7 +482,7 @@ double tpurt_event_elapsed_ms(tpurt_event_t* start, tpurt_event_t* end);
 ** start it (its launch, or the previous completion on the device) to its
 ** completion event. */
 typedef struct tpurt_launch_record_s {
-  char name[128];  /* the op or graph label */
+  char name[128]; /* the op or graph label */
   int device;
   int32_t num_ops; /* StableHLO ops in the program; 0 if unknown */
   bool is_copy;    /* a device -> host copy */

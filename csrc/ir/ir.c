@@ -997,8 +997,8 @@ static void put_precision(const ir_func_t* func, tpurt_strbuf_t* attrs, tpurt_dt
   static const char* const kNames[] = {"", "DEFAULT", "HIGH", "HIGHEST"};
   if (func->precision == IR_PRECISION_UNSET || (dtype != TPURT_DTYPE_F32 && dtype != TPURT_DTYPE_F64)) return;
   const char* name = kNames[func->precision];
-  tpurt_strbuf_printf(attrs, ", precision_config = [#stablehlo<precision %s>, #stablehlo<precision %s>]", name,
-                      name);
+  tpurt_strbuf_printf(attrs, ", precision_config = [#stablehlo<precision %s>, #stablehlo<precision %s>]",
+                      name, name);
 }
 
 ir_value_t ir_dot_general(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const ir_dot_dims_t* dims,

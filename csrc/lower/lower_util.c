@@ -380,8 +380,8 @@ ir_value_t lower_broadcast_to(lower_ctx_t* ctx, ir_value_t x, int32_t rank, cons
 ** which differs from XLA's convert in two ways (measured, and checked bit for
 ** bit by tests/test_float8.py): e4m3fn has no infinity, and PyTorch saturates
 ** out-of-range values and infinities to +-448 where XLA gives NaN; and a NaN
-** becomes 0x7F with the input's sign, where XLA's payload differs (0x7E for
-** e5m2). The fnuz types have a single NaN (0x80) and need nothing. Other
+** becomes 0x7F with the input's sign, where XLA's convert drops the sign (and
+** gives 0x7E for e5m2). The fnuz types have a single NaN (0x80) and need nothing. Other
 ** sources go through f32 first, as PyTorch's do. */
 static ir_value_t cast_to_float8(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype) {
   ir_func_t* f = ctx->func;
@@ -393,13 +393,22 @@ static ir_value_t cast_to_float8(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t d
   if (dtype == TPURT_DTYPE_F8E4M3FN)
     finite = ir_clamp(f, lower_full_like(ctx, x, -448.0), x, lower_full_like(ctx, x, 448.0));
   ir_value_t y = ir_convert(f, finite, dtype);
-  ir_type_t bits = *ir_value_type(f, y);
-  bits.dtype = TPURT_DTYPE_U8;
-  ir_value_t nan_bits = ir_binary(f, "stablehlo.or", ir_bitcast_convert(f, y, bits),
-                                  lower_splat(ctx, TPURT_DTYPE_U8, bits.rank, bits.dims, 127.0));
-  ir_type_t f8 = bits;
+  /* the NaN's sign: the sign bit of |x| read as a signed int of its width */
+  ir_type_t as_int = *ir_value_type(f, x);
+  size_t width = tpurt_dtype_size(as_int.dtype);
+  as_int.dtype = width == 8 ? TPURT_DTYPE_I64 : width == 4 ? TPURT_DTYPE_I32 : TPURT_DTYPE_I16;
+  ir_value_t x_bits = ir_bitcast_convert(f, x, as_int);
+  ir_value_t negative = ir_compare(f, IR_LT, x_bits, lower_full_like(ctx, x_bits, 0.0));
+  ir_type_t f8 = as_int;
+  f8.dtype = TPURT_DTYPE_U8;
+  ir_value_t nan_bits = ir_select(f, negative, lower_splat(ctx, TPURT_DTYPE_U8, f8.rank, f8.dims, 255.0),
+                                  lower_splat(ctx, TPURT_DTYPE_U8, f8.rank, f8.dims, 127.0));
+  /* selected as bytes: XLA:CPU canonicalises an e5m2 NaN that a select on
+  ** float8 values passes through */
+  ir_value_t y_bits = ir_bitcast_convert(f, y, f8);
+  ir_value_t out = ir_select(f, ir_compare(f, IR_NE, x, x), nan_bits, y_bits);
   f8.dtype = dtype;
-  return ir_select(f, ir_compare(f, IR_NE, x, x), ir_bitcast_convert(f, nan_bits, f8), y);
+  return ir_bitcast_convert(f, out, f8);
 }
 
 ir_value_t lower_cast(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype) {
