@@ -9,6 +9,10 @@
 ** IR_NONE return IR_NONE too. Check ir_func_status() once at the end.
 ** (Lowering rules validate user input themselves and give PyTorch's own
 ** messages; a sticky error here is an internal bug in a rule.)
+**
+** Where things are: ir.c is the builder core (types, functions, values,
+** regions, constants); ops_<family>.c hold the op constructors; printer.c
+** the text printer; ir_internal.h what those files share.
 */
 #ifndef TPURT_IR_IR_H_
 #define TPURT_IR_IR_H_
@@ -187,7 +191,7 @@ void ir_rng_bit_generator(ir_func_t* func, ir_value_t state, ir_type_t bits_type
                           ir_value_t* out_bits);
 
 /*===------------------------------------------------------------------===*/
-/* Sort (appended by the misc family)                                     */
+/* Sort (ops_reduce.c)                                                    */
 /*===------------------------------------------------------------------===*/
 
 /* stablehlo.sort of |num_inputs| same-shaped operands along |dimension|,
@@ -200,7 +204,7 @@ void ir_sort_begin(ir_func_t* func, const ir_value_t* inputs, int32_t num_inputs
                    bool is_stable, ir_value_t* out_results, ir_value_t* out_block_args);
 
 /*===------------------------------------------------------------------===*/
-/* Convolution (appended by the conv family)                              */
+/* Convolution (ops_linalg.c)                                             */
 /*===------------------------------------------------------------------===*/
 
 /* stablehlo.convolution. Dimension numbers name, for each operand and the
@@ -222,7 +226,7 @@ ir_value_t ir_convolution(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const
                           tpurt_dtype_t result_dtype);
 
 /*===------------------------------------------------------------------===*/
-/* Custom call (appended for cuDNN fused attention)                       */
+/* Custom call (ops_control.c; used for cuDNN fused attention)            */
 /*===------------------------------------------------------------------===*/
 
 /* stablehlo.custom_call of |call_target_name| (e.g. "__cudnn$fmhaSoftmax"):
@@ -240,7 +244,7 @@ void ir_custom_call(ir_func_t* func, const char* call_target_name, const ir_valu
                     const char* backend_config, int32_t api_version, ir_value_t* out_results);
 
 /*===------------------------------------------------------------------===*/
-/* Reduce window (appended by the pooling family)                         */
+/* Reduce window (ops_reduce.c)                                           */
 /*===------------------------------------------------------------------===*/
 
 /* stablehlo.reduce_window: one window per output element. All arrays have
@@ -262,5 +266,62 @@ void ir_reduce_window_begin(ir_func_t* func, const ir_value_t* inputs, const ir_
 /* reduce_window of |x| with a one-op body. */
 ir_value_t ir_reduce_window(ir_func_t* func, ir_value_t x, ir_value_t init, const ir_window_t* window,
                             ir_reducer_t reducer);
+
+/*===------------------------------------------------------------------===*/
+/* Control flow: while, if, case (ops_control.c)                          */
+/*===------------------------------------------------------------------===*/
+
+/* An op with several regions, being built. Returned by ir_while_begin,
+** ir_if_begin and ir_case_begin; pass it (unchanged) to the calls that open
+** its next region and to the one that ends it. Fields are the builder's. */
+typedef struct ir_region_op_s {
+  int32_t op_index;    /* -1 after a failed begin (everything after goes into the void) */
+  int32_t num_regions; /* how many regions the op has */
+  int32_t next_region; /* how many are opened so far */
+  int32_t depth;       /* open regions around the op, to check the nesting */
+  int32_t num_values;  /* while: loop-carried values; if/case: results */
+} ir_region_op_t;
+
+/* stablehlo.while over |num_values| (1..TPURT_MAX_RESULTS) loop-carried
+** values, starting from |init|. The sequence, each region closed with
+** ir_region_end:
+**
+**   ir_region_op_t w = ir_while_begin(f, init, n, cond_args);   // opens cond
+**   ... pred = a tensor<i1> computed from cond_args ...
+**   ir_region_end(f, &pred, 1);
+**   ir_while_body(f, &w, body_args);                           // opens body
+**   ... next[i] computed from body_args, same types as init[i] ...
+**   ir_region_end(f, next, n);
+**   ir_while_end(f, &w, results);                               // n results
+**
+** Both regions get the carried values as block arguments (|out_cond_args|,
+** |out_body_args|: num_values each, the types of |init|). Regions may use
+** values of the blocks around them (implicit capture), and may hold any op,
+** regions included (a reduce or another while inside a body). The results
+** exist only after ir_while_end, so a body cannot use its own op's results.
+** The loop counter is an ordinary carried value (e.g. tensor<i32>); it can
+** index dynamic_slice / dynamic_update_slice inside the body. */
+ir_region_op_t ir_while_begin(ir_func_t* func, const ir_value_t* init, int32_t num_values,
+                              ir_value_t* out_cond_args);
+void ir_while_body(ir_func_t* func, ir_region_op_t* op, ir_value_t* out_body_args);
+void ir_while_end(ir_func_t* func, ir_region_op_t* op, ir_value_t* out_results);
+
+/* stablehlo.if on a tensor<i1> |pred|, with |num_results| (0..
+** TPURT_MAX_RESULTS) results of |result_types|. ir_if_begin opens the true
+** branch, ir_if_else the false one; each branch has no block arguments,
+** uses the values around it, and ends with ir_region_end of values of
+** exactly |result_types|. ir_if_end writes the results. */
+ir_region_op_t ir_if_begin(ir_func_t* func, ir_value_t pred, const ir_type_t* result_types,
+                           int32_t num_results);
+void ir_if_else(ir_func_t* func, ir_region_op_t* op);
+void ir_if_end(ir_func_t* func, ir_region_op_t* op, ir_value_t* out_results);
+
+/* stablehlo.case on a tensor<i32> |index| with |num_branches| (>= 1)
+** branches, built like if: ir_case_begin opens branch 0, ir_case_next opens
+** the next one; an index out of range runs the last branch. */
+ir_region_op_t ir_case_begin(ir_func_t* func, ir_value_t index, int32_t num_branches,
+                             const ir_type_t* result_types, int32_t num_results);
+void ir_case_next(ir_func_t* func, ir_region_op_t* op);
+void ir_case_end(ir_func_t* func, ir_region_op_t* op, ir_value_t* out_results);
 
 #endif /* TPURT_IR_IR_H_ */

@@ -1,5 +1,6 @@
 /* activation.c: gelu, silu, relu, the softmax family, hardtanh, shrinks,
-** threshold, glu and log-sigmoid. Half types
+** threshold, glu, log-sigmoid, softplus, mish, hardswish, hardsigmoid,
+** leaky_relu and elu. Half types
 ** compute in f32 and round once at the end, as PyTorch's CPU kernels do. */
 #include <math.h>
 
@@ -14,16 +15,9 @@ static ir_value_t add(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
 }
 static ir_value_t k(lower_ctx_t* ctx, ir_value_t like, double v) { return lower_full_like(ctx, like, v); }
 
-static tpurt_status_t need_float(lower_ctx_t* ctx, const char* op) {
-  tpurt_dtype_t d = lower_meta(ctx, 0)->dtype;
-  if (!tpurt_dtype_is_float(d))
-    return lower_error(TPURT_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op, tpurt_dtype_name(d));
-  return NULL;
-}
-
 /* gelu(self, approximate="none"|"tanh") */
 static tpurt_status_t lower_gelu(lower_ctx_t* ctx) {
-  TPURT_RETURN_IF_ERROR(need_float(ctx, "GeluKernelImpl"));
+  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "GeluKernelImpl"));
   const char* approx = lower_str(ctx, 1, "none");
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
@@ -45,7 +39,7 @@ static tpurt_status_t lower_gelu(lower_ctx_t* ctx) {
 }
 
 static tpurt_status_t lower_silu(lower_ctx_t* ctx) {
-  TPURT_RETURN_IF_ERROR(need_float(ctx, "silu"));
+  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "silu"));
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
   ir_value_t y = mul(ctx, x, ir_unary(ctx->func, "stablehlo.logistic", x));
@@ -153,7 +147,7 @@ static tpurt_status_t lower_hardshrink(lower_ctx_t* ctx) {
 
 /* softshrink(self, lambd=0.5): x - lambd above lambd, x + lambd below -lambd, else 0 */
 static tpurt_status_t lower_softshrink(lower_ctx_t* ctx) {
-  TPURT_RETURN_IF_ERROR(need_float(ctx, "softshrink_cpu"));
+  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "softshrink_cpu"));
   if (!lower_is_none(ctx, 1) && lower_scalar_value(ctx, 1) < 0)
     return lower_error(TPURT_INVALID_ARGUMENT, "lambda must be greater or equal to 0, but found to be %g.",
                        lower_scalar_value(ctx, 1));
@@ -181,7 +175,7 @@ static tpurt_status_t lower_threshold(lower_ctx_t* ctx) {
 
 /* glu(self, dim=-1) = a * sigmoid(b), a and b the two halves along dim */
 static tpurt_status_t lower_glu(lower_ctx_t* ctx) {
-  TPURT_RETURN_IF_ERROR(need_float(ctx, "glu"));
+  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "glu"));
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (t->rank == 0)
     return lower_error(TPURT_INVALID_ARGUMENT,
@@ -210,7 +204,7 @@ static tpurt_status_t lower_glu(lower_ctx_t* ctx) {
 /* log_sigmoid_forward(self) -> (output, buffer): min(x, 0) - log1p(exp(-|x|)); the
 ** buffer is CPU's backward scratch, empty as on CUDA */
 static tpurt_status_t lower_log_sigmoid_forward(lower_ctx_t* ctx) {
-  TPURT_RETURN_IF_ERROR(need_float(ctx, "log_sigmoid_forward"));
+  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "log_sigmoid_forward"));
   ir_func_t* f = ctx->func;
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
@@ -252,6 +246,98 @@ static tpurt_status_t lower_prelu_kernel(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- softplus, mish, hardswish, hardsigmoid, leaky_relu, elu ---===*/
+
+static ir_value_t un(lower_ctx_t* ctx, const char* op, ir_value_t x) { return ir_unary(ctx->func, op, x); }
+static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t b) {
+  return ir_binary(ctx->func, op, a, b);
+}
+/* A Scalar arg as a runtime parameter broadcast to |like|'s shape (|if_none| when None). */
+static ir_value_t scalar_or_default(lower_ctx_t* ctx, int32_t arg, ir_value_t like, double if_none) {
+  const ir_type_t* t = ir_value_type(ctx->func, like);
+  if (!t) return IR_NONE;
+  ir_type_t ty = *t;
+  ir_value_t s = lower_is_none(ctx, arg) ? ir_constant_f64(ctx->func, ty.dtype, if_none)
+                                         : lower_scalar(ctx, arg, ty.dtype);
+  return lower_broadcast_to(ctx, s, ty.rank, ty.dims);
+}
+
+/* Reads self in its compute type; the result dtype is self's. */
+static ir_value_t self_acc(lower_ctx_t* ctx, tpurt_dtype_t* dt) {
+  *dt = lower_meta(ctx, 0)->dtype;
+  return lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(*dt));
+}
+
+/* log1p(exp(x * beta)) / beta, or x where x * beta > threshold */
+static ir_value_t softplus_value(lower_ctx_t* ctx, ir_value_t x, ir_value_t beta, ir_value_t threshold) {
+  ir_value_t xb = beta == IR_NONE ? x : mul(ctx, x, beta);
+  ir_value_t sp = un(ctx, "stablehlo.log_plus_one", un(ctx, "stablehlo.exponential", xb));
+  if (beta != IR_NONE) sp = bin(ctx, "stablehlo.divide", sp, beta);
+  return ir_select(ctx->func, ir_compare(ctx->func, IR_GT, xb, threshold), x, sp);
+}
+
+static tpurt_status_t lower_softplus(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "softplus_cpu"));
+  tpurt_dtype_t dt;
+  ir_value_t x = self_acc(ctx, &dt);
+  ir_value_t y =
+      softplus_value(ctx, x, scalar_or_default(ctx, 1, x, 1.0), scalar_or_default(ctx, 2, x, 20.0));
+  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
+  return NULL;
+}
+
+/* mish(x) = x * tanh(softplus(x)) (beta 1, threshold 20) */
+static tpurt_status_t lower_mish(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "mish_cpu"));
+  tpurt_dtype_t dt;
+  ir_value_t x = self_acc(ctx, &dt);
+  ir_value_t y = mul(ctx, x, un(ctx, "stablehlo.tanh", softplus_value(ctx, x, IR_NONE, k(ctx, x, 20.0))));
+  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
+  return NULL;
+}
+
+/* hardsigmoid(x) = clamp(x + 3, 0, 6) / 6; hardswish(x) = x * that */
+static tpurt_status_t hard(lower_ctx_t* ctx, bool swish) {
+  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, swish ? "hardswish_cpu" : "hardsigmoid_cpu"));
+  tpurt_dtype_t dt;
+  ir_value_t x = self_acc(ctx, &dt);
+  ir_func_t* f = ctx->func;
+  ir_value_t c = ir_clamp(f, ir_constant_f64(f, lower_acc_dtype(dt), 0.0), add(ctx, x, k(ctx, x, 3.0)),
+                          ir_constant_f64(f, lower_acc_dtype(dt), 6.0));
+  ir_value_t y = bin(ctx, "stablehlo.divide", swish ? mul(ctx, x, c) : c, k(ctx, x, 6.0));
+  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
+  return NULL;
+}
+
+static tpurt_status_t lower_hardswish(lower_ctx_t* ctx) { return hard(ctx, true); }
+static tpurt_status_t lower_hardsigmoid(lower_ctx_t* ctx) { return hard(ctx, false); }
+
+/* leaky_relu(self, negative_slope=0.01) */
+static tpurt_status_t lower_leaky_relu(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "leaky_relu_cpu"));
+  tpurt_dtype_t dt;
+  ir_value_t x = self_acc(ctx, &dt);
+  ir_value_t pos = ir_compare(ctx->func, IR_GT, x, k(ctx, x, 0.0));
+  ir_value_t y = ir_select(ctx->func, pos, x, mul(ctx, x, scalar_or_default(ctx, 1, x, 0.01)));
+  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
+  return NULL;
+}
+
+/* elu(self, alpha=1, scale=1, input_scale=1):
+** x > 0 ? x * scale : expm1(x * input_scale) * alpha * scale */
+static tpurt_status_t lower_elu(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "elu_cpu"));
+  tpurt_dtype_t dt;
+  ir_value_t x = self_acc(ctx, &dt);
+  ir_value_t scale = scalar_or_default(ctx, 2, x, 1.0);
+  ir_value_t neg =
+      mul(ctx, un(ctx, "stablehlo.exponential_minus_one", mul(ctx, x, scalar_or_default(ctx, 3, x, 1.0))),
+          mul(ctx, scalar_or_default(ctx, 1, x, 1.0), scale));
+  ir_value_t pos = ir_compare(ctx->func, IR_GT, x, k(ctx, x, 0.0));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_select(ctx->func, pos, mul(ctx, x, scale), neg), dt));
+  return NULL;
+}
+
 const lower_rule_t lower_activation_rules[] = {
     LOWER_FN("aten::_log_softmax", lower_log_softmax),
     LOWER_FN("aten::_prelu_kernel", lower_prelu_kernel),
@@ -279,5 +365,13 @@ const lower_rule_t lower_activation_rules[] = {
     LOWER_OUT_FN("aten::softshrink.out", lower_softshrink),
     LOWER_FN("aten::threshold", lower_threshold),
     LOWER_OUT_FN("aten::threshold.out", lower_threshold),
+    LOWER_FN("aten::elu", lower_elu),
+    LOWER_OUT_FN("aten::elu.out", lower_elu),
+    LOWER_FN("aten::hardsigmoid", lower_hardsigmoid),
+    LOWER_FN("aten::hardswish", lower_hardswish),
+    LOWER_FN("aten::leaky_relu", lower_leaky_relu),
+    LOWER_FN("aten::mish", lower_mish),
+    LOWER_FN("aten::softplus", lower_softplus),
+    LOWER_OUT_FN("aten::softplus.out", lower_softplus),
     LOWER_END,
 };

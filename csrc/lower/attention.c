@@ -3,12 +3,13 @@
 ** its _backward, which torch_tpu/csrc/Attention.cpp makes SDPA choose).
 **
 ** Shapes: query [N.., H, L, D], key [N.., Hk, S, D], value [N.., Hk, S, Dv]
-** with N.. zero or one batch dim. Grouped query attention (Hk < H, H a
-** multiple of Hk) never repeats key/value: query is viewed as
-** [N.., Hk, G, L, D] and the dots batch over (N.., Hk). With one group (plain
-** multi-head attention) there is no G dim at all: a size-1 dim between the
-** batch and the rows makes XLA pick a layout that copies the whole score
-** tensor.
+** with N.. zero or one batch dim. The dots see one batch dim B = N * Hk:
+** query is viewed as [B, G, L, D] (grouped query attention: Hk < H, H a
+** multiple of Hk; key and value are never repeated) or [B, L, D] (one
+** group), key and value as [B, S, ...]. Those views are free reshapes of the
+** dense inputs. No size-1 dim ever appears among the batch dims: a batch
+** of N = 1 or a group of G = 1 made XLA:CPU pick a layout that copies the
+** whole score tensor, and measured 2x slower for (1, 4, 1040, 64).
 **
 ** Query blocks: the [N.., H, L, S] scores of a long sequence do not fit in
 ** any cache (8 heads x 4096 x 4096 f32 is 512 MiB), and every pass over them
@@ -27,15 +28,15 @@
 ** On a CUDA platform, the calls cuDNN's flash attention supports become one
 ** custom call each instead (attention_cudnn.c); everything else (f32, odd
 ** head dims, non-square causal...) stays here. */
+#include "attention.h"
+
 #include <math.h>
 
 #include "../base/base.h"
-#include "attention.h"
 
 /* Schema positions of the forward and the backward. */
 static const sdpa_args_t kForwardArgs = {0, 1, 2, 3, 4, 5, 7};
 static const sdpa_args_t kBackwardArgs = {1, 2, 3, 4, 12, 13, 16};
-
 
 /* Scores bytes of one query block at most (f32); 0: one block. Measured on
 ** the CPU plugin, unrolled blocks were never faster (XLA may run independent
@@ -107,7 +108,7 @@ static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_
       .d = q->sizes[nb + 2],
       .dv = v->sizes[nb + 2],
       .gd = gd,
-      .w = nb + 3 + gd,
+      .w = 3 + gd,
       .l0 = 0,
       .lb = q->sizes[nb + 1],
   };
@@ -150,11 +151,10 @@ static int64_t block_rows(const sdpa_t* p) {
   return (p->l + blocks - 1) / blocks;
 }
 
-/* Dims of the grouped layout: [N.., Hk, (G), rows, last] (rank p->w). */
+/* Dims of the grouped layout: [B, (G), rows, last] (rank p->w). */
 static void grouped_dims(const sdpa_t* p, int64_t rows, int64_t last, int64_t* dims) {
   int32_t i = 0;
-  if (p->nb) dims[i++] = p->n;
-  dims[i++] = p->hk;
+  dims[i++] = p->n * p->hk;
   if (p->gd) dims[i++] = p->g;
   dims[i++] = rows;
   dims[i] = last;
@@ -169,7 +169,7 @@ static void plain_dims(const sdpa_t* p, int64_t rows, int64_t last, int64_t* dim
   dims[i] = last;
 }
 
-/* The dims of a [N.., Hk, (G), rows] row tensor of the current block. */
+/* The dims of a [B, (G), rows] row tensor of the current block. */
 static void row_dims(const sdpa_t* p, int64_t* dims) {
   int64_t full[TPURT_MAX_RANK];
   grouped_dims(p, p->lb, 0, full);
@@ -188,23 +188,39 @@ static ir_value_t block_of(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int6
   }
   int64_t dims[TPURT_MAX_RANK];
   grouped_dims(p, p->lb, last, dims);
-  return p->gd ? ir_reshape(ctx->func, x, p->w, dims) : x;
+  return p->nb || p->gd ? ir_reshape(ctx->func, x, p->w, dims) : x;
 }
 
 /* A grouped block back in the plain layout [N.., H, rows, last]. */
 static ir_value_t ungrouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int64_t last) {
-  if (!p->gd) return x;
+  if (!p->nb && !p->gd) return x;
   int64_t dims[TPURT_MAX_RANK];
   plain_dims(p, p->lb, last, dims);
   return ir_reshape(ctx->func, x, p->nb + 3, dims);
 }
 
-/* A dot over the batch dims (N.., Hk) contracting |lc| of lhs with |rc| of
-** rhs, accumulating in the acc type. */
+/* Key or value (schema arg |arg|, plain [N.., Hk, S, last]) as [B, S, last]. */
+static ir_value_t kv_batched(lower_ctx_t* ctx, const sdpa_t* p, int32_t arg) {
+  ir_value_t x = lower_tensor(ctx, arg);
+  if (!p->nb) return x;
+  const tpurt_tensor_t* m = lower_meta(ctx, arg);
+  int64_t dims[3] = {p->n * p->hk, m->sizes[2], m->sizes[3]};
+  return ir_reshape(ctx->func, x, 3, dims);
+}
+
+/* A [B, S, last] gradient of key or value back in |arg|'s plain shape. */
+static ir_value_t kv_plain(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int32_t arg) {
+  if (!p->nb) return x;
+  const tpurt_tensor_t* m = lower_meta(ctx, arg);
+  return ir_reshape(ctx->func, x, m->rank, m->sizes);
+}
+
+/* A dot over the batch dim B contracting |lc| of lhs with |rc| of rhs,
+** accumulating in the acc type. */
 static ir_value_t batched_dot(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t lhs, ir_value_t rhs, int32_t nc,
                               const int64_t* lc, const int64_t* rc) {
-  ir_dot_dims_t dd = {.num_batch = p->nb + 1, .num_contract = nc};
-  for (int32_t i = 0; i <= p->nb; ++i) dd.lhs_batch[i] = dd.rhs_batch[i] = i;
+  ir_dot_dims_t dd = {.num_batch = 1, .num_contract = nc};
+  dd.lhs_batch[0] = dd.rhs_batch[0] = 0;
   for (int32_t i = 0; i < nc; ++i) {
     dd.lhs_contract[i] = lc[i];
     dd.rhs_contract[i] = rc[i];
@@ -212,7 +228,7 @@ static ir_value_t batched_dot(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t lhs,
   return ir_dot_general(ctx->func, lhs, rhs, &dd, p->acc);
 }
 
-/* Broadcasts a [N.., Hk, (G), rows] row tensor over a last dim of |last|. */
+/* Broadcasts a [B, (G), rows] row tensor over a last dim of |last|. */
 static ir_value_t over_rows(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int64_t last) {
   int64_t dims[TPURT_MAX_RANK], bdims[TPURT_MAX_RANK];
   grouped_dims(p, p->lb, last, dims);
@@ -225,14 +241,13 @@ static ir_value_t scale_value(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa
   return lower_scalar(ctx, a->scale, p->acc);
 }
 
-/* Broadcasts a bias of shape |bm| (broadcastable to [N.., H, L, S]) straight
-** into the block's grouped scores [N.., Hk, (G), rows, S]: its rows are cut
-** to the block, a full head dim is split into (Hk, G) by a reshape, every
-** other dim maps to its place. */
+/* Broadcasts a bias of shape |bm| (broadcastable to [N.., H, L, S]) into
+** the block's grouped scores [B, (G), rows, S]: its rows are cut to the
+** block, it is broadcast to the plain [N.., H, rows, S] and reshaped (XLA
+** fuses both into the consumer). */
 static ir_value_t bias_to_grouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t b, const tpurt_tensor_t* bm) {
-  int64_t dims[TPURT_MAX_RANK], shape[TPURT_MAX_RANK], map[TPURT_MAX_RANK];
-  grouped_dims(p, p->lb, p->s, dims);
-  int32_t plain = p->nb + 3, off = plain - bm->rank, n = 0;
+  int64_t plain[TPURT_MAX_RANK], map[TPURT_MAX_RANK];
+  int32_t rank = p->nb + 3, off = rank - bm->rank;
   int32_t row_dim = p->nb + 1 - off; /* the bias's L dim, if it has one */
   if (row_dim >= 0 && bm->sizes[row_dim] == p->l && p->lb != p->l) {
     int64_t start[TPURT_MAX_RANK] = {0}, limit[TPURT_MAX_RANK], strides[TPURT_MAX_RANK];
@@ -244,31 +259,39 @@ static ir_value_t bias_to_grouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t 
     limit[row_dim] = p->l0 + p->lb;
     b = ir_slice(ctx->func, b, start, limit, strides);
   }
-  for (int32_t i = off; i < plain; ++i) {
-    int64_t size = bm->sizes[i - off];
-    if (i == p->nb + 1 && size == p->l) size = p->lb;
-    if (i == p->nb && size == p->h && p->gd) { /* the head dim, in full: (Hk, G) */
-      shape[n] = p->hk;
-      map[n++] = p->nb;
-      shape[n] = p->g;
-      map[n++] = p->nb + 1;
-    } else { /* N.. and H keep their place; L, S move past G when there is one */
-      shape[n] = size;
-      map[n++] = i <= p->nb ? i : i + p->gd;
-    }
-  }
-  return ir_broadcast_in_dim(ctx->func, ir_reshape(ctx->func, b, n, shape), p->w, dims, map);
+  plain_dims(p, p->lb, p->s, plain);
+  for (int32_t i = 0; i < bm->rank; ++i) map[i] = i + off;
+  b = ir_broadcast_in_dim(ctx->func, b, rank, plain, map);
+  int64_t dims[TPURT_MAX_RANK];
+  grouped_dims(p, p->lb, p->s, dims);
+  return ir_reshape(ctx->func, b, p->w, dims);
 }
 
-/* The block's masked, scaled scores [N.., Hk, (G), rows, S] in the acc type. */
+/* Where the scale is applied. When the inputs are in the acc type (f32,
+** f64), query is scaled before the dot, [rows, D] multiplies instead of
+** [rows, S]: a multiply on the dot's output measured 2x slower on XLA:CPU
+** for (1, 4, 1040, 64) (it stops the dot from writing its result straight
+** into the consumers' fusion). Half inputs keep the scale on the f32 scores,
+** so that the query is not rounded once more. */
+static bool prescaled(const sdpa_t* p) { return p->dtype == p->acc; }
+
+/* The block's query [B, (G), rows, D], times the scale when prescaled. */
+static ir_value_t block_query(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale) {
+  ir_value_t q = block_of(ctx, p, lower_tensor(ctx, a->q), p->d);
+  if (!prescaled(p)) return q;
+  int64_t dims[TPURT_MAX_RANK];
+  grouped_dims(p, p->lb, p->d, dims);
+  return ir_binary(ctx->func, "stablehlo.multiply", q, lower_broadcast_to(ctx, scale, p->w, dims));
+}
+
+/* The block's masked, scaled scores [B, (G), rows, S] in the acc type. */
 static ir_value_t scores(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale) {
   ir_func_t* f = ctx->func;
   int64_t dims[TPURT_MAX_RANK];
   grouped_dims(p, p->lb, p->s, dims);
-  ir_value_t q = block_of(ctx, p, lower_tensor(ctx, a->q), p->d);
-  int64_t lc = p->w - 1, rc = p->nb + 2;
-  ir_value_t s = batched_dot(ctx, p, q, lower_tensor(ctx, a->k), 1, &lc, &rc);
-  s = ir_binary(f, "stablehlo.multiply", s, lower_broadcast_to(ctx, scale, p->w, dims));
+  int64_t lc = p->w - 1, rc = 2;
+  ir_value_t s = batched_dot(ctx, p, block_query(ctx, a, p, scale), kv_batched(ctx, p, a->k), 1, &lc, &rc);
+  if (!prescaled(p)) s = ir_binary(f, "stablehlo.multiply", s, lower_broadcast_to(ctx, scale, p->w, dims));
   ir_value_t neg_inf = lower_splat(ctx, p->acc, p->w, dims, -INFINITY);
   if (!lower_is_none(ctx, a->bias)) {
     const tpurt_tensor_t* bm = lower_meta(ctx, a->bias);
@@ -331,8 +354,8 @@ static void forward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* 
   ir_value_t e =
       ir_unary(f, "stablehlo.exponential", ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, p, m, p->s)));
   ir_value_t sum = ir_reduce(f, e, ir_constant_f64(f, p->acc, 0.0), &last, 1, IR_REDUCE_ADD);
-  int64_t lc = p->w - 1, rc = p->nb + 1;
-  ir_value_t o = batched_dot(ctx, p, lower_cast(ctx, e, p->dtype), lower_tensor(ctx, a->v), 1, &lc, &rc);
+  int64_t lc = p->w - 1, rc = 1;
+  ir_value_t o = batched_dot(ctx, p, lower_cast(ctx, e, p->dtype), kv_batched(ctx, p, a->v), 1, &lc, &rc);
   ir_value_t safe_sum = ir_select(f, dead, lower_splat(ctx, p->acc, p->w - 1, rdims, 1.0), sum);
   o = ir_binary(f, "stablehlo.divide", o, over_rows(ctx, p, safe_sum, p->dv));
   *out_o = ungrouped(ctx, p, lower_cast(ctx, o, p->dtype), p->dv);
@@ -423,7 +446,7 @@ static void backward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t*
       ir_unary(f, "stablehlo.exponential", ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, p, l, p->s)));
 
   ir_value_t dout = block_of(ctx, p, lower_tensor(ctx, 0), p->dv);
-  int64_t gl[2] = {p->nb + 1, p->nb + 2}; /* the (G), rows dims of a grouped tensor */
+  int64_t gl[2] = {1, 2}; /* the (G), rows dims of a grouped tensor */
   int32_t ngl = 1 + p->gd;
   if (gr->want_v) { /* dV = P^T dO, summed over the group */
     ir_value_t dv = batched_dot(ctx, p, lower_cast(ctx, prob, p->dtype), dout, ngl, gl, gl);
@@ -431,21 +454,34 @@ static void backward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t*
   }
   if (!gr->want_q && !gr->want_k && !gr->want_b) return;
   /* dS = P * (dO V^T - rowsum(dO * O)) */
-  int64_t lc = p->w - 1, rc = p->nb + 2;
-  ir_value_t dp = batched_dot(ctx, p, dout, lower_tensor(ctx, a->v), 1, &lc, &rc);
+  int64_t lc = p->w - 1, rc = 2;
+  ir_value_t dp = batched_dot(ctx, p, dout, kv_batched(ctx, p, a->v), 1, &lc, &rc);
   ir_value_t o = block_of(ctx, p, lower_tensor(ctx, 6), p->dv);
-  ir_value_t oo = ir_binary(f, "stablehlo.multiply", lower_cast(ctx, dout, p->acc), lower_cast(ctx, o, p->acc));
+  ir_value_t oo =
+      ir_binary(f, "stablehlo.multiply", lower_cast(ctx, dout, p->acc), lower_cast(ctx, o, p->acc));
   ir_value_t di = ir_reduce(f, oo, ir_constant_f64(f, p->acc, 0.0), &lc, 1, IR_REDUCE_ADD);
   ir_value_t ds = ir_binary(f, "stablehlo.multiply", prob,
                             ir_binary(f, "stablehlo.subtract", dp, over_rows(ctx, p, di, p->s)));
-  ir_value_t dss = lower_cast(
-      ctx, ir_binary(f, "stablehlo.multiply", ds, lower_broadcast_to(ctx, scale, p->w, sdims)), p->dtype);
+  /* prescaled: the scale goes on dQ [rows, D] and comes with the scaled
+  ** query into dK, so no [rows, S] multiply */
+  ir_value_t dss =
+      prescaled(p)
+          ? ds
+          : lower_cast(ctx,
+                       ir_binary(f, "stablehlo.multiply", ds, lower_broadcast_to(ctx, scale, p->w, sdims)),
+                       p->dtype);
   if (gr->want_q) { /* dQ = scale dS K */
-    int64_t klc = p->w - 1, krc = p->nb + 1;
-    gr->dq = ungrouped(ctx, p, batched_dot(ctx, p, dss, lower_tensor(ctx, a->k), 1, &klc, &krc), p->d);
+    int64_t klc = p->w - 1, krc = 1, qdims[TPURT_MAX_RANK];
+    ir_value_t dq = batched_dot(ctx, p, dss, kv_batched(ctx, p, a->k), 1, &klc, &krc);
+    if (prescaled(p)) {
+      grouped_dims(p, p->lb, p->d, qdims);
+      dq = ir_binary(f, "stablehlo.multiply", dq, lower_broadcast_to(ctx, scale, p->w, qdims));
+    }
+    gr->dq = ungrouped(ctx, p, dq, p->d);
   }
   if (gr->want_k) { /* dK = scale dS^T Q, summed over the group */
-    ir_value_t q = block_of(ctx, p, lower_tensor(ctx, a->q), p->d);
+    ir_value_t q =
+        prescaled(p) ? block_query(ctx, a, p, scale) : block_of(ctx, p, lower_tensor(ctx, a->q), p->d);
     gr->dk = add_or_first(ctx, gr->dk, batched_dot(ctx, p, dss, q, ngl, gl, gl));
   }
   if (gr->want_b) gr->ds = ungrouped(ctx, p, ds, p->s);
@@ -507,11 +543,11 @@ static tpurt_status_t lower_sdpa_backward(lower_ctx_t* ctx) {
     lower_set_undefined(ctx, 0);
   }
   if (gr.want_k)
-    set_like(ctx, 1, lower_cast(ctx, gr.dk, p.dtype), lower_meta(ctx, a->k));
+    set_like(ctx, 1, lower_cast(ctx, kv_plain(ctx, &p, gr.dk, a->k), p.dtype), lower_meta(ctx, a->k));
   else
     lower_set_undefined(ctx, 1);
   if (gr.want_v)
-    set_like(ctx, 2, lower_cast(ctx, gr.dv, p.dtype), lower_meta(ctx, a->v));
+    set_like(ctx, 2, lower_cast(ctx, kv_plain(ctx, &p, gr.dv, a->v), p.dtype), lower_meta(ctx, a->v));
   else
     lower_set_undefined(ctx, 2);
   if (gr.want_b)

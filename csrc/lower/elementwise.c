@@ -410,6 +410,102 @@ static tpurt_status_t lower_isnan(lower_ctx_t* ctx) { return classify(ctx, 0); }
 static tpurt_status_t lower_isinf(lower_ctx_t* ctx) { return classify(ctx, 1); }
 static tpurt_status_t lower_isfinite(lower_ctx_t* ctx) { return classify(ctx, 2); }
 
+/*===--- more unary math: inverse and hyperbolic trig, erfinv, exp2, log10, sgn, frac ---===*/
+
+static ir_value_t k(lower_ctx_t* ctx, ir_value_t like, double v) { return lower_full_like(ctx, like, v); }
+static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t b) {
+  return ir_binary(ctx->func, op, a, b);
+}
+static ir_value_t mul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return bin(ctx, "stablehlo.multiply", a, b);
+}
+static ir_value_t sub(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  return bin(ctx, "stablehlo.subtract", a, b);
+}
+static ir_value_t un(lower_ctx_t* ctx, const char* op, ir_value_t x) { return ir_unary(ctx->func, op, x); }
+/* Reads self in its compute type; the result dtype is self's. */
+static ir_value_t self_acc(lower_ctx_t* ctx, tpurt_dtype_t* dt) {
+  *dt = lower_meta(ctx, 0)->dtype;
+  return lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(*dt));
+}
+
+/* Ints and bool become float32; half types compute in f32. */
+static ir_value_t float_self(lower_ctx_t* ctx, tpurt_dtype_t* dt) {
+  tpurt_dtype_t in = lower_meta(ctx, 0)->dtype;
+  *dt = is_float(in) ? in : LOWER_DEFAULT_FLOAT;
+  return lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(*dt));
+}
+
+static tpurt_status_t lower_asin(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.asin"); }
+static tpurt_status_t lower_acos(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.acos"); }
+static tpurt_status_t lower_atan(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.atan"); }
+static tpurt_status_t lower_sinh(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.sinh"); }
+static tpurt_status_t lower_cosh(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.cosh"); }
+static tpurt_status_t lower_asinh(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.asinh"); }
+static tpurt_status_t lower_acosh(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.acosh"); }
+static tpurt_status_t lower_atanh(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.atanh"); }
+static tpurt_status_t lower_erfinv(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.erf_inv"); }
+
+static tpurt_status_t lower_exp2(lower_ctx_t* ctx) {
+  tpurt_dtype_t dt;
+  ir_value_t x = float_self(ctx, &dt);
+  lower_set_result(ctx, 0, lower_cast(ctx, bin(ctx, "stablehlo.power", k(ctx, x, 2.0), x), dt));
+  return NULL;
+}
+
+static tpurt_status_t lower_log10(lower_ctx_t* ctx) {
+  tpurt_dtype_t dt;
+  ir_value_t x = float_self(ctx, &dt);
+  ir_value_t y = mul(ctx, un(ctx, "stablehlo.log", x), k(ctx, x, 1.0 / M_LN10));
+  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
+  return NULL;
+}
+
+/* sgn (real): (x > 0) - (x < 0), so nan and -0 give 0; bool is itself. */
+static tpurt_status_t lower_sgn(lower_ctx_t* ctx) {
+  tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
+  ir_value_t x = lower_tensor(ctx, 0);
+  if (dt == TPURT_DTYPE_BOOL) {
+    lower_set_result(ctx, 0, x);
+    return NULL;
+  }
+  if (!is_float(dt)) {
+    lower_set_result(ctx, 0, un(ctx, "stablehlo.sign", x));
+    return NULL;
+  }
+  ir_func_t* f = ctx->func;
+  ir_value_t zero = k(ctx, x, 0.0), one = k(ctx, x, 1.0);
+  ir_value_t pos = ir_select(f, ir_compare(f, IR_GT, x, zero), one, zero);
+  ir_value_t neg = ir_select(f, ir_compare(f, IR_LT, x, zero), one, zero);
+  lower_set_result(ctx, 0, sub(ctx, pos, neg));
+  return NULL;
+}
+
+/* frac(x) = x - trunc(x); floats only, as on CPU. */
+static tpurt_status_t lower_frac(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "frac_cpu"));
+  tpurt_dtype_t dt;
+  ir_value_t x = self_acc(ctx, &dt);
+  lower_set_result(ctx, 0, lower_cast(ctx, sub(ctx, x, trunc_value(ctx, x)), dt));
+  return NULL;
+}
+
+/*===--- isneginf / isposinf (pieces of PyTorch's _safe_softmax) ---===*/
+
+/* isneginf / isposinf: ints never are. */
+static tpurt_status_t is_signed_inf(lower_ctx_t* ctx, double inf) {
+  ir_value_t x = lower_tensor(ctx, 0);
+  if (!is_float(lower_meta(ctx, 0)->dtype)) {
+    lower_set_result(ctx, 0, ir_compare(ctx->func, IR_NE, x, x));
+    return NULL;
+  }
+  lower_set_result(ctx, 0, ir_compare(ctx->func, IR_EQ, x, k(ctx, x, inf)));
+  return NULL;
+}
+
+static tpurt_status_t lower_isneginf(lower_ctx_t* ctx) { return is_signed_inf(ctx, -INFINITY); }
+static tpurt_status_t lower_isposinf(lower_ctx_t* ctx) { return is_signed_inf(ctx, INFINITY); }
+
 /* Sorted by name. In-place forms (add_.Tensor...) resolve to these rows. */
 const lower_rule_t lower_elementwise_rules[] = {
     LOWER_FN("aten::abs", lower_abs),
@@ -503,5 +599,20 @@ const lower_rule_t lower_elementwise_rules[] = {
     LOWER_FN("aten::trunc", lower_trunc),
     LOWER_FN("aten::where.self", lower_where),
     LOWER_OUT_FN("aten::where.self_out", lower_where),
+    LOWER_FN("aten::acos", lower_acos),
+    LOWER_FN("aten::acosh", lower_acosh),
+    LOWER_FN("aten::asin", lower_asin),
+    LOWER_FN("aten::asinh", lower_asinh),
+    LOWER_FN("aten::atan", lower_atan),
+    LOWER_FN("aten::atanh", lower_atanh),
+    LOWER_FN("aten::cosh", lower_cosh),
+    LOWER_FN("aten::erfinv", lower_erfinv),
+    LOWER_FN("aten::exp2", lower_exp2),
+    LOWER_FN("aten::frac", lower_frac),
+    LOWER_FN("aten::isneginf", lower_isneginf),
+    LOWER_FN("aten::isposinf", lower_isposinf),
+    LOWER_FN("aten::log10", lower_log10),
+    LOWER_FN("aten::sgn", lower_sgn),
+    LOWER_FN("aten::sinh", lower_sinh),
     LOWER_END,
 };

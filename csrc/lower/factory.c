@@ -1,4 +1,5 @@
-/* factory.c: ops that write whole values: fill_, zero_, copy_, arange, eye.
+/* factory.c: ops that write whole values: fill_, zero_, copy_, arange, eye,
+** linspace, logspace.
 ** (empty and empty_strided are allocations, done by the glue; full, zeros,
 ** ones and the *_like forms are PyTorch composites of empty and fill_.) */
 #include <math.h>
@@ -100,6 +101,66 @@ static tpurt_status_t eye(lower_ctx_t* ctx, bool has_m) {
 static tpurt_status_t lower_eye(lower_ctx_t* ctx) { return eye(ctx, false); }
 static tpurt_status_t lower_eye_m(lower_ctx_t* ctx) { return eye(ctx, true); }
 
+/*===--- linspace / logspace ---===*/
+
+/* trunc(x) = x < 0 ? ceil(x) : floor(x) */
+static ir_value_t trunc_value(lower_ctx_t* ctx, ir_value_t x) {
+  ir_value_t neg = ir_compare(ctx->func, IR_LT, x, lower_full_like(ctx, x, 0.0));
+  return ir_select(ctx->func, neg, ir_unary(ctx->func, "stablehlo.ceil", x),
+                   ir_unary(ctx->func, "stablehlo.floor", x));
+}
+
+/* linspace.out(start, end, steps, *, out): the first half counts up from
+** start, the second half down from end, as PyTorch's CPU kernel does (ints
+** step in double, then truncate). */
+/* |base_arg| >= 0: logspace, base ** (the linspace values), the power taken
+** in double as PyTorch's kernel takes std::pow(double base, exponent). */
+static tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx, int32_t base_arg) {
+  int64_t steps = lower_int(ctx, 2, 0);
+  if (steps < 0) return lower_error(TPURT_INVALID_ARGUMENT, "number of steps must be non-negative");
+  const tpurt_arg_t* out = &ctx->args[ctx->arg_index[ctx->num_args]];
+  tpurt_dtype_t dt = out->kind == TPURT_ARG_TENSOR ? out->u.tensor.dtype : LOWER_DEFAULT_FLOAT;
+  tpurt_dtype_t math = tpurt_dtype_is_float(dt) ? lower_acc_dtype(dt) : TPURT_DTYPE_F64;
+  ir_func_t* f = ctx->func;
+  if (steps <= 1) {
+    ir_value_t s = lower_scalar(ctx, 0, tpurt_dtype_is_float(dt) ? math : dt);
+    if (base_arg >= 0)
+      s = ir_binary(f, "stablehlo.power", lower_scalar(ctx, base_arg, TPURT_DTYPE_F64),
+                    lower_cast(ctx, s, TPURT_DTYPE_F64));
+    s = lower_cast(ctx, s, dt);
+    lower_set_result(ctx, 0, steps == 0 ? lower_splat(ctx, dt, 1, &steps, 0.0) : ir_reshape(f, s, 1, &steps));
+    return NULL;
+  }
+  /* start and end first take the output's type, as Scalar::to<T> does */
+  tpurt_dtype_t endpoint = tpurt_dtype_is_float(dt) ? math : dt;
+  ir_value_t start = lower_cast(ctx, lower_scalar(ctx, 0, endpoint), math);
+  ir_value_t end = lower_cast(ctx, lower_scalar(ctx, 1, endpoint), math);
+  ir_value_t step = ir_binary(f, "stablehlo.divide", ir_binary(f, "stablehlo.subtract", end, start),
+                              ir_constant_f64(f, math, (double)(steps - 1)));
+  ir_value_t idx = ir_iota(f, ir_type_make(math, 1, &steps), 0);
+  ir_value_t up =
+      ir_binary(f, "stablehlo.add", lower_broadcast_to(ctx, start, 1, &steps),
+                ir_binary(f, "stablehlo.multiply", lower_broadcast_to(ctx, step, 1, &steps), idx));
+  ir_value_t rest = ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, idx, (double)(steps - 1)), idx);
+  ir_value_t down =
+      ir_binary(f, "stablehlo.subtract", lower_broadcast_to(ctx, end, 1, &steps),
+                ir_binary(f, "stablehlo.multiply", lower_broadcast_to(ctx, step, 1, &steps), rest));
+  ir_value_t first_half = ir_compare(f, IR_LT, idx, lower_full_like(ctx, idx, (double)(steps / 2)));
+  ir_value_t v = ir_select(f, first_half, up, down);
+  if (base_arg >= 0) {
+    ir_value_t e = lower_cast(ctx, v, TPURT_DTYPE_F64);
+    v = ir_binary(f, "stablehlo.power",
+                  lower_broadcast_to(ctx, lower_scalar(ctx, base_arg, TPURT_DTYPE_F64), 1, &steps), e);
+  }
+  if (!tpurt_dtype_is_float(dt)) v = trunc_value(ctx, v);
+  lower_set_result(ctx, 0, lower_cast(ctx, v, dt));
+  return NULL;
+}
+
+static tpurt_status_t lower_linspace(lower_ctx_t* ctx) { return linspace_or_logspace(ctx, -1); }
+/* logspace.out(start, end, steps, base, *, out) */
+static tpurt_status_t lower_logspace(lower_ctx_t* ctx) { return linspace_or_logspace(ctx, 3); }
+
 const lower_rule_t lower_factory_rules[] = {
     LOWER_KEYED_OUT_FN("aten::arange.start_out", lower_arange),
     LOWER_INPLACE_FN("aten::copy_", lower_copy),
@@ -108,5 +169,7 @@ const lower_rule_t lower_factory_rules[] = {
     LOWER_INPLACE_FN("aten::fill_.Scalar", lower_fill),
     LOWER_INPLACE_FN("aten::fill_.Tensor", lower_fill),
     LOWER_INPLACE_FN("aten::zero_", lower_zero),
+    LOWER_OUT_FN("aten::linspace.out", lower_linspace),
+    LOWER_OUT_FN("aten::logspace.out", lower_logspace),
     LOWER_END,
 };

@@ -195,6 +195,9 @@ ir_value_t lower_cast(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype);
 ir_value_t lower_full_like(lower_ctx_t* ctx, ir_value_t like, double value);
 ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
                        double value);
+/* The error PyTorch's CPU kernels give for a dtype they do not dispatch:
+** "\"|kernel|\" not implemented for 'Long'", unless arg 0 is floating. */
+tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel);
 /* Wraps a possibly negative dim; error "Dimension out of range (expected to
 ** be in range of [-r, r-1], but got d)". */
 tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim);
@@ -222,7 +225,8 @@ extern const lower_rule_t lower_resample_rules[];
 extern const lower_rule_t lower_attention_rules[];
 extern const lower_rule_t lower_backward_rules[];
 extern const lower_rule_t lower_foreach_rules[];
-extern const lower_rule_t lower_misc_rules[];
+extern const lower_rule_t lower_scan_rules[];
+extern const lower_rule_t lower_sort_rules[];
 extern const lower_rule_t lower_pooling_rules[];
 extern const lower_rule_t lower_batch_norm_rules[];
 extern const lower_rule_t lower_special_rules[];

@@ -438,6 +438,14 @@ ir_value_t lower_full_like(lower_ctx_t* ctx, ir_value_t like, double value) {
   return lower_splat(ctx, copy.dtype, copy.rank, copy.dims, value);
 }
 
+tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel) {
+  tpurt_dtype_t d = lower_meta(ctx, 0)->dtype;
+  if (!tpurt_dtype_is_float(d))
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", kernel,
+                       tpurt_dtype_name(d));
+  return NULL;
+}
+
 tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim) {
   int32_t r = rank > 0 ? rank : 1;
   if (dim < -r || dim >= r)

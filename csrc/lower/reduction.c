@@ -1,5 +1,6 @@
 /* reduction.c: sum, mean, amax/amin, max/min, argmax/argmin, var/std,
-** any/all, prod, nansum, count_nonzero, aminmax, trace. bf16/f16 inputs accumulate in f32 (XLA:CPU would
+** any/all (and all.dim/any.dim), prod, nansum, count_nonzero, aminmax, trace, logsumexp. bf16/f16 inputs
+* accumulate in f32 (XLA:CPU would
 ** accumulate them in bf16 element by element otherwise). */
 #include <math.h>
 #include <stdint.h>
@@ -484,6 +485,79 @@ static tpurt_status_t lower_trace(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- logsumexp ---===*/
+
+/* logsumexp(self, dim, keepdim=False): max-shifted; an infinite max shifts
+** by 0 (PyTorch's masked_fill), so all -inf gives -inf and +inf gives inf. */
+static tpurt_status_t lower_logsumexp(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  tpurt_dtype_t out = tpurt_dtype_is_float(t->dtype) ? t->dtype : LOWER_DEFAULT_FLOAT;
+  tpurt_dtype_t acc = lower_acc_dtype(out);
+  int64_t raw[TPURT_MAX_RANK * 2], dims[TPURT_MAX_RANK];
+  bool mask[TPURT_MAX_RANK] = {0};
+  int32_t m = lower_ints(ctx, 1, raw, TPURT_MAX_RANK * 2), n = 0;
+  for (int32_t i = 0; i < m; ++i) {
+    int64_t d;
+    TPURT_RETURN_IF_ERROR(lower_wrap_dim(raw[i], t->rank, &d));
+    if (t->rank == 0) continue;
+    if (mask[d])
+      return lower_error(TPURT_INVALID_ARGUMENT, "dim %lld appears multiple times in the list of dims",
+                         (long long)d);
+    mask[d] = true;
+  }
+  for (int32_t i = 0; i < t->rank; ++i) {
+    if (m == 0) mask[i] = true;
+    if (mask[i]) dims[n++] = i;
+  }
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  ir_value_t mx = ir_reduce(f, x, ir_constant_f64(f, acc, -INFINITY), dims, n, IR_REDUCE_MAX);
+  ir_value_t inf = ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", mx), lower_full_like(ctx, mx, INFINITY));
+  mx = ir_select(f, inf, lower_full_like(ctx, mx, 0.0), mx);
+  int64_t shape[TPURT_MAX_RANK], kept[TPURT_MAX_RANK], j = 0;
+  for (int32_t i = 0; i < t->rank; ++i) {
+    shape[i] = t->sizes[i];
+    if (!mask[i]) kept[j++] = i;
+  }
+  ir_value_t e =
+      ir_unary(ctx->func, "stablehlo.exponential",
+               ir_binary(f, "stablehlo.subtract", x, ir_broadcast_in_dim(f, mx, t->rank, shape, kept)));
+  ir_value_t s = ir_reduce(f, e, ir_constant_f64(f, acc, 0.0), dims, n, IR_REDUCE_ADD);
+  ir_value_t r = lower_cast(ctx, ir_binary(f, "stablehlo.add", ir_unary(f, "stablehlo.log", s), mx), out);
+  if (lower_bool(ctx, 2, false)) {
+    for (int32_t i = 0; i < t->rank; ++i) shape[i] = mask[i] ? 1 : t->sizes[i];
+    r = ir_reshape(f, r, t->rank, shape);
+  }
+  lower_set_result(ctx, 0, r);
+  return NULL;
+}
+
+/*===--- all.dim / any.dim (pieces of PyTorch's _safe_softmax) ---===*/
+
+/* all.dim / any.dim(self, dim, keepdim=False): uint8 stays uint8. */
+static tpurt_status_t all_any_dim(lower_ctx_t* ctx, bool any) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL);
+  if (t->rank > 0) {
+    x = ir_reduce(f, x, ir_constant_i64(f, TPURT_DTYPE_BOOL, any ? 0 : 1), &dim, 1,
+                  any ? IR_REDUCE_OR : IR_REDUCE_AND);
+    if (lower_bool(ctx, 2, false)) {
+      int64_t shape[TPURT_MAX_RANK];
+      for (int32_t i = 0; i < t->rank; ++i) shape[i] = i == dim ? 1 : t->sizes[i];
+      x = ir_reshape(f, x, t->rank, shape);
+    }
+  }
+  if (t->dtype == TPURT_DTYPE_U8) x = ir_convert(f, x, TPURT_DTYPE_U8);
+  lower_set_result(ctx, 0, x);
+  return NULL;
+}
+
+static tpurt_status_t lower_all_dim(lower_ctx_t* ctx) { return all_any_dim(ctx, false); }
+static tpurt_status_t lower_any_dim(lower_ctx_t* ctx) { return all_any_dim(ctx, true); }
+
 const lower_rule_t lower_reduction_rules[] = {
     LOWER_FN("aten::all", lower_all),
     LOWER_FN("aten::all.dims", lower_all_dims),
@@ -530,5 +604,8 @@ const lower_rule_t lower_reduction_rules[] = {
     LOWER_FN("aten::trace", lower_trace),
     LOWER_FN("aten::var.correction", lower_var),
     LOWER_FN("aten::var_mean.correction", lower_var_mean),
+    LOWER_FN("aten::all.dim", lower_all_dim),
+    LOWER_FN("aten::any.dim", lower_any_dim),
+    LOWER_FN("aten::logsumexp", lower_logsumexp),
     LOWER_END,
 };

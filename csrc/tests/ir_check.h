@@ -39,4 +39,29 @@ static inline int print_check(ir_func_t* func, const char* golden, pjrt_executab
   return ok;
 }
 
+/* Prints, compiles and runs |func| (destroyed) on device 0 with |args|,
+** reading back each output into hosts[i] (sizes[i] bytes). Returns 0 when
+** there is no plugin (nothing checked), 1 when it ran, -1 on failure. */
+static inline int run_check(ir_func_t* func, pjrt_buffer_t** args, size_t num_args, void** hosts,
+                            const size_t* sizes, size_t num_outputs) {
+  if (test_plugin_state() == 0) {
+    ir_func_destroy(func);
+    return 0;
+  }
+  pjrt_executable_t* exe = NULL;
+  if (!print_check(func, NULL, &exe)) return -1;
+  pjrt_buffer_t* outs[16] = {NULL};
+  tpurt_status_t s = pjrt_execute(exe, 0, args, num_args, outs, num_outputs, "ir_check");
+  for (size_t i = 0; !s && i < num_outputs; ++i) s = pjrt_buffer_to_host(outs[i], hosts[i], sizes[i]);
+  int rc = 1;
+  if (s) {
+    fprintf(stderr, "  run failed: %s\n", tpurt_status_message(s));
+    tpurt_status_free(s);
+    rc = -1;
+  }
+  for (size_t i = 0; i < num_outputs; ++i) pjrt_buffer_release(outs[i]);
+  pjrt_executable_release(exe);
+  return rc;
+}
+
 #endif /* TPURT_TESTS_IR_CHECK_H_ */

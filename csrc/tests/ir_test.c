@@ -12,6 +12,9 @@
 #include "../pjrt/pjrt.h"
 #include "test.h"
 
+/* after test.h and the rooms' headers */
+#include "ir_check.h"
+
 #define HDR "module @tpurt attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
 
 static void dump(const char* name, const char* text) {
@@ -24,7 +27,6 @@ static void dump(const char* name, const char* text) {
   fputs(text, f);
   fclose(f);
 }
-
 
 /* Compiles |text| with the plugin; the executable goes to *out_exe when
 ** asked for, otherwise it is released. */
@@ -747,41 +749,6 @@ TEST(Ir_Large) {
 
 /*===--- programs run on the plugin ---===*/
 
-/* Prints, compiles and runs |func| (destroyed) on device 0 with |args|,
-** reading back each output into hosts[i] (sizes[i] bytes). Returns 0 when
-** there is no plugin (nothing checked), 1 when it ran, -1 on failure. */
-static int run_func(ir_func_t* func, pjrt_buffer_t** args, size_t num_args, void** hosts, const size_t* sizes,
-                    size_t num_outputs) {
-  char* text = NULL;
-  tpurt_status_t s = ir_func_print(func, &text, NULL);
-  ir_func_destroy(func);
-  if (s) {
-    fprintf(stderr, "  print failed: %s\n", tpurt_status_message(s));
-    tpurt_status_free(s);
-    return -1;
-  }
-  int rc = 1;
-  pjrt_executable_t* exe = NULL;
-  if (test_plugin_state() == 0) {
-    rc = 0;
-  } else if (!compile_ok("run", text, &exe)) {
-    rc = -1;
-  } else {
-    pjrt_buffer_t* outs[16] = {NULL};
-    s = pjrt_execute(exe, 0, args, num_args, outs, num_outputs, "ir_test");
-    for (size_t i = 0; !s && i < num_outputs; ++i) s = pjrt_buffer_to_host(outs[i], hosts[i], sizes[i]);
-    if (s) {
-      fprintf(stderr, "  run failed: %s\n", tpurt_status_message(s));
-      tpurt_status_free(s);
-      rc = -1;
-    }
-    for (size_t i = 0; i < num_outputs; ++i) pjrt_buffer_release(outs[i]);
-    pjrt_executable_release(exe);
-  }
-  free(text);
-  return rc;
-}
-
 TEST(Ir_RunArgmax) {
   if (test_plugin_state() == 0) return;
   ASSERT(test_plugin_state() == 1);
@@ -803,7 +770,7 @@ TEST(Ir_RunArgmax) {
   int32_t where[3] = {0};
   void* hosts[2] = {maxes, where};
   size_t sizes[2] = {sizeof(maxes), sizeof(where)};
-  EXPECT(run_func(f, &in, 1, hosts, sizes, 2) == 1);
+  EXPECT(run_check(f, &in, 1, hosts, sizes, 2) == 1);
   pjrt_buffer_release(in);
   EXPECT(maxes[0] == 9 && maxes[1] == 8 && maxes[2] == -0.5f);
   EXPECT(where[0] == 3 && where[1] == 3 && where[2] == 1);
@@ -833,7 +800,7 @@ TEST(Ir_RunConstants) {
   int64_t arr[4] = {0};
   void* hosts[8] = {&f32, &bf16, &f16, &f64, &f32nan, &u64, &b, arr};
   size_t sizes[8] = {4, 2, 2, 8, 4, 8, 1, sizeof(arr)};
-  EXPECT(run_func(f, NULL, 0, hosts, sizes, 8) == 1);
+  EXPECT(run_check(f, NULL, 0, hosts, sizes, 8) == 1);
   EXPECT(f32 == 0x3F000000u);
   EXPECT(bf16 == 0x3F80u);
   EXPECT(f16 == 0x2E66u);

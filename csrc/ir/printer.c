@@ -1,0 +1,128 @@
+/* printer.c: the MLIR text printer (generic op syntax throughout). The
+** same function always prints to the same bytes. */
+#include "ir_internal.h"
+
+/*===------------------------------------------------------------------===*/
+/* Printer                                                                */
+/*===------------------------------------------------------------------===*/
+
+static void print_value(tpurt_strbuf_t* buf, const ir_func_t* func, ir_value_t v) {
+  const ir_value_info_t* info = &func->values[v];
+  if (info->count > 1)
+    tpurt_strbuf_printf(buf, "%%v%d#%d", (int)info->base, (int)info->index);
+  else
+    tpurt_strbuf_printf(buf, "%%v%d", (int)v);
+}
+
+static void print_indent(tpurt_strbuf_t* buf, int indent) {
+  static const char kSpaces[] = "                                                                ";
+  while (indent > 0) {
+    int n = indent < (int)sizeof(kSpaces) - 1 ? indent : (int)sizeof(kSpaces) - 1;
+    tpurt_strbuf_append(buf, kSpaces, (size_t)n);
+    indent -= n;
+  }
+}
+
+/* (t0, t1) for |count| values */
+static void print_value_types(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_value_t* values,
+                              int32_t count) {
+  tpurt_strbuf_puts(buf, "(");
+  for (int32_t i = 0; i < count; ++i) {
+    if (i) tpurt_strbuf_puts(buf, ", ");
+    ir_print_type(buf, &func->values[values[i]].type);
+  }
+  tpurt_strbuf_puts(buf, ")");
+}
+
+static void print_block(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_region_t* block, int indent);
+
+static void print_op(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_op_t* op, int indent) {
+  print_indent(buf, indent);
+  if (op->num_results == 1)
+    tpurt_strbuf_printf(buf, "%%v%d = ", (int)op->first_result);
+  else if (op->num_results > 1)
+    tpurt_strbuf_printf(buf, "%%v%d:%d = ", (int)op->first_result, (int)op->num_results);
+  tpurt_strbuf_printf(buf, "\"%s\"(", op->name);
+  for (int32_t i = 0; i < op->num_operands; ++i) {
+    if (i) tpurt_strbuf_puts(buf, ", ");
+    print_value(buf, func, op->operands[i]);
+  }
+  tpurt_strbuf_puts(buf, ")");
+  /* regions: ({...}, {...}); a block without arguments needs no label */
+  for (int32_t r = 0; r < op->num_regions; ++r) {
+    const ir_region_t* region = op->regions[r];
+    tpurt_strbuf_puts(buf, r ? ", {\n" : " ({\n");
+    if (region->num_args > 0) {
+      print_indent(buf, indent);
+      tpurt_strbuf_puts(buf, "^bb0(");
+      for (int32_t i = 0; i < region->num_args; ++i) {
+        if (i) tpurt_strbuf_puts(buf, ", ");
+        print_value(buf, func, region->args[i]);
+        tpurt_strbuf_puts(buf, ": ");
+        ir_print_type(buf, &func->values[region->args[i]].type);
+      }
+      tpurt_strbuf_puts(buf, "):\n");
+    }
+    print_block(buf, func, region, indent + 2);
+    print_indent(buf, indent);
+    tpurt_strbuf_puts(buf, r + 1 < op->num_regions ? "}" : "})");
+  }
+  if (op->attrs) tpurt_strbuf_printf(buf, " {%s}", op->attrs);
+  tpurt_strbuf_puts(buf, " : ");
+  print_value_types(buf, func, op->operands, op->num_operands);
+  tpurt_strbuf_puts(buf, " -> ");
+  if (op->num_results == 1) {
+    ir_print_type(buf, &func->values[op->first_result].type);
+  } else {
+    tpurt_strbuf_puts(buf, "(");
+    for (int32_t i = 0; i < op->num_results; ++i) {
+      if (i) tpurt_strbuf_puts(buf, ", ");
+      ir_print_type(buf, &func->values[op->first_result + i].type);
+    }
+    tpurt_strbuf_puts(buf, ")");
+  }
+  tpurt_strbuf_puts(buf, "\n");
+}
+
+static void print_block(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_region_t* block, int indent) {
+  for (int32_t i = 0; i < block->num_ops; ++i) print_op(buf, func, &func->ops[block->ops[i]], indent);
+}
+
+tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out_size) {
+  *out_text = NULL;
+  if (out_size) *out_size = 0;
+  if (func->status)
+    return tpurt_status_create(tpurt_status_code(func->status), "%s", tpurt_status_message(func->status));
+  if (func->num_open != 1)
+    return tpurt_status_create(TPURT_INTERNAL, "ir_func_print: %d region(s) still open (%s)",
+                               (int)(func->num_open - 1), func->open[func->num_open - 1]->owner);
+  if (func->num_unended != 0)
+    return tpurt_status_create(TPURT_INTERNAL, "ir_func_print: %d while/if/case op(s) begun and not ended",
+                               (int)func->num_unended);
+  tpurt_strbuf_t buf = {0};
+  tpurt_strbuf_puts(
+      &buf,
+      "module @tpurt attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
+      "  func.func public @main(");
+  for (int32_t i = 0; i < func->num_params; ++i) {
+    if (i) tpurt_strbuf_puts(&buf, ", ");
+    print_value(&buf, func, func->params[i]);
+    tpurt_strbuf_puts(&buf, ": ");
+    ir_print_type(&buf, &func->values[func->params[i]].type);
+  }
+  tpurt_strbuf_puts(&buf, ") -> ");
+  print_value_types(&buf, func, func->results, func->num_results);
+  tpurt_strbuf_puts(&buf, " {\n");
+  print_block(&buf, func, &func->body, 4);
+  tpurt_strbuf_puts(&buf, "    \"func.return\"(");
+  for (int32_t i = 0; i < func->num_results; ++i) {
+    if (i) tpurt_strbuf_puts(&buf, ", ");
+    print_value(&buf, func, func->results[i]);
+  }
+  tpurt_strbuf_puts(&buf, ") : ");
+  print_value_types(&buf, func, func->results, func->num_results);
+  tpurt_strbuf_puts(&buf, " -> ()\n  }\n}\n");
+  *out_text = buf.data;
+  if (out_size) *out_size = buf.size;
+  return NULL;
+}

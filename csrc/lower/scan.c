@@ -1,0 +1,140 @@
+/* scan.c: running totals along a dim: cumsum, cumprod, logcumsumexp, and
+** repeat_interleave (an index built from the running totals of repeats).
+** Log-step shifted combines: O(n log n) work, no host round trip. */
+#include <math.h>
+
+#include "../base/base.h"
+#include "lower.h"
+
+/*===--- helpers of the rules below ---===*/
+
+static bool is_float(tpurt_dtype_t d) { return tpurt_dtype_is_float(d); }
+static ir_value_t k(lower_ctx_t* ctx, ir_value_t like, double v) { return lower_full_like(ctx, like, v); }
+
+/*===--- cumsum / cumprod ---===*/
+
+/* Inclusive scan with |op| along |dim| (log-step shifted combines; the
+** shifted-in elements are |identity|). */
+static ir_value_t scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, const char* op, double identity) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t0 = ir_value_type(f, x);
+  if (!t0) return IR_NONE;
+  ir_type_t t = *t0;
+  ir_value_t pad_value = is_float(t.dtype) ? ir_constant_f64(f, t.dtype, identity)
+                                           : ir_constant_i64(f, t.dtype, (int64_t)identity);
+  for (int64_t shift = 1; shift < t.dims[dim]; shift *= 2) {
+    int64_t lo[TPURT_MAX_RANK] = {0}, hi[TPURT_MAX_RANK] = {0}, in[TPURT_MAX_RANK] = {0};
+    int64_t st[TPURT_MAX_RANK] = {0}, li[TPURT_MAX_RANK], one[TPURT_MAX_RANK];
+    for (int32_t i = 0; i < t.rank; ++i) li[i] = t.dims[i], one[i] = 1;
+    lo[dim] = shift;
+    ir_value_t shifted = ir_slice(f, ir_pad(f, x, pad_value, lo, hi, in), st, li, one);
+    x = ir_binary(f, op, x, shifted);
+  }
+  return x;
+}
+
+/* cumsum(self, dim, *, dtype=None): ints and bool accumulate in int64. */
+static tpurt_status_t cumulative(lower_ctx_t* ctx, bool prod) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  tpurt_dtype_t out = lower_dtype(ctx, 2, TPURT_DTYPE_INVALID);
+  if (out == TPURT_DTYPE_INVALID) out = is_float(t->dtype) ? t->dtype : TPURT_DTYPE_I64;
+  tpurt_dtype_t acc = lower_acc_dtype(out);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  if (t->rank > 0) x = prod ? scan(ctx, x, dim, "stablehlo.multiply", 1.0) : lower_cumsum(ctx, x, dim);
+  lower_set_result(ctx, 0, lower_cast(ctx, x, out));
+  return NULL;
+}
+
+static tpurt_status_t lower_cumsum_rule(lower_ctx_t* ctx) { return cumulative(ctx, false); }
+static tpurt_status_t lower_cumprod(lower_ctx_t* ctx) { return cumulative(ctx, true); }
+
+/*===--- logcumsumexp ---===*/
+
+/* log(exp(a) + exp(b)) without overflow; two equal infinities give themselves. */
+static ir_value_t log_add_exp(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  ir_func_t* f = ctx->func;
+  ir_value_t m = ir_binary(f, "stablehlo.maximum", a, b);
+  ir_value_t d = ir_unary(f, "stablehlo.abs", ir_binary(f, "stablehlo.subtract", a, b));
+  ir_value_t r =
+      ir_binary(f, "stablehlo.add", m,
+                ir_unary(f, "stablehlo.log_plus_one",
+                         ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", d))));
+  ir_value_t same_inf = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, a, b),
+                                  ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", a), k(ctx, a, INFINITY)));
+  return ir_select(f, same_inf, a, r);
+}
+
+/* _logcumsumexp(self, dim): the log-step scan of lower_cumsum with
+** log-add-exp in place of add and -inf shifted in. */
+static tpurt_status_t lower_logcumsumexp(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "logcumsumexp(): expected a floating point input, got %s",
+                       tpurt_dtype_name(t->dtype));
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_tensor(ctx, 0);
+  if (t->rank == 0) {
+    lower_set_result(ctx, 0, x);
+    return NULL;
+  }
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
+  x = lower_cast(ctx, x, acc);
+  ir_value_t neg_inf = ir_constant_f64(f, acc, -INFINITY);
+  for (int64_t shift = 1; shift < t->sizes[dim]; shift *= 2) {
+    int64_t lo[TPURT_MAX_RANK] = {0}, hi[TPURT_MAX_RANK] = {0}, in[TPURT_MAX_RANK] = {0};
+    int64_t st[TPURT_MAX_RANK] = {0}, li[TPURT_MAX_RANK], one[TPURT_MAX_RANK];
+    for (int32_t i = 0; i < t->rank; ++i) li[i] = t->sizes[i], one[i] = 1;
+    lo[dim] = shift;
+    ir_value_t shifted = ir_slice(f, ir_pad(f, x, neg_inf, lo, hi, in), st, li, one);
+    x = log_add_exp(ctx, x, shifted);
+  }
+  lower_set_result(ctx, 0, lower_cast(ctx, x, t->dtype));
+  return NULL;
+}
+
+/*===--- repeat_interleave ---===*/
+
+/* repeat_interleave.Tensor(repeats, *, output_size=None): index i repeated
+** repeats[i] times. The size is the sum of the data, so only the form with
+** output_size is lowered (the CPU takes the other): out[j] counts the
+** running totals at or below j. */
+static tpurt_status_t lower_repeat_interleave(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* r = lower_meta(ctx, 0);
+  if (r->dtype != TPURT_DTYPE_I64 && r->dtype != TPURT_DTYPE_I32)
+    return lower_error(TPURT_INVALID_ARGUMENT, "repeats has to be Long or Int tensor");
+  if (r->rank != 1)
+    return lower_error(TPURT_INVALID_ARGUMENT, "repeat_interleave only accept 1D vector as repeat");
+  if (lower_is_none(ctx, 1))
+    return lower_error(TPURT_UNIMPLEMENTED, "repeat_interleave needs output_size on tpu");
+  int64_t out_n = lower_int(ctx, 1, 0), n = r->sizes[0];
+  ir_func_t* f = ctx->func;
+  if (out_n == 0 || n == 0) {
+    lower_set_result(ctx, 0, lower_splat(ctx, r->dtype, 1, &out_n, 0.0));
+    return NULL;
+  }
+  ir_value_t totals = lower_cumsum(ctx, lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_I64), 0);
+  int64_t dims[2] = {out_n, n};
+  ir_value_t j = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 2, dims), 0);
+  int64_t bd = 1;
+  ir_value_t tot = ir_broadcast_in_dim(f, totals, 2, dims, &bd);
+  ir_value_t below = lower_cast(ctx, ir_compare(f, IR_LE, tot, j), TPURT_DTYPE_I64);
+  int64_t red = 1;
+  ir_value_t out = ir_reduce(f, below, ir_constant_i64(f, TPURT_DTYPE_I64, 0), &red, 1, IR_REDUCE_ADD);
+  lower_set_result(ctx, 0, lower_cast(ctx, out, r->dtype));
+  return NULL;
+}
+
+/* Sorted by name. */
+const lower_rule_t lower_scan_rules[] = {
+    LOWER_FN("aten::_logcumsumexp", lower_logcumsumexp),
+    LOWER_OUT_FN("aten::_logcumsumexp.out", lower_logcumsumexp),
+    LOWER_FN("aten::cumprod", lower_cumprod),
+    LOWER_FN("aten::cumsum", lower_cumsum_rule),
+    LOWER_OUT_FN("aten::cumsum.out", lower_cumsum_rule),
+    LOWER_FN("aten::repeat_interleave.Tensor", lower_repeat_interleave),
+    LOWER_END,
+};
