@@ -118,3 +118,12 @@ def test_set_data_still_refuses_other_layouts():
     p = torch.nn.Parameter(torch.randn(2, 2, device="tpu"))
     with pytest.raises(RuntimeError, match="incompatible tensor type"):
         p.data = torch.eye(2).to_sparse()
+
+
+def test_record_stream_is_accepted_for_tpu_streams(no_fallback):
+    """diffusers' group offloading with streams calls record_stream; a tpu
+    buffer lives until its queued work is done, so there is nothing to record."""
+    x = torch.ones(3, device="tpu")
+    x.record_stream(torch.tpu.Stream())
+    with pytest.raises(RuntimeError, match="expected a tpu stream"):
+        x.record_stream(torch.Stream("cpu"))
