@@ -127,3 +127,15 @@ def test_record_stream_is_accepted_for_tpu_streams(no_fallback):
     x.record_stream(torch.tpu.Stream())
     with pytest.raises(RuntimeError, match="expected a tpu stream"):
         x.record_stream(torch.Stream("cpu"))
+
+
+def test_safetensors_load_file_onto_tpu(tmp_path, no_fallback):
+    """diffusers' group offloading to disk loads with device="tpu", a name
+    safetensors' own parser refuses."""
+    st = pytest.importorskip("safetensors.torch")
+    path = tmp_path / "w.safetensors"
+    st.save_file({"w": torch.arange(6.0).reshape(2, 3), "b": torch.ones(2, dtype=torch.bfloat16)}, str(path))
+    loaded = st.load_file(str(path), device="tpu")
+    assert {k: v.device.type for k, v in loaded.items()} == {"w": "tpu", "b": "tpu"}
+    assert torch.equal(loaded["w"].cpu(), torch.arange(6.0).reshape(2, 3))
+    assert st.load_file(str(path))["w"].device.type == "cpu"  # other devices: safetensors as it is
