@@ -56,7 +56,7 @@ $(VENV)/.stamp: pyproject.toml
 	@$(PIPQ) install --upgrade pip
 	@$(PIPQ) install "$(TORCH)"
 	@$(PIPQ) install xla-cpu-pjrt pytest expecttest ruff numpy pybind11 setuptools wheel ninja build "clang-format==18.1.8"
-	@$(PIPQ) install "diffusers==0.42.1" "transformers==5.23.0" pillow accelerate parameterized
+	@$(PIPQ) install "diffusers==0.42.1" "transformers==5.23.0" pillow accelerate parameterized requests-mock
 	@touch $@
 
 # The glue is built against the torch in the venv, never in an isolated env.
