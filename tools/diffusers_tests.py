@@ -13,6 +13,7 @@ the installed version lacks, or the other way round).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import re
 import subprocess
@@ -54,9 +55,8 @@ def main() -> int:
         )
         return 2
 
-    import diffusers
-
-    installed, checked_out = diffusers.__version__, checkout_version(src)
+    # the installed version without importing diffusers (which imports torch and its backends)
+    installed, checked_out = importlib.metadata.version("diffusers"), checkout_version(src)
     if installed != checked_out:
         print(
             f"diffusers-tests: WARNING: the checkout is diffusers {checked_out} but {installed} is installed;"
