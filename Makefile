@@ -24,7 +24,12 @@ Q        := $(if $(filter 1,$(V)),,@)
 TORCH    := torch==2.13.0
 
 CC       ?= gcc
-CFLAGS   := -std=c11 -Wall -Wextra -Werror -fPIC -O2 -g -D_GNU_SOURCE -fvisibility=hidden
+# The one source of the version: the package's torch_tpu/_version.py (read by
+# setuptools for the metadata, imported as torch_tpu.__version__, passed to
+# the core here).
+VERSION  := $(shell sed -n 's/^__version__ = "\(.*\)"$$/\1/p' torch_tpu/_version.py)
+CFLAGS   := -std=c11 -Wall -Wextra -Werror -fPIC -O2 -g -D_GNU_SOURCE -fvisibility=hidden \
+            -DTPURT_VERSION='"$(VERSION)"'
 SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDLIBS   := -ldl -lpthread -lm
 
@@ -91,6 +96,9 @@ build/obj/%.o: csrc/%.c $(CORE_HDRS)
 build/asan/%.o: csrc/%.c $(CORE_HDRS)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -O1 $(SANFLAGS) -c $< -o $@
+
+# The core's version comes from here (base/util.c).
+build/obj/base/util.o build/asan/base/util.o: torch_tpu/_version.py
 
 build/libtpurt-asan.a: $(ASAN_OBJS)
 	@mkdir -p $(@D)

@@ -332,23 +332,27 @@ def test_multihead_attention(no_fallback, batch_first):
 @pytest.mark.parametrize(
     "case",
     [
-        dict(shape=(2, 4, 37, 23, 16)),
-        dict(shape=(1, 4, 41, 41, 16), is_causal=True),
-        dict(shape=(2, 8, 29, 19, 16), hk=2, enable_gqa=True, is_causal=True),
-        dict(shape=(1, 2, 35, 24, 8), mask="bool"),
+        dict(shape=(2, 4, 48, 23, 16), rows=16),
+        dict(shape=(1, 4, 64, 64, 16), rows=16, is_causal=True),
+        dict(shape=(2, 8, 48, 19, 16), hk=2, enable_gqa=True, is_causal=True, rows=24),
+        dict(shape=(2, 4, 37, 23, 16), rows=37),  # a prime L: one block per batch entry
+        dict(shape=(1, 2, 48, 24, 8), mask="bool", rows=16),  # a mask: one block, no loop
     ],
     ids=str,
 )
 def test_sdpa_query_blocks_match_one_block(no_fallback, case, tpu_env, tmp_path):
-    # A small budget cuts the rows into blocks (as long sequences are): each
-    # block is an exact softmax over all keys, so results match CPU; the
-    # dumped modules show the blocks (a concatenate of the outputs).
-    tpu_env("TORCH_TPU_SDPA_BLOCK_BYTES", "4096")
-    tpu_env("TORCH_TPU_DUMP_DIR", str(tmp_path))
+    # A small budget makes the call a while loop over blocks of query rows
+    # (as long sequences are): each block is an exact softmax over all keys,
+    # so results match CPU; the dumped modules show the loop.
     case = dict(case)
     b, h, lq, s, d = case.pop("shape")
     hk = case.pop("hk", None)
-    if case.pop("mask", None) == "bool":
+    rows = case.pop("rows")
+    group = h // (hk or h)
+    tpu_env("TORCH_TPU_SDPA_BLOCK_BYTES", str(rows * group * s * 4))
+    tpu_env("TORCH_TPU_DUMP_DIR", str(tmp_path))
+    masked = case.pop("mask", None) == "bool"
+    if masked:
         case["attn_mask"] = bools((lq, s), 3, 0.8)
     q, k, v = qkv(b, h, lq, s, d, torch.float32, hk=hk, seed=5)
     grad = make((b, h, lq, d), seed=12)
@@ -362,6 +366,11 @@ def test_sdpa_query_blocks_match_one_block(no_fallback, case, tpu_env, tmp_path)
     expected = grads(q, k, v, grad, case)
     actual = grads(*to_tpu((q, k, v, grad)), {n: to_tpu(x) for n, x in case.items()})
     assert_same(actual, expected, rtol=1e-4, atol=1e-5)
-    modules = [p.read_text() for p in tmp_path.glob("*.mlir")]
-    blocked = [m for m in modules if "fused_attention" in m or "stablehlo.concatenate" in m]
-    assert any(m.count("stablehlo.dot_general") >= 8 and "stablehlo.concatenate" in m for m in blocked)
+    attention = [m for m in (p.read_text() for p in tmp_path.glob("*.mlir")) if "stablehlo.exponential" in m]
+    assert len(attention) == 2  # forward and backward
+    for m in attention:
+        if masked:
+            assert "stablehlo.while" not in m
+        else:
+            assert m.count("stablehlo.while") == 1 and "stablehlo.dynamic_update_slice" in m
+            assert f"x{rows}x{s}xf32>" in m  # one block's scores, [1, (G), rows, S]

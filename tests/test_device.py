@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -57,7 +58,9 @@ def test_device_is_registered() -> None:
     assert torch.device("tpu:0").index == 0
     assert torch.tpu.device_count() >= 1
     assert torch.tpu.is_available()
-    assert torch_tpu.__version__ == "0.1.0"
+    # one source (torch_tpu/_version.py): the package and the core agree
+    assert re.fullmatch(r"\d+\.\d+\.\d+\S*", torch_tpu.__version__)
+    assert torch_tpu._C._core_version() == torch_tpu.__version__
     assert torch._C._get_privateuse1_backend_name() == "tpu"
 
 

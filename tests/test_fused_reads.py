@@ -82,3 +82,18 @@ def test_failed_fused_graph_never_reads_back_zeros():
         assert ok.cpu().tolist() == [1, 2, 3]
         w.copy_(torch.tensor([7, 8, 9, 10]))
         assert w.cpu().tolist() == [7, 8, 9, 10]
+
+
+def test_a_lost_value_names_the_op_that_computed_it():
+    with eager_mode(EagerMode.DEFER_AND_FUSE):
+        w = torch.arange(4, device="tpu") * 10
+        huge = torch.ones(1 << 20, 1 << 20, device="tpu")  # 4 TiB, kept: the graph fails at launch
+        total = huge.sum()
+        with pytest.raises(torch.OutOfMemoryError, match=r"fused graph of \d+ ops"):
+            w.cpu()
+        # each lost value says which recorded op computed it
+        with pytest.raises(torch.OutOfMemoryError, match=r"computed by aten::mul\.Tensor, op \d+ of \d+"):
+            w.cpu()
+        with pytest.raises(torch.OutOfMemoryError, match=r"computed by aten::sum"):
+            total.item()
+        del huge

@@ -100,7 +100,8 @@ def sdist(tmp_path_factory) -> str:
 def test_sdist_has_everything_to_build(sdist: str) -> None:
     with tarfile.open(sdist) as tar:
         names = {n.split("/", 1)[1] for n in tar.getnames() if "/" in n}
-        metadata = email.message_from_bytes(tar.extractfile("torch_tpu-0.1.0/PKG-INFO").read())
+        pkg_info = tar.extractfile(f"torch_tpu-{torch_tpu.__version__}/PKG-INFO")
+        metadata = email.message_from_bytes(pkg_info.read())
     missing = source_files() - names
     assert not missing, f"the sdist lacks {sorted(missing)}"
     assert "csrc/include/tpurt.h" in names and "csrc/pjrt/pjrt_abi.h" in names

@@ -6,27 +6,9 @@ from typing import Any
 
 from torch_tpu import _C
 
-_LABELS = {
-    "compiles": "compiles",
-    "cache_hits": "executable cache hits",
-    "cache_hits_memory": "cache hits in memory",
-    "cache_hits_disk": "cache hits on disk",
-    "cache_entries": "cached programs",
-    "cache_bytes_memory": "cached program bytes",
-    "cache_disk_writes": "cache writes to disk",
-    "cache_disk_rejects": "cache entries rejected",
-    "plans": "eager op plans",
-    "plan_bytes": "eager op plan bytes",
-    "executions": "executions",
-    "compile_seconds": "time compiling (s)",
-    "execute_seconds": "device time (s)",
-    "bytes_to_device": "bytes to device",
-    "bytes_from_device": "bytes from device",
-    "live_buffers": "live buffers",
-    "live_storages": "live storages",
-    "bytes_in_use": "bytes in use",
-    "peak_bytes_in_use": "peak bytes in use",
-}
+# The core's metrics in report order, name -> label: the one list of them is
+# TPURT_METRICS in csrc/include/tpurt.h.
+_LABELS: dict[str, str] = dict(_C._metric_labels())
 
 
 # Causes of torch.compile recompiles, appended by torch_tpu.compile.
@@ -40,9 +22,7 @@ def metrics() -> dict[str, Any]:
     ``execute_seconds`` (device time of completed launches) and ``programs``
     (name -> runs and device seconds)."""
     m = dict(_C._metrics())
-    programs, device_ns, _runs = _C._program_stats()
-    # Device time of the launches that completed: from PJRT completion events.
-    m["execute_seconds"] = device_ns / 1e9
+    programs, _device_ns, _runs = _C._program_stats()
     m["programs"] = {name: {"runs": runs, "seconds": ns / 1e9} for name, runs, ns in programs}
     m["flushes"] = dict(_C._flush_counts())
     m["recompiles"] = list(_recompiles)

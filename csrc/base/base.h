@@ -1,10 +1,22 @@
 /* base.h: small utilities every room of the core uses: status helpers,
-** dtype facts, a growable string buffer, an arena, and a 64-bit hash.
+** reference counts, dtype facts, a growable string buffer, an arena, and a
+** 64-bit hash.
+**
+** Ownership conventions of the core (docs/architecture.md, "Ownership"):
+**  - a function returning a tpurt_status_t is TPURT_MUST_USE; a status is
+**    returned, freed after it was reported, or dropped on purpose with
+**    tpurt_status_ignore(); a status kept by someone else is a
+**    tpurt_borrowed_status_t;
+**  - refcounted objects hold a tpurt_refcount_t and have _retain/_release;
+**    owned plain objects have _free; nothing is _destroy'ed or _delete'd;
+**  - a function that takes ownership of an argument ends in _consume
+**    (before _locked) and names the consumed argument in its comment.
 */
 #ifndef TPURT_BASE_BASE_H_
 #define TPURT_BASE_BASE_H_
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +29,29 @@
     if (status_ != NULL) return status_; \
   } while (0)
 
-tpurt_status_t tpurt_status_vcreate(tpurt_status_code_t code, const char* fmt, va_list ap);
+/* Reference counts: every refcounted object of the core holds one of these,
+** so that _retain and _release are safe from any thread. An object starts
+** with one reference, its creator's. */
+typedef struct tpurt_refcount_s {
+  atomic_int value;
+} tpurt_refcount_t;
+static inline void tpurt_refcount_init(tpurt_refcount_t* ref) { atomic_init(&ref->value, 1); }
+static inline void tpurt_refcount_inc(tpurt_refcount_t* ref) {
+  atomic_fetch_add_explicit(&ref->value, 1, memory_order_relaxed);
+}
+/* Drops one reference; true when it was the last: the caller frees the
+** object (acquire-release, so the freeing thread sees every other thread's
+** writes to it). */
+TPURT_MUST_USE static inline bool tpurt_refcount_dec_and_test(tpurt_refcount_t* ref) {
+  return atomic_fetch_sub_explicit(&ref->value, 1, memory_order_acq_rel) == 1;
+}
+/* The count now. Only the holder of a reference may ask, and the answer is
+** exact only when no other thread can retain or release meanwhile. */
+static inline int tpurt_refcount_get(tpurt_refcount_t* ref) {
+  return atomic_load_explicit(&ref->value, memory_order_acquire);
+}
+
+TPURT_MUST_USE tpurt_status_t tpurt_status_vcreate(tpurt_status_code_t code, const char* fmt, va_list ap);
 
 /* dtype facts beyond the public ones. */
 bool tpurt_dtype_is_unsigned(tpurt_dtype_t dtype);

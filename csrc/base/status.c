@@ -31,9 +31,15 @@ tpurt_status_t tpurt_status_create(tpurt_status_code_t code, const char* fmt, ..
   return status;
 }
 
-tpurt_status_code_t tpurt_status_code(tpurt_status_t status) { return status ? status->code : TPURT_OK; }
+tpurt_status_code_t tpurt_status_code(tpurt_borrowed_status_t status) {
+  return status ? status->code : TPURT_OK;
+}
 
-const char* tpurt_status_message(tpurt_status_t status) { return status ? status->message : ""; }
+const char* tpurt_status_message(tpurt_borrowed_status_t status) { return status ? status->message : ""; }
+
+tpurt_status_t tpurt_status_clone(tpurt_borrowed_status_t status) {
+  return status ? tpurt_status_create(status->code, "%s", status->message) : NULL;
+}
 
 void tpurt_status_free(tpurt_status_t status) {
   if (!status) return;
@@ -41,7 +47,9 @@ void tpurt_status_free(tpurt_status_t status) {
   free(status);
 }
 
-tpurt_status_t tpurt_status_annotate(tpurt_status_t status, const char* prefix) {
+void tpurt_status_ignore(tpurt_status_t status) { tpurt_status_free(status); }
+
+tpurt_status_t tpurt_status_annotate_consume(tpurt_status_t status, const char* prefix) {
   if (!status || !prefix) return status;
   size_t n = strlen(prefix) + 2 + strlen(status->message) + 1;
   char* message = tpurt_xmalloc(n);

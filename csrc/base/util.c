@@ -3,6 +3,12 @@
 
 #include "base.h"
 
+/* The Makefile passes the package's version (torch_tpu/_version.py). */
+#ifndef TPURT_VERSION
+#error "TPURT_VERSION is defined by the Makefile from torch_tpu/_version.py"
+#endif
+const char* tpurt_version(void) { return TPURT_VERSION; }
+
 /*===--- dtypes ---===*/
 
 static const struct {

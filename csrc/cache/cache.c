@@ -57,7 +57,7 @@ uint64_t cache_hash64(uint64_t seed, const void* data, size_t n) {
 static uint64_t hash_key(uint64_t seed, const char* identity, const char* options, size_t options_size,
                          const char* text, size_t size) {
   uint64_t h = cache_hash64(seed, identity, strlen(identity) + 1);
-  h = cache_hash64(h, TPURT_VERSION, sizeof(TPURT_VERSION));
+  h = cache_hash64(h, tpurt_version(), strlen(tpurt_version()) + 1);
   h = cache_hash64(h, options, options_size);
   return cache_hash64(h, text, size);
 }
@@ -204,9 +204,9 @@ tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_exe
     ** result count still has to match the module's. */
     int expected = main_result_count(mlir, size);
     if (expected >= 0 && (size_t)expected != pjrt_executable_num_outputs(exe)) {
-      disk_reject(&g_disk, &key,
-                  tpurt_status_create(TPURT_DATA_LOSS, "it has %zu results where the program has %d",
-                                      pjrt_executable_num_outputs(exe), expected));
+      disk_reject_consume(&g_disk, &key,
+                          tpurt_status_create(TPURT_DATA_LOSS, "it has %zu results where the program has %d",
+                                              pjrt_executable_num_outputs(exe), expected));
       pjrt_executable_release(exe);
       exe = NULL;
       found = DISK_REJECTED;

@@ -1,7 +1,7 @@
 /* cache.h: the executable cache.
 **
 ** Key: the printed module text, the compile options, the plugin identity
-** (pjrt_identity) and the core version (TPURT_VERSION). Lookup order:
+** (pjrt_identity) and the core version (tpurt_version()). Lookup order:
 **   tier 1, memory: a hash table with LRU eviction, bounded in bytes
 **           (TORCH_TPU_CACHE_MEMORY_BYTES, default 1 GiB);
 **   tier 2, disk: one file per program in TORCH_TPU_CACHE_DIR (default
@@ -25,8 +25,8 @@
 /* Returns the executable for |mlir| (a new reference: the caller releases
 ** it), compiling it on a miss. *out_hit says whether it came from either
 ** tier of the cache rather than from the compiler. */
-tpurt_status_t cache_get_or_compile(const char* mlir, size_t size, pjrt_executable_t** out_executable,
-                                    bool* out_hit);
+TPURT_MUST_USE tpurt_status_t cache_get_or_compile(const char* mlir, size_t size,
+                                                   pjrt_executable_t** out_executable, bool* out_hit);
 
 /* What the cache knows of a program it handed out. */
 typedef struct cache_entry_info_s {
@@ -36,8 +36,9 @@ typedef struct cache_entry_info_s {
   uint64_t charge; /* the bytes it is charged in the memory budget */
 } cache_entry_info_t;
 /* cache_get_or_compile, saying more about the program it returns. */
-tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_executable_t** out_executable,
-                                         cache_entry_info_t* out_info);
+TPURT_MUST_USE tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size,
+                                                        pjrt_executable_t** out_executable,
+                                                        cache_entry_info_t* out_info);
 /* The memory budget (TORCH_TPU_CACHE_MEMORY_BYTES). The engine's plan cache
 ** keeps its plans within the same budget. */
 uint64_t cache_memory_limit(void);

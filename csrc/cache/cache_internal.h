@@ -69,8 +69,9 @@ disk_result_t disk_load(const disk_config_t* config, const cache_key_t* key,
 /* Writes |executable| as |key|'s entry, atomically. Failures are warned
 ** about (once) and otherwise ignored. Returns the payload size written, or 0. */
 size_t disk_store(const disk_config_t* config, const cache_key_t* key, pjrt_executable_t* executable);
-/* Reports a loaded entry that must not be trusted (once), and removes it. */
-void disk_reject(const disk_config_t* config, const cache_key_t* key, tpurt_status_t why);
+/* Reports a loaded entry that must not be trusted (once, with |why|, which
+** is consumed), and removes it. */
+void disk_reject_consume(const disk_config_t* config, const cache_key_t* key, tpurt_status_t why);
 /* Removes the entry of key hash |hash| (it failed to run). */
 void disk_forget(const disk_config_t* config, uint64_t hash);
 /* Scans the directory; over the cap, removes least recently used entries
@@ -83,10 +84,10 @@ uint64_t disk_clean_stale(const disk_config_t* config);
 void disk_usage(int dirfd, uint64_t* out_entries, uint64_t* out_bytes);
 /* Writes |n| bytes to |dirfd|/|name| through a temporary file and a rename,
 ** so that readers see the whole file or none. */
-tpurt_status_t disk_write_atomic(int dirfd, const char* name, const void* head, size_t head_size,
-                                 const void* body, size_t body_size);
+TPURT_MUST_USE tpurt_status_t disk_write_atomic(int dirfd, const char* name, const void* head,
+                                                size_t head_size, const void* body, size_t body_size);
 /* mkdir -p |path|, each created level with |mode|. */
-tpurt_status_t disk_mkdirs(const char* path, unsigned mode);
+TPURT_MUST_USE tpurt_status_t disk_mkdirs(const char* path, unsigned mode);
 /* Forgets which entries and failures were warned about (tests). */
 void disk_reset_warnings(void);
 

@@ -122,7 +122,7 @@ void disk_reset_warnings(void) {
 
 /*===--- files ---===*/
 
-static tpurt_status_t errno_status(const char* what, const char* name) {
+static TPURT_MUST_USE tpurt_status_t errno_status(const char* what, const char* name) {
   int e = errno;
   return tpurt_status_create(e == ENOSPC ? TPURT_RESOURCE_EXHAUSTED : TPURT_UNAVAILABLE, "%s '%s': %s", what,
                              name, strerror(e));
@@ -221,7 +221,8 @@ static char* choose_dir(void) {
   return join(home, ".cache/torch_tpu");
 }
 
-static void refuse(disk_config_t* c, tpurt_status_t why) {
+/* Turns tier 2 off, keeping |why| (consumed) as the reason. */
+static void refuse_consume(disk_config_t* c, tpurt_status_t why) {
   c->refused = tpurt_xstrdup(tpurt_status_message(why));
   tpurt_status_free(why);
   if (c->dirfd >= 0) close(c->dirfd);
@@ -245,33 +246,35 @@ void disk_configure(disk_config_t* c) {
   }
   c->dir = choose_dir();
   if (!c->dir) {
-    refuse(c, tpurt_status_create(TPURT_NOT_FOUND, "no home directory to put it in"));
+    refuse_consume(c, tpurt_status_create(TPURT_NOT_FOUND, "no home directory to put it in"));
     return;
   }
   tpurt_status_t status = disk_mkdirs(c->dir, 0700);
   if (status) {
-    refuse(c, status);
+    refuse_consume(c, status);
     return;
   }
   c->dirfd = open(c->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (c->dirfd < 0) {
-    refuse(c, errno_status("cannot open", c->dir));
+    refuse_consume(c, errno_status("cannot open", c->dir));
     return;
   }
   struct stat st;
   if (fstat(c->dirfd, &st) != 0) {
-    refuse(c, errno_status("cannot stat", c->dir));
+    refuse_consume(c, errno_status("cannot stat", c->dir));
   } else if (!S_ISDIR(st.st_mode)) {
-    refuse(c, tpurt_status_create(TPURT_PERMISSION_DENIED, "it is not a directory"));
+    refuse_consume(c, tpurt_status_create(TPURT_PERMISSION_DENIED, "it is not a directory"));
   } else if (st.st_uid != geteuid()) {
-    refuse(c, tpurt_status_create(TPURT_PERMISSION_DENIED, "it belongs to uid %u, not to this user (uid %u)",
-                                  (unsigned)st.st_uid, (unsigned)geteuid()));
+    refuse_consume(
+        c, tpurt_status_create(TPURT_PERMISSION_DENIED, "it belongs to uid %u, not to this user (uid %u)",
+                               (unsigned)st.st_uid, (unsigned)geteuid()));
   } else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-    refuse(c, tpurt_status_create(TPURT_PERMISSION_DENIED, "it is writable by %s (mode %04o)",
-                                  (st.st_mode & S_IWGRP) && (st.st_mode & S_IWOTH) ? "group and others"
-                                  : (st.st_mode & S_IWGRP)                         ? "its group"
-                                                                                   : "others",
-                                  (unsigned)(st.st_mode & 07777)));
+    refuse_consume(c,
+                   tpurt_status_create(TPURT_PERMISSION_DENIED, "it is writable by %s (mode %04o)",
+                                       (st.st_mode & S_IWGRP) && (st.st_mode & S_IWOTH) ? "group and others"
+                                       : (st.st_mode & S_IWGRP)                         ? "its group"
+                                                                                        : "others",
+                                       (unsigned)(st.st_mode & 07777)));
   }
 }
 
@@ -316,7 +319,7 @@ static disk_result_t reject(const disk_config_t* c, const cache_key_t* key, cons
   return DISK_REJECTED;
 }
 
-void disk_reject(const disk_config_t* c, const cache_key_t* key, tpurt_status_t why) {
+void disk_reject_consume(const disk_config_t* c, const cache_key_t* key, tpurt_status_t why) {
   if (c->dirfd < 0) {
     tpurt_status_free(why);
     return;
@@ -334,7 +337,8 @@ void disk_forget(const disk_config_t* c, uint64_t hash) {
 }
 
 /* Checks |h| against |key| and the file size; NULL if it may be read on. */
-static tpurt_status_t check_header(const header_t* h, const cache_key_t* key, uint64_t file_size) {
+static TPURT_MUST_USE tpurt_status_t check_header(const header_t* h, const cache_key_t* key,
+                                                  uint64_t file_size) {
   if (memcmp(h->magic, kMagic, sizeof(kMagic)) != 0)
     return tpurt_status_create(TPURT_DATA_LOSS, "not a torch_tpu cache entry (bad magic)");
   if (h->version != DISK_FORMAT_VERSION)
@@ -394,8 +398,8 @@ disk_result_t disk_load(const disk_config_t* c, const cache_key_t* key, pjrt_exe
   } else if (cache_hash64(kChecksumSeed, payload, size) != h.payload_checksum) {
     why = tpurt_status_create(TPURT_DATA_LOSS, "corrupt payload (checksum mismatch)");
   } else {
-    why = tpurt_status_annotate(pjrt_executable_deserialize(payload, size, out_executable),
-                                "the plugin cannot load it");
+    why = tpurt_status_annotate_consume(pjrt_executable_deserialize(payload, size, out_executable),
+                                        "the plugin cannot load it");
   }
   free(payload);
   if (why) return reject(c, key, name, why);

@@ -19,7 +19,7 @@
 #include "../pjrt/pjrt.h"
 
 struct tpurt_storage_s {
-  int refcount; /* atomic */
+  tpurt_refcount_t refcount;
   int device;
   size_t nbytes;
   uintptr_t address;
@@ -42,16 +42,17 @@ struct tpurt_storage_s {
 void engine_lock(void);
 void engine_unlock(void);
 
-/* Replaces the storage's value (takes ownership of |buffer|); a whole new
-** value also clears a poison. */
-void storage_set_buffer(tpurt_storage_t* storage, pjrt_buffer_t* buffer);
+/* Replaces the storage's value with |buffer| (consumed: the storage keeps
+** the caller's reference); a whole new value also clears a poison. */
+void storage_set_buffer_consume(tpurt_storage_t* storage, pjrt_buffer_t* buffer);
 /* Marks the storage's value as lost because of |cause| (copied; the caller
-** keeps |cause|). */
-void storage_poison(tpurt_storage_t* storage, tpurt_status_t cause);
+** keeps |cause|); |origin| (or NULL) says what computed it, e.g. "computed
+** by aten::mul.Tensor, op 2 of 5 in a fused graph". */
+void storage_poison(tpurt_storage_t* storage, tpurt_borrowed_status_t cause, const char* origin);
 /* NULL, or a new status repeating the error that lost the storage's value. */
-tpurt_status_t storage_check_poison(const tpurt_storage_t* storage);
-/* A new storage holding |buffer| (takes ownership). */
-tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer);
+TPURT_MUST_USE tpurt_status_t storage_check_poison(const tpurt_storage_t* storage);
+/* A new storage holding |buffer| (consumed). */
+tpurt_storage_t* storage_wrap_buffer_consume(pjrt_buffer_t* buffer);
 
 /* True if |view| is the whole storage, densely, in the buffer's dtype. */
 bool view_is_whole(const tpurt_tensor_t* view);
@@ -81,15 +82,16 @@ void fill_result_shape(tpurt_result_t* result, const ir_type_t* physical, bool p
 void engine_rng_state(uint64_t seed, uint64_t offset, uint64_t out[2]);
 
 /* Runs an op with the engine lock held, in the thread's eager mode. */
-tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call);
+TPURT_MUST_USE tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call);
 /* Runs an op as its own program now, whatever the mode and without touching
 ** the pending graph: for the engine's own work that needs a real value (a
 ** host read of a view, a cross-device copy, a program's strided input).
 ** The caller has settled the pending graph for the storages involved. */
-tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call);
+TPURT_MUST_USE tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call);
 /* A new dense storage holding |view|'s elements (one reference for the
 ** caller), computed now (engine_op_run_now_locked). */
-tpurt_status_t engine_view_materialize_locked(const tpurt_tensor_t* view, tpurt_storage_t** out_dense);
+TPURT_MUST_USE tpurt_status_t engine_view_materialize_locked(const tpurt_tensor_t* view,
+                                                             tpurt_storage_t** out_dense);
 
 /*===--- the pending graph (graph.c) ---===*/
 
@@ -115,11 +117,13 @@ graph_t* graph_open(int device);
 graph_t* graph_holding(const tpurt_storage_t* storage);
 /* Runs another thread's graph if it holds a newer value of |storage|, so
 ** that this thread sees the value (engine lock held). */
-tpurt_status_t graph_settle_locked(const tpurt_storage_t* storage);
+TPURT_MUST_USE tpurt_status_t graph_settle_locked(const tpurt_storage_t* storage);
 ir_func_t* graph_func(graph_t* graph);
 int graph_device(const graph_t* graph);
 int32_t graph_num_ops(const graph_t* graph);
 uint64_t graph_first_op(const graph_t* graph);
+/* Notes the op about to be lowered into the graph: the values it writes and
+** an error its lowering leaves in the function are blamed on it. */
 void graph_note_op(graph_t* graph, const char* name, uint64_t signature);
 /* True if an op of |signature| recorded next would start a repeat of the ops
 ** before it (a loop step): fused eager flushes there. */
@@ -138,9 +142,9 @@ void graph_bind_rng(graph_t* graph, int32_t param_index, const uint64_t state[2]
 /* Whether @main parameter |param_index| is already bound. */
 bool graph_param_bound(const graph_t* graph, int32_t param_index);
 /* Runs this thread's open graph (engine lock held); a trace is never flushed. */
-tpurt_status_t graph_flush_locked(int reason);
+TPURT_MUST_USE tpurt_status_t graph_flush_locked(int reason);
 /* Runs |graph| (any thread's; engine lock held). */
-tpurt_status_t graph_flush_graph_locked(graph_t* graph, int reason);
+TPURT_MUST_USE tpurt_status_t graph_flush_graph_locked(graph_t* graph, int reason);
 /* Drops the open graph without running it. */
 void graph_discard(graph_t* graph);
 bool graph_is_tracing(const graph_t* graph);

@@ -43,6 +43,8 @@ typedef struct entry_s {
   tpurt_storage_t* storage; /* retained by the graph */
   ir_value_t value;         /* its current value in the function */
   bool written;             /* an op wrote it (else it only was read) */
+  int32_t writer;           /* written: the index of the op that wrote it last */
+  char writer_name[96];     /* and its name, for the error when the value is lost */
 } entry_t;
 
 struct graph_s {
@@ -65,6 +67,10 @@ struct graph_s {
   int32_t num_rng;  /* RNG states bound so far */
   char last_op[96];  /* for error messages */
   char first_op_name[96];
+  /* The op whose lowering left the function's first sticky error: 1 + its
+  ** index (0: none yet), and its name. */
+  int32_t ir_error_op;
+  char ir_error_op_name[96];
   bool tracing;
   graph_t* next_thread; /* the registry of every thread's graph */
 };
@@ -207,7 +213,7 @@ static int by_param_index(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
-static tpurt_status_t sort_bindings(graph_t* g) {
+static TPURT_MUST_USE tpurt_status_t sort_bindings(graph_t* g) {
   qsort(g->bindings, (size_t)g->num_bindings, sizeof(binding_t), by_param_index);
   if (g->num_bindings != ir_func_num_params(g->func))
     return tpurt_status_create(TPURT_INTERNAL, "pending graph: %d parameters but %d bindings",
@@ -249,6 +255,8 @@ void graph_set_storage_value(graph_t* g, tpurt_storage_t* s, ir_value_t value) {
   if (!e) e = add_entry(g, s, value);
   e->value = value;
   e->written = true;
+  e->writer = g->num_ops - 1; /* graph_note_op came first */
+  snprintf(e->writer_name, sizeof(e->writer_name), "%s", g->last_op);
 }
 
 tpurt_storage_t* graph_new_result(graph_t* g, ir_value_t value) {
@@ -257,7 +265,7 @@ tpurt_storage_t* graph_new_result(graph_t* g, ir_value_t value) {
   tpurt_storage_t* s = NULL;
   tpurt_status_t st = tpurt_storage_create(g->device, nbytes, &s);
   if (st) { /* the runtime is up while a graph exists */
-    tpurt_status_free(st);
+    tpurt_status_ignore(st);
     abort();
   }
   graph_set_storage_value(g, s, value);
@@ -313,7 +321,16 @@ bool graph_repeats(graph_t* g, uint64_t fp) {
   return false;
 }
 
+/* Blames the op recorded last for the function's first sticky error, if it
+** appeared since the op before: called before each op and at the flush. */
+static void note_ir_error(graph_t* g) {
+  if (g->ir_error_op || g->num_ops == 0 || !ir_func_status(g->func)) return;
+  g->ir_error_op = g->num_ops;
+  snprintf(g->ir_error_op_name, sizeof(g->ir_error_op_name), "%s", g->last_op);
+}
+
 void graph_note_op(graph_t* g, const char* name, uint64_t sig) {
+  note_ir_error(g);
   if (g->num_ops == 0) {
     g->first_op = sig;
     snprintf(g->first_op_name, sizeof(g->first_op_name), "%s", name);
@@ -349,7 +366,7 @@ static void graph_clear(graph_t* g) {
   free(g->history);
   free(g->prev);
   free(g->last_at);
-  ir_func_destroy(g->func);
+  ir_func_free(g->func);
   memset(g, 0, sizeof(*g));
   g->next_thread = next;
 }
@@ -359,9 +376,9 @@ void graph_discard(graph_t* g) { graph_clear(g); }
 /* Uploads host bindings and collects the launch arguments. |inputs| supply
 ** placeholders (may be NULL when there are none); |rng| (NULL in fused eager)
 ** the generator's (seed, offset) from which a program's RNG states are drawn. */
-static tpurt_status_t bind_args(const binding_t* bindings, int32_t n, int device,
-                                pjrt_buffer_t* const* inputs, const uint64_t* rng, pjrt_buffer_t** args,
-                                bool* owned) {
+static TPURT_MUST_USE tpurt_status_t bind_args(const binding_t* bindings, int32_t n, int device,
+                                               pjrt_buffer_t* const* inputs, const uint64_t* rng,
+                                               pjrt_buffer_t** args, bool* owned) {
   for (int32_t i = 0; i < n; ++i) {
     const binding_t* b = &bindings[i];
     owned[i] = false;
@@ -407,16 +424,29 @@ tpurt_status_t graph_settle_locked(const tpurt_storage_t* storage) {
   return graph_flush_graph_locked(g, GRAPH_FLUSH_OTHER_THREAD);
 }
 
+/* Marks the value |e| was to get as lost because of |cause|, naming the op
+** that computed it. */
+static void poison_entry(const graph_t* g, const entry_t* e, tpurt_borrowed_status_t cause) {
+  char origin[160] = "computed in a fused graph"; /* written before any op: no op to name */
+  if (e->writer >= 0)
+    snprintf(origin, sizeof(origin), "computed by %s, op %d of %d in a fused graph", e->writer_name,
+             (int)e->writer + 1, (int)g->num_ops);
+  storage_poison(e->storage, cause, origin);
+}
+
 tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   if (!g || !g->func) return NULL;
   if (g->tracing) return NULL; /* a trace ends only with tpurt_trace_end */
   ++g_flush_counts[reason];
-  tpurt_status_t status = ir_func_status(g->func);
-  if (status) {
-    status = tpurt_status_create(TPURT_INTERNAL, "internal error in the pending graph: %s",
-                                 tpurt_status_message(status));
+  note_ir_error(g);
+  tpurt_borrowed_status_t ir_error = ir_func_status(g->func);
+  if (ir_error) {
+    /* The function is unusable: name the op whose lowering broke it. */
+    tpurt_status_t status = tpurt_status_create(
+        TPURT_INTERNAL, "internal error in the pending graph, in %s (op %d of %d): %s", g->ir_error_op_name,
+        (int)g->ir_error_op, (int)g->num_ops, tpurt_status_message(ir_error));
     for (int32_t i = 0; i < g->num_entries; ++i)
-      if (g->entries[i].written) storage_poison(g->entries[i].storage, status);
+      if (g->entries[i].written) poison_entry(g, &g->entries[i], status);
     graph_clear(g);
     return status;
   }
@@ -426,7 +456,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   ir_value_t* values = tpurt_xmalloc(sizeof(ir_value_t) * (size_t)(g->num_entries + 1));
   for (int32_t i = 0; i < g->num_entries; ++i) {
     entry_t* e = &g->entries[i];
-    if (!e->written || __atomic_load_n(&e->storage->refcount, __ATOMIC_ACQUIRE) <= 1) continue;
+    if (!e->written || tpurt_refcount_get(&e->storage->refcount) <= 1) continue;
     which[n_out] = i;
     values[n_out++] = e->value;
   }
@@ -439,12 +469,20 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   ir_func_set_results(g->func, values, n_out);
   char* text = NULL;
   size_t size = 0;
-  status = sort_bindings(g);
+  char label[320];
+  snprintf(label, sizeof(label), "fused graph of %d ops (%.80s ... %.80s)", g->num_ops, g->first_op_name,
+           g->last_op);
+  tpurt_status_t status = sort_bindings(g);
   if (!status) status = ir_func_print(g->func, &text, &size);
   pjrt_executable_t* exe = NULL;
   if (!status) {
     bool hit = false;
     status = cache_get_or_compile(text, size, &exe, &hit);
+    if (status) {
+      char context[352];
+      snprintf(context, sizeof(context), "compiling the %s", label);
+      status = tpurt_status_annotate_consume(status, context);
+    }
     if (tpurt_config()->print_mlir) fprintf(stderr, "// fused graph of %d ops\n%s\n", g->num_ops, text);
   }
   free(text);
@@ -452,21 +490,18 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   pjrt_buffer_t** args = tpurt_xmalloc(sizeof(void*) * (size_t)(n + 1));
   bool* owned = tpurt_xmalloc(sizeof(bool) * (size_t)(n + 1));
   pjrt_buffer_t** outs = tpurt_xmalloc(sizeof(void*) * (size_t)n_out);
-  char label[320];
-  snprintf(label, sizeof(label), "fused graph of %d ops (%.80s ... %.80s)", g->num_ops, g->first_op_name,
-           g->last_op);
   if (!status) status = bind_args(g->bindings, n, g->device, NULL, NULL, args, owned);
   if (!status) {
     status = pjrt_execute(exe, g->device, args, (size_t)n, outs, (size_t)n_out, label);
     release_args(args, owned, n);
     if (!status)
-      for (int32_t k = 0; k < n_out; ++k) storage_set_buffer(g->entries[which[k]].storage, outs[k]);
+      for (int32_t k = 0; k < n_out; ++k) storage_set_buffer_consume(g->entries[which[k]].storage, outs[k]);
   }
   /* A graph that fails loses the values it was to compute: mark them, so
   ** that a later read raises this error instead of seeing zeros or the
   ** value from before the graph. */
   if (status)
-    for (int32_t k = 0; k < n_out; ++k) storage_poison(g->entries[which[k]].storage, status);
+    for (int32_t k = 0; k < n_out; ++k) poison_entry(g, &g->entries[which[k]], status);
   pjrt_executable_release(exe); /* the cache keeps its own reference */
   free(args);
   free(owned);
@@ -548,10 +583,9 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     engine_unlock();
     return tpurt_status_create(TPURT_FAILED_PRECONDITION, "tpurt_trace_end without tpurt_trace_begin");
   }
-  status = ir_func_status(g->func);
-  if (status)
+  if (ir_func_status(g->func))
     status = tpurt_status_create(TPURT_INTERNAL, "internal error in the traced graph: %s",
-                                 tpurt_status_message(status));
+                                 tpurt_status_message(ir_func_status(g->func)));
   ir_value_t* values = tpurt_xmalloc(sizeof(ir_value_t) * (size_t)(num_outputs + 1));
   bool* permuted = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(bool));
   int8_t (*perms)[TPURT_MAX_RANK] = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(*perms));
@@ -612,7 +646,7 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     p->text = text;
     text = NULL;
     if (status) {
-      tpurt_program_release(p); /* releases exe */
+      tpurt_program_free(p); /* releases exe */
       exe = NULL;
       p = NULL;
     }
@@ -658,7 +692,7 @@ int tpurt_flush_reason_count(void) { return GRAPH_FLUSH_REASONS; }
 const char* tpurt_flush_reason_name(int i) { return graph_flush_reason_name(i); }
 uint64_t tpurt_flush_count(int i) { return graph_flush_count(i); }
 
-void tpurt_program_release(tpurt_program_t* p) {
+void tpurt_program_free(tpurt_program_t* p) {
   if (!p) return;
   pjrt_executable_release(p->executable);
   for (int32_t i = 0; i < p->num_bindings; ++i) pjrt_buffer_release(p->bindings[i].buffer);
@@ -722,7 +756,7 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
     for (int32_t k = 0; k < p->num_outputs; ++k) {
       tpurt_result_t* r = &results[k];
       memset(r, 0, sizeof(*r));
-      r->storage = storage_wrap_buffer(outs[k]);
+      r->storage = storage_wrap_buffer_consume(outs[k]);
       fill_result_shape(r, &p->output_types[k], p->output_permuted[k], p->output_perm[k]);
       r->device = device;
     }

@@ -15,6 +15,7 @@
 ** let go of it, so without this bound a process that runs many distinct
 ** small programs grows without limit and finally runs out of mappings.
 */
+#include <stddef.h>
 #include <stdio.h>
 
 #include "../base/base.h"
@@ -88,7 +89,7 @@ static void plan_free(plan_t* p) {
 }
 
 /* Takes |p| out of the table and the LRU list and frees it. */
-static void plan_drop(plan_t* p) {
+static void plan_unlink_and_free(plan_t* p) {
   plan_t** link = &g_plans[p->hash % PLAN_BUCKETS];
   while (*link && *link != p) link = &(*link)->next;
   if (*link) *link = p->next;
@@ -101,7 +102,7 @@ static void plan_drop(plan_t* p) {
 /* Drops least recently used plans while over the budget, sparing |keep|. */
 static void plan_evict(const plan_t* keep) {
   const uint64_t limit = cache_memory_limit();
-  while (g_plan_bytes > limit && g_plan_oldest && g_plan_oldest != keep) plan_drop(g_plan_oldest);
+  while (g_plan_bytes > limit && g_plan_oldest && g_plan_oldest != keep) plan_unlink_and_free(g_plan_oldest);
 }
 
 /*===--- signature ---===*/
@@ -221,7 +222,7 @@ static ir_value_t view_offset(engine_ctx_t* e, int32_t flat) {
   if (e->offsets[flat] != IR_NONE) return e->offsets[flat];
   lower_ctx_t* ctx = &e->lower;
   if (ctx->num_params >= LOWER_MAX_PARAMS) {
-    ir_func_fail(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands"));
+    ir_func_fail_consume(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands"));
     return IR_NONE;
   }
   ctx->params[ctx->num_params++] =
@@ -240,7 +241,7 @@ static ir_value_t storage_base(engine_ctx_t* e, int32_t flat) {
     e->base[c] = view_empty_base(ctx->func, t->storage, t->dtype);
   } else {
     if (ctx->num_params >= LOWER_MAX_PARAMS) {
-      ir_func_fail(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands"));
+      ir_func_fail_consume(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands"));
       return IR_NONE;
     }
     ctx->params[ctx->num_params++] =
@@ -260,8 +261,9 @@ static ir_value_t engine_read_tensor(lower_ctx_t* ctx, int32_t flat) {
 }
 
 /* Writes |value| through the view of flat arg |flat|; records the output. */
-static tpurt_status_t write_back(engine_ctx_t* e, int32_t flat, ir_value_t value, plan_output_t* outputs,
-                                 int32_t* num_outputs, ir_value_t* output_values) {
+static TPURT_MUST_USE tpurt_status_t write_back(engine_ctx_t* e, int32_t flat, ir_value_t value,
+                                                plan_output_t* outputs, int32_t* num_outputs,
+                                                ir_value_t* output_values) {
   lower_ctx_t* ctx = &e->lower;
   const tpurt_tensor_t* t = &e->call->args[flat].u.tensor;
   const ir_type_t* vt = ir_value_type(ctx->func, value);
@@ -302,8 +304,9 @@ static tpurt_status_t write_back(engine_ctx_t* e, int32_t flat, ir_value_t value
 ** updates its growth tracker; the AMP unscale sets found_inf): the rule's
 ** results from |first| on go, in order, to the Tensor(a!) args from flat
 ** index |from| on. Ops whose rules set no such results write nothing more. */
-static tpurt_status_t write_back_extra(engine_ctx_t* e, int32_t from, int32_t first, plan_output_t* outputs,
-                                       int32_t* num_outputs, ir_value_t* output_values) {
+static TPURT_MUST_USE tpurt_status_t write_back_extra(engine_ctx_t* e, int32_t from, int32_t first,
+                                                      plan_output_t* outputs, int32_t* num_outputs,
+                                                      ir_value_t* output_values) {
   lower_ctx_t* ctx = &e->lower;
   const tpurt_op_call_t* call = e->call;
   int32_t next = first;
@@ -445,14 +448,14 @@ static const char* platform_name(void) {
   tpurt_runtime_info_t info;
   tpurt_status_t s = pjrt_info(&info);
   if (s) {
-    tpurt_status_free(s);
+    tpurt_status_ignore(s);
     return "";
   }
   return info.platform_name ? info.platform_name : "";
 }
 
-static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, graph_t* graph,
-                               plan_t** out_plan) {
+static TPURT_MUST_USE tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, graph_t* graph,
+                                              plan_t** out_plan) {
   *out_plan = NULL;
   engine_ctx_t* e = tpurt_xcalloc(1, sizeof(*e));
   lower_ctx_t* ctx = &e->lower;
@@ -504,7 +507,7 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
   }
   ctx->num_args = schema_n - num_outs;
 
-  status = rule->fn(ctx);
+  status = lower_rule_run(rule, ctx);
   if (status) goto done;
 
   plan_output_t outputs[TPURT_MAX_RESULTS + LOWER_MAX_FLAT_ARGS];
@@ -599,7 +602,7 @@ static tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, 
   cache_entry_info_t info;
   status = cache_get_or_compile_info(text, size, &exe, &info);
   if (status) {
-    status = tpurt_status_annotate(status, "compiling the lowered program failed");
+    status = tpurt_status_annotate_consume(status, "compiling the lowered program failed");
     free(text);
     goto done;
   }
@@ -626,7 +629,7 @@ done:
   if (graph) {
     bind_graph_numbers(e, first_param); /* even on error: every parameter needs a binding */
   } else {
-    ir_func_destroy(ctx->func);
+    ir_func_free(ctx->func);
   }
   free(e);
   return status;
@@ -634,7 +637,7 @@ done:
 
 /*===--- launching a plan ---===*/
 
-static tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* call) {
+static TPURT_MUST_USE tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* call) {
   if (p->num_results > call->max_results || (p->num_results > 0 && !call->results))
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "%s: %d results, room for %d", call->name,
                                p->num_results, call->max_results);
@@ -701,11 +704,11 @@ static tpurt_status_t launch(const plan_t* p, tpurt_op_call_t* call) {
       if (o->kind == OUTPUT_RESULT) {
         tpurt_result_t* r = &call->results[o->index];
         memset(r, 0, sizeof(*r));
-        r->storage = storage_wrap_buffer(out);
+        r->storage = storage_wrap_buffer_consume(out);
         fill_result_shape(r, &o->type, o->permuted, o->perm);
         r->device = call->device;
       } else {
-        storage_set_buffer(call->args[o->index].u.tensor.storage, out);
+        storage_set_buffer_consume(call->args[o->index].u.tensor.storage, out);
       }
     }
   }
@@ -730,7 +733,7 @@ static bool try_share_copy(const tpurt_op_call_t* call) {
   for (int32_t i = 0; i < dt->rank; ++i)
     if (dt->sizes[i] != st->sizes[i]) return false;
   pjrt_buffer_retain(sb);
-  storage_set_buffer(dt->storage, sb);
+  storage_set_buffer_consume(dt->storage, sb);
   return true;
 }
 
@@ -738,7 +741,8 @@ static sig_t g_sig;
 
 /* Lowers |call| into a new plan under signature g_sig (hash |h|) and adds
 ** it to the cache, evicting others over the budget. */
-static tpurt_status_t add_plan(const lower_rule_t* rule, tpurt_op_call_t* call, uint64_t h, plan_t** out) {
+static TPURT_MUST_USE tpurt_status_t add_plan(const lower_rule_t* rule, tpurt_op_call_t* call, uint64_t h,
+                                              plan_t** out) {
   plan_t* p = NULL;
   TPURT_RETURN_IF_ERROR(lower_op(rule, call, NULL, &p));
   p->hash = h;
@@ -761,7 +765,7 @@ static tpurt_status_t add_plan(const lower_rule_t* rule, tpurt_op_call_t* call, 
 ** program loaded from the disk tier that fails to run (a stale or planted
 ** entry the checksums could not catch) is dropped from both tiers and
 ** compiled again, once, with a warning; out of memory is not its fault. */
-static tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op_call_t* call) {
+static TPURT_MUST_USE tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op_call_t* call) {
   build_signature(call, rule->numbers_in_key, &g_sig);
   uint64_t h = sig_hash(&g_sig);
   plan_t* p = NULL;
@@ -790,7 +794,7 @@ static tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op_call_t* call) 
   }
   tpurt_status_free(status);
   cache_forget(p->program_hash);
-  plan_drop(p);
+  plan_unlink_and_free(p);
   build_signature(call, rule->numbers_in_key, &g_sig); /* lowering may have reused g_sig */
   TPURT_RETURN_IF_ERROR(add_plan(rule, call, h, &p));
   return launch(p, call);
@@ -798,7 +802,7 @@ static tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op_call_t* call) 
 
 /* Data-dependent sizes: count the nonzeros of one tensor arg on the device,
 ** wait for that number, then run the op with it as a trailing INT arg. */
-static tpurt_status_t run_counted(const lower_rule_t* rule, tpurt_op_call_t* call) {
+static TPURT_MUST_USE tpurt_status_t run_counted(const lower_rule_t* rule, tpurt_op_call_t* call) {
   int32_t flat = -1, schema = 0;
   for (int32_t i = 0; i < call->num_args; ++i, ++schema) {
     if (schema == rule->count_arg) flat = i;
@@ -850,7 +854,7 @@ static uint64_t op_fingerprint(const tpurt_op_call_t* call) {
 ** eager, the graph is flushed before an op that starts the sequence again
 ** (a loop step repeats: each step becomes the same program) and when it
 ** grows past TORCH_TPU_FUSE_MAX_OPS ops. */
-static tpurt_status_t record_op(const lower_rule_t* rule, tpurt_op_call_t* call, bool fuse) {
+static TPURT_MUST_USE tpurt_status_t record_op(const lower_rule_t* rule, tpurt_op_call_t* call, bool fuse) {
   graph_t* g = graph_current();
   uint64_t fp = op_fingerprint(call);
   if (fuse && g && !graph_is_tracing(g)) {
@@ -864,9 +868,11 @@ static tpurt_status_t record_op(const lower_rule_t* rule, tpurt_op_call_t* call,
   if (graph_device(g) != call->device)
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "a traced graph runs on tpu:%d, this op on tpu:%d",
                                graph_device(g), call->device);
+  /* Noted first: the values the op writes and an error its lowering leaves
+  ** in the graph are blamed on it. */
+  graph_note_op(g, call->name, fp);
   plan_t* unused = NULL;
   tpurt_status_t status = lower_op(rule, call, g, &unused);
-  graph_note_op(g, call->name, fp);
   if (!status && fuse && !graph_is_tracing(g) &&
       graph_num_ops(g) >= tpurt_config()->fuse_max_ops)
     status = graph_flush_locked(GRAPH_FLUSH_SIZE_LIMIT);
@@ -876,7 +882,7 @@ static tpurt_status_t record_op(const lower_rule_t* rule, tpurt_op_call_t* call,
 /* Operands first: a value pending in another thread's graph is computed
 ** (that graph runs), and one that a failed graph lost makes the op fail
 ** with that graph's error, never compute from stale bytes. */
-static tpurt_status_t check_operands(const tpurt_op_call_t* call) {
+static TPURT_MUST_USE tpurt_status_t check_operands(const tpurt_op_call_t* call) {
   for (int32_t i = 0; i < call->num_args; ++i) {
     const tpurt_arg_t* a = &call->args[i];
     if (a->kind != TPURT_ARG_TENSOR || !a->u.tensor.storage) continue;
@@ -888,7 +894,8 @@ static tpurt_status_t check_operands(const tpurt_op_call_t* call) {
 
 /* The rule of |call| (into |scratch| if resolved from another name), after
 ** check_operands. */
-static tpurt_status_t prepare_call(tpurt_op_call_t* call, lower_rule_t* scratch, const lower_rule_t** out_rule) {
+static TPURT_MUST_USE tpurt_status_t prepare_call(tpurt_op_call_t* call, lower_rule_t* scratch,
+                                                  const lower_rule_t** out_rule) {
   call->num_results = 0;
   *out_rule = lower_find(call->name, scratch);
   if (!*out_rule) return tpurt_status_create(TPURT_UNIMPLEMENTED, "no tpu lowering for %s", call->name);
@@ -966,6 +973,19 @@ tpurt_status_t tpurt_synchronize(int device) {
 
 /*===--- metrics ---===*/
 
+/* The metrics' names and labels, from the one list (TPURT_METRICS). */
+#define METRIC_IS_SECONDS_COUNT false
+#define METRIC_IS_SECONDS_SECONDS true
+#define METRIC_INFO_(name, kind, label) \
+  {#name, label, METRIC_IS_SECONDS_##kind, offsetof(tpurt_metrics_t, name)},
+static const tpurt_metric_info_t kMetricInfos[] = {TPURT_METRICS(METRIC_INFO_)};
+#undef METRIC_INFO_
+
+const tpurt_metric_info_t* tpurt_metric_infos(int* out_count) {
+  *out_count = (int)(sizeof(kMetricInfos) / sizeof(kMetricInfos[0]));
+  return kMetricInfos;
+}
+
 void tpurt_metrics_get(tpurt_metrics_t* m) {
   memset(m, 0, sizeof(*m));
   pjrt_counters_t* c = pjrt_counters();
@@ -987,6 +1007,9 @@ void tpurt_metrics_get(tpurt_metrics_t* m) {
   m->cache_disk_rejects = cs.disk_rejects;
   m->plans = g_plan_count;
   m->plan_bytes = g_plan_bytes;
+  uint64_t device_ns = 0, runs = 0;
+  (void)tpurt_program_stats(NULL, 0, &device_ns, &runs);
+  m->execute_seconds = (double)device_ns / 1e9;
   for (int d = 0; d < 64; ++d) {
     m->bytes_in_use += c->bytes_in_use[d];
     m->peak_bytes_in_use += c->peak_bytes_in_use[d];

@@ -27,7 +27,7 @@ tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t**
                                "device tpu:%d does not exist (%d device(s) available)", device,
                                pjrt_device_count());
   tpurt_storage_t* s = tpurt_xcalloc(1, sizeof(*s));
-  s->refcount = 1;
+  tpurt_refcount_init(&s->refcount);
   s->device = device;
   s->nbytes = nbytes;
   uint64_t span = ((uint64_t)nbytes + 4096) & ~(uint64_t)4095;
@@ -38,12 +38,12 @@ tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t**
 }
 
 void tpurt_storage_retain(tpurt_storage_t* storage) {
-  if (storage) __atomic_add_fetch(&storage->refcount, 1, __ATOMIC_RELAXED);
+  if (storage) tpurt_refcount_inc(&storage->refcount);
 }
 
 void tpurt_storage_release(tpurt_storage_t* storage) {
   if (!storage) return;
-  if (__atomic_sub_fetch(&storage->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  if (!tpurt_refcount_dec_and_test(&storage->refcount)) return;
   pjrt_buffer_release(storage->buffer);
   tpurt_status_free(storage->poison);
   __atomic_sub_fetch(&engine_live_storages, 1, __ATOMIC_RELAXED);
@@ -54,7 +54,7 @@ size_t tpurt_storage_nbytes(const tpurt_storage_t* storage) { return storage->nb
 int tpurt_storage_device(const tpurt_storage_t* storage) { return storage->device; }
 void* tpurt_storage_address(const tpurt_storage_t* storage) { return (void*)storage->address; }
 
-void storage_set_buffer(tpurt_storage_t* storage, pjrt_buffer_t* buffer) {
+void storage_set_buffer_consume(tpurt_storage_t* storage, pjrt_buffer_t* buffer) {
   pjrt_buffer_t* old = storage->buffer;
   storage->buffer = buffer;
   pjrt_buffer_release(old);
@@ -62,23 +62,22 @@ void storage_set_buffer(tpurt_storage_t* storage, pjrt_buffer_t* buffer) {
   storage->poison = NULL;
 }
 
-void storage_poison(tpurt_storage_t* storage, tpurt_status_t cause) {
+void storage_poison(tpurt_storage_t* storage, tpurt_borrowed_status_t cause, const char* origin) {
   tpurt_status_free(storage->poison);
-  storage->poison = tpurt_status_create(tpurt_status_code(cause), "%s", tpurt_status_message(cause));
+  storage->poison = tpurt_status_create(
+      tpurt_status_code(cause), "this tensor's value%s%s%s was lost when the program computing it failed: %s",
+      origin ? " (" : "", origin ? origin : "", origin ? ")" : "", tpurt_status_message(cause));
 }
 
 tpurt_status_t storage_check_poison(const tpurt_storage_t* storage) {
-  if (!storage->poison) return NULL;
-  return tpurt_status_create(tpurt_status_code(storage->poison),
-                             "this tensor's value was lost when the program computing it failed: %s",
-                             tpurt_status_message(storage->poison));
+  return tpurt_status_clone(storage->poison);
 }
 
-tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer) {
+tpurt_storage_t* storage_wrap_buffer_consume(pjrt_buffer_t* buffer) {
   tpurt_storage_t* s = NULL;
   tpurt_status_t st = tpurt_storage_create(buffer->device, buffer->nbytes, &s);
   if (st) { /* the runtime is up if a buffer exists; cannot fail */
-    tpurt_status_free(st);
+    tpurt_status_ignore(st);
     abort();
   }
   s->buffer = buffer;
@@ -89,7 +88,7 @@ tpurt_storage_t* storage_wrap_buffer(pjrt_buffer_t* buffer) {
 ** fused eager if it holds a newer value of that storage (else the buffer is
 ** current and the graph keeps growing). While tracing for torch.compile a
 ** value of the graph cannot be read: it does not exist yet. */
-static tpurt_status_t settle_pending(const tpurt_storage_t* storage, int reason) {
+static TPURT_MUST_USE tpurt_status_t settle_pending(const tpurt_storage_t* storage, int reason) {
   graph_t* g = storage ? graph_holding(storage) : graph_current();
   if (!g) return NULL;
   if (graph_is_tracing(g)) {
@@ -127,7 +126,7 @@ tpurt_status_t tpurt_storage_resize(tpurt_storage_t* storage, size_t nbytes) {
         n = (int64_t)nbytes;
         status = pjrt_buffer_from_host(storage->device, TPURT_DTYPE_U8, 1, &n, host, &nb);
       }
-      if (!status) storage_set_buffer(storage, nb);
+      if (!status) storage_set_buffer_consume(storage, nb);
     }
     free(old);
     free(host);
@@ -182,7 +181,7 @@ bool view_is_whole(const tpurt_tensor_t* v) {
 
 /*===--- transfers ---===*/
 
-static tpurt_status_t check_host_size(const tpurt_tensor_t* view, size_t host_nbytes) {
+static TPURT_MUST_USE tpurt_status_t check_host_size(const tpurt_tensor_t* view, size_t host_nbytes) {
   size_t need = (size_t)view_numel(view) * tpurt_dtype_size(view->dtype);
   if (need != host_nbytes)
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "host buffer has %zu bytes, the tensor needs %zu",
@@ -198,11 +197,11 @@ static tpurt_status_t check_host_size(const tpurt_tensor_t* view, size_t host_nb
 }
 
 /* A storage holding one new buffer made from host bytes. */
-static tpurt_status_t upload(int device, tpurt_dtype_t dtype, int32_t rank, const int64_t* sizes,
-                             const void* host, tpurt_storage_t** out) {
+static TPURT_MUST_USE tpurt_status_t upload(int device, tpurt_dtype_t dtype, int32_t rank,
+                                            const int64_t* sizes, const void* host, tpurt_storage_t** out) {
   pjrt_buffer_t* b = NULL;
   TPURT_RETURN_IF_ERROR(pjrt_buffer_from_host(device, dtype, rank, sizes, host, &b));
-  *out = storage_wrap_buffer(b);
+  *out = storage_wrap_buffer_consume(b);
   return NULL;
 }
 
@@ -216,7 +215,7 @@ tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* h
   } else if (view_is_whole(view) && !(g && graph_has_storage(g, view->storage))) {
     pjrt_buffer_t* b = NULL;
     status = pjrt_buffer_from_host(view->storage->device, view->dtype, view->rank, view->sizes, host, &b);
-    if (!status) storage_set_buffer(view->storage, b);
+    if (!status) storage_set_buffer_consume(view->storage, b);
   } else {
     /* Upload densely, then copy through the view on the device. */
     tpurt_storage_t* tmp = NULL;
@@ -243,11 +242,13 @@ tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* h
 }
 
 /* Copies |b| to |host|: waits, or (|async|) queues the copy on the device. */
-static tpurt_status_t buffer_to_host(pjrt_buffer_t* b, void* host, size_t host_nbytes, bool async) {
+static TPURT_MUST_USE tpurt_status_t buffer_to_host(pjrt_buffer_t* b, void* host, size_t host_nbytes,
+                                                    bool async) {
   return async ? pjrt_buffer_to_host_async(b, host, host_nbytes) : pjrt_buffer_to_host(b, host, host_nbytes);
 }
 
-static tpurt_status_t read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes, bool async) {
+static TPURT_MUST_USE tpurt_status_t read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes,
+                                               bool async) {
   TPURT_RETURN_IF_ERROR(check_host_size(view, host_nbytes));
   if (host_nbytes == 0) return NULL;
   engine_lock();
@@ -302,7 +303,7 @@ tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t
       status = pjrt_buffer_copy_to_device(dense->buffer, dst->storage->device, &nb);
       tpurt_storage_release(dense);
       if (!status) {
-        moved = storage_wrap_buffer(nb);
+        moved = storage_wrap_buffer_consume(nb);
         s.storage = moved;
         s.offset = 0;
         int64_t stride = 1;

@@ -24,9 +24,9 @@ tpurt_status_t tpurt_event_record(int device, tpurt_event_t** out_event) {
   return NULL;
 }
 
-void tpurt_event_release(tpurt_event_t* event) {
+void tpurt_event_free(tpurt_event_t* event) {
   if (!event) return;
-  pjrt_event_release(event->marker);
+  pjrt_event_free(event->marker);
   free(event);
 }
 

@@ -54,7 +54,7 @@ static ir_value_t reinterpret_flat(ir_func_t* f, ir_value_t flat, tpurt_dtype_t 
   }
   int64_t k = (int64_t)(to / from);
   if (n % k != 0) {
-    ir_func_fail(
+    ir_func_fail_consume(
         f, tpurt_status_create(TPURT_INVALID_ARGUMENT, "a storage of %lld %s elements cannot be viewed as %s",
                                (long long)n, tpurt_dtype_name(t.dtype), tpurt_dtype_name(dtype)));
     return IR_NONE;

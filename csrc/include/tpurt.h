@@ -3,11 +3,19 @@
 ** The PyTorch glue (torch_tpu/csrc) includes only this file. Everything here
 ** is plain C11 and knows nothing of PyTorch or Python.
 **
-** Conventions (see research/aesthetics.md):
-**  - Every fallible call returns a tpurt_status_t. NULL means OK. A non-NULL
-**    status is owned by the caller, who frees it with tpurt_status_free().
-**  - Objects returned by *_create / *_retain belong to the caller, who drops
-**    them with the matching *_release. Accessors return borrowed pointers.
+** Conventions (see research/aesthetics.md and docs/architecture.md,
+** "Ownership"):
+**  - Every fallible call returns a tpurt_status_t and is marked
+**    TPURT_MUST_USE. NULL means OK. A non-NULL status is owned by the
+**    caller, who returns it, frees it with tpurt_status_free(), or drops it
+**    on purpose with tpurt_status_ignore(). A status someone else keeps is
+**    handed out as a tpurt_borrowed_status_t, which cannot be freed.
+**  - One teardown verb per kind: a refcounted object (a storage) comes from
+**    *_create / *_retain and is dropped with *_release; an owned plain
+**    object (a program, an event) is freed with *_free. Accessors return
+**    borrowed pointers.
+**  - A function that takes ownership of an argument ends in _consume and
+**    names the consumed argument in its comment.
 **  - Output parameters are named out_*.
 */
 #ifndef TPURT_H_
@@ -48,22 +56,43 @@ typedef enum tpurt_status_code_e {
   TPURT_NEEDS_RESIZE = 100,
 } tpurt_status_code_t;
 
+/* The result of a call that must not be ignored: a status, or anything
+** the caller must free (GCC and clang warn, and the build makes that an
+** error). A cast to void does not silence it: drop a status with
+** tpurt_status_ignore(). */
+#if defined(__GNUC__) || defined(__clang__)
+#define TPURT_MUST_USE __attribute__((warn_unused_result))
+#else
+#define TPURT_MUST_USE
+#endif
+
 typedef struct tpurt_status_s* tpurt_status_t;
+/* A status that someone else owns (e.g. an error an object keeps): read
+** its code and message; copy it with tpurt_status_clone to keep or return
+** it. The const makes freeing or returning it as owned a compile error. */
+typedef const struct tpurt_status_s* tpurt_borrowed_status_t;
 
 /* Creates a status with a printf-style message. Never returns NULL unless
 ** |code| is TPURT_OK. */
-tpurt_status_t tpurt_status_create(tpurt_status_code_t code, const char* fmt, ...)
+TPURT_MUST_USE tpurt_status_t tpurt_status_create(tpurt_status_code_t code, const char* fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-tpurt_status_code_t tpurt_status_code(tpurt_status_t status);
+tpurt_status_code_t tpurt_status_code(tpurt_borrowed_status_t status);
 /* The message; lives as long as |status|. "" for NULL. */
-const char* tpurt_status_message(tpurt_status_t status);
+const char* tpurt_status_message(tpurt_borrowed_status_t status);
+/* A new status with the same code and message (NULL for NULL). */
+TPURT_MUST_USE tpurt_status_t tpurt_status_clone(tpurt_borrowed_status_t status);
 /* Frees |status|; NULL is fine. */
 void tpurt_status_free(tpurt_status_t status);
-/* Prepends "<prefix>: " to the message; returns |status|. */
-tpurt_status_t tpurt_status_annotate(tpurt_status_t status, const char* prefix);
+/* Drops a status on purpose (frees it): the one way to ignore the result
+** of a TPURT_MUST_USE call, where the error does not matter (a best-effort
+** cleanup, a probe whose failure is a valid answer). */
+void tpurt_status_ignore(tpurt_status_t status);
+/* Prepends "<prefix>: " to the message of |status| (consumed) and returns
+** it; NULL stays NULL. */
+TPURT_MUST_USE tpurt_status_t tpurt_status_annotate_consume(tpurt_status_t status, const char* prefix);
 
 /*===------------------------------------------------------------------===*/
 /* Element types                                                          */
@@ -130,7 +159,7 @@ typedef struct tpurt_config_s {
   const char* cache_dir;       /* TORCH_TPU_CACHE_DIR, or NULL for the default; "0": off */
   uint64_t cache_memory_bytes; /* TORCH_TPU_CACHE_MEMORY_BYTES, default 1 GiB */
   uint64_t cache_disk_bytes;   /* TORCH_TPU_CACHE_DISK_BYTES, default 2 GiB; 0: no cap */
-  uint64_t sdpa_block_bytes;   /* TORCH_TPU_SDPA_BLOCK_BYTES; 0 (default): one block */
+  uint64_t sdpa_block_bytes;   /* TORCH_TPU_SDPA_BLOCK_BYTES; 0: the measured defaults (attention.c) */
   bool cudnn_sdpa;             /* TORCH_TPU_CUDNN_SDPA: cuDNN attention on a CUDA plugin, default on */
   const char* pjrt_options;    /* TORCH_TPU_PJRT_OPTIONS (client options; parsed by the pjrt room), or NULL */
   const char* xla_options;     /* TORCH_TPU_XLA_OPTIONS (compile options; parsed by the pjrt room), or NULL */
@@ -144,7 +173,7 @@ const tpurt_config_t* tpurt_config(void);
 void tpurt_config_reload_for_test(void);
 /* NULL if every TORCH_TPU_* variable parsed, else an error naming the first
 ** bad one, its value and what it accepts (the same error on every call). */
-tpurt_status_t tpurt_config_check(void);
+TPURT_MUST_USE tpurt_status_t tpurt_config_check(void);
 
 /*===------------------------------------------------------------------===*/
 /* Runtime                                                                */
@@ -155,7 +184,7 @@ tpurt_status_t tpurt_config_check(void);
 ** initialisation is remembered and reported every time). The plugin is
 ** found by TORCH_TPU_PJRT_PLUGIN, then libtpu, then the CPU plugin package;
 ** TORCH_TPU_NUM_DEVICES sets the CPU plugin's device count (default 1). */
-tpurt_status_t tpurt_runtime_init(void);
+TPURT_MUST_USE tpurt_status_t tpurt_runtime_init(void);
 
 /* The plugin to load when TORCH_TPU_PJRT_PLUGIN is unset. The Python
 ** package discovers it (libtpu, a CUDA plugin, the CPU plugin package) and
@@ -176,7 +205,7 @@ void tpurt_runtime_set_default_plugin(const char* path);
 ** name is XLA's compile error, naming it. NULL or "" returns the thread to
 ** the process options. A malformed spec is INVALID_ARGUMENT and changes
 ** nothing. */
-tpurt_status_t tpurt_set_thread_compile_options(const char* spec);
+TPURT_MUST_USE tpurt_status_t tpurt_set_thread_compile_options(const char* spec);
 
 /* Number of addressable devices; 0 (never an error) if init failed. */
 int tpurt_device_count(void);
@@ -191,14 +220,14 @@ typedef struct tpurt_runtime_info_s {
 } tpurt_runtime_info_t;
 
 /* Fills |out_info| with borrowed strings that live for the process. */
-tpurt_status_t tpurt_runtime_info(tpurt_runtime_info_t* out_info);
+TPURT_MUST_USE tpurt_status_t tpurt_runtime_info(tpurt_runtime_info_t* out_info);
 
 /* Kind string of device |device| ("cpu", "TPU v5 lite"...). */
-tpurt_status_t tpurt_device_kind(int device, const char** out_kind);
+TPURT_MUST_USE tpurt_status_t tpurt_device_kind(int device, const char** out_kind);
 
 /* Waits for all work queued on |device| (-1: every device). Reports the first
 ** asynchronous error since the last sync, naming the op that caused it. */
-tpurt_status_t tpurt_synchronize(int device);
+TPURT_MUST_USE tpurt_status_t tpurt_synchronize(int device);
 
 /*===------------------------------------------------------------------===*/
 /* Storage                                                                */
@@ -211,7 +240,7 @@ tpurt_status_t tpurt_synchronize(int device);
 typedef struct tpurt_storage_s tpurt_storage_t;
 
 /* Creates an empty storage of |nbytes| on |device|. */
-tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t** out_storage);
+TPURT_MUST_USE tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t** out_storage);
 void tpurt_storage_retain(tpurt_storage_t* storage);
 void tpurt_storage_release(tpurt_storage_t* storage);
 size_t tpurt_storage_nbytes(const tpurt_storage_t* storage);
@@ -221,7 +250,7 @@ int tpurt_storage_device(const tpurt_storage_t* storage);
 ** [address, address + nbytes) ranges. */
 void* tpurt_storage_address(const tpurt_storage_t* storage);
 /* Grows or shrinks the storage to |nbytes|, keeping the common prefix. */
-tpurt_status_t tpurt_storage_resize(tpurt_storage_t* storage, size_t nbytes);
+TPURT_MUST_USE tpurt_status_t tpurt_storage_resize(tpurt_storage_t* storage, size_t nbytes);
 
 /* A strided view of a storage: what a PyTorch tensor is. Sizes and strides
 ** are in elements of |dtype|; |offset| too. */
@@ -237,12 +266,14 @@ typedef struct tpurt_tensor_s {
 /* Host -> device: copies |host| (dense, row-major, |view|'s sizes and dtype)
 ** into the region of the storage that |view| describes. Asynchronous: the
 ** core copies the host bytes before returning. */
-tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* host, size_t host_nbytes);
+TPURT_MUST_USE tpurt_status_t tpurt_tensor_write_host(const tpurt_tensor_t* view, const void* host,
+                                                      size_t host_nbytes);
 /* Device -> host: waits for the value and writes |view| densely (row-major)
 ** into |host|. Surfaces pending asynchronous errors. */
-tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host, size_t host_nbytes);
+TPURT_MUST_USE tpurt_status_t tpurt_tensor_read_host(const tpurt_tensor_t* view, void* host,
+                                                     size_t host_nbytes);
 /* Device -> device: dst = src (dtype conversion included), any devices. */
-tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t* src);
+TPURT_MUST_USE tpurt_status_t tpurt_tensor_copy(const tpurt_tensor_t* dst, const tpurt_tensor_t* src);
 
 /*===------------------------------------------------------------------===*/
 /* Ops                                                                    */
@@ -359,7 +390,7 @@ bool tpurt_op_supported(const char* name);
 /* Runs the op. In-place and out= variants write into their is_write tensor
 ** args (every alias of those storages sees the new values) and produce no
 ** results; functional ops fill call->results. */
-tpurt_status_t tpurt_op_run(tpurt_op_call_t* call);
+TPURT_MUST_USE tpurt_status_t tpurt_op_run(tpurt_op_call_t* call);
 
 /*===------------------------------------------------------------------===*/
 /* Execution modes                                                        */
@@ -376,9 +407,9 @@ typedef enum tpurt_eager_mode_e {
 /* The calling thread's mode. The first call reads TORCH_TPU_LAUNCH_BLOCKING
 ** and TORCH_TPU_DEFER_AND_FUSE. Leaving fused eager flushes. */
 tpurt_eager_mode_t tpurt_get_eager_mode(void);
-tpurt_status_t tpurt_set_eager_mode(tpurt_eager_mode_t mode);
+TPURT_MUST_USE tpurt_status_t tpurt_set_eager_mode(tpurt_eager_mode_t mode);
 /* Runs the pending graph of fused eager now. */
-tpurt_status_t tpurt_flush(void);
+TPURT_MUST_USE tpurt_status_t tpurt_flush(void);
 /* Flushes by reason, for the metrics: name and count of reason |i| (0..). */
 int tpurt_flush_reason_count(void);
 const char* tpurt_flush_reason_name(int i);
@@ -393,21 +424,22 @@ typedef struct tpurt_program_s tpurt_program_t;
 
 /* Starts recording every op into one graph (the calling thread must be in
 ** TPURT_MODE_INTERNAL_DEFER_ALL). */
-tpurt_status_t tpurt_trace_begin(int device);
+TPURT_MUST_USE tpurt_status_t tpurt_trace_begin(int device);
 /* Declares |placeholder| (dense) as input |index| of the program. */
-tpurt_status_t tpurt_trace_input(const tpurt_tensor_t* placeholder, int32_t index);
+TPURT_MUST_USE tpurt_status_t tpurt_trace_input(const tpurt_tensor_t* placeholder, int32_t index);
 /* Ends the trace: the program returns |outputs| (dense copies of those
 ** views); it is compiled (through the cache) now. */
-tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_outputs, int32_t num_inputs,
-                               tpurt_program_t** out_program);
+TPURT_MUST_USE tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_outputs,
+                                              int32_t num_inputs, tpurt_program_t** out_program);
 /* Abandons an unfinished trace (the traced function raised). */
 void tpurt_trace_abort(void);
 /* Runs the program: one launch. Results are new tensors. Random ops inside
 ** draw from |rng| = the device generator's (seed, offset); the caller then
 ** advances the offset by tpurt_program_num_rng(). */
-tpurt_status_t tpurt_program_run(tpurt_program_t* program, int device, const tpurt_tensor_t* inputs,
-                                 int32_t num_inputs, const uint64_t rng[2], tpurt_result_t* results,
-                                 int32_t max_results);
+TPURT_MUST_USE tpurt_status_t tpurt_program_run(tpurt_program_t* program, int device,
+                                                const tpurt_tensor_t* inputs, int32_t num_inputs,
+                                                const uint64_t rng[2], tpurt_result_t* results,
+                                                int32_t max_results);
 int32_t tpurt_program_num_rng(const tpurt_program_t* program);
 /* True if |inputs| can be run as they are: on |device|, contiguous, with
 ** the traced dtypes and sizes. The caller's fast path for repeated calls;
@@ -417,40 +449,65 @@ bool tpurt_program_accepts(const tpurt_program_t* program, int device, const tpu
 int32_t tpurt_program_num_outputs(const tpurt_program_t* program);
 /* The StableHLO text of the program (borrowed). */
 const char* tpurt_program_text(const tpurt_program_t* program);
-void tpurt_program_release(tpurt_program_t* program);
+void tpurt_program_free(tpurt_program_t* program);
 
 /*===------------------------------------------------------------------===*/
 /* Metrics                                                                */
 /*===------------------------------------------------------------------===*/
 
+/* The one list of the metrics, in report order: X(name, KIND, label).
+** tpurt_metrics_t's fields, tpurt_metric_infos(), and through it the keys of
+** torch_tpu.metrics() and the lines of metrics_report() all come from it.
+** KIND is COUNT (a uint64_t) or SECONDS (a double). */
+#define TPURT_METRICS(X)                                                                         \
+  X(compiles, COUNT, "compiles")                         /* compilations done by the plugin */   \
+  X(cache_hits, COUNT, "executable cache hits")          /* executable reuses */                 \
+  X(cache_hits_memory, COUNT, "cache hits in memory")    /* programs found in tier 1 */          \
+  X(cache_hits_disk, COUNT, "cache hits on disk")        /* programs loaded from tier 2 */       \
+  X(cache_entries, COUNT, "cached programs")             /* programs tier 1 holds now */         \
+  X(cache_bytes_memory, COUNT, "cached program bytes")   /* bytes tier 1 holds now */            \
+  X(cache_disk_writes, COUNT, "cache writes to disk")    /* entries written to tier 2 */         \
+  X(cache_disk_rejects, COUNT, "cache entries rejected") /* corrupt, truncated, foreign */       \
+  X(plans, COUNT, "eager op plans")                      /* held now, each holds its program */  \
+  X(plan_bytes, COUNT, "eager op plan bytes")            /* their bytes in the memory budget */  \
+  X(executions, COUNT, "executions")                     /* PJRT program launches */             \
+  X(compile_seconds, SECONDS, "time compiling (s)")                                              \
+  X(execute_seconds, SECONDS, "device time (s)") /* of completed launches (completion events) */ \
+  X(bytes_to_device, COUNT, "bytes to device")                                                   \
+  X(bytes_from_device, COUNT, "bytes from device")                                               \
+  X(live_buffers, COUNT, "live buffers")   /* PJRT buffers held now */                           \
+  X(live_storages, COUNT, "live storages") /* storage objects alive now */                       \
+  X(bytes_in_use, COUNT, "bytes in use")   /* bytes of live buffers, all devices */              \
+  X(peak_bytes_in_use, COUNT, "peak bytes in use")
+
+#define TPURT_METRIC_TYPE_COUNT uint64_t
+#define TPURT_METRIC_TYPE_SECONDS double
+#define TPURT_METRIC_FIELD_(name, kind, label) TPURT_METRIC_TYPE_##kind name;
+/* A hit on either tier of the executable cache (csrc/cache/cache.h) is not
+** a compile. */
 typedef struct tpurt_metrics_s {
-  uint64_t compiles;   /* compilations done by the plugin */
-  uint64_t cache_hits; /* executable reuses */
-  uint64_t executions; /* PJRT program launches */
-  uint64_t bytes_to_device;
-  uint64_t bytes_from_device;
-  double compile_seconds;
-  uint64_t live_buffers;  /* PJRT buffers held now */
-  uint64_t live_storages; /* storage objects alive now */
-  uint64_t bytes_in_use;  /* bytes of live buffers, all devices */
-  uint64_t peak_bytes_in_use;
-  /* The executable cache (see csrc/cache/cache.h). A hit on either tier is
-  ** not a compile. */
-  uint64_t cache_hits_memory;  /* programs found in tier 1 (memory) */
-  uint64_t cache_hits_disk;    /* programs loaded from tier 2 (disk) */
-  uint64_t cache_bytes_memory; /* bytes tier 1 holds now */
-  uint64_t cache_entries;      /* programs tier 1 holds now */
-  uint64_t cache_disk_writes;  /* entries written to tier 2 */
-  uint64_t cache_disk_rejects; /* tier-2 entries ignored: corrupt, truncated, foreign */
-  uint64_t plans;              /* eager op plans held now (each holds its program) */
-  uint64_t plan_bytes;         /* their bytes in the memory budget */
+  TPURT_METRICS(TPURT_METRIC_FIELD_)
 } tpurt_metrics_t;
+#undef TPURT_METRIC_FIELD_
+
+/* One metric of TPURT_METRICS, for the glue to read a tpurt_metrics_t by
+** name. */
+typedef struct tpurt_metric_info_s {
+  const char* name;  /* the field's name: the key in torch_tpu.metrics() */
+  const char* label; /* the line in metrics_report() */
+  bool is_seconds;   /* a double; else a uint64_t */
+  size_t offset;     /* of the field in tpurt_metrics_t */
+} tpurt_metric_info_t;
+/* Every metric, in report order; sets *out_count. */
+const tpurt_metric_info_t* tpurt_metric_infos(int* out_count);
 
 void tpurt_metrics_get(tpurt_metrics_t* out_metrics);
 void tpurt_metrics_reset(void);
 
-/* The core's version; part of every executable cache key. */
-#define TPURT_VERSION "0.1.0"
+/* The core's version, the package's (torch_tpu/_version.py, the one source:
+** the Makefile passes it to the compiler); part of every executable cache
+** key. */
+const char* tpurt_version(void);
 
 /* Where the executable cache stands. Settles the cache's configuration
 ** (environment, directory) if nothing has yet; never fails. */
@@ -472,8 +529,8 @@ void tpurt_cache_info(tpurt_cache_info_t* out_info);
 ** work completed, from the plugin's completion events. */
 typedef struct tpurt_event_s tpurt_event_t;
 /* Runs pending fused work first, so the event follows it. */
-tpurt_status_t tpurt_event_record(int device, tpurt_event_t** out_event);
-void tpurt_event_release(tpurt_event_t* event);
+TPURT_MUST_USE tpurt_status_t tpurt_event_record(int device, tpurt_event_t** out_event);
+void tpurt_event_free(tpurt_event_t* event);
 /* True once the captured work has completed (never waits). */
 bool tpurt_event_query(tpurt_event_t* event);
 void tpurt_event_synchronize(tpurt_event_t* event);
@@ -522,18 +579,19 @@ typedef struct tpurt_device_memory_s {
   int64_t bytes_limit, bytes_reserved, peak_bytes_reserved;
   int64_t bytes_free; /* bytes_limit - bytes_in_use, or the host's available RAM */
 } tpurt_device_memory_t;
-tpurt_status_t tpurt_device_memory(int device, tpurt_device_memory_t* out_memory);
+TPURT_MUST_USE tpurt_status_t tpurt_device_memory(int device, tpurt_device_memory_t* out_memory);
 
 /* Host memory for staging copies (PyTorch's pinned memory). Page aligned;
 ** freeing waits for asynchronous copies into it. */
-tpurt_status_t tpurt_host_alloc(size_t nbytes, void** out_ptr);
+TPURT_MUST_USE tpurt_status_t tpurt_host_alloc(size_t nbytes, void** out_ptr);
 void tpurt_host_free(void* ptr);
 /* True if |ptr| lies inside a live tpurt_host_alloc block. */
 bool tpurt_host_contains(const void* ptr);
 
 /* Device -> host without waiting (a non_blocking copy into host memory from
 ** tpurt_host_alloc): complete at the device's next event or synchronize. */
-tpurt_status_t tpurt_tensor_read_host_async(const tpurt_tensor_t* view, void* host, size_t host_nbytes);
+TPURT_MUST_USE tpurt_status_t tpurt_tensor_read_host_async(const tpurt_tensor_t* view, void* host,
+                                                           size_t host_nbytes);
 
 /* Per device memory: bytes held by live buffers now and at peak. */
 uint64_t tpurt_memory_allocated(int device);

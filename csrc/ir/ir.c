@@ -130,16 +130,16 @@ ir_func_t* ir_func_create(void) {
   return func;
 }
 
-void ir_func_destroy(ir_func_t* func) {
+void ir_func_free(ir_func_t* func) {
   if (!func) return;
   tpurt_status_free(func->status);
   tpurt_arena_free(&func->arena);
   free(func);
 }
 
-tpurt_status_t ir_func_status(const ir_func_t* func) { return func ? func->status : NULL; }
+tpurt_borrowed_status_t ir_func_status(const ir_func_t* func) { return func ? func->status : NULL; }
 
-void ir_func_fail(ir_func_t* func, tpurt_status_t status) {
+void ir_func_fail_consume(ir_func_t* func, tpurt_status_t status) {
   if (!func || !status) return;
   if (func->status)
     tpurt_status_free(status);

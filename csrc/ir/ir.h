@@ -43,7 +43,7 @@ typedef struct ir_func_s ir_func_t;
 /*===------------------------------------------------------------------===*/
 
 ir_func_t* ir_func_create(void);
-void ir_func_destroy(ir_func_t* func);
+void ir_func_free(ir_func_t* func);
 /* Adds a parameter of @main; parameters print in the order added. */
 ir_value_t ir_param(ir_func_t* func, ir_type_t type);
 /* Sets the values @main returns (copied). */
@@ -52,15 +52,15 @@ int32_t ir_func_num_params(const ir_func_t* func);
 int32_t ir_func_num_ops(const ir_func_t* func);
 /* The type of |value| (borrowed, lives with the function). */
 const ir_type_t* ir_value_type(const ir_func_t* func, ir_value_t value);
-/* First sticky error, or NULL. Borrowed; do not free. */
-tpurt_status_t ir_func_status(const ir_func_t* func);
-/* Records an error unless one is already recorded (takes ownership). */
-void ir_func_fail(ir_func_t* func, tpurt_status_t status);
+/* First sticky error, or NULL. Borrowed: lives with the function. */
+tpurt_borrowed_status_t ir_func_status(const ir_func_t* func);
+/* Records |status| (consumed) unless an error is already recorded. */
+void ir_func_fail_consume(ir_func_t* func, tpurt_status_t status);
 
 /* Prints the whole module (module { func.func public @main ... }) as MLIR
 ** text. The same function always prints to the same bytes. The caller
 ** frees *out_text with free(). */
-tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out_size);
+TPURT_MUST_USE tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out_size);
 
 /*===------------------------------------------------------------------===*/
 /* Ops. Each infers its result type from its operands and attributes.     */

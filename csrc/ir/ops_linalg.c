@@ -20,17 +20,25 @@ static void put_precision(const ir_func_t* func, tpurt_strbuf_t* attrs, tpurt_dt
                       name, name);
 }
 
+/* The types of a contraction's operands, or false (error recorded) unless
+** both are values of one element type. */
+static bool contraction_operands(ir_func_t* func, const char* op, ir_value_t lhs, ir_value_t rhs,
+                                 const ir_type_t** out_lhs, const ir_type_t** out_rhs) {
+  const ir_type_t* tl = *out_lhs = ir_operand_type(func, op, lhs);
+  const ir_type_t* tr = *out_rhs = ir_operand_type(func, op, rhs);
+  if (!tl || !tr) return false;
+  if (tl->dtype != tr->dtype) {
+    ir_failf(func, "%s: lhs %s and rhs %s must have one element type", op, ir_type_str(tl), ir_type_str(tr));
+    return false;
+  }
+  return true;
+}
+
 ir_value_t ir_dot_general(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const ir_dot_dims_t* dims,
                           tpurt_dtype_t result_dtype) {
   const char* op = "stablehlo.dot_general";
-  if (!func) return IR_NONE;
-  const ir_type_t* tl = ir_operand_type(func, op, lhs);
-  const ir_type_t* tr = ir_operand_type(func, op, rhs);
-  if (!tl || !tr) return IR_NONE;
-  if (tl->dtype != tr->dtype) {
-    ir_failf(func, "%s: lhs %s and rhs %s must have one element type", op, ir_type_str(tl), ir_type_str(tr));
-    return IR_NONE;
-  }
+  const ir_type_t *tl, *tr;
+  if (!func || !contraction_operands(func, op, lhs, rhs, &tl, &tr)) return IR_NONE;
   int64_t lhs_used[2 * TPURT_MAX_RANK], rhs_used[2 * TPURT_MAX_RANK];
   int32_t nb = dims->num_batch, nc = dims->num_contract;
   if (nb < 0 || nc < 0 || nb + nc > tl->rank || nb + nc > tr->rank) {
@@ -123,14 +131,8 @@ static bool put_conv_layout(ir_func_t* func, tpurt_strbuf_t* buf, const char* wh
 ir_value_t ir_convolution(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const ir_conv_dims_t* dims,
                           tpurt_dtype_t result_dtype) {
   const char* op = "stablehlo.convolution";
-  if (!func) return IR_NONE;
-  const ir_type_t* tl = ir_operand_type(func, op, lhs);
-  const ir_type_t* tr = ir_operand_type(func, op, rhs);
-  if (!tl || !tr) return IR_NONE;
-  if (tl->dtype != tr->dtype) {
-    ir_failf(func, "%s: lhs %s and rhs %s must have one element type", op, ir_type_str(tl), ir_type_str(tr));
-    return IR_NONE;
-  }
+  const ir_type_t *tl, *tr;
+  if (!func || !contraction_operands(func, op, lhs, rhs, &tl, &tr)) return IR_NONE;
   int32_t ns = dims->num_spatial;
   if (ns < 0 || ns + 2 > TPURT_MAX_RANK) {
     ir_failf(func, "%s: %d spatial dims is outside [0, %d]", op, (int)ns, TPURT_MAX_RANK - 2);

@@ -45,37 +45,45 @@ static bool check_reduce_inputs(ir_func_t* func, const char* op, const ir_value_
   return true;
 }
 
+/* The shared end of reduce and reduce_window: unless |ok|, a detached
+** region; else the op over |inputs| then |inits| with results of |types|
+** and |attrs| (freed either way), and its region of accumulators then
+** elements. */
+static void end_reduction_begin(ir_func_t* func, const char* op, bool ok, const ir_value_t* inputs,
+                                const ir_value_t* inits, int32_t num_inputs, const ir_type_t* types,
+                                tpurt_strbuf_t* attrs, ir_value_t* out_results, ir_value_t* out_block_args) {
+  if (!ok) {
+    tpurt_strbuf_free(attrs);
+    int32_t n = num_inputs > 0 && num_inputs <= TPURT_MAX_RESULTS ? 2 * num_inputs : 0;
+    ir_push_region(func, op, -1, NULL, n, NULL, 0, out_block_args);
+    return;
+  }
+  tpurt_dtype_t dtypes[2 * TPURT_MAX_RESULTS];
+  ir_value_t operands[2 * TPURT_MAX_RESULTS];
+  for (int32_t i = 0; i < num_inputs; ++i) {
+    operands[i] = inputs[i], operands[num_inputs + i] = inits[i];
+    dtypes[i] = dtypes[num_inputs + i] = func->values[inputs[i]].type.dtype;
+  }
+  ir_value_t first = ir_new_values(func, types, num_inputs);
+  int32_t index = ir_add_op(func, op, operands, 2 * num_inputs, first, num_inputs, attrs->data);
+  tpurt_strbuf_free(attrs);
+  for (int32_t i = 0; i < num_inputs; ++i) out_results[i] = first + i;
+  ir_push_region(func, op, index, dtypes, 2 * num_inputs, dtypes, num_inputs, out_block_args);
+}
+
 void ir_reduce_begin(ir_func_t* func, const ir_value_t* inputs, const ir_value_t* inits, int32_t num_inputs,
                      const int64_t* dims, int32_t num_dims, ir_value_t* out_results,
                      ir_value_t* out_block_args) {
   const char* op = "stablehlo.reduce";
   if (!func) return;
   for (int32_t i = 0; i < num_inputs; ++i) out_results[i] = IR_NONE;
-  tpurt_dtype_t dtypes[2 * TPURT_MAX_RESULTS] = {0};
   ir_type_t types[TPURT_MAX_RESULTS] = {{0}};
   bool ok = check_reduce_inputs(func, op, inputs, inits, num_inputs);
-  for (int32_t i = 0; ok && i < num_inputs; ++i) {
-    const ir_type_t* tx = &func->values[inputs[i]].type;
-    if (!reduced_type(func, op, tx, dims, num_dims, &types[i])) {
-      ok = false;
-      break;
-    }
-    dtypes[i] = dtypes[num_inputs + i] = tx->dtype;
-  }
-  if (!ok) {
-    int32_t n = num_inputs > 0 && num_inputs <= TPURT_MAX_RESULTS ? 2 * num_inputs : 0;
-    ir_push_region(func, op, -1, NULL, n, NULL, 0, out_block_args);
-    return;
-  }
-  ir_value_t operands[2 * TPURT_MAX_RESULTS];
-  for (int32_t i = 0; i < num_inputs; ++i) operands[i] = inputs[i], operands[num_inputs + i] = inits[i];
-  ir_value_t first = ir_new_values(func, types, num_inputs);
+  for (int32_t i = 0; ok && i < num_inputs; ++i)
+    ok = reduced_type(func, op, &func->values[inputs[i]].type, dims, num_dims, &types[i]);
   tpurt_strbuf_t attrs = {0};
-  ir_put_named_array(&attrs, "", "dimensions", dims, num_dims);
-  int32_t index = ir_add_op(func, op, operands, 2 * num_inputs, first, num_inputs, attrs.data);
-  tpurt_strbuf_free(&attrs);
-  for (int32_t i = 0; i < num_inputs; ++i) out_results[i] = first + i;
-  ir_push_region(func, op, index, dtypes, 2 * num_inputs, dtypes, num_inputs, out_block_args);
+  if (ok) ir_put_named_array(&attrs, "", "dimensions", dims, num_dims);
+  end_reduction_begin(func, op, ok, inputs, inits, num_inputs, types, &attrs, out_results, out_block_args);
 }
 
 static const char* reducer_op(ir_reducer_t reducer, tpurt_dtype_t dtype) {
@@ -97,16 +105,21 @@ static const char* reducer_op(ir_reducer_t reducer, tpurt_dtype_t dtype) {
   return NULL;
 }
 
+/* The one-op body of |reducer| over |x|'s element type, or NULL (error
+** recorded). */
+static const char* reducer_body(ir_func_t* func, const char* op, ir_value_t x, ir_reducer_t reducer) {
+  const ir_type_t* t = ir_operand_type(func, op, x);
+  if (!t) return NULL;
+  const char* body = reducer_op(reducer, t->dtype);
+  if (!body) ir_failf(func, "%s: reducer %d does not apply to %s", op, (int)reducer, ir_type_str(t));
+  return body;
+}
+
 ir_value_t ir_reduce(ir_func_t* func, ir_value_t x, ir_value_t init, const int64_t* dims, int32_t num_dims,
                      ir_reducer_t reducer) {
   if (!func) return IR_NONE;
-  const ir_type_t* t = ir_operand_type(func, "stablehlo.reduce", x);
-  if (!t) return IR_NONE;
-  const char* body = reducer_op(reducer, t->dtype);
-  if (!body) {
-    ir_failf(func, "stablehlo.reduce: reducer %d does not apply to %s", (int)reducer, ir_type_str(t));
-    return IR_NONE;
-  }
+  const char* body = reducer_body(func, "stablehlo.reduce", x, reducer);
+  if (!body) return IR_NONE;
   ir_value_t result, args[2];
   ir_reduce_begin(func, &x, &init, 1, dims, num_dims, &result, args);
   ir_value_t r = ir_binary(func, body, args[0], args[1]);
@@ -199,29 +212,19 @@ void ir_reduce_window_begin(ir_func_t* func, const ir_value_t* inputs, const ir_
   const char* op = "stablehlo.reduce_window";
   if (!func) return;
   for (int32_t i = 0; i < num_inputs && i < TPURT_MAX_RESULTS; ++i) out_results[i] = IR_NONE;
-  tpurt_dtype_t dtypes[2 * TPURT_MAX_RESULTS] = {0};
   ir_type_t types[TPURT_MAX_RESULTS] = {{0}};
   bool ok = check_reduce_inputs(func, op, inputs, inits, num_inputs);
-  for (int32_t i = 0; ok && i < num_inputs; ++i) {
-    const ir_type_t* tx = &func->values[inputs[i]].type;
-    if (!windowed_type(func, op, tx, window, &types[i])) {
-      ok = false;
-      break;
-    }
-    dtypes[i] = dtypes[num_inputs + i] = tx->dtype;
-  }
+  for (int32_t i = 0; ok && i < num_inputs; ++i)
+    ok = windowed_type(func, op, &func->values[inputs[i]].type, window, &types[i]);
+  tpurt_strbuf_t attrs = {0};
   if (!ok) {
-    int32_t n = num_inputs > 0 && num_inputs <= TPURT_MAX_RESULTS ? 2 * num_inputs : 0;
-    ir_push_region(func, op, -1, NULL, n, NULL, 0, out_block_args);
+    end_reduction_begin(func, op, false, inputs, inits, num_inputs, types, &attrs, out_results,
+                        out_block_args);
     return;
   }
   int32_t rank = types[0].rank;
-  ir_value_t operands[2 * TPURT_MAX_RESULTS];
-  for (int32_t i = 0; i < num_inputs; ++i) operands[i] = inputs[i], operands[num_inputs + i] = inits[i];
-  ir_value_t first = ir_new_values(func, types, num_inputs);
   int64_t ones[TPURT_MAX_RANK] = {0};
   for (int32_t d = 0; d < rank; ++d) ones[d] = 1;
-  tpurt_strbuf_t attrs = {0};
   ir_put_named_array(&attrs, "", "base_dilations", ones, rank);
   tpurt_strbuf_printf(&attrs, ", padding = dense<");
   if (rank == 0) {
@@ -236,22 +239,14 @@ void ir_reduce_window_begin(ir_func_t* func, const ir_value_t* inputs, const ir_
   ir_put_named_array(&attrs, ", ", "window_dilations", window->dilations, rank);
   ir_put_named_array(&attrs, ", ", "window_dimensions", window->dimensions, rank);
   ir_put_named_array(&attrs, ", ", "window_strides", window->strides, rank);
-  int32_t index = ir_add_op(func, op, operands, 2 * num_inputs, first, num_inputs, attrs.data);
-  tpurt_strbuf_free(&attrs);
-  for (int32_t i = 0; i < num_inputs; ++i) out_results[i] = first + i;
-  ir_push_region(func, op, index, dtypes, 2 * num_inputs, dtypes, num_inputs, out_block_args);
+  end_reduction_begin(func, op, true, inputs, inits, num_inputs, types, &attrs, out_results, out_block_args);
 }
 
 ir_value_t ir_reduce_window(ir_func_t* func, ir_value_t x, ir_value_t init, const ir_window_t* window,
                             ir_reducer_t reducer) {
   if (!func) return IR_NONE;
-  const ir_type_t* t = ir_operand_type(func, "stablehlo.reduce_window", x);
-  if (!t) return IR_NONE;
-  const char* body = reducer_op(reducer, t->dtype);
-  if (!body) {
-    ir_failf(func, "stablehlo.reduce_window: reducer %d does not apply to %s", (int)reducer, ir_type_str(t));
-    return IR_NONE;
-  }
+  const char* body = reducer_body(func, "stablehlo.reduce_window", x, reducer);
+  if (!body) return IR_NONE;
   ir_value_t result, args[2];
   ir_reduce_window_begin(func, &x, &init, 1, window, &result, args);
   ir_value_t r = ir_binary(func, body, args[0], args[1]);

@@ -56,7 +56,8 @@ static tpurt_status_t lower_relu(lower_ctx_t* ctx) {
 }
 
 /* _softmax(self, dim, half_to_float) and _log_softmax. */
-static tpurt_status_t softmax(lower_ctx_t* ctx, bool log) {
+static tpurt_status_t softmax(lower_ctx_t* ctx) {
+  bool log = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!tpurt_dtype_is_float(t->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'",
@@ -96,9 +97,6 @@ static tpurt_status_t softmax(lower_ctx_t* ctx, bool log) {
   lower_set_result(ctx, 0, lower_cast(ctx, y, out));
   return NULL;
 }
-
-static tpurt_status_t lower_softmax(lower_ctx_t* ctx) { return softmax(ctx, false); }
-static tpurt_status_t lower_log_softmax(lower_ctx_t* ctx) { return softmax(ctx, true); }
 
 /*===--- clamps, shrinks, thresholds, glu, log-sigmoid ---===*/
 
@@ -297,7 +295,8 @@ static tpurt_status_t lower_mish(lower_ctx_t* ctx) {
 }
 
 /* hardsigmoid(x) = clamp(x + 3, 0, 6) / 6; hardswish(x) = x * that */
-static tpurt_status_t hard(lower_ctx_t* ctx, bool swish) {
+static tpurt_status_t hard(lower_ctx_t* ctx) {
+  bool swish = lower_rule_int(ctx, 0);
   TPURT_RETURN_IF_ERROR(lower_need_float(ctx, swish ? "hardswish_cpu" : "hardsigmoid_cpu"));
   tpurt_dtype_t dt;
   ir_value_t x = self_acc(ctx, &dt);
@@ -308,9 +307,6 @@ static tpurt_status_t hard(lower_ctx_t* ctx, bool swish) {
   lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
   return NULL;
 }
-
-static tpurt_status_t lower_hardswish(lower_ctx_t* ctx) { return hard(ctx, true); }
-static tpurt_status_t lower_hardsigmoid(lower_ctx_t* ctx) { return hard(ctx, false); }
 
 /* leaky_relu(self, negative_slope=0.01) */
 static tpurt_status_t lower_leaky_relu(lower_ctx_t* ctx) {
@@ -339,11 +335,11 @@ static tpurt_status_t lower_elu(lower_ctx_t* ctx) {
 }
 
 const lower_rule_t lower_activation_rules[] = {
-    LOWER_FN("aten::_log_softmax", lower_log_softmax),
+    LOWER_FN_WITH("aten::_log_softmax", softmax, .num = {true}),
     LOWER_FN("aten::_prelu_kernel", lower_prelu_kernel),
-    LOWER_OUT_FN("aten::_log_softmax.out", lower_log_softmax),
-    LOWER_FN("aten::_softmax", lower_softmax),
-    LOWER_OUT_FN("aten::_softmax.out", lower_softmax),
+    LOWER_OUT_FN_WITH("aten::_log_softmax.out", softmax, .num = {true}),
+    LOWER_FN_WITH("aten::_softmax", softmax, .num = {false}),
+    LOWER_OUT_FN_WITH("aten::_softmax.out", softmax, .num = {false}),
     LOWER_FN("aten::gelu", lower_gelu),
     LOWER_FN("aten::glu", lower_glu),
     LOWER_OUT_FN("aten::glu.out", lower_glu),
@@ -367,8 +363,8 @@ const lower_rule_t lower_activation_rules[] = {
     LOWER_OUT_FN("aten::threshold.out", lower_threshold),
     LOWER_FN("aten::elu", lower_elu),
     LOWER_OUT_FN("aten::elu.out", lower_elu),
-    LOWER_FN("aten::hardsigmoid", lower_hardsigmoid),
-    LOWER_FN("aten::hardswish", lower_hardswish),
+    LOWER_FN_WITH("aten::hardsigmoid", hard, .num = {false}),
+    LOWER_FN_WITH("aten::hardswish", hard, .num = {true}),
     LOWER_FN("aten::leaky_relu", lower_leaky_relu),
     LOWER_FN("aten::mish", lower_mish),
     LOWER_FN("aten::softplus", lower_softplus),

@@ -13,12 +13,12 @@
 **
 ** Query blocks: the [N.., H, L, S] scores of a long sequence do not fit in
 ** any cache (8 heads x 4096 x 4096 f32 is 512 MiB), and every pass over them
-** (max, exp, sum, the dot with V) then runs at memory speed. So the rows can
-** be cut into blocks whose scores stay under a byte budget, each block its
-** own small softmax over all S keys: rows are independent, so this is exact,
-** with no rescaling (unlike an online softmax over key blocks). Unrolled
-** blocks measured slower on the CPU plugin (see SDPA_BLOCK_BYTES), so the
-** budget is off by default (docs/architecture.md, "Attention").
+** (max, exp, sum, the dot with V) then runs at memory speed. So when they
+** exceed a byte budget, the call becomes a stablehlo.while loop over blocks
+** of query rows of one batch entry, each block its own softmax over all S
+** keys: rows are independent, so this is exact, with no rescaling (unlike an
+** online softmax over key blocks), and only one block's scores exist at a
+** time (docs/architecture.md, "Attention").
 **
 ** Half types: the dots take the inputs as they are and accumulate in f32;
 ** scores, softmax and logsumexp are f32; probabilities are rounded to the
@@ -38,15 +38,16 @@
 static const sdpa_args_t kForwardArgs = {0, 1, 2, 3, 4, 5, 7};
 static const sdpa_args_t kBackwardArgs = {1, 2, 3, 4, 12, 13, 16};
 
-/* Scores bytes of one query block at most (f32); 0: one block. Measured on
-** the CPU plugin, unrolled blocks were never faster (XLA may run independent
-** blocks at once, so the scores are live together anyway): (1, 8, 4096, 64)
-** forward took 1088 ms of CPU unblocked, 1192 ms with 32 MiB blocks, 1542 ms
-** with 8 MiB. So the default is one block; TORCH_TPU_SDPA_BLOCK_BYTES sets a
-** budget, to measure the crossover on another platform (docs/architecture.md,
-** "Attention and matmul precision"). */
-#define SDPA_BLOCK_BYTES 0
-#define SDPA_MAX_BLOCKS 64
+/* A call whose f32 scores exceed SDPA_LOOP_BYTES loops over blocks of
+** query rows whose scores stay under SDPA_BLOCK_BYTES. Measured on the CPU
+** plugin (process CPU ms against PyTorch's CPU flash kernel, see
+** docs/architecture.md, "Attention"): (1, 8, 4096, 64) forward + backward
+** took 2325 ms as one block, 1315 ms in 8 MiB blocks and 1235 ms in 32 MiB
+** blocks; (1, 4, 1040, 64) (17 MiB of scores) 60 ms as one block and 47 ms
+** looping over its heads. TORCH_TPU_SDPA_BLOCK_BYTES sets both to one value. */
+#define SDPA_LOOP_BYTES (8u << 20)
+#define SDPA_BLOCK_BYTES (32u << 20)
+#define SDPA_MIN_LOOP_ROWS 16
 
 static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_t* p) {
   const tpurt_tensor_t *q = lower_meta(ctx, a->q), *k = lower_meta(ctx, a->k), *v = lower_meta(ctx, a->v);
@@ -109,7 +110,6 @@ static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_
       .dv = v->sizes[nb + 2],
       .gd = gd,
       .w = 3 + gd,
-      .l0 = 0,
       .lb = q->sizes[nb + 1],
   };
   if (!lower_is_none(ctx, a->bias)) {
@@ -136,19 +136,23 @@ static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_
   return NULL;
 }
 
-/* How many query rows one block takes (all of them when the scores fit). */
-static int64_t block_rows(const sdpa_t* p) {
+/* Rows of one loop iteration: the largest divisor of L whose [G, rows, S]
+** f32 scores fit in the block budget; 0 when the whole call is one block
+** (scores under the loop threshold, or a bias).
+** A divisor, so that no two iterations share a row (the backward sums dK
+** and dV over them). Under SDPA_MIN_LOOP_ROWS rows per iteration (a prime
+** L) the loop would be all overhead, so the call stays one block. */
+static int64_t loop_rows(const lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p) {
   const uint64_t set = tpurt_config()->sdpa_block_bytes; /* TORCH_TPU_SDPA_BLOCK_BYTES */
-  int64_t budget = set ? (int64_t)(set > INT64_MAX ? INT64_MAX : set) : SDPA_BLOCK_BYTES;
-  int64_t row_bytes = p->n * p->h * p->s * 4;
-  if (budget <= 0 || row_bytes <= 0 || p->l * row_bytes <= budget) return p->l;
-  int64_t rows = budget / row_bytes, min_rows = (p->l + SDPA_MAX_BLOCKS - 1) / SDPA_MAX_BLOCKS;
-  if (rows < min_rows) rows = min_rows;
-  if (rows >= 8) rows &= ~(int64_t)7; /* whole vector registers */
-  if (rows < 1) rows = 1;
-  /* equal blocks: the last one never a sliver */
-  int64_t blocks = (p->l + rows - 1) / rows;
-  return (p->l + blocks - 1) / blocks;
+  uint64_t budget = set ? set : SDPA_BLOCK_BYTES, threshold = set ? set : SDPA_LOOP_BYTES;
+  uint64_t row_bytes = (uint64_t)p->g * (uint64_t)p->s * 4;
+  uint64_t total = (uint64_t)(p->n * p->hk) * (uint64_t)p->l * row_bytes;
+  if (!lower_is_none(ctx, a->bias) || total <= threshold || row_bytes == 0) return 0;
+  int64_t most = (int64_t)(budget / row_bytes);
+  if (most > p->l) most = p->l;
+  for (int64_t rows = most; rows >= SDPA_MIN_LOOP_ROWS; --rows)
+    if (p->l % rows == 0) return rows;
+  return 0;
 }
 
 /* Dims of the grouped layout: [B, (G), rows, last] (rank p->w). */
@@ -176,22 +180,14 @@ static void row_dims(const sdpa_t* p, int64_t* dims) {
   for (int32_t i = 0; i < p->w - 1; ++i) dims[i] = full[i];
 }
 
-/* The current block's rows of a plain [N.., H, L, last] tensor, grouped. */
-static ir_value_t block_of(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int64_t last) {
-  if (p->lb != p->l) {
-    int64_t start[TPURT_MAX_RANK] = {0}, limit[TPURT_MAX_RANK], strides[TPURT_MAX_RANK];
-    plain_dims(p, p->l, last, limit);
-    for (int32_t i = 0; i < p->nb + 3; ++i) strides[i] = 1;
-    start[p->nb + 1] = p->l0;
-    limit[p->nb + 1] = p->l0 + p->lb;
-    x = ir_slice(ctx->func, x, start, limit, strides);
-  }
+/* A plain [N.., H, L, last] tensor in the grouped layout (a free reshape). */
+static ir_value_t grouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int64_t last) {
   int64_t dims[TPURT_MAX_RANK];
   grouped_dims(p, p->lb, last, dims);
   return p->nb || p->gd ? ir_reshape(ctx->func, x, p->w, dims) : x;
 }
 
-/* A grouped block back in the plain layout [N.., H, rows, last]. */
+/* A grouped tensor back in the plain layout [N.., H, rows, last]. */
 static ir_value_t ungrouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, int64_t last) {
   if (!p->nb && !p->gd) return x;
   int64_t dims[TPURT_MAX_RANK];
@@ -241,30 +237,15 @@ static ir_value_t scale_value(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa
   return lower_scalar(ctx, a->scale, p->acc);
 }
 
-/* Broadcasts a bias of shape |bm| (broadcastable to [N.., H, L, S]) into
-** the block's grouped scores [B, (G), rows, S]: its rows are cut to the
-** block, it is broadcast to the plain [N.., H, rows, S] and reshaped (XLA
-** fuses both into the consumer). */
+/* Broadcasts a bias of shape |bm| (broadcastable to [N.., H, L, S]) to the
+** plain scores and reshapes it into the grouped [B, (G), L, S] (XLA fuses
+** both into the consumer). */
 static ir_value_t bias_to_grouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t b, const tpurt_tensor_t* bm) {
   int64_t plain[TPURT_MAX_RANK], map[TPURT_MAX_RANK];
   int32_t rank = p->nb + 3, off = rank - bm->rank;
-  int32_t row_dim = p->nb + 1 - off; /* the bias's L dim, if it has one */
-  if (row_dim >= 0 && bm->sizes[row_dim] == p->l && p->lb != p->l) {
-    int64_t start[TPURT_MAX_RANK] = {0}, limit[TPURT_MAX_RANK], strides[TPURT_MAX_RANK];
-    for (int32_t i = 0; i < bm->rank; ++i) {
-      limit[i] = bm->sizes[i];
-      strides[i] = 1;
-    }
-    start[row_dim] = p->l0;
-    limit[row_dim] = p->l0 + p->lb;
-    b = ir_slice(ctx->func, b, start, limit, strides);
-  }
   plain_dims(p, p->lb, p->s, plain);
   for (int32_t i = 0; i < bm->rank; ++i) map[i] = i + off;
-  b = ir_broadcast_in_dim(ctx->func, b, rank, plain, map);
-  int64_t dims[TPURT_MAX_RANK];
-  grouped_dims(p, p->lb, p->s, dims);
-  return ir_reshape(ctx->func, b, p->w, dims);
+  return grouped(ctx, p, ir_broadcast_in_dim(ctx->func, b, rank, plain, map), p->s);
 }
 
 /* Where the scale is applied. When the inputs are in the acc type (f32,
@@ -275,22 +256,34 @@ static ir_value_t bias_to_grouped(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t 
 ** so that the query is not rounded once more. */
 static bool prescaled(const sdpa_t* p) { return p->dtype == p->acc; }
 
-/* The block's query [B, (G), rows, D], times the scale when prescaled. */
-static ir_value_t block_query(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale) {
-  ir_value_t q = block_of(ctx, p, lower_tensor(ctx, a->q), p->d);
+/* The whole query [B, (G), L, D], times the scale when prescaled. */
+static ir_value_t scaled_query(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale) {
+  ir_value_t q = grouped(ctx, p, lower_tensor(ctx, a->q), p->d);
   if (!prescaled(p)) return q;
   int64_t dims[TPURT_MAX_RANK];
   grouped_dims(p, p->lb, p->d, dims);
   return ir_binary(ctx->func, "stablehlo.multiply", q, lower_broadcast_to(ctx, scale, p->w, dims));
 }
 
-/* The block's masked, scaled scores [B, (G), rows, S] in the acc type. */
-static ir_value_t scores(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale) {
+/* The operands of one block of query rows, in the grouped layout of the
+** block's sdpa_t (whole call: B = N * Hk rows L; loop iteration: B = 1). */
+typedef struct sdpa_block_s {
+  ir_value_t q;       /* [B, (G), rows, D], scaled when prescaled() */
+  ir_value_t k, v;    /* [B, S, D], [B, S, Dv] */
+  ir_value_t row0;    /* the block's first row (tensor<i64>), IR_NONE: 0 */
+  ir_value_t dout, o; /* backward: [B, (G), rows, Dv] */
+  ir_value_t lse;     /* backward: [B, (G), rows] acc type, +inf for dead rows */
+} sdpa_block_t;
+
+/* The block's masked, scaled scores [B, (G), rows, S] in the acc type. A
+** bias only ever comes with the whole call as one block (loop_rows). */
+static ir_value_t scores(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale,
+                         const sdpa_block_t* blk) {
   ir_func_t* f = ctx->func;
   int64_t dims[TPURT_MAX_RANK];
   grouped_dims(p, p->lb, p->s, dims);
   int64_t lc = p->w - 1, rc = 2;
-  ir_value_t s = batched_dot(ctx, p, block_query(ctx, a, p, scale), kv_batched(ctx, p, a->k), 1, &lc, &rc);
+  ir_value_t s = batched_dot(ctx, p, blk->q, blk->k, 1, &lc, &rc);
   if (!prescaled(p)) s = ir_binary(f, "stablehlo.multiply", s, lower_broadcast_to(ctx, scale, p->w, dims));
   ir_value_t neg_inf = lower_splat(ctx, p->acc, p->w, dims, -INFINITY);
   if (!lower_is_none(ctx, a->bias)) {
@@ -304,18 +297,14 @@ static ir_value_t scores(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p
     int64_t ls[2] = {p->lb, p->s}, last2[2] = {p->w - 2, p->w - 1};
     ir_type_t t = ir_type_make(TPURT_DTYPE_I64, 2, ls);
     ir_value_t row = ir_iota(f, t, 0);
-    if (p->l0)
-      row = ir_binary(f, "stablehlo.add", row, lower_splat(ctx, TPURT_DTYPE_I64, 2, ls, (double)p->l0));
+    if (blk->row0 != IR_NONE)
+      row = ir_binary(f, "stablehlo.add", row, lower_broadcast_to(ctx, blk->row0, 2, ls));
     ir_value_t keep = ir_compare(f, IR_LE, ir_iota(f, t, 1), row);
     s = ir_select(f, ir_broadcast_in_dim(f, keep, p->w, dims, last2), s, neg_inf);
   }
   return s;
 }
 
-/* _scaled_dot_product_fused_attention_overrideable(query, key, value,
-** attn_bias?, dropout_p, is_causal, return_debug_mask, *, scale?) ->
-** (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed,
-**  philox_offset, debug_attn_mask) */
 /* Sets result |k| in the memory order of |like|: PyTorch's meta kernels give
 ** the attention output and the gradients their input's strides (queries are
 ** often [B, L, H, D] in memory), and the graphs torch.compile traces rely on
@@ -338,12 +327,12 @@ static void set_like(lower_ctx_t* ctx, int32_t k, ir_value_t logical, const tpur
   lower_set_result_permuted(ctx, k, ir_transpose(ctx->func, logical, order), inverse);
 }
 
-/* One query block of the forward: its output [N.., H, rows, Dv] (input
-** dtype) and logsumexp [N, H, rows] (f32). */
+/* The forward of one block: output [B, (G), rows, Dv] (input dtype) and
+** logsumexp [B, (G), rows] (f32, -inf for dead rows). */
 static void forward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale,
-                          ir_value_t* out_o, ir_value_t* out_lse) {
+                          const sdpa_block_t* blk, ir_value_t* out_o, ir_value_t* out_lse) {
   ir_func_t* f = ctx->func;
-  ir_value_t s = scores(ctx, a, p, scale);
+  ir_value_t s = scores(ctx, a, p, scale, blk);
   int64_t rdims[TPURT_MAX_RANK], last = p->w - 1;
   row_dims(p, rdims);
   ir_value_t m = ir_reduce(f, s, ir_constant_f64(f, p->acc, -INFINITY), &last, 1, IR_REDUCE_MAX);
@@ -355,16 +344,145 @@ static void forward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* 
       ir_unary(f, "stablehlo.exponential", ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, p, m, p->s)));
   ir_value_t sum = ir_reduce(f, e, ir_constant_f64(f, p->acc, 0.0), &last, 1, IR_REDUCE_ADD);
   int64_t lc = p->w - 1, rc = 1;
-  ir_value_t o = batched_dot(ctx, p, lower_cast(ctx, e, p->dtype), kv_batched(ctx, p, a->v), 1, &lc, &rc);
+  ir_value_t o = batched_dot(ctx, p, lower_cast(ctx, e, p->dtype), blk->v, 1, &lc, &rc);
   ir_value_t safe_sum = ir_select(f, dead, lower_splat(ctx, p->acc, p->w - 1, rdims, 1.0), sum);
   o = ir_binary(f, "stablehlo.divide", o, over_rows(ctx, p, safe_sum, p->dv));
-  *out_o = ungrouped(ctx, p, lower_cast(ctx, o, p->dtype), p->dv);
-  /* -inf for dead rows */
+  *out_o = lower_cast(ctx, o, p->dtype);
   ir_value_t lse = ir_binary(f, "stablehlo.add", m, ir_unary(f, "stablehlo.log", sum));
-  int64_t lse_dims[3] = {p->n, p->h, p->lb};
-  *out_lse = ir_reshape(f, lower_cast(ctx, lse, TPURT_DTYPE_F32), 3, lse_dims);
+  *out_lse = lower_cast(ctx, lse, TPURT_DTYPE_F32);
 }
 
+/* The loop over query blocks: one iteration per (b, block of |rows| rows),
+** b-major, so that an iteration's scores [G, rows, S] stay in cache and the
+** whole [B, G, L, S] never exists. A loop, not unrolled blocks: XLA runs
+** unrolled blocks at once, and their scores are then live together (measured
+** slower than one block). Carried: the counter, then |n| accumulators; the
+** body is built by |body| from the iteration's block. */
+typedef struct sdpa_loop_s {
+  sdpa_t p;      /* the iteration's problem: B = 1, |rows| rows */
+  ir_value_t b;  /* this iteration's batch index (tensor<i64>) */
+  ir_value_t r0; /* and first row */
+  ir_value_t zero;
+} sdpa_loop_t;
+
+/* Opens the loop's body over |n| accumulators starting at |init|: writes
+** the carried accumulators to |acc| and the iteration's coordinates to |it|. */
+static ir_region_op_t loop_begin(lower_ctx_t* ctx, const sdpa_t* p, int64_t rows, const ir_value_t* init,
+                                 int32_t n, ir_value_t* acc, sdpa_loop_t* it) {
+  ir_func_t* f = ctx->func;
+  int64_t blocks = p->l / rows;
+  ir_value_t carried[TPURT_MAX_RESULTS], args[TPURT_MAX_RESULTS];
+  carried[0] = ir_constant_i64(f, TPURT_DTYPE_I64, 0);
+  for (int32_t i = 0; i < n; ++i) carried[i + 1] = init[i];
+  ir_region_op_t w = ir_while_begin(f, carried, n + 1, args);
+  ir_value_t more = ir_compare(f, IR_LT, args[0], ir_constant_i64(f, TPURT_DTYPE_I64, p->n * p->hk * blocks));
+  ir_region_end(f, &more, 1);
+  ir_while_body(f, &w, args);
+  for (int32_t i = 0; i < n; ++i) acc[i] = args[i + 1];
+  ir_value_t nb = ir_constant_i64(f, TPURT_DTYPE_I64, blocks);
+  it->p = *p;
+  it->p.n = 1;
+  it->p.hk = 1;
+  it->p.h = p->g;
+  it->p.nb = 0;
+  it->p.lb = rows;
+  it->b = ir_binary(f, "stablehlo.divide", args[0], nb);
+  it->r0 = ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.remainder", args[0], nb),
+                     ir_constant_i64(f, TPURT_DTYPE_I64, rows));
+  it->zero = ir_constant_i64(f, TPURT_DTYPE_I64, 0);
+  /* the counter rides along as carried[0]: stash it for loop_end */
+  acc[n] = args[0];
+  return w;
+}
+
+/* Ends the body with |next| accumulators and writes the loop's results. */
+static void loop_end(lower_ctx_t* ctx, ir_region_op_t* w, ir_value_t counter, const ir_value_t* next,
+                     int32_t n, ir_value_t* out) {
+  ir_func_t* f = ctx->func;
+  ir_value_t carried[TPURT_MAX_RESULTS], results[TPURT_MAX_RESULTS];
+  carried[0] = ir_binary(f, "stablehlo.add", counter, ir_constant_i64(f, TPURT_DTYPE_I64, 1));
+  for (int32_t i = 0; i < n; ++i) carried[i + 1] = next[i];
+  ir_region_end(f, carried, n + 1);
+  ir_while_end(f, w, results);
+  for (int32_t i = 0; i < n; ++i) out[i] = results[i + 1];
+}
+
+/* The iteration's rows of a grouped [B, (G), L, last] (last 0: a row
+** tensor [B, (G), L]) and where they go back. */
+static void block_starts(const sdpa_loop_t* it, int32_t rank, ir_value_t* starts) {
+  for (int32_t i = 0; i < rank; ++i) starts[i] = it->zero;
+  starts[0] = it->b;
+  starts[1 + it->p.gd] = it->r0;
+}
+
+static ir_value_t rows_of(lower_ctx_t* ctx, const sdpa_loop_t* it, ir_value_t x, int64_t last) {
+  int64_t dims[TPURT_MAX_RANK];
+  ir_value_t starts[TPURT_MAX_RANK];
+  grouped_dims(&it->p, it->p.lb, last, dims);
+  int32_t rank = last ? it->p.w : it->p.w - 1;
+  block_starts(it, rank, starts);
+  return ir_dynamic_slice(ctx->func, x, starts, dims);
+}
+
+static ir_value_t put_rows(lower_ctx_t* ctx, const sdpa_loop_t* it, ir_value_t x, ir_value_t rows,
+                           int32_t rank) {
+  ir_value_t starts[TPURT_MAX_RANK];
+  block_starts(it, rank, starts);
+  return ir_dynamic_update_slice(ctx->func, x, rows, starts);
+}
+
+/* Batch entry b of a [B, S, last] key/value (or its gradient). */
+static ir_value_t entry_of(lower_ctx_t* ctx, const sdpa_loop_t* it, ir_value_t x, int64_t last) {
+  int64_t dims[3] = {1, it->p.s, last};
+  ir_value_t starts[3] = {it->b, it->zero, it->zero};
+  return ir_dynamic_slice(ctx->func, x, starts, dims);
+}
+
+/* x[b] += add, for a [B, S, last] accumulator. */
+static ir_value_t add_to_entry(lower_ctx_t* ctx, const sdpa_loop_t* it, ir_value_t x, ir_value_t add,
+                               int64_t last) {
+  ir_value_t starts[3] = {it->b, it->zero, it->zero};
+  ir_value_t sum = ir_binary(ctx->func, "stablehlo.add", entry_of(ctx, it, x, last), add);
+  return ir_dynamic_update_slice(ctx->func, x, sum, starts);
+}
+
+/* The forward of the whole call, in the grouped layout: as one block, or as
+** a loop of |rows|-row blocks. */
+static void forward_all(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale,
+                        int64_t rows, ir_value_t* out_o, ir_value_t* out_lse) {
+  sdpa_block_t whole = {.q = scaled_query(ctx, a, p, scale),
+                        .k = kv_batched(ctx, p, a->k),
+                        .v = kv_batched(ctx, p, a->v),
+                        .row0 = IR_NONE};
+  if (!rows) {
+    forward_block(ctx, a, p, scale, &whole, out_o, out_lse);
+    return;
+  }
+  int64_t odims[TPURT_MAX_RANK], rdims[TPURT_MAX_RANK];
+  grouped_dims(p, p->l, p->dv, odims);
+  row_dims(p, rdims);
+  ir_value_t init[2] = {lower_splat(ctx, p->dtype, p->w, odims, 0.0),
+                        lower_splat(ctx, TPURT_DTYPE_F32, p->w - 1, rdims, 0.0)};
+  ir_value_t acc[3], next[2], out[2];
+  sdpa_loop_t it;
+  ir_region_op_t w = loop_begin(ctx, p, rows, init, 2, acc, &it);
+  sdpa_block_t blk = {.q = rows_of(ctx, &it, whole.q, p->d),
+                      .k = entry_of(ctx, &it, whole.k, p->d),
+                      .v = entry_of(ctx, &it, whole.v, p->dv),
+                      .row0 = it.r0};
+  ir_value_t o, lse;
+  forward_block(ctx, a, &it.p, scale, &blk, &o, &lse);
+  next[0] = put_rows(ctx, &it, acc[0], o, p->w);
+  next[1] = put_rows(ctx, &it, acc[1], lse, p->w - 1);
+  loop_end(ctx, &w, acc[2], next, 2, out);
+  *out_o = out[0];
+  *out_lse = out[1];
+}
+
+/* _scaled_dot_product_fused_attention_overrideable(query, key, value,
+** attn_bias?, dropout_p, is_causal, return_debug_mask, *, scale?) ->
+** (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed,
+**  philox_offset, debug_attn_mask) */
 static tpurt_status_t lower_sdpa_forward(lower_ctx_t* ctx) {
   const sdpa_args_t* a = &kForwardArgs;
   sdpa_t p;
@@ -376,18 +494,10 @@ static tpurt_status_t lower_sdpa_forward(lower_ctx_t* ctx) {
   if (sdpa_cudnn_supported(ctx, a, &p)) {
     sdpa_cudnn_forward(ctx, a, &p, &o, &lse);
   } else {
-    ir_value_t scale = scale_value(ctx, a, &p);
-    int64_t rows = block_rows(&p);
-    ir_value_t outs[SDPA_MAX_BLOCKS + 1], lses[SDPA_MAX_BLOCKS + 1];
-    int32_t nblocks = 0;
-    for (int64_t l0 = 0; l0 < p.l || nblocks == 0; l0 += rows, ++nblocks) {
-      sdpa_t blk = p;
-      blk.l0 = l0;
-      blk.lb = p.l - l0 < rows ? p.l - l0 : rows;
-      forward_block(ctx, a, &blk, scale, &outs[nblocks], &lses[nblocks]);
-    }
-    o = nblocks == 1 ? outs[0] : ir_concatenate(f, outs, nblocks, p.nb + 1);
-    lse = nblocks == 1 ? lses[0] : ir_concatenate(f, lses, nblocks, 2);
+    forward_all(ctx, a, &p, scale_value(ctx, a, &p), loop_rows(ctx, a, &p), &o, &lse);
+    o = ungrouped(ctx, &p, o, p.dv);
+    int64_t lse_dims[3] = {p.n, p.h, p.l};
+    lse = ir_reshape(f, lse, 3, lse_dims);
   }
   set_like(ctx, 0, o, lower_meta(ctx, a->q));
   lower_set_result(ctx, 1, lse); /* [N, H, L] in f32 (N = 1 for 3-d inputs) */
@@ -413,52 +523,34 @@ static ir_value_t sum_to_bias(lower_ctx_t* ctx, const sdpa_t* p, ir_value_t x, i
   return lower_cast(ctx, ir_reshape(ctx->func, x, b->rank, b->sizes), b->dtype);
 }
 
-/* What the backward wants, and its block's partial results (acc type). */
+/* What the backward wants, and one block's results (acc type): dQ and dS
+** of the block's rows, dK and dV of its rows' contribution. */
 typedef struct sdpa_grads_s {
   bool want_q, want_k, want_v, want_b;
-  ir_value_t dq, dk, dv, ds; /* dq and ds: this block's; dk, dv: summed so far */
+  ir_value_t dq, dk, dv, ds;
 } sdpa_grads_t;
 
-static ir_value_t add_or_first(lower_ctx_t* ctx, ir_value_t sum, ir_value_t x) {
-  return sum == IR_NONE ? x : ir_binary(ctx->func, "stablehlo.add", sum, x);
-}
-
-/* One query block of the backward. P is recomputed from the scores and the
-** saved logsumexp; dV and dK are sums over the blocks (and over the group). */
+/* The backward of one block. P is recomputed from the scores and the saved
+** logsumexp; dV and dK are summed over the group. */
 static void backward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale,
-                           sdpa_grads_t* gr) {
+                           const sdpa_block_t* blk, sdpa_grads_t* gr) {
   ir_func_t* f = ctx->func;
-  ir_value_t s = scores(ctx, a, p, scale);
-  int64_t rdims[TPURT_MAX_RANK], sdims[TPURT_MAX_RANK];
-  row_dims(p, rdims);
+  ir_value_t s = scores(ctx, a, p, scale, blk);
+  int64_t sdims[TPURT_MAX_RANK];
   grouped_dims(p, p->lb, p->s, sdims);
-  /* P = exp(s - lse); a dead row (lse -inf) gets +inf, so its P is 0 */
-  int64_t lse_dims[3] = {p->n, p->h, p->l};
-  ir_value_t l = lower_cast(ctx, lower_tensor(ctx, 7), p->acc);
-  if (p->lb != p->l) {
-    int64_t start[3] = {0, 0, p->l0}, limit[3] = {lse_dims[0], lse_dims[1], p->l0 + p->lb}, st[3] = {1, 1, 1};
-    l = ir_slice(f, l, start, limit, st);
-  }
-  l = ir_reshape(f, l, p->w - 1, rdims);
-  ir_value_t dead = ir_compare(f, IR_EQ, l, lower_splat(ctx, p->acc, p->w - 1, rdims, -INFINITY));
-  l = ir_select(f, dead, lower_splat(ctx, p->acc, p->w - 1, rdims, INFINITY), l);
-  ir_value_t prob =
-      ir_unary(f, "stablehlo.exponential", ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, p, l, p->s)));
-
-  ir_value_t dout = block_of(ctx, p, lower_tensor(ctx, 0), p->dv);
+  /* P = exp(s - lse) */
+  ir_value_t prob = ir_unary(f, "stablehlo.exponential",
+                             ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, p, blk->lse, p->s)));
   int64_t gl[2] = {1, 2}; /* the (G), rows dims of a grouped tensor */
   int32_t ngl = 1 + p->gd;
-  if (gr->want_v) { /* dV = P^T dO, summed over the group */
-    ir_value_t dv = batched_dot(ctx, p, lower_cast(ctx, prob, p->dtype), dout, ngl, gl, gl);
-    gr->dv = add_or_first(ctx, gr->dv, dv);
-  }
+  if (gr->want_v) /* dV = P^T dO, summed over the group */
+    gr->dv = batched_dot(ctx, p, lower_cast(ctx, prob, p->dtype), blk->dout, ngl, gl, gl);
   if (!gr->want_q && !gr->want_k && !gr->want_b) return;
   /* dS = P * (dO V^T - rowsum(dO * O)) */
   int64_t lc = p->w - 1, rc = 2;
-  ir_value_t dp = batched_dot(ctx, p, dout, kv_batched(ctx, p, a->v), 1, &lc, &rc);
-  ir_value_t o = block_of(ctx, p, lower_tensor(ctx, 6), p->dv);
+  ir_value_t dp = batched_dot(ctx, p, blk->dout, blk->v, 1, &lc, &rc);
   ir_value_t oo =
-      ir_binary(f, "stablehlo.multiply", lower_cast(ctx, dout, p->acc), lower_cast(ctx, o, p->acc));
+      ir_binary(f, "stablehlo.multiply", lower_cast(ctx, blk->dout, p->acc), lower_cast(ctx, blk->o, p->acc));
   ir_value_t di = ir_reduce(f, oo, ir_constant_f64(f, p->acc, 0.0), &lc, 1, IR_REDUCE_ADD);
   ir_value_t ds = ir_binary(f, "stablehlo.multiply", prob,
                             ir_binary(f, "stablehlo.subtract", dp, over_rows(ctx, p, di, p->s)));
@@ -472,19 +564,63 @@ static void backward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t*
                        p->dtype);
   if (gr->want_q) { /* dQ = scale dS K */
     int64_t klc = p->w - 1, krc = 1, qdims[TPURT_MAX_RANK];
-    ir_value_t dq = batched_dot(ctx, p, dss, kv_batched(ctx, p, a->k), 1, &klc, &krc);
+    gr->dq = batched_dot(ctx, p, dss, blk->k, 1, &klc, &krc);
     if (prescaled(p)) {
       grouped_dims(p, p->lb, p->d, qdims);
-      dq = ir_binary(f, "stablehlo.multiply", dq, lower_broadcast_to(ctx, scale, p->w, qdims));
+      gr->dq = ir_binary(f, "stablehlo.multiply", gr->dq, lower_broadcast_to(ctx, scale, p->w, qdims));
     }
-    gr->dq = ungrouped(ctx, p, dq, p->d);
   }
-  if (gr->want_k) { /* dK = scale dS^T Q, summed over the group */
-    ir_value_t q =
-        prescaled(p) ? block_query(ctx, a, p, scale) : block_of(ctx, p, lower_tensor(ctx, a->q), p->d);
-    gr->dk = add_or_first(ctx, gr->dk, batched_dot(ctx, p, dss, q, ngl, gl, gl));
+  if (gr->want_k) /* dK = scale dS^T Q, summed over the group */
+    gr->dk = batched_dot(ctx, p, dss, blk->q, ngl, gl, gl);
+  if (gr->want_b) gr->ds = ds;
+}
+
+/* The backward of the whole call, in the grouped layout (dQ) and [B, S, ..]
+** (dK, dV): as one block, or as a loop of |rows|-row blocks. */
+static void backward_all(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, ir_value_t scale,
+                         int64_t rows, sdpa_grads_t* gr) {
+  ir_func_t* f = ctx->func;
+  /* the saved logsumexp; a dead row (-inf) gets +inf, so its P is 0 */
+  int64_t rdims[TPURT_MAX_RANK];
+  row_dims(p, rdims);
+  ir_value_t l = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 7), p->acc), p->w - 1, rdims);
+  ir_value_t dead = ir_compare(f, IR_EQ, l, lower_splat(ctx, p->acc, p->w - 1, rdims, -INFINITY));
+  l = ir_select(f, dead, lower_splat(ctx, p->acc, p->w - 1, rdims, INFINITY), l);
+  sdpa_block_t whole = {.q = scaled_query(ctx, a, p, scale),
+                        .k = kv_batched(ctx, p, a->k),
+                        .v = kv_batched(ctx, p, a->v),
+                        .row0 = IR_NONE,
+                        .dout = grouped(ctx, p, lower_tensor(ctx, 0), p->dv),
+                        .o = grouped(ctx, p, lower_tensor(ctx, 6), p->dv),
+                        .lse = l};
+  if (!rows) {
+    backward_block(ctx, a, p, scale, &whole, gr);
+    return;
   }
-  if (gr->want_b) gr->ds = ungrouped(ctx, p, ds, p->s);
+  int64_t qdims[TPURT_MAX_RANK], kdims[3] = {p->n * p->hk, p->s, p->d},
+                                 vdims[3] = {p->n * p->hk, p->s, p->dv};
+  grouped_dims(p, p->l, p->d, qdims);
+  ir_value_t init[3] = {lower_splat(ctx, p->acc, p->w, qdims, 0.0), lower_splat(ctx, p->acc, 3, kdims, 0.0),
+                        lower_splat(ctx, p->acc, 3, vdims, 0.0)};
+  ir_value_t acc[4], next[3], out[3];
+  sdpa_loop_t it;
+  ir_region_op_t w = loop_begin(ctx, p, rows, init, 3, acc, &it);
+  sdpa_block_t blk = {.q = rows_of(ctx, &it, whole.q, p->d),
+                      .k = entry_of(ctx, &it, whole.k, p->d),
+                      .v = entry_of(ctx, &it, whole.v, p->dv),
+                      .row0 = it.r0,
+                      .dout = rows_of(ctx, &it, whole.dout, p->dv),
+                      .o = rows_of(ctx, &it, whole.o, p->dv),
+                      .lse = rows_of(ctx, &it, whole.lse, 0)};
+  sdpa_grads_t g = *gr;
+  backward_block(ctx, a, &it.p, scale, &blk, &g);
+  next[0] = g.want_q ? put_rows(ctx, &it, acc[0], g.dq, p->w) : acc[0];
+  next[1] = g.want_k ? add_to_entry(ctx, &it, acc[1], g.dk, p->d) : acc[1];
+  next[2] = g.want_v ? add_to_entry(ctx, &it, acc[2], g.dv, p->dv) : acc[2];
+  loop_end(ctx, &w, acc[3], next, 3, out);
+  gr->dq = out[0];
+  gr->dk = out[1];
+  gr->dv = out[2];
 }
 
 /* _scaled_dot_product_fused_attention_overrideable_backward(grad_out, query,
@@ -523,35 +659,26 @@ static tpurt_status_t lower_sdpa_backward(lower_ctx_t* ctx) {
   if (!gr.want_b && sdpa_cudnn_supported(ctx, a, &p)) {
     sdpa_cudnn_backward(ctx, a, &p, 0, 6, 7, &gr.dq, &gr.dk, &gr.dv);
   } else {
-    ir_value_t scale = scale_value(ctx, a, &p);
-    /* the bias gradient is the whole dS: one block */
-    int64_t rows = gr.want_b ? p.l : block_rows(&p);
-    ir_value_t dqs[SDPA_MAX_BLOCKS + 1];
-    int32_t nblocks = 0;
-    for (int64_t l0 = 0; l0 < p.l || nblocks == 0; l0 += rows, ++nblocks) {
-      sdpa_t blk = p;
-      blk.l0 = l0;
-      blk.lb = p.l - l0 < rows ? p.l - l0 : rows;
-      backward_block(ctx, a, &blk, scale, &gr);
-      dqs[nblocks] = gr.dq;
-    }
-    if (gr.want_q) gr.dq = nblocks == 1 ? dqs[0] : ir_concatenate(ctx->func, dqs, nblocks, p.nb + 1);
+    /* a bias (and so its gradient, the whole dS) keeps the call one block */
+    backward_all(ctx, a, &p, scale_value(ctx, a, &p), loop_rows(ctx, a, &p), &gr);
+    if (gr.want_q) gr.dq = ungrouped(ctx, &p, gr.dq, p.d);
+    if (gr.want_k) gr.dk = kv_plain(ctx, &p, gr.dk, a->k);
+    if (gr.want_v) gr.dv = kv_plain(ctx, &p, gr.dv, a->v);
   }
-  if (gr.want_q) {
+  if (gr.want_q)
     set_like(ctx, 0, lower_cast(ctx, gr.dq, p.dtype), lower_meta(ctx, a->q));
-  } else {
+  else
     lower_set_undefined(ctx, 0);
-  }
   if (gr.want_k)
-    set_like(ctx, 1, lower_cast(ctx, kv_plain(ctx, &p, gr.dk, a->k), p.dtype), lower_meta(ctx, a->k));
+    set_like(ctx, 1, lower_cast(ctx, gr.dk, p.dtype), lower_meta(ctx, a->k));
   else
     lower_set_undefined(ctx, 1);
   if (gr.want_v)
-    set_like(ctx, 2, lower_cast(ctx, kv_plain(ctx, &p, gr.dv, a->v), p.dtype), lower_meta(ctx, a->v));
+    set_like(ctx, 2, lower_cast(ctx, gr.dv, p.dtype), lower_meta(ctx, a->v));
   else
     lower_set_undefined(ctx, 2);
   if (gr.want_b)
-    lower_set_result(ctx, 3, sum_to_bias(ctx, &p, gr.ds, a->bias));
+    lower_set_result(ctx, 3, sum_to_bias(ctx, &p, ungrouped(ctx, &p, gr.ds, p.s), a->bias));
   else
     lower_set_undefined(ctx, 3);
   return NULL;

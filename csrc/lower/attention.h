@@ -17,9 +17,9 @@ typedef struct sdpa_s {
   tpurt_dtype_t dtype, acc;
   int32_t nb; /* batch dims before the head dim: 0 or 1 */
   int64_t n, h, hk, g, l, s, d, dv;
-  int32_t gd;     /* 1 when the grouped layout has a G dim (g > 1) */
-  int32_t w;      /* rank of the grouped scores [B = N * Hk, (G), rows, S] */
-  int64_t l0, lb; /* the query block: rows [l0, l0 + lb) */
+  int32_t gd; /* 1 when the grouped layout has a G dim (g > 1) */
+  int32_t w;  /* rank of the grouped scores [B = N * Hk, (G), rows, S] */
+  int64_t lb; /* the query rows of the block being lowered */
 } sdpa_t;
 
 /* True when cuDNN fused attention (XLA's "__cudnn$fmha*" custom calls)

@@ -333,7 +333,8 @@ static tpurt_status_t lower_convolution(lower_ctx_t* ctx) {
 /* convolution_backward(grad_output, input, weight, bias_sizes?, stride,
 ** padding, dilation, transposed, output_padding, groups, output_mask);
 ** the _overrideable form has no bias_sizes (|first| is where stride is). */
-static tpurt_status_t conv_backward(lower_ctx_t* ctx, int32_t first) {
+static tpurt_status_t conv_backward(lower_ctx_t* ctx) {
+  int32_t first = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* dyt = lower_meta(ctx, 0);
   const tpurt_tensor_t* in = lower_meta(ctx, 1);
   const tpurt_tensor_t* w = lower_meta(ctx, 2);
@@ -380,15 +381,10 @@ static tpurt_status_t conv_backward(lower_ctx_t* ctx, int32_t first) {
   return NULL;
 }
 
-static tpurt_status_t lower_convolution_backward(lower_ctx_t* ctx) { return conv_backward(ctx, 4); }
-static tpurt_status_t lower_convolution_backward_overrideable(lower_ctx_t* ctx) {
-  return conv_backward(ctx, 3);
-}
-
 const lower_rule_t lower_conv_rules[] = {
     LOWER_FN("aten::convolution", lower_convolution),
-    LOWER_FN("aten::convolution_backward", lower_convolution_backward),
-    LOWER_FN("aten::convolution_backward_overrideable", lower_convolution_backward_overrideable),
+    LOWER_FN_WITH("aten::convolution_backward", conv_backward, .num = {4}),
+    LOWER_FN_WITH("aten::convolution_backward_overrideable", conv_backward, .num = {3}),
     LOWER_FN("aten::convolution_overrideable", lower_convolution),
     LOWER_END,
 };

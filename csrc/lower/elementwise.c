@@ -32,7 +32,9 @@ static tpurt_dtype_t opmath(tpurt_dtype_t d) { return lower_acc_dtype(d); }
 
 /*===--- binary arithmetic ---===*/
 
-static tpurt_status_t arith(lower_ctx_t* ctx, const char* op, int32_t alpha_arg) {
+static tpurt_status_t arith(lower_ctx_t* ctx) {
+  const char* op = lower_rule_str(ctx);
+  int32_t alpha_arg = lower_rule_int(ctx, 0);
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   if (dt == TPURT_DTYPE_BOOL && strcmp(op, "stablehlo.subtract") == 0)
@@ -55,12 +57,6 @@ static tpurt_status_t arith(lower_ctx_t* ctx, const char* op, int32_t alpha_arg)
   lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
   return NULL;
 }
-
-static tpurt_status_t lower_add(lower_ctx_t* ctx) { return arith(ctx, "stablehlo.add", 2); }
-static tpurt_status_t lower_sub(lower_ctx_t* ctx) { return arith(ctx, "stablehlo.subtract", 2); }
-static tpurt_status_t lower_mul(lower_ctx_t* ctx) { return arith(ctx, "stablehlo.multiply", -1); }
-static tpurt_status_t lower_maximum(lower_ctx_t* ctx) { return arith(ctx, "stablehlo.maximum", -1); }
-static tpurt_status_t lower_minimum(lower_ctx_t* ctx) { return arith(ctx, "stablehlo.minimum", -1); }
 
 /* rsub(self, other, alpha) = other - alpha * self */
 static tpurt_status_t lower_rsub(lower_ctx_t* ctx) {
@@ -124,13 +120,15 @@ static tpurt_status_t div_mode(lower_ctx_t* ctx, const char* mode) {
   return NULL;
 }
 
-static tpurt_status_t lower_div(lower_ctx_t* ctx) { return div_mode(ctx, NULL); }
+/* div_mode with the row's constant (LOWER_*_WITH rows). */
+static tpurt_status_t div_mode_row(lower_ctx_t* ctx) { return div_mode(ctx, lower_rule_str(ctx)); }
+
 static tpurt_status_t lower_div_mode(lower_ctx_t* ctx) { return div_mode(ctx, lower_str(ctx, 2, NULL)); }
-static tpurt_status_t lower_floor_divide(lower_ctx_t* ctx) { return div_mode(ctx, "floor"); }
 
 /* remainder: Python's modulo (sign of the divisor); fmod: C's (sign of the
 ** dividend). */
-static tpurt_status_t modulo(lower_ctx_t* ctx, bool python) {
+static tpurt_status_t modulo(lower_ctx_t* ctx) {
+  bool python = lower_rule_int(ctx, 0);
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   tpurt_dtype_t math = is_float(dt) ? opmath(dt) : dt;
@@ -148,9 +146,6 @@ static tpurt_status_t modulo(lower_ctx_t* ctx, bool python) {
   lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
   return NULL;
 }
-
-static tpurt_status_t lower_remainder(lower_ctx_t* ctx) { return modulo(ctx, true); }
-static tpurt_status_t lower_fmod(lower_ctx_t* ctx) { return modulo(ctx, false); }
 
 static tpurt_status_t lower_pow(lower_ctx_t* ctx) {
   int32_t idx[2] = {0, 1};
@@ -180,7 +175,8 @@ static tpurt_status_t lower_atan2(lower_ctx_t* ctx) {
 
 /*===--- bitwise and logical ---===*/
 
-static tpurt_status_t bitwise(lower_ctx_t* ctx, const char* op) {
+static tpurt_status_t bitwise(lower_ctx_t* ctx) {
+  const char* op = lower_rule_str(ctx);
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   if (is_float(dt))
@@ -192,21 +188,14 @@ static tpurt_status_t bitwise(lower_ctx_t* ctx, const char* op) {
   return NULL;
 }
 
-static tpurt_status_t lower_bitwise_and(lower_ctx_t* ctx) { return bitwise(ctx, "stablehlo.and"); }
-static tpurt_status_t lower_bitwise_or(lower_ctx_t* ctx) { return bitwise(ctx, "stablehlo.or"); }
-static tpurt_status_t lower_bitwise_xor(lower_ctx_t* ctx) { return bitwise(ctx, "stablehlo.xor"); }
-
-static tpurt_status_t logical(lower_ctx_t* ctx, const char* op) {
+static tpurt_status_t logical(lower_ctx_t* ctx) {
+  const char* op = lower_rule_str(ctx);
   int32_t idx[2] = {0, 1};
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, TPURT_DTYPE_BOOL, v));
   lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
   return NULL;
 }
-
-static tpurt_status_t lower_logical_and(lower_ctx_t* ctx) { return logical(ctx, "stablehlo.and"); }
-static tpurt_status_t lower_logical_or(lower_ctx_t* ctx) { return logical(ctx, "stablehlo.or"); }
-static tpurt_status_t lower_logical_xor(lower_ctx_t* ctx) { return logical(ctx, "stablehlo.xor"); }
 
 static tpurt_status_t lower_logical_not(lower_ctx_t* ctx) {
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL);
@@ -224,7 +213,8 @@ static tpurt_status_t lower_bitwise_not(lower_ctx_t* ctx) {
 
 /*===--- comparisons ---===*/
 
-static tpurt_status_t compare(lower_ctx_t* ctx, ir_compare_dir_t dir) {
+static tpurt_status_t compare(lower_ctx_t* ctx) {
+  ir_compare_dir_t dir = lower_rule_int(ctx, 0);
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   ir_value_t v[2];
@@ -232,13 +222,6 @@ static tpurt_status_t compare(lower_ctx_t* ctx, ir_compare_dir_t dir) {
   lower_set_result(ctx, 0, ir_compare(ctx->func, dir, v[0], v[1]));
   return NULL;
 }
-
-static tpurt_status_t lower_eq(lower_ctx_t* ctx) { return compare(ctx, IR_EQ); }
-static tpurt_status_t lower_ne(lower_ctx_t* ctx) { return compare(ctx, IR_NE); }
-static tpurt_status_t lower_lt(lower_ctx_t* ctx) { return compare(ctx, IR_LT); }
-static tpurt_status_t lower_le(lower_ctx_t* ctx) { return compare(ctx, IR_LE); }
-static tpurt_status_t lower_gt(lower_ctx_t* ctx) { return compare(ctx, IR_GT); }
-static tpurt_status_t lower_ge(lower_ctx_t* ctx) { return compare(ctx, IR_GE); }
 
 /*===--- where and clamp ---===*/
 
@@ -293,7 +276,8 @@ static tpurt_status_t lower_clamp(lower_ctx_t* ctx) {
   return NULL;
 }
 
-static tpurt_status_t clamp_one(lower_ctx_t* ctx, const char* op) {
+static tpurt_status_t clamp_one(lower_ctx_t* ctx) {
+  const char* op = lower_rule_str(ctx);
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   ir_value_t v[2];
@@ -302,35 +286,18 @@ static tpurt_status_t clamp_one(lower_ctx_t* ctx, const char* op) {
   return NULL;
 }
 
-static tpurt_status_t lower_clamp_min(lower_ctx_t* ctx) { return clamp_one(ctx, "stablehlo.maximum"); }
-static tpurt_status_t lower_clamp_max(lower_ctx_t* ctx) { return clamp_one(ctx, "stablehlo.minimum"); }
-
 /*===--- unary math ---===*/
 
 /* Float math: ints and bool become float32 (PyTorch's int-to-float ops);
 ** half types compute in f32. */
-static tpurt_status_t float_unary(lower_ctx_t* ctx, const char* op) {
+static tpurt_status_t float_unary(lower_ctx_t* ctx) {
+  const char* op = lower_rule_str(ctx);
   tpurt_dtype_t in = lower_meta(ctx, 0)->dtype;
   tpurt_dtype_t dt = is_float(in) ? in : LOWER_DEFAULT_FLOAT;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), opmath(dt));
   lower_set_result(ctx, 0, lower_cast(ctx, ir_unary(ctx->func, op, x), dt));
   return NULL;
 }
-
-static tpurt_status_t lower_exp(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.exponential"); }
-static tpurt_status_t lower_expm1(lower_ctx_t* ctx) {
-  return float_unary(ctx, "stablehlo.exponential_minus_one");
-}
-static tpurt_status_t lower_log(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.log"); }
-static tpurt_status_t lower_log1p(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.log_plus_one"); }
-static tpurt_status_t lower_sqrt(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.sqrt"); }
-static tpurt_status_t lower_rsqrt(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.rsqrt"); }
-static tpurt_status_t lower_tanh(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.tanh"); }
-static tpurt_status_t lower_sigmoid(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.logistic"); }
-static tpurt_status_t lower_sin(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.sine"); }
-static tpurt_status_t lower_cos(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.cosine"); }
-static tpurt_status_t lower_tan(lower_ctx_t* ctx) { return float_unary(ctx, "stablehlo.tan"); }
-static tpurt_status_t lower_erf(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.erf"); }
 
 static tpurt_status_t lower_log2(lower_ctx_t* ctx) {
   tpurt_dtype_t in = lower_meta(ctx, 0)->dtype;
@@ -352,7 +319,9 @@ static tpurt_status_t lower_reciprocal(lower_ctx_t* ctx) {
 }
 
 /* Ops that keep the dtype; floor/ceil/round/trunc are identities on ints. */
-static tpurt_status_t same_unary(lower_ctx_t* ctx, const char* op, bool int_identity) {
+static tpurt_status_t same_unary(lower_ctx_t* ctx) {
+  const char* op = lower_rule_str(ctx);
+  bool int_identity = lower_rule_int(ctx, 0);
   ir_value_t x = lower_tensor(ctx, 0);
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
   if (!is_float(dt) && int_identity) {
@@ -372,22 +341,14 @@ static tpurt_status_t same_unary(lower_ctx_t* ctx, const char* op, bool int_iden
   return NULL;
 }
 
-static tpurt_status_t lower_neg(lower_ctx_t* ctx) { return same_unary(ctx, "stablehlo.negate", false); }
-static tpurt_status_t lower_abs(lower_ctx_t* ctx) { return same_unary(ctx, "stablehlo.abs", false); }
-static tpurt_status_t lower_sign(lower_ctx_t* ctx) { return same_unary(ctx, "stablehlo.sign", false); }
-static tpurt_status_t lower_floor(lower_ctx_t* ctx) { return same_unary(ctx, "stablehlo.floor", true); }
-static tpurt_status_t lower_ceil(lower_ctx_t* ctx) { return same_unary(ctx, "stablehlo.ceil", true); }
-static tpurt_status_t lower_round(lower_ctx_t* ctx) {
-  return same_unary(ctx, "stablehlo.round_nearest_even", true);
-}
-
 static tpurt_status_t lower_trunc(lower_ctx_t* ctx) {
   ir_value_t x = lower_tensor(ctx, 0);
   lower_set_result(ctx, 0, is_float(lower_meta(ctx, 0)->dtype) ? trunc_value(ctx, x) : x);
   return NULL;
 }
 
-static tpurt_status_t classify(lower_ctx_t* ctx, int which) {
+static tpurt_status_t classify(lower_ctx_t* ctx) {
+  int which = lower_rule_int(ctx, 0);
   ir_value_t x = lower_tensor(ctx, 0);
   ir_func_t* f = ctx->func;
   if (!is_float(lower_meta(ctx, 0)->dtype)) { /* ints are finite, never nan */
@@ -405,10 +366,6 @@ static tpurt_status_t classify(lower_ctx_t* ctx, int which) {
   lower_set_result(ctx, 0, r);
   return NULL;
 }
-
-static tpurt_status_t lower_isnan(lower_ctx_t* ctx) { return classify(ctx, 0); }
-static tpurt_status_t lower_isinf(lower_ctx_t* ctx) { return classify(ctx, 1); }
-static tpurt_status_t lower_isfinite(lower_ctx_t* ctx) { return classify(ctx, 2); }
 
 /*===--- more unary math: inverse and hyperbolic trig, erfinv, exp2, log10, sgn, frac ---===*/
 
@@ -435,16 +392,6 @@ static ir_value_t float_self(lower_ctx_t* ctx, tpurt_dtype_t* dt) {
   *dt = is_float(in) ? in : LOWER_DEFAULT_FLOAT;
   return lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(*dt));
 }
-
-static tpurt_status_t lower_asin(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.asin"); }
-static tpurt_status_t lower_acos(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.acos"); }
-static tpurt_status_t lower_atan(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.atan"); }
-static tpurt_status_t lower_sinh(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.sinh"); }
-static tpurt_status_t lower_cosh(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.cosh"); }
-static tpurt_status_t lower_asinh(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.asinh"); }
-static tpurt_status_t lower_acosh(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.acosh"); }
-static tpurt_status_t lower_atanh(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.atanh"); }
-static tpurt_status_t lower_erfinv(lower_ctx_t* ctx) { return float_unary(ctx, "chlo.erf_inv"); }
 
 static tpurt_status_t lower_exp2(lower_ctx_t* ctx) {
   tpurt_dtype_t dt;
@@ -493,7 +440,8 @@ static tpurt_status_t lower_frac(lower_ctx_t* ctx) {
 /*===--- isneginf / isposinf (pieces of PyTorch's _safe_softmax) ---===*/
 
 /* isneginf / isposinf: ints never are. */
-static tpurt_status_t is_signed_inf(lower_ctx_t* ctx, double inf) {
+static tpurt_status_t is_signed_inf(lower_ctx_t* ctx) {
+  double inf = lower_rule_real(ctx);
   ir_value_t x = lower_tensor(ctx, 0);
   if (!is_float(lower_meta(ctx, 0)->dtype)) {
     lower_set_result(ctx, 0, ir_compare(ctx->func, IR_NE, x, x));
@@ -503,116 +451,113 @@ static tpurt_status_t is_signed_inf(lower_ctx_t* ctx, double inf) {
   return NULL;
 }
 
-static tpurt_status_t lower_isneginf(lower_ctx_t* ctx) { return is_signed_inf(ctx, -INFINITY); }
-static tpurt_status_t lower_isposinf(lower_ctx_t* ctx) { return is_signed_inf(ctx, INFINITY); }
-
 /* Sorted by name. In-place forms (add_.Tensor...) resolve to these rows. */
 const lower_rule_t lower_elementwise_rules[] = {
-    LOWER_FN("aten::abs", lower_abs),
-    LOWER_OUT_FN("aten::abs.out", lower_abs),
-    LOWER_FN("aten::add.Scalar", lower_add),
-    LOWER_FN("aten::add.Tensor", lower_add),
-    LOWER_OUT_FN("aten::add.out", lower_add),
+    LOWER_FN_WITH("aten::abs", same_unary, .str = "stablehlo.abs", .num = {false}),
+    LOWER_OUT_FN_WITH("aten::abs.out", same_unary, .str = "stablehlo.abs", .num = {false}),
+    LOWER_FN_WITH("aten::add.Scalar", arith, .str = "stablehlo.add", .num = {2}),
+    LOWER_FN_WITH("aten::add.Tensor", arith, .str = "stablehlo.add", .num = {2}),
+    LOWER_OUT_FN_WITH("aten::add.out", arith, .str = "stablehlo.add", .num = {2}),
     LOWER_FN("aten::atan2", lower_atan2),
-    LOWER_FN("aten::bitwise_and.Scalar", lower_bitwise_and),
-    LOWER_FN("aten::bitwise_and.Tensor", lower_bitwise_and),
+    LOWER_FN_WITH("aten::bitwise_and.Scalar", bitwise, .str = "stablehlo.and"),
+    LOWER_FN_WITH("aten::bitwise_and.Tensor", bitwise, .str = "stablehlo.and"),
     LOWER_FN("aten::bitwise_not", lower_bitwise_not),
-    LOWER_FN("aten::bitwise_or.Scalar", lower_bitwise_or),
-    LOWER_FN("aten::bitwise_or.Tensor", lower_bitwise_or),
-    LOWER_FN("aten::bitwise_xor.Scalar", lower_bitwise_xor),
-    LOWER_FN("aten::bitwise_xor.Tensor", lower_bitwise_xor),
-    LOWER_FN("aten::ceil", lower_ceil),
+    LOWER_FN_WITH("aten::bitwise_or.Scalar", bitwise, .str = "stablehlo.or"),
+    LOWER_FN_WITH("aten::bitwise_or.Tensor", bitwise, .str = "stablehlo.or"),
+    LOWER_FN_WITH("aten::bitwise_xor.Scalar", bitwise, .str = "stablehlo.xor"),
+    LOWER_FN_WITH("aten::bitwise_xor.Tensor", bitwise, .str = "stablehlo.xor"),
+    LOWER_FN_WITH("aten::ceil", same_unary, .str = "stablehlo.ceil", .num = {true}),
     LOWER_FN("aten::clamp", lower_clamp),
     LOWER_FN("aten::clamp.Tensor", lower_clamp),
     LOWER_OUT_FN("aten::clamp.out", lower_clamp),
-    LOWER_FN("aten::clamp_max", lower_clamp_max),
-    LOWER_FN("aten::clamp_max.Tensor", lower_clamp_max),
-    LOWER_FN("aten::clamp_min", lower_clamp_min),
-    LOWER_FN("aten::clamp_min.Tensor", lower_clamp_min),
-    LOWER_FN("aten::cos", lower_cos),
-    LOWER_FN("aten::div.Scalar", lower_div),
+    LOWER_FN_WITH("aten::clamp_max", clamp_one, .str = "stablehlo.minimum"),
+    LOWER_FN_WITH("aten::clamp_max.Tensor", clamp_one, .str = "stablehlo.minimum"),
+    LOWER_FN_WITH("aten::clamp_min", clamp_one, .str = "stablehlo.maximum"),
+    LOWER_FN_WITH("aten::clamp_min.Tensor", clamp_one, .str = "stablehlo.maximum"),
+    LOWER_FN_WITH("aten::cos", float_unary, .str = "stablehlo.cosine"),
+    LOWER_FN_WITH("aten::div.Scalar", div_mode_row, .str = NULL),
     LOWER_FN("aten::div.Scalar_mode", lower_div_mode),
-    LOWER_FN("aten::div.Tensor", lower_div),
+    LOWER_FN_WITH("aten::div.Tensor", div_mode_row, .str = NULL),
     LOWER_FN("aten::div.Tensor_mode", lower_div_mode),
-    LOWER_OUT_FN("aten::div.out", lower_div),
-    LOWER_FN("aten::eq.Scalar", lower_eq),
-    LOWER_FN("aten::eq.Tensor", lower_eq),
-    LOWER_FN("aten::erf", lower_erf),
-    LOWER_FN("aten::exp", lower_exp),
-    LOWER_OUT_FN("aten::exp.out", lower_exp),
-    LOWER_FN("aten::expm1", lower_expm1),
-    LOWER_FN("aten::floor", lower_floor),
-    LOWER_FN("aten::floor_divide", lower_floor_divide),
-    LOWER_FN("aten::floor_divide.Scalar", lower_floor_divide),
-    LOWER_FN("aten::fmod.Scalar", lower_fmod),
-    LOWER_FN("aten::fmod.Tensor", lower_fmod),
-    LOWER_FN("aten::ge.Scalar", lower_ge),
-    LOWER_FN("aten::ge.Tensor", lower_ge),
-    LOWER_FN("aten::gt.Scalar", lower_gt),
-    LOWER_FN("aten::gt.Tensor", lower_gt),
-    LOWER_FN("aten::isfinite", lower_isfinite),
-    LOWER_FN("aten::isinf", lower_isinf),
-    LOWER_FN("aten::isnan", lower_isnan),
-    LOWER_FN("aten::le.Scalar", lower_le),
-    LOWER_FN("aten::le.Tensor", lower_le),
-    LOWER_FN("aten::log", lower_log),
-    LOWER_OUT_FN("aten::log.out", lower_log),
-    LOWER_FN("aten::log1p", lower_log1p),
+    LOWER_OUT_FN_WITH("aten::div.out", div_mode_row, .str = NULL),
+    LOWER_FN_WITH("aten::eq.Scalar", compare, .num = {IR_EQ}),
+    LOWER_FN_WITH("aten::eq.Tensor", compare, .num = {IR_EQ}),
+    LOWER_FN_WITH("aten::erf", float_unary, .str = "chlo.erf"),
+    LOWER_FN_WITH("aten::exp", float_unary, .str = "stablehlo.exponential"),
+    LOWER_OUT_FN_WITH("aten::exp.out", float_unary, .str = "stablehlo.exponential"),
+    LOWER_FN_WITH("aten::expm1", float_unary, .str = "stablehlo.exponential_minus_one"),
+    LOWER_FN_WITH("aten::floor", same_unary, .str = "stablehlo.floor", .num = {true}),
+    LOWER_FN_WITH("aten::floor_divide", div_mode_row, .str = "floor"),
+    LOWER_FN_WITH("aten::floor_divide.Scalar", div_mode_row, .str = "floor"),
+    LOWER_FN_WITH("aten::fmod.Scalar", modulo, .num = {false}),
+    LOWER_FN_WITH("aten::fmod.Tensor", modulo, .num = {false}),
+    LOWER_FN_WITH("aten::ge.Scalar", compare, .num = {IR_GE}),
+    LOWER_FN_WITH("aten::ge.Tensor", compare, .num = {IR_GE}),
+    LOWER_FN_WITH("aten::gt.Scalar", compare, .num = {IR_GT}),
+    LOWER_FN_WITH("aten::gt.Tensor", compare, .num = {IR_GT}),
+    LOWER_FN_WITH("aten::isfinite", classify, .num = {2}),
+    LOWER_FN_WITH("aten::isinf", classify, .num = {1}),
+    LOWER_FN_WITH("aten::isnan", classify, .num = {0}),
+    LOWER_FN_WITH("aten::le.Scalar", compare, .num = {IR_LE}),
+    LOWER_FN_WITH("aten::le.Tensor", compare, .num = {IR_LE}),
+    LOWER_FN_WITH("aten::log", float_unary, .str = "stablehlo.log"),
+    LOWER_OUT_FN_WITH("aten::log.out", float_unary, .str = "stablehlo.log"),
+    LOWER_FN_WITH("aten::log1p", float_unary, .str = "stablehlo.log_plus_one"),
     LOWER_FN("aten::log2", lower_log2),
-    LOWER_FN("aten::logical_and", lower_logical_and),
+    LOWER_FN_WITH("aten::logical_and", logical, .str = "stablehlo.and"),
     LOWER_FN("aten::logical_not", lower_logical_not),
-    LOWER_FN("aten::logical_or", lower_logical_or),
-    LOWER_FN("aten::logical_xor", lower_logical_xor),
-    LOWER_FN("aten::lt.Scalar", lower_lt),
-    LOWER_FN("aten::lt.Tensor", lower_lt),
-    LOWER_FN("aten::maximum", lower_maximum),
-    LOWER_FN("aten::minimum", lower_minimum),
-    LOWER_FN("aten::mul.Scalar", lower_mul),
-    LOWER_FN("aten::mul.Tensor", lower_mul),
-    LOWER_OUT_FN("aten::mul.out", lower_mul),
-    LOWER_FN("aten::ne.Scalar", lower_ne),
-    LOWER_FN("aten::ne.Tensor", lower_ne),
-    LOWER_FN("aten::neg", lower_neg),
-    LOWER_OUT_FN("aten::neg.out", lower_neg),
+    LOWER_FN_WITH("aten::logical_or", logical, .str = "stablehlo.or"),
+    LOWER_FN_WITH("aten::logical_xor", logical, .str = "stablehlo.xor"),
+    LOWER_FN_WITH("aten::lt.Scalar", compare, .num = {IR_LT}),
+    LOWER_FN_WITH("aten::lt.Tensor", compare, .num = {IR_LT}),
+    LOWER_FN_WITH("aten::maximum", arith, .str = "stablehlo.maximum", .num = {-1}),
+    LOWER_FN_WITH("aten::minimum", arith, .str = "stablehlo.minimum", .num = {-1}),
+    LOWER_FN_WITH("aten::mul.Scalar", arith, .str = "stablehlo.multiply", .num = {-1}),
+    LOWER_FN_WITH("aten::mul.Tensor", arith, .str = "stablehlo.multiply", .num = {-1}),
+    LOWER_OUT_FN_WITH("aten::mul.out", arith, .str = "stablehlo.multiply", .num = {-1}),
+    LOWER_FN_WITH("aten::ne.Scalar", compare, .num = {IR_NE}),
+    LOWER_FN_WITH("aten::ne.Tensor", compare, .num = {IR_NE}),
+    LOWER_FN_WITH("aten::neg", same_unary, .str = "stablehlo.negate", .num = {false}),
+    LOWER_OUT_FN_WITH("aten::neg.out", same_unary, .str = "stablehlo.negate", .num = {false}),
     LOWER_FN("aten::pow.Scalar", lower_pow),
     LOWER_FN("aten::pow.Tensor_Scalar", lower_pow),
     LOWER_FN("aten::pow.Tensor_Tensor", lower_pow),
     LOWER_FN("aten::reciprocal", lower_reciprocal),
-    LOWER_FN("aten::remainder.Scalar", lower_remainder),
-    LOWER_FN("aten::remainder.Scalar_Tensor", lower_remainder),
-    LOWER_FN("aten::remainder.Tensor", lower_remainder),
-    LOWER_FN("aten::round", lower_round),
-    LOWER_FN("aten::rsqrt", lower_rsqrt),
+    LOWER_FN_WITH("aten::remainder.Scalar", modulo, .num = {true}),
+    LOWER_FN_WITH("aten::remainder.Scalar_Tensor", modulo, .num = {true}),
+    LOWER_FN_WITH("aten::remainder.Tensor", modulo, .num = {true}),
+    LOWER_FN_WITH("aten::round", same_unary, .str = "stablehlo.round_nearest_even", .num = {true}),
+    LOWER_FN_WITH("aten::rsqrt", float_unary, .str = "stablehlo.rsqrt"),
     LOWER_FN("aten::rsub.Scalar", lower_rsub),
     LOWER_FN("aten::rsub.Tensor", lower_rsub),
-    LOWER_FN("aten::sigmoid", lower_sigmoid),
-    LOWER_FN("aten::sign", lower_sign),
-    LOWER_FN("aten::sin", lower_sin),
-    LOWER_FN("aten::sqrt", lower_sqrt),
-    LOWER_OUT_FN("aten::sqrt.out", lower_sqrt),
-    LOWER_FN("aten::sub.Scalar", lower_sub),
-    LOWER_FN("aten::sub.Tensor", lower_sub),
-    LOWER_OUT_FN("aten::sub.out", lower_sub),
-    LOWER_FN("aten::tan", lower_tan),
-    LOWER_FN("aten::tanh", lower_tanh),
-    LOWER_OUT_FN("aten::tanh.out", lower_tanh),
+    LOWER_FN_WITH("aten::sigmoid", float_unary, .str = "stablehlo.logistic"),
+    LOWER_FN_WITH("aten::sign", same_unary, .str = "stablehlo.sign", .num = {false}),
+    LOWER_FN_WITH("aten::sin", float_unary, .str = "stablehlo.sine"),
+    LOWER_FN_WITH("aten::sqrt", float_unary, .str = "stablehlo.sqrt"),
+    LOWER_OUT_FN_WITH("aten::sqrt.out", float_unary, .str = "stablehlo.sqrt"),
+    LOWER_FN_WITH("aten::sub.Scalar", arith, .str = "stablehlo.subtract", .num = {2}),
+    LOWER_FN_WITH("aten::sub.Tensor", arith, .str = "stablehlo.subtract", .num = {2}),
+    LOWER_OUT_FN_WITH("aten::sub.out", arith, .str = "stablehlo.subtract", .num = {2}),
+    LOWER_FN_WITH("aten::tan", float_unary, .str = "stablehlo.tan"),
+    LOWER_FN_WITH("aten::tanh", float_unary, .str = "stablehlo.tanh"),
+    LOWER_OUT_FN_WITH("aten::tanh.out", float_unary, .str = "stablehlo.tanh"),
     LOWER_FN("aten::trunc", lower_trunc),
     LOWER_FN("aten::where.self", lower_where),
     LOWER_OUT_FN("aten::where.self_out", lower_where),
-    LOWER_FN("aten::acos", lower_acos),
-    LOWER_FN("aten::acosh", lower_acosh),
-    LOWER_FN("aten::asin", lower_asin),
-    LOWER_FN("aten::asinh", lower_asinh),
-    LOWER_FN("aten::atan", lower_atan),
-    LOWER_FN("aten::atanh", lower_atanh),
-    LOWER_FN("aten::cosh", lower_cosh),
-    LOWER_FN("aten::erfinv", lower_erfinv),
+    LOWER_FN_WITH("aten::acos", float_unary, .str = "chlo.acos"),
+    LOWER_FN_WITH("aten::acosh", float_unary, .str = "chlo.acosh"),
+    LOWER_FN_WITH("aten::asin", float_unary, .str = "chlo.asin"),
+    LOWER_FN_WITH("aten::asinh", float_unary, .str = "chlo.asinh"),
+    LOWER_FN_WITH("aten::atan", float_unary, .str = "chlo.atan"),
+    LOWER_FN_WITH("aten::atanh", float_unary, .str = "chlo.atanh"),
+    LOWER_FN_WITH("aten::cosh", float_unary, .str = "chlo.cosh"),
+    LOWER_FN_WITH("aten::erfinv", float_unary, .str = "chlo.erf_inv"),
     LOWER_FN("aten::exp2", lower_exp2),
     LOWER_FN("aten::frac", lower_frac),
-    LOWER_FN("aten::isneginf", lower_isneginf),
-    LOWER_FN("aten::isposinf", lower_isposinf),
+    LOWER_FN_WITH("aten::isneginf", is_signed_inf, .real = -INFINITY),
+    LOWER_FN_WITH("aten::isposinf", is_signed_inf, .real = INFINITY),
     LOWER_FN("aten::log10", lower_log10),
     LOWER_FN("aten::sgn", lower_sgn),
-    LOWER_FN("aten::sinh", lower_sinh),
+    LOWER_FN_WITH("aten::sinh", float_unary, .str = "chlo.sinh"),
     LOWER_END,
 };

@@ -383,8 +383,10 @@ static tpurt_status_t single(lower_ctx_t* ctx, int op, int32_t coef) {
   return status;
 }
 
-static tpurt_status_t lower_addcmul(lower_ctx_t* ctx) { return single(ctx, OP_ADDCMUL, 3); }
-static tpurt_status_t lower_addcdiv(lower_ctx_t* ctx) { return single(ctx, OP_ADDCDIV, 3); }
+/* single with the row's constants (LOWER_*_WITH rows). */
+static tpurt_status_t single_row(lower_ctx_t* ctx) {
+  return single(ctx, lower_rule_int(ctx, 0), lower_rule_int(ctx, 1));
+}
 
 static tpurt_status_t lower_lerp(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1), *w = lower_meta(ctx, 2);
@@ -460,10 +462,10 @@ const lower_rule_t lower_foreach_rules[] = {
     LOWER_FN("aten::_foreach_sub.Scalar", lower_foreach_sub),
     LOWER_FN("aten::_foreach_sub.ScalarList", lower_foreach_sub),
     LOWER_FN("aten::_foreach_zero", lower_foreach_zero),
-    LOWER_FN("aten::addcdiv", lower_addcdiv),
-    LOWER_OUT_FN("aten::addcdiv.out", lower_addcdiv),
-    LOWER_FN("aten::addcmul", lower_addcmul),
-    LOWER_OUT_FN("aten::addcmul.out", lower_addcmul),
+    LOWER_FN_WITH("aten::addcdiv", single_row, .num = {OP_ADDCDIV, 3}),
+    LOWER_OUT_FN_WITH("aten::addcdiv.out", single_row, .num = {OP_ADDCDIV, 3}),
+    LOWER_FN_WITH("aten::addcmul", single_row, .num = {OP_ADDCMUL, 3}),
+    LOWER_OUT_FN_WITH("aten::addcmul.out", single_row, .num = {OP_ADDCMUL, 3}),
     LOWER_FN("aten::lerp.Scalar", lower_lerp),
     LOWER_OUT_FN("aten::lerp.Scalar_out", lower_lerp),
     LOWER_FN("aten::lerp.Tensor", lower_lerp),

@@ -279,13 +279,14 @@ static tpurt_status_t scatter_dim(lower_ctx_t* ctx, const char* op, combine_t co
   return scatter_dim_on(ctx, op, combine, IR_NONE, false, NULL);
 }
 
+/* scatter_dim with the row's constants (LOWER_*_WITH rows). */
+static tpurt_status_t scatter_dim_row(lower_ctx_t* ctx) {
+  return scatter_dim(ctx, lower_rule_str(ctx), lower_rule_int(ctx, 0));
+}
+
 /* scatter.src(Tensor self, int dim, Tensor index, Tensor src)
 ** scatter.value(Tensor self, int dim, Tensor index, Scalar value) */
-static tpurt_status_t lower_scatter(lower_ctx_t* ctx) { return scatter_dim(ctx, "scatter", COMBINE_REPLACE); }
 /* scatter_add(Tensor self, int dim, Tensor index, Tensor src) */
-static tpurt_status_t lower_scatter_add(lower_ctx_t* ctx) {
-  return scatter_dim(ctx, "scatter_add", COMBINE_ADD);
-}
 
 /* scatter.reduce(self, dim, index, src, *, str reduce) /
 ** scatter.value_reduce(self, dim, index, value, *, str reduce):
@@ -843,21 +844,21 @@ const lower_rule_t lower_indexing_rules[] = {
     LOWER_FN("aten::masked_fill.Tensor", lower_masked_fill),
     LOWER_FN("aten::scatter.reduce", lower_scatter_reduce),
     LOWER_OUT_FN("aten::scatter.reduce_out", lower_scatter_reduce),
-    LOWER_FN("aten::scatter.src", lower_scatter),
-    LOWER_OUT_FN("aten::scatter.src_out", lower_scatter),
-    LOWER_FN("aten::scatter.value", lower_scatter),
-    LOWER_OUT_FN("aten::scatter.value_out", lower_scatter),
+    LOWER_FN_WITH("aten::scatter.src", scatter_dim_row, .str = "scatter", .num = {COMBINE_REPLACE}),
+    LOWER_OUT_FN_WITH("aten::scatter.src_out", scatter_dim_row, .str = "scatter", .num = {COMBINE_REPLACE}),
+    LOWER_FN_WITH("aten::scatter.value", scatter_dim_row, .str = "scatter", .num = {COMBINE_REPLACE}),
+    LOWER_OUT_FN_WITH("aten::scatter.value_out", scatter_dim_row, .str = "scatter", .num = {COMBINE_REPLACE}),
     LOWER_FN("aten::scatter.value_reduce", lower_scatter_reduce),
     LOWER_OUT_FN("aten::scatter.value_reduce_out", lower_scatter_reduce),
     LOWER_FN("aten::index_copy", lower_index_copy),
     LOWER_OUT_FN("aten::index_copy.out", lower_index_copy),
     LOWER_FN("aten::index_fill.int_Scalar", lower_index_fill),
     LOWER_FN("aten::index_fill.int_Tensor", lower_index_fill),
-    LOWER_FN("aten::scatter_add", lower_scatter_add),
+    LOWER_FN_WITH("aten::scatter_add", scatter_dim_row, .str = "scatter_add", .num = {COMBINE_ADD}),
     LOWER_FN("aten::take", lower_take),
     LOWER_OUT_FN("aten::take.out", lower_take),
     LOWER_FN("aten::scatter_reduce.two", lower_scatter_reduce_two),
     LOWER_OUT_FN("aten::scatter_reduce.two_out", lower_scatter_reduce_two),
-    LOWER_OUT_FN("aten::scatter_add.out", lower_scatter_add),
+    LOWER_OUT_FN_WITH("aten::scatter_add.out", scatter_dim_row, .str = "scatter_add", .num = {COMBINE_ADD}),
     LOWER_END,
 };

@@ -284,7 +284,7 @@ static tpurt_status_t lower_cdist(lower_ctx_t* ctx) {
 
 const lower_rule_t lower_linalg_rules[] = {
     /* p picks the program: keyed */
-    {"aten::_cdist_forward", lower_cdist, LOWER_FUNCTIONAL, true, -1},
+    LOWER_KEYED_FN("aten::_cdist_forward", lower_cdist),
     LOWER_FN("aten::addbmm", lower_addbmm),
     LOWER_OUT_FN("aten::addbmm.out", lower_addbmm),
     LOWER_FN("aten::vdot", lower_dot), /* real dtypes only: no conjugate */

@@ -25,7 +25,8 @@ static tpurt_status_t check_reduction(int64_t reduction) {
 }
 
 /* |huber|: huber_loss(self, target, reduction, delta); else smooth_l1_loss(self, target, reduction, beta) */
-static tpurt_status_t smooth_loss(lower_ctx_t* ctx, bool huber) {
+static tpurt_status_t smooth_loss(lower_ctx_t* ctx) {
+  bool huber = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t reduction = lower_int(ctx, 2, REDUCTION_MEAN);
   TPURT_RETURN_IF_ERROR(check_reduction(reduction));
@@ -66,7 +67,8 @@ static tpurt_status_t smooth_loss(lower_ctx_t* ctx, bool huber) {
 }
 
 /* *_backward(grad_output, self, target, reduction, beta|delta) */
-static tpurt_status_t smooth_loss_backward(lower_ctx_t* ctx, bool huber) {
+static tpurt_status_t smooth_loss_backward(lower_ctx_t* ctx) {
+  bool huber = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 1);
   int64_t reduction = lower_int(ctx, 3, REDUCTION_MEAN);
   TPURT_RETURN_IF_ERROR(check_reduction(reduction));
@@ -98,13 +100,6 @@ static tpurt_status_t smooth_loss_backward(lower_ctx_t* ctx, bool huber) {
   lower_set_result(ctx, 0, lower_cast(ctx, gl, t->dtype));
   return NULL;
 }
-
-static tpurt_status_t lower_smooth_l1_loss(lower_ctx_t* ctx) { return smooth_loss(ctx, false); }
-static tpurt_status_t lower_huber_loss(lower_ctx_t* ctx) { return smooth_loss(ctx, true); }
-static tpurt_status_t lower_smooth_l1_loss_backward(lower_ctx_t* ctx) {
-  return smooth_loss_backward(ctx, false);
-}
-static tpurt_status_t lower_huber_loss_backward(lower_ctx_t* ctx) { return smooth_loss_backward(ctx, true); }
 
 /* binary_cross_entropy(self, target, weight?, reduction): -w (t log x + (1 - t) log(1 - x)),
 ** each log clamped at -100 as PyTorch does */
@@ -178,13 +173,13 @@ const lower_rule_t lower_loss_rules[] = {
     LOWER_OUT_FN("aten::binary_cross_entropy.out", lower_binary_cross_entropy),
     LOWER_FN("aten::binary_cross_entropy_backward", lower_binary_cross_entropy_backward),
     LOWER_OUT_FN("aten::binary_cross_entropy_backward.grad_input", lower_binary_cross_entropy_backward),
-    LOWER_FN("aten::huber_loss", lower_huber_loss),
-    LOWER_OUT_FN("aten::huber_loss.out", lower_huber_loss),
-    LOWER_FN("aten::huber_loss_backward", lower_huber_loss_backward),
-    LOWER_OUT_FN("aten::huber_loss_backward.out", lower_huber_loss_backward),
-    LOWER_FN("aten::smooth_l1_loss", lower_smooth_l1_loss),
-    LOWER_OUT_FN("aten::smooth_l1_loss.out", lower_smooth_l1_loss),
-    LOWER_FN("aten::smooth_l1_loss_backward", lower_smooth_l1_loss_backward),
-    LOWER_OUT_FN("aten::smooth_l1_loss_backward.grad_input", lower_smooth_l1_loss_backward),
+    LOWER_FN_WITH("aten::huber_loss", smooth_loss, .num = {true}),
+    LOWER_OUT_FN_WITH("aten::huber_loss.out", smooth_loss, .num = {true}),
+    LOWER_FN_WITH("aten::huber_loss_backward", smooth_loss_backward, .num = {true}),
+    LOWER_OUT_FN_WITH("aten::huber_loss_backward.out", smooth_loss_backward, .num = {true}),
+    LOWER_FN_WITH("aten::smooth_l1_loss", smooth_loss, .num = {false}),
+    LOWER_OUT_FN_WITH("aten::smooth_l1_loss.out", smooth_loss, .num = {false}),
+    LOWER_FN_WITH("aten::smooth_l1_loss_backward", smooth_loss_backward, .num = {false}),
+    LOWER_OUT_FN_WITH("aten::smooth_l1_loss_backward.grad_input", smooth_loss_backward, .num = {false}),
     LOWER_END,
 };

@@ -14,7 +14,7 @@
 #include "../ir/ir.h"
 
 typedef struct lower_ctx_s lower_ctx_t;
-typedef tpurt_status_t (*lower_fn_t)(lower_ctx_t* ctx);
+typedef TPURT_MUST_USE tpurt_status_t (*lower_fn_t)(lower_ctx_t* ctx);
 
 /* How a table row relates to the op's schema. */
 typedef enum lower_variant_e {
@@ -22,6 +22,17 @@ typedef enum lower_variant_e {
   LOWER_INPLACE,        /* result 0 is written into arg 0 (self) */
   LOWER_OUT,            /* results are written into the trailing out= args */
 } lower_variant_t;
+
+/* The constants a row hands to a rule function that several rows share
+** (which comparison, which StableHLO op, how many spatial dims...), read
+** with lower_rule_str / lower_rule_int / lower_rule_real. They replace a
+** one-line wrapper function per row. */
+#define LOWER_RULE_MAX_INTS 5
+typedef struct lower_rule_data_s {
+  const char* str;                  /* an op name or mode */
+  int64_t num[LOWER_RULE_MAX_INTS]; /* ints, bools and enums, in the rule's order */
+  double real;
+} lower_rule_data_t;
 
 typedef struct lower_rule_s {
   const char* name; /* "aten::add.Tensor" */
@@ -35,22 +46,37 @@ typedef struct lower_rule_s {
   ** the count as one extra trailing INT arg (so it is part of the key).
   ** -1 for ordinary ops. */
   int8_t count_arg;
+  lower_rule_data_t data; /* the *_WITH rows' constants; zero otherwise */
 } lower_rule_t;
 
 /* Table rows, one line per aten overload. */
-#define LOWER_FN(name, fn) {name, fn, LOWER_FUNCTIONAL, false, -1}
-#define LOWER_INPLACE_FN(name, fn) {name, fn, LOWER_INPLACE, false, -1}
-#define LOWER_OUT_FN(name, fn) {name, fn, LOWER_OUT, false, -1}
+#define LOWER_FN(op, f) {.name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .count_arg = -1}
+#define LOWER_INPLACE_FN(op, f) {.name = op, .fn = f, .variant = LOWER_INPLACE, .count_arg = -1}
+#define LOWER_OUT_FN(op, f) {.name = op, .fn = f, .variant = LOWER_OUT, .count_arg = -1}
 /* A row whose number args are program attributes (see numbers_in_key). */
-#define LOWER_KEYED_OUT_FN(name, fn) {name, fn, LOWER_OUT, true, -1}
-#define LOWER_KEYED_FN(name, fn) {name, fn, LOWER_FUNCTIONAL, true, -1}
+#define LOWER_KEYED_OUT_FN(op, f) \
+  {.name = op, .fn = f, .variant = LOWER_OUT, .numbers_in_key = true, .count_arg = -1}
+#define LOWER_KEYED_FN(op, f) \
+  {.name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .numbers_in_key = true, .count_arg = -1}
 /* A row whose output size is the nonzero count of tensor arg |arg|. */
-#define LOWER_COUNTED_FN(name, fn, arg) {name, fn, LOWER_FUNCTIONAL, false, arg}
-#define LOWER_END {NULL, NULL, LOWER_FUNCTIONAL, false, -1}
+#define LOWER_COUNTED_FN(op, f, arg) {.name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .count_arg = arg}
+#define LOWER_END {.name = NULL, .fn = NULL, .count_arg = -1}
+/* Rows that hand |f| constants, given as designated initializers of
+** lower_rule_data_t: LOWER_FN_WITH("aten::eq.Tensor", compare, .num = {IR_EQ}). */
+#define LOWER_FN_WITH(op, f, ...)                                                              \
+  {                                                                                            \
+    .name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .count_arg = -1, .data = { __VA_ARGS__ } \
+  }
+#define LOWER_OUT_FN_WITH(op, f, ...)                                                   \
+  {                                                                                     \
+    .name = op, .fn = f, .variant = LOWER_OUT, .count_arg = -1, .data = { __VA_ARGS__ } \
+  }
 
 /* Finds the rule for |name|. "aten::x_.ov" with no row of its own resolves to
 ** the functional "aten::x.ov" as LOWER_INPLACE. NULL if there is none. */
 const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch);
+/* Runs |rule| over |ctx| (which remembers the rule for lower_rule_*). */
+tpurt_status_t lower_rule_run(const lower_rule_t* rule, lower_ctx_t* ctx);
 
 /*===------------------------------------------------------------------===*/
 /* The context a rule works in                                            */
@@ -102,10 +128,20 @@ struct lower_ctx_s {
   ** unknown): rules that call a platform's own kernels (cuDNN attention)
   ** check it. The engine fills it from the client; tests may set it. */
   const char* platform;
+  /* The row being run (lower_rule_run sets it): its constant is what
+  ** lower_rule_int/str/real read. */
+  const lower_rule_t* rule;
   /* Engine hooks: how a tensor arg becomes a value. */
   void* engine;
   ir_value_t (*read_tensor)(lower_ctx_t* ctx, int32_t flat_index);
 };
+
+/* The constants of the row being run (LOWER_*_WITH): its string, its int
+** |k| (< LOWER_RULE_MAX_INTS), its real; NULL / 0 / 0.0 when the row has
+** none or no row is running. */
+int64_t lower_rule_int(const lower_ctx_t* ctx, int32_t k);
+const char* lower_rule_str(const lower_ctx_t* ctx);
+double lower_rule_real(const lower_ctx_t* ctx);
 
 /* Arguments. |i| is the schema position. */
 const tpurt_arg_t* lower_arg(const lower_ctx_t* ctx, int32_t i);
@@ -165,7 +201,7 @@ bool lower_bool_list_item(const lower_ctx_t* ctx, int32_t i, int32_t k, bool if_
 ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim);
 
 /* A status naming nothing (the engine prefixes the op name). */
-tpurt_status_t lower_error(tpurt_status_code_t code, const char* fmt, ...)
+TPURT_MUST_USE tpurt_status_t lower_error(tpurt_status_code_t code, const char* fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
@@ -185,8 +221,8 @@ tpurt_dtype_t lower_result_type(const lower_ctx_t* ctx, const int32_t* args, int
 bool lower_can_cast(tpurt_dtype_t from, tpurt_dtype_t to);
 
 /* Broadcast shapes as PyTorch does; error names both shapes. */
-tpurt_status_t lower_broadcast_shapes(int32_t rank_a, const int64_t* a, int32_t rank_b, const int64_t* b,
-                                      int32_t* out_rank, int64_t* out);
+TPURT_MUST_USE tpurt_status_t lower_broadcast_shapes(int32_t rank_a, const int64_t* a, int32_t rank_b,
+                                                     const int64_t* b, int32_t* out_rank, int64_t* out);
 /* Broadcasts |x| to |rank|/|dims| (numpy rules: align right). */
 ir_value_t lower_broadcast_to(lower_ctx_t* ctx, ir_value_t x, int32_t rank, const int64_t* dims);
 /* Converts |x| to |dtype| if needed. */
@@ -200,7 +236,7 @@ ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, cons
 tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel);
 /* Wraps a possibly negative dim; error "Dimension out of range (expected to
 ** be in range of [-r, r-1], but got d)". */
-tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim);
+TPURT_MUST_USE tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim);
 /* PyTorch's C++ name of a dtype for messages: "float", "c10::BFloat16"... */
 const char* lower_dtype_cpp_name(tpurt_dtype_t dtype);
 /* The shape string "[2, 3]" for messages (static buffer per thread). */

@@ -88,8 +88,8 @@ ir_value_t lower_list_tensor(lower_ctx_t* ctx, int32_t i, int32_t k) {
 static ir_value_t add_param(lower_ctx_t* ctx, int32_t arg, int32_t kind, tpurt_dtype_t dtype,
                             ir_type_t type) {
   if (ctx->num_params >= LOWER_MAX_PARAMS) {
-    ir_func_fail(ctx->func,
-                 tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands (max %d)", LOWER_MAX_PARAMS));
+    ir_func_fail_consume(
+        ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands (max %d)", LOWER_MAX_PARAMS));
     return IR_NONE;
   }
   ctx->params[ctx->num_params++] =
@@ -101,7 +101,7 @@ ir_value_t lower_scalar(lower_ctx_t* ctx, int32_t i, tpurt_dtype_t dtype) {
   const tpurt_arg_t* a = lower_arg(ctx, i);
   if (a->kind != TPURT_ARG_SCALAR && a->kind != TPURT_ARG_FLOAT && a->kind != TPURT_ARG_INT &&
       a->kind != TPURT_ARG_BOOL) {
-    ir_func_fail(ctx->func, tpurt_status_create(TPURT_INTERNAL, "argument %d is not a number", i));
+    ir_func_fail_consume(ctx->func, tpurt_status_create(TPURT_INTERNAL, "argument %d is not a number", i));
     return IR_NONE;
   }
   return add_param(ctx, i, LOWER_PARAM_SCALAR, dtype, ir_type_scalar(dtype));
@@ -162,12 +162,13 @@ int32_t lower_float_list_len(const lower_ctx_t* ctx, int32_t i) {
 
 ir_value_t lower_float_list_item(lower_ctx_t* ctx, int32_t i, int32_t k, tpurt_dtype_t dtype) {
   if (k < 0 || k >= lower_float_list_len(ctx, i)) {
-    ir_func_fail(ctx->func, tpurt_status_create(TPURT_INTERNAL, "float list %d has no item %d", i, k));
+    ir_func_fail_consume(ctx->func,
+                         tpurt_status_create(TPURT_INTERNAL, "float list %d has no item %d", i, k));
     return IR_NONE;
   }
   if (ctx->num_params >= LOWER_MAX_PARAMS) {
-    ir_func_fail(ctx->func,
-                 tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands (max %d)", LOWER_MAX_PARAMS));
+    ir_func_fail_consume(
+        ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands (max %d)", LOWER_MAX_PARAMS));
     return IR_NONE;
   }
   ctx->params[ctx->num_params++] =
@@ -187,8 +188,8 @@ bool lower_scalar_is(const lower_ctx_t* ctx, int32_t i, double value) {
 
 void lower_set_result(lower_ctx_t* ctx, int32_t k, ir_value_t value) {
   if (k < 0 || k >= LOWER_MAX_FLAT_ARGS) {
-    ir_func_fail(ctx->func,
-                 tpurt_status_create(TPURT_UNIMPLEMENTED, "too many results (max %d)", LOWER_MAX_FLAT_ARGS));
+    ir_func_fail_consume(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many results (max %d)",
+                                                        LOWER_MAX_FLAT_ARGS));
     return;
   }
   ctx->results[k] = value;

@@ -221,7 +221,9 @@ static void max_pool(lower_ctx_t* ctx, ir_value_t x, const pool_t* p, ir_value_t
 }
 
 /* max_pool{2,3}d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) */
-static tpurt_status_t max_pool_with_indices(lower_ctx_t* ctx, int32_t ns, const char* name) {
+static tpurt_status_t max_pool_with_indices(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_int(ctx, 0);
+  const char* name = lower_rule_str(ctx);
   pool_t p;
   TPURT_RETURN_IF_ERROR(read_pool(ctx, name, ns, 0, 1, 4, 5, &p));
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
@@ -232,13 +234,6 @@ static tpurt_status_t max_pool_with_indices(lower_ctx_t* ctx, int32_t ns, const 
   lower_set_result(ctx, 0, v);
   lower_set_result(ctx, 1, i);
   return NULL;
-}
-
-static tpurt_status_t lower_max_pool2d_with_indices(lower_ctx_t* ctx) {
-  return max_pool_with_indices(ctx, 2, "max_pool2d");
-}
-static tpurt_status_t lower_max_pool3d_with_indices(lower_ctx_t* ctx) {
-  return max_pool_with_indices(ctx, 3, "max_pool3d");
 }
 
 /* Adds |updates| [*lead, *out] into zeros shaped like the input
@@ -273,7 +268,9 @@ static ir_value_t scatter_add_plane(lower_ctx_t* ctx, ir_value_t updates, ir_val
 
 /* max_pool{2,3}d_with_indices_backward(grad_output, self, kernel_size, stride,
 ** padding, dilation, ceil_mode, indices) */
-static tpurt_status_t max_pool_backward(lower_ctx_t* ctx, int32_t ns, const char* name) {
+static tpurt_status_t max_pool_backward(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_int(ctx, 0);
+  const char* name = lower_rule_str(ctx);
   pool_t p;
   TPURT_RETURN_IF_ERROR(read_pool(ctx, name, ns, 1, 2, 5, 6, &p));
   const tpurt_tensor_t* in = lower_meta(ctx, 1);
@@ -296,13 +293,6 @@ static tpurt_status_t max_pool_backward(lower_ctx_t* ctx, int32_t ns, const char
   gi = ir_reshape(ctx->func, gi, in->rank, in->sizes);
   lower_set_result(ctx, 0, lower_cast(ctx, gi, in->dtype));
   return NULL;
-}
-
-static tpurt_status_t lower_max_pool2d_backward(lower_ctx_t* ctx) {
-  return max_pool_backward(ctx, 2, "max_pool2d");
-}
-static tpurt_status_t lower_max_pool3d_backward(lower_ctx_t* ctx) {
-  return max_pool_backward(ctx, 3, "max_pool3d");
 }
 
 /*===--- average pooling ---===*/
@@ -359,7 +349,9 @@ static tpurt_status_t read_avg(lower_ctx_t* ctx, int32_t input_arg, int32_t k_ar
   return NULL;
 }
 
-static tpurt_status_t avg_pool(lower_ctx_t* ctx, int32_t ns, const char* name) {
+static tpurt_status_t avg_pool(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_int(ctx, 0);
+  const char* name = lower_rule_str(ctx);
   pool_t p;
   bool include_pad;
   int64_t override;
@@ -383,13 +375,12 @@ static tpurt_status_t avg_pool(lower_ctx_t* ctx, int32_t ns, const char* name) {
   return NULL;
 }
 
-static tpurt_status_t lower_avg_pool2d(lower_ctx_t* ctx) { return avg_pool(ctx, 2, "avg_pool2d"); }
-static tpurt_status_t lower_avg_pool3d(lower_ctx_t* ctx) { return avg_pool(ctx, 3, "avg_pool3d"); }
-
 /* avg_pool{2,3}d_backward(grad_output, self, kernel_size, stride, padding,
 ** ceil_mode, count_include_pad, divisor_override): every input position
 ** gets the sum of grad/divisor over the windows that contain it. */
-static tpurt_status_t avg_pool_backward(lower_ctx_t* ctx, int32_t ns, const char* name) {
+static tpurt_status_t avg_pool_backward(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_int(ctx, 0);
+  const char* name = lower_rule_str(ctx);
   pool_t p;
   bool include_pad;
   int64_t override;
@@ -428,13 +419,6 @@ static tpurt_status_t avg_pool_backward(lower_ctx_t* ctx, int32_t ns, const char
   return NULL;
 }
 
-static tpurt_status_t lower_avg_pool2d_backward(lower_ctx_t* ctx) {
-  return avg_pool_backward(ctx, 2, "avg_pool2d");
-}
-static tpurt_status_t lower_avg_pool3d_backward(lower_ctx_t* ctx) {
-  return avg_pool_backward(ctx, 3, "avg_pool3d");
-}
-
 /*===--- adaptive average pooling ---===*/
 
 /* The 0/1 matrix [out, in] of which inputs output o averages: PyTorch's
@@ -456,7 +440,9 @@ static ir_value_t adaptive_matrix(lower_ctx_t* ctx, int64_t in, int64_t out, tpu
 
 /* Contracts spatial dim |lead| of x with the window matrix of each spatial
 ** dim in turn; |transposed| for the backward (matrix [out, in] used as [in, out]). */
-static tpurt_status_t adaptive_avg(lower_ctx_t* ctx, int32_t ns, bool backward) {
+static tpurt_status_t adaptive_avg(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_int(ctx, 0);
+  bool backward = lower_rule_int(ctx, 1);
   const char* name = ns == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d";
   const tpurt_tensor_t* in = lower_meta(ctx, backward ? 1 : 0);
   if (in->rank != ns + 1 && in->rank != ns + 2)
@@ -533,41 +519,40 @@ static tpurt_status_t adaptive_avg(lower_ctx_t* ctx, int32_t ns, bool backward) 
   return NULL;
 }
 
-static tpurt_status_t lower_adaptive_avg_pool2d(lower_ctx_t* ctx) { return adaptive_avg(ctx, 2, false); }
-static tpurt_status_t lower_adaptive_avg_pool3d(lower_ctx_t* ctx) { return adaptive_avg(ctx, 3, false); }
-static tpurt_status_t lower_adaptive_avg_pool2d_backward(lower_ctx_t* ctx) {
-  return adaptive_avg(ctx, 2, true);
-}
-static tpurt_status_t lower_adaptive_avg_pool3d_backward(lower_ctx_t* ctx) {
-  return adaptive_avg(ctx, 3, true);
-}
-
 const lower_rule_t lower_pooling_rules[] = {
-    LOWER_FN("aten::_adaptive_avg_pool2d", lower_adaptive_avg_pool2d),
-    LOWER_OUT_FN("aten::_adaptive_avg_pool2d.out", lower_adaptive_avg_pool2d),
-    LOWER_FN("aten::_adaptive_avg_pool2d_backward", lower_adaptive_avg_pool2d_backward),
-    LOWER_OUT_FN("aten::_adaptive_avg_pool2d_backward.out", lower_adaptive_avg_pool2d_backward),
-    LOWER_FN("aten::_adaptive_avg_pool3d", lower_adaptive_avg_pool3d),
-    LOWER_OUT_FN("aten::_adaptive_avg_pool3d.out", lower_adaptive_avg_pool3d),
-    LOWER_FN("aten::_adaptive_avg_pool3d_backward", lower_adaptive_avg_pool3d_backward),
-    LOWER_OUT_FN("aten::_adaptive_avg_pool3d_backward.out", lower_adaptive_avg_pool3d_backward),
-    LOWER_OUT_FN("aten::adaptive_avg_pool3d.out", lower_adaptive_avg_pool3d),
-    LOWER_OUT_FN("aten::adaptive_avg_pool3d_backward.grad_input", lower_adaptive_avg_pool3d_backward),
-    LOWER_FN("aten::avg_pool2d", lower_avg_pool2d),
-    LOWER_OUT_FN("aten::avg_pool2d.out", lower_avg_pool2d),
-    LOWER_FN("aten::avg_pool2d_backward", lower_avg_pool2d_backward),
-    LOWER_OUT_FN("aten::avg_pool2d_backward.grad_input", lower_avg_pool2d_backward),
-    LOWER_FN("aten::avg_pool3d", lower_avg_pool3d),
-    LOWER_OUT_FN("aten::avg_pool3d.out", lower_avg_pool3d),
-    LOWER_FN("aten::avg_pool3d_backward", lower_avg_pool3d_backward),
-    LOWER_OUT_FN("aten::avg_pool3d_backward.grad_input", lower_avg_pool3d_backward),
-    LOWER_FN("aten::max_pool2d_with_indices", lower_max_pool2d_with_indices),
-    LOWER_OUT_FN("aten::max_pool2d_with_indices.out", lower_max_pool2d_with_indices),
-    LOWER_FN("aten::max_pool2d_with_indices_backward", lower_max_pool2d_backward),
-    LOWER_OUT_FN("aten::max_pool2d_with_indices_backward.grad_input", lower_max_pool2d_backward),
-    LOWER_FN("aten::max_pool3d_with_indices", lower_max_pool3d_with_indices),
-    LOWER_OUT_FN("aten::max_pool3d_with_indices.out", lower_max_pool3d_with_indices),
-    LOWER_FN("aten::max_pool3d_with_indices_backward", lower_max_pool3d_backward),
-    LOWER_OUT_FN("aten::max_pool3d_with_indices_backward.grad_input", lower_max_pool3d_backward),
+    LOWER_FN_WITH("aten::_adaptive_avg_pool2d", adaptive_avg, .num = {2, false}),
+    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool2d.out", adaptive_avg, .num = {2, false}),
+    LOWER_FN_WITH("aten::_adaptive_avg_pool2d_backward", adaptive_avg, .num = {2, true}),
+    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool2d_backward.out", adaptive_avg, .num = {2, true}),
+    LOWER_FN_WITH("aten::_adaptive_avg_pool3d", adaptive_avg, .num = {3, false}),
+    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool3d.out", adaptive_avg, .num = {3, false}),
+    LOWER_FN_WITH("aten::_adaptive_avg_pool3d_backward", adaptive_avg, .num = {3, true}),
+    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool3d_backward.out", adaptive_avg, .num = {3, true}),
+    LOWER_OUT_FN_WITH("aten::adaptive_avg_pool3d.out", adaptive_avg, .num = {3, false}),
+    LOWER_OUT_FN_WITH("aten::adaptive_avg_pool3d_backward.grad_input", adaptive_avg, .num = {3, true}),
+    LOWER_FN_WITH("aten::avg_pool2d", avg_pool, .str = "avg_pool2d", .num = {2}),
+    LOWER_OUT_FN_WITH("aten::avg_pool2d.out", avg_pool, .str = "avg_pool2d", .num = {2}),
+    LOWER_FN_WITH("aten::avg_pool2d_backward", avg_pool_backward, .str = "avg_pool2d", .num = {2}),
+    LOWER_OUT_FN_WITH("aten::avg_pool2d_backward.grad_input", avg_pool_backward, .str = "avg_pool2d",
+                      .num = {2}),
+    LOWER_FN_WITH("aten::avg_pool3d", avg_pool, .str = "avg_pool3d", .num = {3}),
+    LOWER_OUT_FN_WITH("aten::avg_pool3d.out", avg_pool, .str = "avg_pool3d", .num = {3}),
+    LOWER_FN_WITH("aten::avg_pool3d_backward", avg_pool_backward, .str = "avg_pool3d", .num = {3}),
+    LOWER_OUT_FN_WITH("aten::avg_pool3d_backward.grad_input", avg_pool_backward, .str = "avg_pool3d",
+                      .num = {3}),
+    LOWER_FN_WITH("aten::max_pool2d_with_indices", max_pool_with_indices, .str = "max_pool2d", .num = {2}),
+    LOWER_OUT_FN_WITH("aten::max_pool2d_with_indices.out", max_pool_with_indices, .str = "max_pool2d",
+                      .num = {2}),
+    LOWER_FN_WITH("aten::max_pool2d_with_indices_backward", max_pool_backward, .str = "max_pool2d",
+                  .num = {2}),
+    LOWER_OUT_FN_WITH("aten::max_pool2d_with_indices_backward.grad_input", max_pool_backward,
+                      .str = "max_pool2d", .num = {2}),
+    LOWER_FN_WITH("aten::max_pool3d_with_indices", max_pool_with_indices, .str = "max_pool3d", .num = {3}),
+    LOWER_OUT_FN_WITH("aten::max_pool3d_with_indices.out", max_pool_with_indices, .str = "max_pool3d",
+                      .num = {3}),
+    LOWER_FN_WITH("aten::max_pool3d_with_indices_backward", max_pool_backward, .str = "max_pool3d",
+                  .num = {3}),
+    LOWER_OUT_FN_WITH("aten::max_pool3d_with_indices_backward.grad_input", max_pool_backward,
+                      .str = "max_pool3d", .num = {3}),
     LOWER_END,
 };

@@ -91,8 +91,12 @@ static ir_value_t scalar_const(lower_ctx_t* ctx, tpurt_dtype_t d, double v) {
 
 /*===--- sum / mean / prod ---===*/
 
-static tpurt_status_t sum_like(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_arg, int32_t dtype_arg,
-                               bool mean, bool prod) {
+static tpurt_status_t sum_like(lower_ctx_t* ctx) {
+  int32_t dim_arg = lower_rule_int(ctx, 0);
+  int32_t keep_arg = lower_rule_int(ctx, 1);
+  int32_t dtype_arg = lower_rule_int(ctx, 2);
+  bool mean = lower_rule_int(ctx, 3);
+  bool prod = lower_rule_int(ctx, 4);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   tpurt_dtype_t out = lower_dtype(ctx, dtype_arg, TPURT_DTYPE_INVALID);
   if (out == TPURT_DTYPE_INVALID)
@@ -122,13 +126,7 @@ static tpurt_status_t sum_like(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_a
 }
 
 /* sum.dim_IntList(self, dim, keepdim, dtype) / sum(self, dtype) */
-static tpurt_status_t lower_sum_dim(lower_ctx_t* ctx) { return sum_like(ctx, 1, 2, 3, false, false); }
-static tpurt_status_t lower_sum(lower_ctx_t* ctx) { return sum_like(ctx, -1, -1, 1, false, false); }
-static tpurt_status_t lower_mean_dim(lower_ctx_t* ctx) { return sum_like(ctx, 1, 2, 3, true, false); }
-static tpurt_status_t lower_mean(lower_ctx_t* ctx) { return sum_like(ctx, -1, -1, 1, true, false); }
-static tpurt_status_t lower_prod(lower_ctx_t* ctx) { return sum_like(ctx, -1, -1, 1, false, true); }
 /* prod.dim_int(self, dim, keepdim, dtype) */
-static tpurt_status_t lower_prod_dim(lower_ctx_t* ctx) { return sum_like(ctx, 1, 2, 3, false, true); }
 
 /*===--- amax / amin / max / min / any / all ---===*/
 
@@ -157,10 +155,13 @@ static tpurt_status_t extreme(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_ar
   return NULL;
 }
 
-static tpurt_status_t lower_amax(lower_ctx_t* ctx) { return extreme(ctx, 1, 2, true); }
-static tpurt_status_t lower_amin(lower_ctx_t* ctx) { return extreme(ctx, 1, 2, false); }
+/* extreme with the row's constants (LOWER_*_WITH rows). */
+static tpurt_status_t extreme_row(lower_ctx_t* ctx) {
+  return extreme(ctx, lower_rule_int(ctx, 0), lower_rule_int(ctx, 1), lower_rule_int(ctx, 2));
+}
 
-static tpurt_status_t full_extreme(lower_ctx_t* ctx, bool is_max) {
+static tpurt_status_t full_extreme(lower_ctx_t* ctx) {
+  bool is_max = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t numel = 1;
   for (int32_t i = 0; i < t->rank; ++i) numel *= t->sizes[i];
@@ -173,10 +174,10 @@ static tpurt_status_t full_extreme(lower_ctx_t* ctx, bool is_max) {
   return extreme(ctx, -1, -1, is_max);
 }
 
-static tpurt_status_t lower_max(lower_ctx_t* ctx) { return full_extreme(ctx, true); }
-static tpurt_status_t lower_min(lower_ctx_t* ctx) { return full_extreme(ctx, false); }
-
-static tpurt_status_t any_all(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_arg, bool any) {
+static tpurt_status_t any_all(lower_ctx_t* ctx) {
+  int32_t dim_arg = lower_rule_int(ctx, 0);
+  int32_t keep_arg = lower_rule_int(ctx, 1);
+  bool any = lower_rule_int(ctx, 2);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   bool mask[TPURT_MAX_RANK];
   int64_t dims[TPURT_MAX_RANK];
@@ -190,11 +191,6 @@ static tpurt_status_t any_all(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_ar
   lower_set_result(ctx, 0, keep_dims(ctx, r, t, mask, lower_bool(ctx, keep_arg, false)));
   return NULL;
 }
-
-static tpurt_status_t lower_any(lower_ctx_t* ctx) { return any_all(ctx, -1, -1, true); }
-static tpurt_status_t lower_all(lower_ctx_t* ctx) { return any_all(ctx, -1, -1, false); }
-static tpurt_status_t lower_any_dims(lower_ctx_t* ctx) { return any_all(ctx, 1, 2, true); }
-static tpurt_status_t lower_all_dims(lower_ctx_t* ctx) { return any_all(ctx, 1, 2, false); }
 
 /*===--- argmax / argmin / max.dim / min.dim ---===*/
 
@@ -231,7 +227,8 @@ static void arg_reduce(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool is_max,
 }
 
 /* argmax(self, dim=None, keepdim=False) */
-static tpurt_status_t arg_extreme(lower_ctx_t* ctx, bool is_max) {
+static tpurt_status_t arg_extreme(lower_ctx_t* ctx) {
+  bool is_max = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   ir_value_t x = lower_tensor(ctx, 0);
   bool keep = lower_bool(ctx, 2, false);
@@ -270,11 +267,9 @@ static tpurt_status_t arg_extreme(lower_ctx_t* ctx, bool is_max) {
   return NULL;
 }
 
-static tpurt_status_t lower_argmax(lower_ctx_t* ctx) { return arg_extreme(ctx, true); }
-static tpurt_status_t lower_argmin(lower_ctx_t* ctx) { return arg_extreme(ctx, false); }
-
 /* max.dim(self, dim, keepdim) -> (values, indices) */
-static tpurt_status_t extreme_dim(lower_ctx_t* ctx, bool is_max) {
+static tpurt_status_t extreme_dim(lower_ctx_t* ctx) {
+  bool is_max = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
@@ -297,13 +292,12 @@ static tpurt_status_t extreme_dim(lower_ctx_t* ctx, bool is_max) {
   return NULL;
 }
 
-static tpurt_status_t lower_max_dim(lower_ctx_t* ctx) { return extreme_dim(ctx, true); }
-static tpurt_status_t lower_min_dim(lower_ctx_t* ctx) { return extreme_dim(ctx, false); }
-
 /*===--- var / std ---===*/
 
 /* var.correction(self, dim=None, *, correction=None, keepdim=False) */
-static tpurt_status_t var_like(lower_ctx_t* ctx, bool take_sqrt, bool with_mean) {
+static tpurt_status_t var_like(lower_ctx_t* ctx) {
+  bool take_sqrt = lower_rule_int(ctx, 0);
+  bool with_mean = lower_rule_int(ctx, 1);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!tpurt_dtype_is_float(t->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "std and var only support floating point and complex dtypes");
@@ -340,11 +334,6 @@ static tpurt_status_t var_like(lower_ctx_t* ctx, bool take_sqrt, bool with_mean)
   if (with_mean) lower_set_result(ctx, 1, keep_dims(ctx, lower_cast(ctx, mean, t->dtype), t, mask, keep));
   return NULL;
 }
-
-static tpurt_status_t lower_var(lower_ctx_t* ctx) { return var_like(ctx, false, false); }
-static tpurt_status_t lower_std(lower_ctx_t* ctx) { return var_like(ctx, true, false); }
-static tpurt_status_t lower_var_mean(lower_ctx_t* ctx) { return var_like(ctx, false, true); }
-static tpurt_status_t lower_std_mean(lower_ctx_t* ctx) { return var_like(ctx, true, true); }
 
 /*===--- vector norm ---===*/
 
@@ -535,7 +524,8 @@ static tpurt_status_t lower_logsumexp(lower_ctx_t* ctx) {
 /*===--- all.dim / any.dim (pieces of PyTorch's _safe_softmax) ---===*/
 
 /* all.dim / any.dim(self, dim, keepdim=False): uint8 stays uint8. */
-static tpurt_status_t all_any_dim(lower_ctx_t* ctx, bool any) {
+static tpurt_status_t all_any_dim(lower_ctx_t* ctx) {
+  bool any = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
@@ -555,57 +545,54 @@ static tpurt_status_t all_any_dim(lower_ctx_t* ctx, bool any) {
   return NULL;
 }
 
-static tpurt_status_t lower_all_dim(lower_ctx_t* ctx) { return all_any_dim(ctx, false); }
-static tpurt_status_t lower_any_dim(lower_ctx_t* ctx) { return all_any_dim(ctx, true); }
-
 const lower_rule_t lower_reduction_rules[] = {
-    LOWER_FN("aten::all", lower_all),
-    LOWER_FN("aten::all.dims", lower_all_dims),
-    LOWER_FN("aten::amax", lower_amax),
-    LOWER_OUT_FN("aten::amax.out", lower_amax),
-    LOWER_FN("aten::amin", lower_amin),
-    LOWER_OUT_FN("aten::amin.out", lower_amin),
+    LOWER_FN_WITH("aten::all", any_all, .num = {-1, -1, false}),
+    LOWER_FN_WITH("aten::all.dims", any_all, .num = {1, 2, false}),
+    LOWER_FN_WITH("aten::amax", extreme_row, .num = {1, 2, true}),
+    LOWER_OUT_FN_WITH("aten::amax.out", extreme_row, .num = {1, 2, true}),
+    LOWER_FN_WITH("aten::amin", extreme_row, .num = {1, 2, false}),
+    LOWER_OUT_FN_WITH("aten::amin.out", extreme_row, .num = {1, 2, false}),
     LOWER_FN("aten::aminmax", lower_aminmax),
     LOWER_OUT_FN("aten::aminmax.out", lower_aminmax),
-    LOWER_FN("aten::any", lower_any),
-    LOWER_FN("aten::any.dims", lower_any_dims),
-    LOWER_FN("aten::argmax", lower_argmax),
-    LOWER_OUT_FN("aten::argmax.out", lower_argmax),
-    LOWER_FN("aten::argmin", lower_argmin),
-    LOWER_OUT_FN("aten::argmin.out", lower_argmin),
+    LOWER_FN_WITH("aten::any", any_all, .num = {-1, -1, true}),
+    LOWER_FN_WITH("aten::any.dims", any_all, .num = {1, 2, true}),
+    LOWER_FN_WITH("aten::argmax", arg_extreme, .num = {true}),
+    LOWER_OUT_FN_WITH("aten::argmax.out", arg_extreme, .num = {true}),
+    LOWER_FN_WITH("aten::argmin", arg_extreme, .num = {false}),
+    LOWER_OUT_FN_WITH("aten::argmin.out", arg_extreme, .num = {false}),
     /* the order (a number) selects the program: keyed */
-    {"aten::linalg_vector_norm", lower_vector_norm, LOWER_FUNCTIONAL, true, -1},
-    {"aten::linalg_vector_norm.out", lower_vector_norm, LOWER_OUT, true, -1},
+    LOWER_KEYED_FN("aten::linalg_vector_norm", lower_vector_norm),
+    LOWER_KEYED_OUT_FN("aten::linalg_vector_norm.out", lower_vector_norm),
     /* norm(self, p?, dim, keepdim[, dtype]) is the vector norm with the same leading args */
-    {"aten::norm.ScalarOpt_dim", lower_vector_norm, LOWER_FUNCTIONAL, true, -1},
-    {"aten::norm.ScalarOpt_dim_dtype", lower_vector_norm, LOWER_FUNCTIONAL, true, -1},
-    {"aten::norm.dtype_out", lower_vector_norm, LOWER_OUT, true, -1},
-    {"aten::norm.out", lower_vector_norm, LOWER_OUT, true, -1},
+    LOWER_KEYED_FN("aten::norm.ScalarOpt_dim", lower_vector_norm),
+    LOWER_KEYED_FN("aten::norm.ScalarOpt_dim_dtype", lower_vector_norm),
+    LOWER_KEYED_OUT_FN("aten::norm.dtype_out", lower_vector_norm),
+    LOWER_KEYED_OUT_FN("aten::norm.out", lower_vector_norm),
     LOWER_FN("aten::count_nonzero", lower_count_nonzero),
     LOWER_FN("aten::count_nonzero.dim_IntList", lower_count_nonzero),
-    LOWER_FN("aten::max", lower_max),
-    LOWER_FN("aten::max.dim", lower_max_dim),
-    LOWER_OUT_FN("aten::max.dim_max", lower_max_dim),
-    LOWER_FN("aten::mean", lower_mean),
-    LOWER_FN("aten::mean.dim", lower_mean_dim),
-    LOWER_OUT_FN("aten::mean.out", lower_mean_dim),
-    LOWER_FN("aten::min", lower_min),
-    LOWER_FN("aten::min.dim", lower_min_dim),
-    LOWER_OUT_FN("aten::min.dim_min", lower_min_dim),
+    LOWER_FN_WITH("aten::max", full_extreme, .num = {true}),
+    LOWER_FN_WITH("aten::max.dim", extreme_dim, .num = {true}),
+    LOWER_OUT_FN_WITH("aten::max.dim_max", extreme_dim, .num = {true}),
+    LOWER_FN_WITH("aten::mean", sum_like, .num = {-1, -1, 1, true, false}),
+    LOWER_FN_WITH("aten::mean.dim", sum_like, .num = {1, 2, 3, true, false}),
+    LOWER_OUT_FN_WITH("aten::mean.out", sum_like, .num = {1, 2, 3, true, false}),
+    LOWER_FN_WITH("aten::min", full_extreme, .num = {false}),
+    LOWER_FN_WITH("aten::min.dim", extreme_dim, .num = {false}),
+    LOWER_OUT_FN_WITH("aten::min.dim_min", extreme_dim, .num = {false}),
     LOWER_FN("aten::nansum", lower_nansum),
     LOWER_OUT_FN("aten::nansum.out", lower_nansum),
-    LOWER_FN("aten::prod", lower_prod),
-    LOWER_FN("aten::prod.dim_int", lower_prod_dim),
-    LOWER_FN("aten::std.correction", lower_std),
-    LOWER_FN("aten::std_mean.correction", lower_std_mean),
-    LOWER_FN("aten::sum", lower_sum),
-    LOWER_OUT_FN("aten::sum.IntList_out", lower_sum_dim),
-    LOWER_FN("aten::sum.dim_IntList", lower_sum_dim),
+    LOWER_FN_WITH("aten::prod", sum_like, .num = {-1, -1, 1, false, true}),
+    LOWER_FN_WITH("aten::prod.dim_int", sum_like, .num = {1, 2, 3, false, true}),
+    LOWER_FN_WITH("aten::std.correction", var_like, .num = {true, false}),
+    LOWER_FN_WITH("aten::std_mean.correction", var_like, .num = {true, true}),
+    LOWER_FN_WITH("aten::sum", sum_like, .num = {-1, -1, 1, false, false}),
+    LOWER_OUT_FN_WITH("aten::sum.IntList_out", sum_like, .num = {1, 2, 3, false, false}),
+    LOWER_FN_WITH("aten::sum.dim_IntList", sum_like, .num = {1, 2, 3, false, false}),
     LOWER_FN("aten::trace", lower_trace),
-    LOWER_FN("aten::var.correction", lower_var),
-    LOWER_FN("aten::var_mean.correction", lower_var_mean),
-    LOWER_FN("aten::all.dim", lower_all_dim),
-    LOWER_FN("aten::any.dim", lower_any_dim),
+    LOWER_FN_WITH("aten::var.correction", var_like, .num = {false, false}),
+    LOWER_FN_WITH("aten::var_mean.correction", var_like, .num = {false, true}),
+    LOWER_FN_WITH("aten::all.dim", all_any_dim, .num = {false}),
+    LOWER_FN_WITH("aten::any.dim", all_any_dim, .num = {true}),
     LOWER_FN("aten::logsumexp", lower_logsumexp),
     LOWER_END,
 };

@@ -290,7 +290,9 @@ static bool float_dtype(tpurt_dtype_t d) {
 }
 
 /* upsample_*(self, output_size, [align_corners,] scales...) */
-static tpurt_status_t upsample(lower_ctx_t* ctx, int32_t ns, resample_mode_t mode) {
+static tpurt_status_t upsample(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_int(ctx, 0);
+  resample_mode_t mode = lower_rule_int(ctx, 1);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   bool linear = mode == MODE_LINEAR;
   int64_t full_in[TPURT_MAX_RANK];
@@ -327,7 +329,9 @@ static tpurt_status_t upsample(lower_ctx_t* ctx, int32_t ns, resample_mode_t mod
 
 /* upsample_*_backward(grad_output, output_size, input_size, [align_corners,]
 ** scales...) */
-static tpurt_status_t upsample_backward(lower_ctx_t* ctx, int32_t ns, resample_mode_t mode) {
+static tpurt_status_t upsample_backward(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_int(ctx, 0);
+  resample_mode_t mode = lower_rule_int(ctx, 1);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   bool linear = mode == MODE_LINEAR;
   int64_t full_in[TPURT_MAX_RANK];
@@ -365,50 +369,6 @@ static tpurt_status_t upsample_backward(lower_ctx_t* ctx, int32_t ns, resample_m
   }
   lower_set_result(ctx, 0, lower_cast(ctx, g, t->dtype));
   return NULL;
-}
-
-static tpurt_status_t lower_upsample_nearest1d(lower_ctx_t* ctx) { return upsample(ctx, 1, MODE_NEAREST); }
-static tpurt_status_t lower_upsample_nearest2d(lower_ctx_t* ctx) { return upsample(ctx, 2, MODE_NEAREST); }
-static tpurt_status_t lower_upsample_nearest3d(lower_ctx_t* ctx) { return upsample(ctx, 3, MODE_NEAREST); }
-static tpurt_status_t lower_upsample_nearest_exact1d(lower_ctx_t* ctx) {
-  return upsample(ctx, 1, MODE_NEAREST_EXACT);
-}
-static tpurt_status_t lower_upsample_nearest_exact2d(lower_ctx_t* ctx) {
-  return upsample(ctx, 2, MODE_NEAREST_EXACT);
-}
-static tpurt_status_t lower_upsample_nearest_exact3d(lower_ctx_t* ctx) {
-  return upsample(ctx, 3, MODE_NEAREST_EXACT);
-}
-static tpurt_status_t lower_upsample_linear1d(lower_ctx_t* ctx) { return upsample(ctx, 1, MODE_LINEAR); }
-static tpurt_status_t lower_upsample_bilinear2d(lower_ctx_t* ctx) { return upsample(ctx, 2, MODE_LINEAR); }
-static tpurt_status_t lower_upsample_trilinear3d(lower_ctx_t* ctx) { return upsample(ctx, 3, MODE_LINEAR); }
-
-static tpurt_status_t lower_upsample_nearest1d_backward(lower_ctx_t* ctx) {
-  return upsample_backward(ctx, 1, MODE_NEAREST);
-}
-static tpurt_status_t lower_upsample_nearest2d_backward(lower_ctx_t* ctx) {
-  return upsample_backward(ctx, 2, MODE_NEAREST);
-}
-static tpurt_status_t lower_upsample_nearest3d_backward(lower_ctx_t* ctx) {
-  return upsample_backward(ctx, 3, MODE_NEAREST);
-}
-static tpurt_status_t lower_upsample_nearest_exact1d_backward(lower_ctx_t* ctx) {
-  return upsample_backward(ctx, 1, MODE_NEAREST_EXACT);
-}
-static tpurt_status_t lower_upsample_nearest_exact2d_backward(lower_ctx_t* ctx) {
-  return upsample_backward(ctx, 2, MODE_NEAREST_EXACT);
-}
-static tpurt_status_t lower_upsample_nearest_exact3d_backward(lower_ctx_t* ctx) {
-  return upsample_backward(ctx, 3, MODE_NEAREST_EXACT);
-}
-static tpurt_status_t lower_upsample_linear1d_backward(lower_ctx_t* ctx) {
-  return upsample_backward(ctx, 1, MODE_LINEAR);
-}
-static tpurt_status_t lower_upsample_bilinear2d_backward(lower_ctx_t* ctx) {
-  return upsample_backward(ctx, 2, MODE_LINEAR);
-}
-static tpurt_status_t lower_upsample_trilinear3d_backward(lower_ctx_t* ctx) {
-  return upsample_backward(ctx, 3, MODE_LINEAR);
 }
 
 /*===--- padding ---===*/
@@ -606,7 +566,9 @@ static tpurt_status_t check_pad(pad_kind_t kind, int32_t ns, int32_t rank, const
 }
 
 /* reflection_padNd / replication_padNd(self, padding) */
-static tpurt_status_t pad_nd(lower_ctx_t* ctx, int32_t ns, pad_kind_t kind) {
+static tpurt_status_t pad_nd(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_int(ctx, 0);
+  pad_kind_t kind = lower_rule_int(ctx, 1);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t pad[2 * TPURT_MAX_RANK], out[TPURT_MAX_RANK];
   int32_t npad = lower_ints(ctx, 1, pad, 2 * TPURT_MAX_RANK);
@@ -626,7 +588,9 @@ static tpurt_status_t pad_nd(lower_ctx_t* ctx, int32_t ns, pad_kind_t kind) {
 
 /* reflection_padNd_backward / replication_padNd_backward(grad_output,
 ** self, padding) */
-static tpurt_status_t pad_nd_backward(lower_ctx_t* ctx, int32_t ns, pad_kind_t kind) {
+static tpurt_status_t pad_nd_backward(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_int(ctx, 0);
+  pad_kind_t kind = lower_rule_int(ctx, 1);
   const tpurt_tensor_t* gt = lower_meta(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 1);
   int64_t pad[2 * TPURT_MAX_RANK], out[TPURT_MAX_RANK];
@@ -656,96 +620,83 @@ static tpurt_status_t pad_nd_backward(lower_ctx_t* ctx, int32_t ns, pad_kind_t k
   return NULL;
 }
 
-static tpurt_status_t lower_reflection_pad1d(lower_ctx_t* ctx) { return pad_nd(ctx, 1, PAD_REFLECT); }
-static tpurt_status_t lower_reflection_pad2d(lower_ctx_t* ctx) { return pad_nd(ctx, 2, PAD_REFLECT); }
-static tpurt_status_t lower_reflection_pad3d(lower_ctx_t* ctx) { return pad_nd(ctx, 3, PAD_REFLECT); }
-static tpurt_status_t lower_replication_pad1d(lower_ctx_t* ctx) { return pad_nd(ctx, 1, PAD_REPLICATE); }
-static tpurt_status_t lower_replication_pad2d(lower_ctx_t* ctx) { return pad_nd(ctx, 2, PAD_REPLICATE); }
-static tpurt_status_t lower_replication_pad3d(lower_ctx_t* ctx) { return pad_nd(ctx, 3, PAD_REPLICATE); }
-static tpurt_status_t lower_reflection_pad1d_backward(lower_ctx_t* ctx) {
-  return pad_nd_backward(ctx, 1, PAD_REFLECT);
-}
-static tpurt_status_t lower_reflection_pad2d_backward(lower_ctx_t* ctx) {
-  return pad_nd_backward(ctx, 2, PAD_REFLECT);
-}
-static tpurt_status_t lower_reflection_pad3d_backward(lower_ctx_t* ctx) {
-  return pad_nd_backward(ctx, 3, PAD_REFLECT);
-}
-static tpurt_status_t lower_replication_pad1d_backward(lower_ctx_t* ctx) {
-  return pad_nd_backward(ctx, 1, PAD_REPLICATE);
-}
-static tpurt_status_t lower_replication_pad2d_backward(lower_ctx_t* ctx) {
-  return pad_nd_backward(ctx, 2, PAD_REPLICATE);
-}
-static tpurt_status_t lower_replication_pad3d_backward(lower_ctx_t* ctx) {
-  return pad_nd_backward(ctx, 3, PAD_REPLICATE);
-}
-
 const lower_rule_t lower_resample_rules[] = {
-    LOWER_FN("aten::_upsample_nearest_exact1d", lower_upsample_nearest_exact1d),
-    LOWER_OUT_FN("aten::_upsample_nearest_exact1d.out", lower_upsample_nearest_exact1d),
-    LOWER_FN("aten::_upsample_nearest_exact1d_backward", lower_upsample_nearest_exact1d_backward),
-    LOWER_OUT_FN("aten::_upsample_nearest_exact1d_backward.grad_input",
-                 lower_upsample_nearest_exact1d_backward),
-    LOWER_FN("aten::_upsample_nearest_exact2d", lower_upsample_nearest_exact2d),
-    LOWER_OUT_FN("aten::_upsample_nearest_exact2d.out", lower_upsample_nearest_exact2d),
-    LOWER_FN("aten::_upsample_nearest_exact2d_backward", lower_upsample_nearest_exact2d_backward),
-    LOWER_OUT_FN("aten::_upsample_nearest_exact2d_backward.grad_input",
-                 lower_upsample_nearest_exact2d_backward),
-    LOWER_FN("aten::_upsample_nearest_exact3d", lower_upsample_nearest_exact3d),
-    LOWER_OUT_FN("aten::_upsample_nearest_exact3d.out", lower_upsample_nearest_exact3d),
-    LOWER_FN("aten::_upsample_nearest_exact3d_backward", lower_upsample_nearest_exact3d_backward),
-    LOWER_OUT_FN("aten::_upsample_nearest_exact3d_backward.grad_input",
-                 lower_upsample_nearest_exact3d_backward),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact1d", upsample, .num = {1, MODE_NEAREST_EXACT}),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact1d.out", upsample, .num = {1, MODE_NEAREST_EXACT}),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact1d_backward", upsample_backward,
+                  .num = {1, MODE_NEAREST_EXACT}),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact1d_backward.grad_input", upsample_backward,
+                      .num = {1, MODE_NEAREST_EXACT}),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact2d", upsample, .num = {2, MODE_NEAREST_EXACT}),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact2d.out", upsample, .num = {2, MODE_NEAREST_EXACT}),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact2d_backward", upsample_backward,
+                  .num = {2, MODE_NEAREST_EXACT}),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact2d_backward.grad_input", upsample_backward,
+                      .num = {2, MODE_NEAREST_EXACT}),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact3d", upsample, .num = {3, MODE_NEAREST_EXACT}),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact3d.out", upsample, .num = {3, MODE_NEAREST_EXACT}),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact3d_backward", upsample_backward,
+                  .num = {3, MODE_NEAREST_EXACT}),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact3d_backward.grad_input", upsample_backward,
+                      .num = {3, MODE_NEAREST_EXACT}),
     LOWER_FN("aten::constant_pad_nd", lower_constant_pad_nd),
     LOWER_OUT_FN("aten::constant_pad_nd.out", lower_constant_pad_nd),
-    LOWER_FN("aten::reflection_pad1d", lower_reflection_pad1d),
-    LOWER_OUT_FN("aten::reflection_pad1d.out", lower_reflection_pad1d),
-    LOWER_FN("aten::reflection_pad1d_backward", lower_reflection_pad1d_backward),
-    LOWER_OUT_FN("aten::reflection_pad1d_backward.grad_input", lower_reflection_pad1d_backward),
-    LOWER_FN("aten::reflection_pad2d", lower_reflection_pad2d),
-    LOWER_OUT_FN("aten::reflection_pad2d.out", lower_reflection_pad2d),
-    LOWER_FN("aten::reflection_pad2d_backward", lower_reflection_pad2d_backward),
-    LOWER_OUT_FN("aten::reflection_pad2d_backward.grad_input", lower_reflection_pad2d_backward),
-    LOWER_FN("aten::reflection_pad3d", lower_reflection_pad3d),
-    LOWER_OUT_FN("aten::reflection_pad3d.out", lower_reflection_pad3d),
-    LOWER_FN("aten::reflection_pad3d_backward", lower_reflection_pad3d_backward),
-    LOWER_OUT_FN("aten::reflection_pad3d_backward.grad_input", lower_reflection_pad3d_backward),
-    LOWER_FN("aten::replication_pad1d", lower_replication_pad1d),
-    LOWER_OUT_FN("aten::replication_pad1d.out", lower_replication_pad1d),
-    LOWER_FN("aten::replication_pad1d_backward", lower_replication_pad1d_backward),
-    LOWER_OUT_FN("aten::replication_pad1d_backward.grad_input", lower_replication_pad1d_backward),
-    LOWER_FN("aten::replication_pad2d", lower_replication_pad2d),
-    LOWER_OUT_FN("aten::replication_pad2d.out", lower_replication_pad2d),
-    LOWER_FN("aten::replication_pad2d_backward", lower_replication_pad2d_backward),
-    LOWER_OUT_FN("aten::replication_pad2d_backward.grad_input", lower_replication_pad2d_backward),
-    LOWER_FN("aten::replication_pad3d", lower_replication_pad3d),
-    LOWER_OUT_FN("aten::replication_pad3d.out", lower_replication_pad3d),
-    LOWER_FN("aten::replication_pad3d_backward", lower_replication_pad3d_backward),
-    LOWER_OUT_FN("aten::replication_pad3d_backward.grad_input", lower_replication_pad3d_backward),
-    LOWER_FN("aten::upsample_bilinear2d", lower_upsample_bilinear2d),
-    LOWER_OUT_FN("aten::upsample_bilinear2d.out", lower_upsample_bilinear2d),
-    LOWER_FN("aten::upsample_bilinear2d_backward", lower_upsample_bilinear2d_backward),
-    LOWER_OUT_FN("aten::upsample_bilinear2d_backward.grad_input", lower_upsample_bilinear2d_backward),
-    LOWER_FN("aten::upsample_linear1d", lower_upsample_linear1d),
-    LOWER_OUT_FN("aten::upsample_linear1d.out", lower_upsample_linear1d),
-    LOWER_FN("aten::upsample_linear1d_backward", lower_upsample_linear1d_backward),
-    LOWER_OUT_FN("aten::upsample_linear1d_backward.grad_input", lower_upsample_linear1d_backward),
-    LOWER_FN("aten::upsample_nearest1d", lower_upsample_nearest1d),
-    LOWER_OUT_FN("aten::upsample_nearest1d.out", lower_upsample_nearest1d),
-    LOWER_FN("aten::upsample_nearest1d_backward", lower_upsample_nearest1d_backward),
-    LOWER_OUT_FN("aten::upsample_nearest1d_backward.grad_input", lower_upsample_nearest1d_backward),
-    LOWER_FN("aten::upsample_nearest2d", lower_upsample_nearest2d),
-    LOWER_OUT_FN("aten::upsample_nearest2d.out", lower_upsample_nearest2d),
-    LOWER_FN("aten::upsample_nearest2d_backward", lower_upsample_nearest2d_backward),
-    LOWER_OUT_FN("aten::upsample_nearest2d_backward.grad_input", lower_upsample_nearest2d_backward),
-    LOWER_FN("aten::upsample_nearest3d", lower_upsample_nearest3d),
-    LOWER_OUT_FN("aten::upsample_nearest3d.out", lower_upsample_nearest3d),
-    LOWER_FN("aten::upsample_nearest3d_backward", lower_upsample_nearest3d_backward),
-    LOWER_OUT_FN("aten::upsample_nearest3d_backward.grad_input", lower_upsample_nearest3d_backward),
-    LOWER_FN("aten::upsample_trilinear3d", lower_upsample_trilinear3d),
-    LOWER_OUT_FN("aten::upsample_trilinear3d.out", lower_upsample_trilinear3d),
-    LOWER_FN("aten::upsample_trilinear3d_backward", lower_upsample_trilinear3d_backward),
-    LOWER_OUT_FN("aten::upsample_trilinear3d_backward.grad_input", lower_upsample_trilinear3d_backward),
+    LOWER_FN_WITH("aten::reflection_pad1d", pad_nd, .num = {1, PAD_REFLECT}),
+    LOWER_OUT_FN_WITH("aten::reflection_pad1d.out", pad_nd, .num = {1, PAD_REFLECT}),
+    LOWER_FN_WITH("aten::reflection_pad1d_backward", pad_nd_backward, .num = {1, PAD_REFLECT}),
+    LOWER_OUT_FN_WITH("aten::reflection_pad1d_backward.grad_input", pad_nd_backward, .num = {1, PAD_REFLECT}),
+    LOWER_FN_WITH("aten::reflection_pad2d", pad_nd, .num = {2, PAD_REFLECT}),
+    LOWER_OUT_FN_WITH("aten::reflection_pad2d.out", pad_nd, .num = {2, PAD_REFLECT}),
+    LOWER_FN_WITH("aten::reflection_pad2d_backward", pad_nd_backward, .num = {2, PAD_REFLECT}),
+    LOWER_OUT_FN_WITH("aten::reflection_pad2d_backward.grad_input", pad_nd_backward, .num = {2, PAD_REFLECT}),
+    LOWER_FN_WITH("aten::reflection_pad3d", pad_nd, .num = {3, PAD_REFLECT}),
+    LOWER_OUT_FN_WITH("aten::reflection_pad3d.out", pad_nd, .num = {3, PAD_REFLECT}),
+    LOWER_FN_WITH("aten::reflection_pad3d_backward", pad_nd_backward, .num = {3, PAD_REFLECT}),
+    LOWER_OUT_FN_WITH("aten::reflection_pad3d_backward.grad_input", pad_nd_backward, .num = {3, PAD_REFLECT}),
+    LOWER_FN_WITH("aten::replication_pad1d", pad_nd, .num = {1, PAD_REPLICATE}),
+    LOWER_OUT_FN_WITH("aten::replication_pad1d.out", pad_nd, .num = {1, PAD_REPLICATE}),
+    LOWER_FN_WITH("aten::replication_pad1d_backward", pad_nd_backward, .num = {1, PAD_REPLICATE}),
+    LOWER_OUT_FN_WITH("aten::replication_pad1d_backward.grad_input", pad_nd_backward,
+                      .num = {1, PAD_REPLICATE}),
+    LOWER_FN_WITH("aten::replication_pad2d", pad_nd, .num = {2, PAD_REPLICATE}),
+    LOWER_OUT_FN_WITH("aten::replication_pad2d.out", pad_nd, .num = {2, PAD_REPLICATE}),
+    LOWER_FN_WITH("aten::replication_pad2d_backward", pad_nd_backward, .num = {2, PAD_REPLICATE}),
+    LOWER_OUT_FN_WITH("aten::replication_pad2d_backward.grad_input", pad_nd_backward,
+                      .num = {2, PAD_REPLICATE}),
+    LOWER_FN_WITH("aten::replication_pad3d", pad_nd, .num = {3, PAD_REPLICATE}),
+    LOWER_OUT_FN_WITH("aten::replication_pad3d.out", pad_nd, .num = {3, PAD_REPLICATE}),
+    LOWER_FN_WITH("aten::replication_pad3d_backward", pad_nd_backward, .num = {3, PAD_REPLICATE}),
+    LOWER_OUT_FN_WITH("aten::replication_pad3d_backward.grad_input", pad_nd_backward,
+                      .num = {3, PAD_REPLICATE}),
+    LOWER_FN_WITH("aten::upsample_bilinear2d", upsample, .num = {2, MODE_LINEAR}),
+    LOWER_OUT_FN_WITH("aten::upsample_bilinear2d.out", upsample, .num = {2, MODE_LINEAR}),
+    LOWER_FN_WITH("aten::upsample_bilinear2d_backward", upsample_backward, .num = {2, MODE_LINEAR}),
+    LOWER_OUT_FN_WITH("aten::upsample_bilinear2d_backward.grad_input", upsample_backward,
+                      .num = {2, MODE_LINEAR}),
+    LOWER_FN_WITH("aten::upsample_linear1d", upsample, .num = {1, MODE_LINEAR}),
+    LOWER_OUT_FN_WITH("aten::upsample_linear1d.out", upsample, .num = {1, MODE_LINEAR}),
+    LOWER_FN_WITH("aten::upsample_linear1d_backward", upsample_backward, .num = {1, MODE_LINEAR}),
+    LOWER_OUT_FN_WITH("aten::upsample_linear1d_backward.grad_input", upsample_backward,
+                      .num = {1, MODE_LINEAR}),
+    LOWER_FN_WITH("aten::upsample_nearest1d", upsample, .num = {1, MODE_NEAREST}),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest1d.out", upsample, .num = {1, MODE_NEAREST}),
+    LOWER_FN_WITH("aten::upsample_nearest1d_backward", upsample_backward, .num = {1, MODE_NEAREST}),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest1d_backward.grad_input", upsample_backward,
+                      .num = {1, MODE_NEAREST}),
+    LOWER_FN_WITH("aten::upsample_nearest2d", upsample, .num = {2, MODE_NEAREST}),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest2d.out", upsample, .num = {2, MODE_NEAREST}),
+    LOWER_FN_WITH("aten::upsample_nearest2d_backward", upsample_backward, .num = {2, MODE_NEAREST}),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest2d_backward.grad_input", upsample_backward,
+                      .num = {2, MODE_NEAREST}),
+    LOWER_FN_WITH("aten::upsample_nearest3d", upsample, .num = {3, MODE_NEAREST}),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest3d.out", upsample, .num = {3, MODE_NEAREST}),
+    LOWER_FN_WITH("aten::upsample_nearest3d_backward", upsample_backward, .num = {3, MODE_NEAREST}),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest3d_backward.grad_input", upsample_backward,
+                      .num = {3, MODE_NEAREST}),
+    LOWER_FN_WITH("aten::upsample_trilinear3d", upsample, .num = {3, MODE_LINEAR}),
+    LOWER_OUT_FN_WITH("aten::upsample_trilinear3d.out", upsample, .num = {3, MODE_LINEAR}),
+    LOWER_FN_WITH("aten::upsample_trilinear3d_backward", upsample_backward, .num = {3, MODE_LINEAR}),
+    LOWER_OUT_FN_WITH("aten::upsample_trilinear3d_backward.grad_input", upsample_backward,
+                      .num = {3, MODE_LINEAR}),
     LOWER_END,
 };

@@ -34,7 +34,8 @@ static ir_value_t scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, const char* 
 }
 
 /* cumsum(self, dim, *, dtype=None): ints and bool accumulate in int64. */
-static tpurt_status_t cumulative(lower_ctx_t* ctx, bool prod) {
+static tpurt_status_t cumulative(lower_ctx_t* ctx) {
+  bool prod = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
@@ -46,9 +47,6 @@ static tpurt_status_t cumulative(lower_ctx_t* ctx, bool prod) {
   lower_set_result(ctx, 0, lower_cast(ctx, x, out));
   return NULL;
 }
-
-static tpurt_status_t lower_cumsum_rule(lower_ctx_t* ctx) { return cumulative(ctx, false); }
-static tpurt_status_t lower_cumprod(lower_ctx_t* ctx) { return cumulative(ctx, true); }
 
 /*===--- logcumsumexp ---===*/
 
@@ -132,9 +130,9 @@ static tpurt_status_t lower_repeat_interleave(lower_ctx_t* ctx) {
 const lower_rule_t lower_scan_rules[] = {
     LOWER_FN("aten::_logcumsumexp", lower_logcumsumexp),
     LOWER_OUT_FN("aten::_logcumsumexp.out", lower_logcumsumexp),
-    LOWER_FN("aten::cumprod", lower_cumprod),
-    LOWER_FN("aten::cumsum", lower_cumsum_rule),
-    LOWER_OUT_FN("aten::cumsum.out", lower_cumsum_rule),
+    LOWER_FN_WITH("aten::cumprod", cumulative, .num = {true}),
+    LOWER_FN_WITH("aten::cumsum", cumulative, .num = {false}),
+    LOWER_OUT_FN_WITH("aten::cumsum.out", cumulative, .num = {false}),
     LOWER_FN("aten::repeat_interleave.Tensor", lower_repeat_interleave),
     LOWER_END,
 };

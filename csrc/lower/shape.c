@@ -108,7 +108,8 @@ static tpurt_status_t lower_roll(lower_ctx_t* ctx) {
 }
 
 /* tril/triu(self, diagonal): a mask from two iotas over the last dims. */
-static tpurt_status_t triangle(lower_ctx_t* ctx, bool lower) {
+static tpurt_status_t triangle(lower_ctx_t* ctx) {
+  bool lower = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (t->rank < 2)
     return lower_error(TPURT_INVALID_ARGUMENT, "%s: input tensor must have at least 2 dimensions",
@@ -125,12 +126,13 @@ static tpurt_status_t triangle(lower_ctx_t* ctx, bool lower) {
   return NULL;
 }
 
-static tpurt_status_t lower_tril(lower_ctx_t* ctx) { return triangle(ctx, true); }
-static tpurt_status_t lower_triu(lower_ctx_t* ctx) { return triangle(ctx, false); }
-
 const lower_rule_t lower_shape_rules[] = {
-    LOWER_FN("aten::cat", lower_cat),     LOWER_OUT_FN("aten::cat.out", lower_cat),
-    LOWER_FN("aten::clone", lower_clone), LOWER_FN("aten::flip", lower_flip),
-    LOWER_FN("aten::roll", lower_roll),   LOWER_FN("aten::tril", lower_tril),
-    LOWER_FN("aten::triu", lower_triu),   LOWER_END,
+    LOWER_FN("aten::cat", lower_cat),
+    LOWER_OUT_FN("aten::cat.out", lower_cat),
+    LOWER_FN("aten::clone", lower_clone),
+    LOWER_FN("aten::flip", lower_flip),
+    LOWER_FN("aten::roll", lower_roll),
+    LOWER_FN_WITH("aten::tril", triangle, .num = {true}),
+    LOWER_FN_WITH("aten::triu", triangle, .num = {false}),
+    LOWER_END,
 };

@@ -187,6 +187,12 @@ static tpurt_status_t order_stat(lower_ctx_t* ctx, order_stat_t which, int64_t d
   return NULL;
 }
 
+/* order_stat with the row's constants (LOWER_*_WITH rows). */
+static tpurt_status_t order_stat_row(lower_ctx_t* ctx) {
+  return order_stat(ctx, lower_rule_int(ctx, 0), lower_rule_int(ctx, 1), lower_rule_int(ctx, 2),
+                    lower_rule_int(ctx, 3), lower_rule_int(ctx, 4));
+}
+
 /* kthvalue(self, k, dim=-1, keepdim=False) -> (values, indices) */
 static tpurt_status_t lower_kthvalue(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
@@ -195,32 +201,24 @@ static tpurt_status_t lower_kthvalue(lower_ctx_t* ctx) {
   return order_stat(ctx, STAT_KTH, dim, true, lower_int(ctx, 1, 1), lower_bool(ctx, 3, false));
 }
 
-static tpurt_status_t median_dim(lower_ctx_t* ctx, order_stat_t which) {
+static tpurt_status_t median_dim(lower_ctx_t* ctx) {
+  order_stat_t which = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
   return order_stat(ctx, which, dim, true, 0, lower_bool(ctx, 2, false));
 }
 
-static tpurt_status_t lower_median(lower_ctx_t* ctx) {
-  return order_stat(ctx, STAT_MEDIAN, 0, false, 0, false);
-}
-static tpurt_status_t lower_nanmedian(lower_ctx_t* ctx) {
-  return order_stat(ctx, STAT_NANMEDIAN, 0, false, 0, false);
-}
-static tpurt_status_t lower_median_dim(lower_ctx_t* ctx) { return median_dim(ctx, STAT_MEDIAN); }
-static tpurt_status_t lower_nanmedian_dim(lower_ctx_t* ctx) { return median_dim(ctx, STAT_NANMEDIAN); }
-
 /* Sorted by name. */
 const lower_rule_t lower_sort_rules[] = {
     LOWER_FN("aten::kthvalue", lower_kthvalue),
     LOWER_OUT_FN("aten::kthvalue.values", lower_kthvalue),
-    LOWER_FN("aten::median", lower_median),
-    LOWER_FN("aten::median.dim", lower_median_dim),
-    LOWER_OUT_FN("aten::median.dim_values", lower_median_dim),
-    LOWER_FN("aten::nanmedian", lower_nanmedian),
-    LOWER_FN("aten::nanmedian.dim", lower_nanmedian_dim),
-    LOWER_OUT_FN("aten::nanmedian.dim_values", lower_nanmedian_dim),
+    LOWER_FN_WITH("aten::median", order_stat_row, .num = {STAT_MEDIAN, 0, false, 0, false}),
+    LOWER_FN_WITH("aten::median.dim", median_dim, .num = {STAT_MEDIAN}),
+    LOWER_OUT_FN_WITH("aten::median.dim_values", median_dim, .num = {STAT_MEDIAN}),
+    LOWER_FN_WITH("aten::nanmedian", order_stat_row, .num = {STAT_NANMEDIAN, 0, false, 0, false}),
+    LOWER_FN_WITH("aten::nanmedian.dim", median_dim, .num = {STAT_NANMEDIAN}),
+    LOWER_OUT_FN_WITH("aten::nanmedian.dim_values", median_dim, .num = {STAT_NANMEDIAN}),
     LOWER_FN("aten::sort.stable", lower_sort),
     LOWER_OUT_FN("aten::sort.values_stable", lower_sort),
     LOWER_FN("aten::topk", lower_topk),

@@ -49,3 +49,16 @@ const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch) {
   scratch->variant = LOWER_INPLACE;
   return scratch;
 }
+
+tpurt_status_t lower_rule_run(const lower_rule_t* rule, lower_ctx_t* ctx) {
+  ctx->rule = rule;
+  tpurt_status_t status = rule->fn(ctx);
+  ctx->rule = NULL; /* |rule| may be the caller's scratch copy */
+  return status;
+}
+
+int64_t lower_rule_int(const lower_ctx_t* ctx, int32_t k) {
+  return ctx->rule && k >= 0 && k < LOWER_RULE_MAX_INTS ? ctx->rule->data.num[k] : 0;
+}
+const char* lower_rule_str(const lower_ctx_t* ctx) { return ctx->rule ? ctx->rule->data.str : NULL; }
+double lower_rule_real(const lower_ctx_t* ctx) { return ctx->rule ? ctx->rule->data.real : 0.0; }

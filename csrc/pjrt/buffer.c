@@ -31,13 +31,18 @@ static tpurt_dtype_t from_pjrt_type(int type) {
   return TPURT_DTYPE_INVALID;
 }
 
+void pjrt_launch_retain(pjrt_launch_t* launch) {
+  if (launch) tpurt_refcount_inc(&launch->refcount);
+}
+
 void pjrt_launch_release(pjrt_launch_t* launch) {
-  if (launch && __atomic_sub_fetch(&launch->refcount, 1, __ATOMIC_ACQ_REL) == 0) free(launch);
+  if (launch && tpurt_refcount_dec_and_test(&launch->refcount)) free(launch);
 }
 
 /* Dense byte size of |rank| |dims| of |dtype|, checking for negative sizes
 ** and overflow. */
-static tpurt_status_t dense_size(tpurt_dtype_t dtype, int32_t rank, const int64_t* dims, size_t* out_nbytes) {
+static TPURT_MUST_USE tpurt_status_t dense_size(tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
+                                                size_t* out_nbytes) {
   if (rank < 0 || rank > TPURT_MAX_RANK) {
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "buffer rank must be 0..%d, got %d", TPURT_MAX_RANK,
                                (int)rank);
@@ -68,7 +73,7 @@ static pjrt_buffer_t* new_buffer(pjrt_abi_buffer_t* raw, int device, tpurt_dtype
   b->rank = rank;
   if (rank) memcpy(b->dims, dims, sizeof(int64_t) * (size_t)rank);
   b->nbytes = nbytes;
-  b->refcount = 1;
+  tpurt_refcount_init(&b->refcount);
   return b;
 }
 
@@ -79,14 +84,14 @@ void pjrt_count_buffer_locked(const pjrt_buffer_t* buffer) {
   if (in_use > c->peak_bytes_in_use[buffer->device]) c->peak_bytes_in_use[buffer->device] = in_use;
 }
 
-void pjrt_destroy_raw_buffer_locked(pjrt_abi_buffer_t* raw) {
+void pjrt_raw_buffer_free_locked(pjrt_abi_buffer_t* raw) {
   PJRT_ARGS(pjrt_abi_buffer_destroy_args_t, a);
   a.buffer = raw;
-  tpurt_status_free(PJRT_CALL(PJRTABI_BUFFER_DESTROY, "Buffer_Destroy", &a));
+  tpurt_status_ignore(PJRT_CALL(PJRTABI_BUFFER_DESTROY, "Buffer_Destroy", &a));
 }
 
-tpurt_status_t pjrt_wrap_buffer_locked(pjrt_abi_buffer_t* raw, int device, pjrt_launch_t* launch,
-                                       pjrt_buffer_t** out_buffer) {
+tpurt_status_t pjrt_wrap_buffer_consume_locked(pjrt_abi_buffer_t* raw, int device, pjrt_launch_t* launch,
+                                               pjrt_buffer_t** out_buffer) {
   *out_buffer = NULL;
   PJRT_ARGS(pjrt_abi_buffer_element_type_args_t, t);
   t.buffer = raw;
@@ -109,12 +114,12 @@ tpurt_status_t pjrt_wrap_buffer_locked(pjrt_abi_buffer_t* raw, int device, pjrt_
   size_t nbytes = 0;
   if (!status) status = dense_size(dtype, (int32_t)d.num_dims, d.dims, &nbytes);
   if (status) {
-    pjrt_destroy_raw_buffer_locked(raw);
+    pjrt_raw_buffer_free_locked(raw);
     return status;
   }
   pjrt_buffer_t* b = new_buffer(raw, device, dtype, (int32_t)d.num_dims, d.dims, nbytes);
   if (launch) {
-    __atomic_add_fetch(&launch->refcount, 1, __ATOMIC_RELAXED);
+    pjrt_launch_retain(launch);
     b->launch = launch;
   }
   pjrt_count_buffer_locked(b);
@@ -159,23 +164,23 @@ tpurt_status_t pjrt_buffer_from_host(int device, tpurt_dtype_t dtype, int32_t ra
   ** returned, so the event is (or is about to be) ready; its error, if any,
   ** is the transfer's. */
   tpurt_status_t done = pjrt_api_event_await(&pjrt_g.api, a.done_with_host_buffer);
-  if (status) return tpurt_status_annotate(status, "uploading a buffer to the device");
+  if (status) return tpurt_status_annotate_consume(status, "uploading a buffer to the device");
   if (done) {
     pjrt_buffer_release(b);
-    return tpurt_status_annotate(done, "uploading a buffer to the device");
+    return tpurt_status_annotate_consume(done, "uploading a buffer to the device");
   }
   *out_buffer = b;
   return NULL;
 }
 
 void pjrt_buffer_retain(pjrt_buffer_t* buffer) {
-  if (buffer) __atomic_add_fetch(&buffer->refcount, 1, __ATOMIC_RELAXED);
+  if (buffer) tpurt_refcount_inc(&buffer->refcount);
 }
 
 void pjrt_buffer_release(pjrt_buffer_t* buffer) {
-  if (!buffer || __atomic_sub_fetch(&buffer->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  if (!buffer || !tpurt_refcount_dec_and_test(&buffer->refcount)) return;
   pthread_mutex_lock(&pjrt_g.lock);
-  pjrt_destroy_raw_buffer_locked(buffer->raw);
+  pjrt_raw_buffer_free_locked(buffer->raw);
   pjrt_counters_t* c = &pjrt_g.counters;
   c->live_buffers--;
   c->bytes_in_use[buffer->device] -= buffer->nbytes;
@@ -184,10 +189,9 @@ void pjrt_buffer_release(pjrt_buffer_t* buffer) {
   free(buffer);
 }
 
-/* Names the op that produced |buffer| in an asynchronous error. */
-static tpurt_status_t blame(pjrt_buffer_t* buffer, tpurt_status_t status) {
-  if (status && buffer->launch) tpurt_status_annotate(status, buffer->launch->op_name);
-  return status;
+/* Names the op that produced |buffer| in |status| (consumed and returned). */
+static TPURT_MUST_USE tpurt_status_t blame_consume(pjrt_buffer_t* buffer, tpurt_status_t status) {
+  return buffer->launch ? tpurt_status_annotate_consume(status, buffer->launch->op_name) : status;
 }
 
 tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer) {
@@ -197,7 +201,7 @@ tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer) {
   tpurt_status_t status = PJRT_CALL(PJRTABI_BUFFER_READY_EVENT, "Buffer_ReadyEvent", &a);
   pthread_mutex_unlock(&pjrt_g.lock);
   if (status) return status;
-  return blame(buffer, pjrt_api_event_await(&pjrt_g.api, a.event));
+  return blame_consume(buffer, pjrt_api_event_await(&pjrt_g.api, a.event));
 }
 
 tpurt_status_t pjrt_buffer_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_size) {
@@ -218,7 +222,7 @@ tpurt_status_t pjrt_buffer_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_
   if (!status) pjrt_g.counters.bytes_from_device += buffer->nbytes;
   pthread_mutex_unlock(&pjrt_g.lock);
   if (!status) status = pjrt_api_event_await(&pjrt_g.api, a.event);
-  return blame(buffer, status);
+  return blame_consume(buffer, status);
 }
 
 tpurt_status_t pjrt_buffer_copy_to_device(pjrt_buffer_t* buffer, int device, pjrt_buffer_t** out_buffer) {
@@ -241,10 +245,10 @@ tpurt_status_t pjrt_buffer_copy_to_device(pjrt_buffer_t* buffer, int device, pjr
   }
   pthread_mutex_unlock(&pjrt_g.lock);
   if (status) {
-    return tpurt_status_annotate(blame(buffer, status), "copying a buffer between devices");
+    return tpurt_status_annotate_consume(blame_consume(buffer, status), "copying a buffer between devices");
   }
   if (buffer->launch) {
-    __atomic_add_fetch(&buffer->launch->refcount, 1, __ATOMIC_RELAXED);
+    pjrt_launch_retain(buffer->launch);
     b->launch = buffer->launch;
   }
   *out_buffer = b;

@@ -29,8 +29,8 @@ static char* copy_text(const char* s, size_t n) {
 }
 
 /* Calls PJRT_Client_Create with |count| named values. */
-static tpurt_status_t client_create_with(const pjrt_abi_named_value_t* values, size_t count,
-                                        pjrt_abi_client_t** out_client) {
+static TPURT_MUST_USE tpurt_status_t client_create_with(const pjrt_abi_named_value_t* values, size_t count,
+                                                        pjrt_abi_client_t** out_client) {
   PJRT_ARGS(pjrt_abi_client_create_args_t, a);
   a.create_options = count ? values : NULL;
   a.num_options = count;
@@ -45,7 +45,7 @@ static tpurt_status_t client_create_with(const pjrt_abi_named_value_t* values, s
 ** refused set is tried once more without it; when the user's own options are
 ** refused, the plugin's error comes back with the list of what we passed.
 ** (The CPU plugin ignores names it does not know.) */
-static tpurt_status_t create_client(void) {
+static TPURT_MUST_USE tpurt_status_t create_client(void) {
   const tpurt_config_t* config = tpurt_config();
   TPURT_RETURN_IF_ERROR(tpurt_config_check());
   int64_t count = config->num_devices;
@@ -97,12 +97,12 @@ static tpurt_status_t create_client(void) {
   }
   free(values);
   pjrt_client_options_free(&user);
-  if (status) return tpurt_status_annotate(status, "creating the PJRT client");
+  if (status) return tpurt_status_annotate_consume(status, "creating the PJRT client");
   pjrt_g.client = client;
   return NULL;
 }
 
-static tpurt_status_t client_string(int slot, const char* name, char** out) {
+static TPURT_MUST_USE tpurt_status_t client_string(int slot, const char* name, char** out) {
   PJRT_ARGS(pjrt_abi_client_string_args_t, a);
   a.client = pjrt_g.client;
   TPURT_RETURN_IF_ERROR(PJRT_CALL(slot, name, &a));
@@ -110,7 +110,7 @@ static tpurt_status_t client_string(int slot, const char* name, char** out) {
   return NULL;
 }
 
-static tpurt_status_t read_devices(void) {
+static TPURT_MUST_USE tpurt_status_t read_devices(void) {
   PJRT_ARGS(pjrt_abi_client_addressable_devices_args_t, a);
   a.client = pjrt_g.client;
   TPURT_RETURN_IF_ERROR(PJRT_CALL(PJRTABI_CLIENT_ADDRESSABLE_DEVICES, "Client_AddressableDevices", &a));
@@ -138,7 +138,7 @@ static tpurt_status_t read_devices(void) {
   return NULL;
 }
 
-static tpurt_status_t init_runtime(void) {
+static TPURT_MUST_USE tpurt_status_t init_runtime(void) {
   const char* env = tpurt_config()->plugin_path;
   char* path = NULL;
   if (env) {
@@ -157,7 +157,7 @@ static tpurt_status_t init_runtime(void) {
   free(path);
   if (status) return status;
   PJRT_ARGS(pjrt_abi_plugin_initialize_args_t, init);
-  TPURT_RETURN_IF_ERROR(tpurt_status_annotate(
+  TPURT_RETURN_IF_ERROR(tpurt_status_annotate_consume(
       PJRT_CALL(PJRTABI_PLUGIN_INITIALIZE, "Plugin_Initialize", &init), "initialising the PJRT plugin"));
   TPURT_RETURN_IF_ERROR(create_client());
   TPURT_RETURN_IF_ERROR(
@@ -192,7 +192,7 @@ tpurt_status_t pjrt_init(void) {
 int pjrt_device_count(void) {
   tpurt_status_t status = pjrt_init();
   if (status) {
-    tpurt_status_free(status);
+    tpurt_status_ignore(status);
     return 0;
   }
   return pjrt_g.num_devices;
@@ -231,7 +231,7 @@ tpurt_status_t pjrt_device_kind(int device, const char** out_kind) {
 const char* pjrt_identity(void) {
   tpurt_status_t status = pjrt_init();
   if (status) {
-    tpurt_status_free(status);
+    tpurt_status_ignore(status);
     return "";
   }
   return pjrt_g.identity;

@@ -9,10 +9,10 @@
 struct pjrt_executable_s {
   pjrt_abi_loaded_executable_t* loaded;
   size_t num_outputs;
-  int refcount;       /* atomic (__atomic builtins); destroyed at zero */
-  bool compiled_here; /* compiled in this process (not loaded from the disk cache) */
-  int32_t num_ops;    /* StableHLO ops in the module (0: loaded, unknown) */
-  uint64_t launches;  /* lock held */
+  tpurt_refcount_t refcount; /* freed at zero */
+  bool compiled_here;        /* compiled in this process (not loaded from the disk cache) */
+  int32_t num_ops;           /* StableHLO ops in the module (0: loaded, unknown) */
+  uint64_t launches;         /* lock held */
 };
 
 /* StableHLO ops in |mlir|: the launch log reports it per program. */
@@ -41,15 +41,15 @@ uint64_t pjrt_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-static void destroy_loaded_locked(pjrt_abi_loaded_executable_t* loaded) {
+static void loaded_executable_free_locked(pjrt_abi_loaded_executable_t* loaded) {
   PJRT_ARGS(pjrt_abi_executable_destroy_args_t, a);
   a.executable = loaded;
-  tpurt_status_free(PJRT_CALL(PJRTABI_LOADED_EXECUTABLE_DESTROY, "LoadedExecutable_Destroy", &a));
+  tpurt_status_ignore(PJRT_CALL(PJRTABI_LOADED_EXECUTABLE_DESTROY, "LoadedExecutable_Destroy", &a));
 }
 
 /* Calls |fn| with the PJRT_Executable of |loaded| (lock held). */
-static tpurt_status_t with_executable_locked(pjrt_abi_loaded_executable_t* loaded,
-                                             tpurt_status_t (*fn)(pjrt_abi_executable_t*, void*), void* arg) {
+static TPURT_MUST_USE tpurt_status_t with_executable_locked(
+    pjrt_abi_loaded_executable_t* loaded, tpurt_status_t (*fn)(pjrt_abi_executable_t*, void*), void* arg) {
   PJRT_ARGS(pjrt_abi_loaded_executable_get_executable_args_t, g);
   g.loaded_executable = loaded;
   TPURT_RETURN_IF_ERROR(
@@ -57,11 +57,11 @@ static tpurt_status_t with_executable_locked(pjrt_abi_loaded_executable_t* loade
   tpurt_status_t status = fn(g.executable, arg);
   PJRT_ARGS(pjrt_abi_executable_destroy_args_t, d);
   d.executable = g.executable;
-  tpurt_status_free(PJRT_CALL(PJRTABI_EXECUTABLE_DESTROY, "Executable_Destroy", &d));
+  tpurt_status_ignore(PJRT_CALL(PJRTABI_EXECUTABLE_DESTROY, "Executable_Destroy", &d));
   return status;
 }
 
-static tpurt_status_t read_num_outputs(pjrt_abi_executable_t* executable, void* out) {
+static TPURT_MUST_USE tpurt_status_t read_num_outputs(pjrt_abi_executable_t* executable, void* out) {
   PJRT_ARGS(pjrt_abi_executable_num_outputs_args_t, a);
   a.executable = executable;
   TPURT_RETURN_IF_ERROR(PJRT_CALL(PJRTABI_EXECUTABLE_NUM_OUTPUTS, "Executable_NumOutputs", &a));
@@ -70,17 +70,18 @@ static tpurt_status_t read_num_outputs(pjrt_abi_executable_t* executable, void* 
 }
 
 /* Wraps a freshly loaded executable (lock held); destroys it on error. */
-static tpurt_status_t wrap_executable_locked(pjrt_abi_loaded_executable_t* loaded, pjrt_executable_t** out) {
+static TPURT_MUST_USE tpurt_status_t wrap_executable_locked(pjrt_abi_loaded_executable_t* loaded,
+                                                            pjrt_executable_t** out) {
   size_t num_outputs = 0;
   tpurt_status_t status = with_executable_locked(loaded, read_num_outputs, &num_outputs);
   if (status) {
-    destroy_loaded_locked(loaded);
+    loaded_executable_free_locked(loaded);
     return status;
   }
   pjrt_executable_t* e = tpurt_xcalloc(1, sizeof(*e));
   e->loaded = loaded;
   e->num_outputs = num_outputs;
-  e->refcount = 1;
+  tpurt_refcount_init(&e->refcount);
   *out = e;
   return NULL;
 }
@@ -120,22 +121,20 @@ tpurt_status_t pjrt_compile_with_options(const char* mlir, size_t mlir_size, con
     (*out_executable)->num_ops = count_ops(mlir, mlir_size);
   }
   pthread_mutex_unlock(&pjrt_g.lock);
-  return tpurt_status_annotate(status, "compiling StableHLO");
+  return tpurt_status_annotate_consume(status, "compiling StableHLO");
 }
 
 void pjrt_executable_note_module(pjrt_executable_t* executable, const char* mlir, size_t mlir_size) {
   executable->num_ops = count_ops(mlir, mlir_size);
 }
 
-void pjrt_executable_retain(pjrt_executable_t* executable) {
-  __atomic_add_fetch(&executable->refcount, 1, __ATOMIC_RELAXED);
-}
+void pjrt_executable_retain(pjrt_executable_t* executable) { tpurt_refcount_inc(&executable->refcount); }
 
 void pjrt_executable_release(pjrt_executable_t* executable) {
   if (!executable) return;
-  if (__atomic_sub_fetch(&executable->refcount, 1, __ATOMIC_ACQ_REL) > 0) return;
+  if (!tpurt_refcount_dec_and_test(&executable->refcount)) return;
   pthread_mutex_lock(&pjrt_g.lock);
-  destroy_loaded_locked(executable->loaded);
+  loaded_executable_free_locked(executable->loaded);
   pthread_mutex_unlock(&pjrt_g.lock);
   free(executable);
 }
@@ -147,7 +146,7 @@ typedef struct {
   size_t size;
 } blob_t;
 
-static tpurt_status_t serialize(pjrt_abi_executable_t* executable, void* out) {
+static TPURT_MUST_USE tpurt_status_t serialize(pjrt_abi_executable_t* executable, void* out) {
   PJRT_ARGS(pjrt_abi_executable_serialize_args_t, a);
   a.executable = executable;
   TPURT_RETURN_IF_ERROR(PJRT_CALL(PJRTABI_EXECUTABLE_SERIALIZE, "Executable_Serialize", &a));
@@ -166,7 +165,7 @@ tpurt_status_t pjrt_executable_serialize(pjrt_executable_t* executable, char** o
   pthread_mutex_lock(&pjrt_g.lock);
   tpurt_status_t status = with_executable_locked(executable->loaded, serialize, &blob);
   pthread_mutex_unlock(&pjrt_g.lock);
-  if (status) return tpurt_status_annotate(status, "serialising an executable");
+  if (status) return tpurt_status_annotate_consume(status, "serialising an executable");
   *out_bytes = blob.bytes;
   *out_size = blob.size;
   return NULL;
@@ -185,7 +184,7 @@ tpurt_status_t pjrt_executable_deserialize(const char* bytes, size_t size,
       PJRT_CALL(PJRTABI_EXECUTABLE_DESERIALIZE_AND_LOAD, "Executable_DeserializeAndLoad", &a);
   if (!status) status = wrap_executable_locked(a.loaded_executable, out_executable);
   pthread_mutex_unlock(&pjrt_g.lock);
-  return tpurt_status_annotate(status, "loading a serialised executable");
+  return tpurt_status_annotate_consume(status, "loading a serialised executable");
 }
 
 /*===--- completion events and asynchronous errors ---===*/
@@ -225,15 +224,15 @@ static void drain_released(void) {
 static tpurt_status_t g_async_error[PJRT_MAX_DEVICES];
 static uint64_t g_async_seq[PJRT_MAX_DEVICES], g_next_seq;
 
-/* Keeps |error| (annotated with the op) unless the device has one already
-** (lock held). */
-static void record_error_locked(pjrt_launch_t* launch, tpurt_status_t error) {
+/* Keeps |error| (consumed; annotated with the op) unless the device has one
+** already (lock held). */
+static void record_error_consume_locked(pjrt_launch_t* launch, tpurt_status_t error) {
   if (!error) return;
   if (g_async_error[launch->device]) {
-    tpurt_status_free(error);
+    tpurt_status_ignore(error);
     return;
   }
-  g_async_error[launch->device] = tpurt_status_annotate(error, launch->op_name);
+  g_async_error[launch->device] = tpurt_status_annotate_consume(error, launch->op_name);
   g_async_seq[launch->device] = ++g_next_seq;
 }
 
@@ -296,7 +295,7 @@ static void on_launch_done(pjrt_abi_error_t* error, void* user_arg) {
   pjrt_launch_t* launch = user_arg;
   uint64_t now = pjrt_now_ns();
   /* The error also reaches the pending entry's Event_Error / Await. */
-  tpurt_status_free(pjrt_api_take_error(&pjrt_g.api, error));
+  tpurt_status_ignore(pjrt_api_error_consume(&pjrt_g.api, error));
   pthread_mutex_lock(&g_done_lock);
   complete_locked(launch, now);
   pthread_mutex_unlock(&g_done_lock);
@@ -306,7 +305,7 @@ static void on_launch_done(pjrt_abi_error_t* error, void* user_arg) {
 /* Asks the plugin to time |launch| by |event| (lock held). Without
 ** Event_OnReady, the time is taken when the pending entry is reaped. */
 static void watch_locked(pjrt_launch_t* launch, pjrt_abi_event_t* event) {
-  __atomic_add_fetch(&launch->refcount, 1, __ATOMIC_RELAXED); /* the callback's */
+  pjrt_launch_retain(launch); /* the callback's */
   launch->has_callback = true;
   PJRT_ARGS(pjrt_abi_event_on_ready_args_t, a);
   a.event = event;
@@ -314,7 +313,7 @@ static void watch_locked(pjrt_launch_t* launch, pjrt_abi_event_t* event) {
   a.user_arg = launch;
   tpurt_status_t status = PJRT_CALL(PJRTABI_EVENT_ON_READY, "Event_OnReady", &a);
   if (status) {
-    tpurt_status_free(status);
+    tpurt_status_ignore(status);
     launch->has_callback = false;
     pjrt_launch_release(launch);
   }
@@ -337,10 +336,11 @@ static void wait_done(pjrt_launch_t* launch) {
   pthread_mutex_unlock(&g_done_lock);
 }
 
-/* Ends a pending entry whose event completed (lock held). */
-static void retire_locked(pending_t p, tpurt_status_t status) {
-  record_error_locked(p.launch, status);
-  pjrt_api_event_destroy(&pjrt_g.api, p.event);
+/* Ends a pending entry whose event completed with |status| (consumed), and
+** frees the entry's event (lock held). */
+static void retire_consume_locked(pending_t p, tpurt_status_t status) {
+  record_error_consume_locked(p.launch, status);
+  pjrt_api_event_free(&pjrt_g.api, p.event);
   if (p.keep) g_released[g_num_released++] = p.keep;
 }
 
@@ -361,7 +361,7 @@ static void reap_ready_locked(void) {
       e.event = p.event;
       status = PJRT_CALL(PJRTABI_EVENT_ERROR, "Event_Error", &e);
     }
-    retire_locked(p, status);
+    retire_consume_locked(p, status);
     note_finished(p.launch);
     pjrt_launch_release(p.launch);
   }
@@ -373,7 +373,7 @@ static void finish_pending(pending_t p) {
   tpurt_status_t status = pjrt_api_event_await(&pjrt_g.api, p.event);
   p.event = NULL; /* Await destroyed it */
   pthread_mutex_lock(&pjrt_g.lock);
-  retire_locked(p, status);
+  retire_consume_locked(p, status);
   pthread_mutex_unlock(&pjrt_g.lock);
   drain_released();
   note_finished(p.launch);
@@ -423,11 +423,11 @@ tpurt_status_t pjrt_synchronize(int device) {
   for (int d = lo; d < hi; ++d) {
     if (!g_async_error[d]) continue;
     if (!first || g_async_seq[d] < first_seq) {
-      tpurt_status_free(first);
+      tpurt_status_ignore(first);
       first = g_async_error[d];
       first_seq = g_async_seq[d];
     } else {
-      tpurt_status_free(g_async_error[d]);
+      tpurt_status_ignore(g_async_error[d]);
     }
     g_async_error[d] = NULL;
   }
@@ -438,7 +438,7 @@ tpurt_status_t pjrt_synchronize(int device) {
 static pjrt_launch_t* launch_create(int device, const char* op_name) {
   size_t name_size = strlen(op_name) + 1;
   pjrt_launch_t* launch = tpurt_xcalloc(1, sizeof(*launch) + name_size);
-  launch->refcount = 1; /* the pending entry's */
+  tpurt_refcount_init(&launch->refcount); /* the pending entry's */
   launch->device = device;
   launch->launch_ns = pjrt_now_ns();
   memcpy(launch->op_name, op_name, name_size);
@@ -480,7 +480,7 @@ tpurt_status_t pjrt_event_record(int device, pjrt_event_t** out_event) {
   for (size_t i = 0; i < g_num_pending; ++i) {
     pjrt_launch_t* l = g_pending[i].launch;
     if (l->device != device) continue;
-    __atomic_add_fetch(&l->refcount, 1, __ATOMIC_RELAXED);
+    pjrt_launch_retain(l);
     ev->launches[ev->num_launches++] = l;
   }
   pthread_mutex_unlock(&pjrt_g.lock);
@@ -489,7 +489,7 @@ tpurt_status_t pjrt_event_record(int device, pjrt_event_t** out_event) {
   return NULL;
 }
 
-void pjrt_event_release(pjrt_event_t* event) {
+void pjrt_event_free(pjrt_event_t* event) {
   if (!event) return;
   for (size_t i = 0; i < event->num_launches; ++i) pjrt_launch_release(event->launches[i]);
   free(event);
@@ -654,12 +654,12 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
   if (!status) {
     pjrt_g.counters.executions++;
     for (size_t i = 0; i < num_outputs; ++i) {
-      tpurt_status_t s = pjrt_wrap_buffer_locked(raw_outs[i], device, launch, &outputs[i]);
+      tpurt_status_t s = pjrt_wrap_buffer_consume_locked(raw_outs[i], device, launch, &outputs[i]);
       raw_outs[i] = NULL;
       if (s && !status)
         status = s;
       else
-        tpurt_status_free(s);
+        tpurt_status_ignore(s);
     }
     launch->first_run = executable->compiled_here && executable->launches == 0;
     executable->launches++;
@@ -680,7 +680,7 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
       pjrt_buffer_release(outputs[i]);
       outputs[i] = NULL;
     }
-    return tpurt_status_annotate(status, op_name);
+    return tpurt_status_annotate_consume(status, op_name);
   }
   return NULL;
 }

@@ -62,7 +62,7 @@ static pjrt_abi_fn_t slot_fn(const pjrt_api_t* api, int slot) {
   return fn;
 }
 
-static void destroy_error(const pjrt_api_t* api, pjrt_abi_error_t* error) {
+static void error_free(const pjrt_api_t* api, pjrt_abi_error_t* error) {
   pjrt_abi_error_destroy_args_t d = {.struct_size = pjrt_abi_error_destroy_args_t_SIZE, .error = error};
   pjrt_abi_void_fn_t destroy_fn;
   void* p = pjrt_api_slot(api, PJRTABI_ERROR_DESTROY);
@@ -70,7 +70,7 @@ static void destroy_error(const pjrt_api_t* api, pjrt_abi_error_t* error) {
   if (destroy_fn) destroy_fn(&d);
 }
 
-tpurt_status_t pjrt_api_take_error(const pjrt_api_t* api, pjrt_abi_error_t* error) {
+tpurt_status_t pjrt_api_error_consume(const pjrt_api_t* api, pjrt_abi_error_t* error) {
   if (!error) return NULL;
   /* Slots 0..2 are checked present by pjrt_api_load. */
   pjrt_abi_error_message_args_t m = {.struct_size = pjrt_abi_error_message_args_t_SIZE, .error = error};
@@ -84,7 +84,7 @@ tpurt_status_t pjrt_api_take_error(const pjrt_api_t* api, pjrt_abi_error_t* erro
   if (code_fn) {
     pjrt_abi_error_t* e2 = code_fn(&c);
     if (e2) {
-      destroy_error(api, e2); /* an error about an error is not worth more */
+      error_free(api, e2); /* an error about an error is not worth more */
     } else {
       code = c.code;
     }
@@ -95,7 +95,7 @@ tpurt_status_t pjrt_api_take_error(const pjrt_api_t* api, pjrt_abi_error_t* erro
   tpurt_status_t status =
       n ? tpurt_status_create((tpurt_status_code_t)code, "%.*s", (int)n, m.message)
         : tpurt_status_create((tpurt_status_code_t)code, "PJRT error with no message (code %d)", code);
-  destroy_error(api, error);
+  error_free(api, error);
   return status;
 }
 
@@ -106,20 +106,20 @@ tpurt_status_t pjrt_api_call(const pjrt_api_t* api, int slot, const char* name, 
                                "PJRT plugin '%s' (C API %d.%d) does not implement PJRT_%s", api->path,
                                api->major, api->minor, name);
   }
-  return pjrt_api_take_error(api, fn(args));
+  return pjrt_api_error_consume(api, fn(args));
 }
 
-void pjrt_api_event_destroy(const pjrt_api_t* api, pjrt_abi_event_t* event) {
+void pjrt_api_event_free(const pjrt_api_t* api, pjrt_abi_event_t* event) {
   if (!event) return;
   pjrt_abi_event_args_t a = {.struct_size = pjrt_abi_event_args_t_SIZE, .event = event};
-  tpurt_status_free(pjrt_api_call(api, PJRTABI_EVENT_DESTROY, "Event_Destroy", &a));
+  tpurt_status_ignore(pjrt_api_call(api, PJRTABI_EVENT_DESTROY, "Event_Destroy", &a));
 }
 
 tpurt_status_t pjrt_api_event_await(const pjrt_api_t* api, pjrt_abi_event_t* event) {
   if (!event) return NULL;
   pjrt_abi_event_args_t a = {.struct_size = pjrt_abi_event_args_t_SIZE, .event = event};
   tpurt_status_t status = pjrt_api_call(api, PJRTABI_EVENT_AWAIT, "Event_Await", &a);
-  pjrt_api_event_destroy(api, event);
+  pjrt_api_event_free(api, event);
   return status;
 }
 

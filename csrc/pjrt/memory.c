@@ -28,7 +28,7 @@ tpurt_status_t pjrt_device_memory(int device, tpurt_device_memory_t* out_memory)
   bool unreported = status && tpurt_status_code(status) == TPURT_UNIMPLEMENTED;
   if (unreported && strcmp(pjrt_g.platform_name, "cpu") == 0) {
     /* The CPU plugin's device memory is the host's RAM. */
-    tpurt_status_free(status);
+    tpurt_status_ignore(status);
     long page = sysconf(_SC_PAGESIZE), total = sysconf(_SC_PHYS_PAGES), avail = sysconf(_SC_AVPHYS_PAGES);
     out_memory->from_host = true;
     out_memory->bytes_limit = (int64_t)page * total;

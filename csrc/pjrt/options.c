@@ -52,7 +52,8 @@ static bool equals_nocase(const char* s, const char* word) {
 
 /* Types one value: true/false -> bool, a decimal integer -> int64, a
 ** number -> float, "quoted" or anything else -> string. */
-static tpurt_status_t type_value(const char* name, const char* text, pjrt_named_option_t* out) {
+static TPURT_MUST_USE tpurt_status_t type_value(const char* name, const char* text,
+                                                pjrt_named_option_t* out) {
   size_t n = strlen(text);
   if (n >= 2 && (text[0] == '"' || text[0] == '\'') && text[n - 1] == text[0]) {
     out->type = PJRT_OPTION_STRING;
@@ -150,7 +151,7 @@ tpurt_status_t pjrt_client_options_parse(const char* spec, pjrt_client_options_t
   }
   if (status) {
     pjrt_client_options_free(out_options);
-    return tpurt_status_annotate(status, "TORCH_TPU_PJRT_OPTIONS");
+    return tpurt_status_annotate_consume(status, "TORCH_TPU_PJRT_OPTIONS");
   }
   return NULL;
 }
@@ -273,7 +274,7 @@ static char* normalise_value(const char* s, size_t n) {
 
 /* "name=value name=value" (blank-separated; a leading "--" is allowed, as in
 ** XLA_FLAGS) into |list|, on top of what it holds. */
-static tpurt_status_t kv_parse(const char* spec, const char* what, kv_list_t* list) {
+static TPURT_MUST_USE tpurt_status_t kv_parse(const char* spec, const char* what, kv_list_t* list) {
   const char* p = spec ? spec : "";
   while (*p) {
     while (*p && isspace((unsigned char)*p)) ++p;
@@ -397,7 +398,7 @@ static void read_env_once(void) {
   g_env_options = compile_options_build(&g_env_list);
 }
 
-static tpurt_status_t env_options(const compile_options_t** out) {
+static TPURT_MUST_USE tpurt_status_t env_options(const compile_options_t** out) {
   pthread_once(&g_env_once, read_env_once);
   *out = g_env_options;
   if (g_env_error) return tpurt_status_create(TPURT_INVALID_ARGUMENT, "%s", g_env_error);

@@ -8,7 +8,7 @@
 #ifndef TPURT_PJRT_PJRT_H_
 #define TPURT_PJRT_PJRT_H_
 
-#include "../include/tpurt.h"
+#include "../base/base.h"
 
 /* A device buffer: an immutable PJRT buffer plus its shape. Reference
 ** counted; the PJRT buffer is destroyed when the last reference goes. */
@@ -19,7 +19,7 @@ typedef struct pjrt_buffer_s {
   int32_t rank;
   int64_t dims[TPURT_MAX_RANK];
   size_t nbytes; /* dense byte size: numel * dtype size */
-  int refcount;  /* atomic (__atomic builtins) */
+  tpurt_refcount_t refcount;
   /* The execution that produced the buffer (NULL: uploaded or copied), so
   ** that an asynchronous error names its op. Private to the room. */
   struct pjrt_launch_s* launch;
@@ -31,62 +31,67 @@ typedef struct pjrt_buffer_s {
 typedef struct pjrt_executable_s pjrt_executable_t;
 
 /* Loads the plugin and creates the client once (see tpurt_runtime_init). */
-tpurt_status_t pjrt_init(void);
+TPURT_MUST_USE tpurt_status_t pjrt_init(void);
 int pjrt_device_count(void);
-tpurt_status_t pjrt_info(tpurt_runtime_info_t* out_info);
-tpurt_status_t pjrt_device_kind(int device, const char** out_kind);
+TPURT_MUST_USE tpurt_status_t pjrt_info(tpurt_runtime_info_t* out_info);
+TPURT_MUST_USE tpurt_status_t pjrt_device_kind(int device, const char** out_kind);
 /* Plugin identity for cache keys: "<path>|<api major.minor>|<platform
 ** name>|<platform version>"; "" if init failed. */
 const char* pjrt_identity(void);
 /* Opens |path| and checks that it is a usable PJRT plugin (GetPjrtApi,
 ** api version), without initialising it or touching the process's runtime.
 ** For tests and diagnostics. The library stays loaded. */
-tpurt_status_t pjrt_probe_plugin(const char* path, int* out_major, int* out_minor);
+TPURT_MUST_USE tpurt_status_t pjrt_probe_plugin(const char* path, int* out_major, int* out_minor);
 
 /* Host -> device. The host bytes (dense row-major) are copied before this
 ** returns; the transfer itself is asynchronous. */
-tpurt_status_t pjrt_buffer_from_host(int device, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
-                                     const void* data, pjrt_buffer_t** out_buffer);
+TPURT_MUST_USE tpurt_status_t pjrt_buffer_from_host(int device, tpurt_dtype_t dtype, int32_t rank,
+                                                    const int64_t* dims, const void* data,
+                                                    pjrt_buffer_t** out_buffer);
 /* Device -> host: waits, then writes the whole buffer densely into |dst|. */
-tpurt_status_t pjrt_buffer_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_size);
+TPURT_MUST_USE tpurt_status_t pjrt_buffer_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_size);
 /* Device -> other device (same contents). */
-tpurt_status_t pjrt_buffer_copy_to_device(pjrt_buffer_t* buffer, int device, pjrt_buffer_t** out_buffer);
+TPURT_MUST_USE tpurt_status_t pjrt_buffer_copy_to_device(pjrt_buffer_t* buffer, int device,
+                                                         pjrt_buffer_t** out_buffer);
 void pjrt_buffer_retain(pjrt_buffer_t* buffer);
 void pjrt_buffer_release(pjrt_buffer_t* buffer);
 /* Waits until |buffer| is computed; returns its asynchronous error, if any. */
-tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer);
+TPURT_MUST_USE tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer);
 
 /* Compiles StableHLO text (format "mlir") for one device, synchronously,
 ** with the compile options in force on this thread
 ** (pjrt_current_compile_options). Counts a compile in the metrics and adds
 ** its wall time. */
-tpurt_status_t pjrt_compile(const char* mlir, size_t mlir_size, pjrt_executable_t** out_executable);
+TPURT_MUST_USE tpurt_status_t pjrt_compile(const char* mlir, size_t mlir_size,
+                                           pjrt_executable_t** out_executable);
 /* Records what the launch log reports of a program loaded from its
 ** serialised form: the StableHLO op count of |mlir|. */
 void pjrt_executable_note_module(pjrt_executable_t* executable, const char* mlir, size_t mlir_size);
 /* The same with explicit CompileOptionsProto bytes (the cache passes the
 ** ones its key was made from). */
-tpurt_status_t pjrt_compile_with_options(const char* mlir, size_t mlir_size, const char* options,
-                                         size_t options_size, pjrt_executable_t** out_executable);
+TPURT_MUST_USE tpurt_status_t pjrt_compile_with_options(const char* mlir, size_t mlir_size,
+                                                        const char* options, size_t options_size,
+                                                        pjrt_executable_t** out_executable);
 void pjrt_executable_retain(pjrt_executable_t* executable);
 void pjrt_executable_release(pjrt_executable_t* executable);
 size_t pjrt_executable_num_outputs(const pjrt_executable_t* executable);
 /* Serialised form (PJRT_Executable_Serialize); caller frees *out_bytes. */
-tpurt_status_t pjrt_executable_serialize(pjrt_executable_t* executable, char** out_bytes, size_t* out_size);
-tpurt_status_t pjrt_executable_deserialize(const char* bytes, size_t size,
-                                           pjrt_executable_t** out_executable);
+TPURT_MUST_USE tpurt_status_t pjrt_executable_serialize(pjrt_executable_t* executable, char** out_bytes,
+                                                        size_t* out_size);
+TPURT_MUST_USE tpurt_status_t pjrt_executable_deserialize(const char* bytes, size_t size,
+                                                          pjrt_executable_t** out_executable);
 
 /* Launches |executable| on |device| asynchronously. |outputs| receives
 ** num_outputs new buffers (refcount 1, owned by the caller), whose dtypes
 ** and dims are read from the plugin. |op_name| is remembered with the
 ** completion event, so an error the plugin reports later names the op. */
-tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buffer_t* const* args,
-                            size_t num_args, pjrt_buffer_t** outputs, size_t num_outputs,
-                            const char* op_name);
+TPURT_MUST_USE tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device,
+                                           pjrt_buffer_t* const* args, size_t num_args,
+                                           pjrt_buffer_t** outputs, size_t num_outputs, const char* op_name);
 
 /* Waits for everything launched on |device| (-1: all). Returns the first
 ** asynchronous error seen since the last call, as "<op>: <message>". */
-tpurt_status_t pjrt_synchronize(int device);
+TPURT_MUST_USE tpurt_status_t pjrt_synchronize(int device);
 
 /* The host monotonic clock in nanoseconds (the clock of every time below). */
 uint64_t pjrt_now_ns(void);
@@ -94,13 +99,13 @@ uint64_t pjrt_now_ns(void);
 /* Device -> host without waiting: the copy is queued like a launch and
 ** completes at the device's next event or synchronize. |dst| must stay
 ** valid until then (pjrt_wait_host_range waits for copies into a range). */
-tpurt_status_t pjrt_buffer_to_host_async(pjrt_buffer_t* buffer, void* dst, size_t dst_size);
+TPURT_MUST_USE tpurt_status_t pjrt_buffer_to_host_async(pjrt_buffer_t* buffer, void* dst, size_t dst_size);
 void pjrt_wait_host_range(const void* begin, size_t size);
 
 /* A marker in a device's queue: the work queued before it. */
 typedef struct pjrt_event_s pjrt_event_t;
-tpurt_status_t pjrt_event_record(int device, pjrt_event_t** out_event);
-void pjrt_event_release(pjrt_event_t* event);
+TPURT_MUST_USE tpurt_status_t pjrt_event_record(int device, pjrt_event_t** out_event);
+void pjrt_event_free(pjrt_event_t* event);
 bool pjrt_event_query(pjrt_event_t* event);
 void pjrt_event_synchronize(pjrt_event_t* event);
 /* Waits, then returns when that work completed (PJRT completion events);
@@ -114,7 +119,7 @@ int pjrt_program_stats(tpurt_program_stats_t* out, int max, uint64_t* out_device
 void pjrt_program_stats_reset(void);
 
 /* Device_MemoryStats, or UNIMPLEMENTED where the plugin has none. */
-tpurt_status_t pjrt_device_memory(int device, tpurt_device_memory_t* out_memory);
+TPURT_MUST_USE tpurt_status_t pjrt_device_memory(int device, tpurt_device_memory_t* out_memory);
 
 /* Waits for everything launched so far, on every device, leaving the
 ** asynchronous errors for the next pjrt_synchronize. */
@@ -141,7 +146,7 @@ typedef struct {
 ** anything else, or anything in quotes ("8", '1.5'), a string. A malformed
 ** item, a duplicate name, an empty value or a number out of range is an
 ** INVALID_ARGUMENT status naming it. NULL or "" is no options. */
-tpurt_status_t pjrt_client_options_parse(const char* spec, pjrt_client_options_t* out_options);
+TPURT_MUST_USE tpurt_status_t pjrt_client_options_parse(const char* spec, pjrt_client_options_t* out_options);
 void pjrt_client_options_free(pjrt_client_options_t* options);
 /* Appends "name=value (type), ..." to |out|, for messages. */
 struct tpurt_strbuf_s;
@@ -150,12 +155,14 @@ void pjrt_client_options_describe(const pjrt_client_options_t* options, struct t
 /* The CompileOptionsProto bytes for |spec| ("name=value ..." XLA options,
 ** as TORCH_TPU_XLA_OPTIONS takes them): the options every compile passes,
 ** plus env_option_overrides. Caller frees *out_bytes. For tests. */
-tpurt_status_t pjrt_compile_options_encode(const char* spec, char** out_bytes, size_t* out_size);
+TPURT_MUST_USE tpurt_status_t pjrt_compile_options_encode(const char* spec, char** out_bytes,
+                                                          size_t* out_size);
 /* The compile options in force on this thread (TORCH_TPU_XLA_OPTIONS plus
 ** tpurt_set_thread_compile_options), encoded, and as "name=value ..." text.
 ** Borrowed: valid until this thread sets its options again. A malformed
 ** TORCH_TPU_XLA_OPTIONS is an INVALID_ARGUMENT status. */
-tpurt_status_t pjrt_current_compile_options(const char** out_bytes, size_t* out_size, const char** out_text);
+TPURT_MUST_USE tpurt_status_t pjrt_current_compile_options(const char** out_bytes, size_t* out_size,
+                                                           const char** out_text);
 
 /* Counters kept by this room, read by tpurt_metrics_get. */
 typedef struct pjrt_counters_s {

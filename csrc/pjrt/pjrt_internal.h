@@ -24,19 +24,19 @@ typedef struct pjrt_api_s {
 
 /* Loads |path| and checks its api table (version, size). Does not
 ** initialise the plugin. Never dlcloses. */
-tpurt_status_t pjrt_api_load(const char* path, pjrt_api_t* out_api);
+TPURT_MUST_USE tpurt_status_t pjrt_api_load(const char* path, pjrt_api_t* out_api);
 /* The function in |slot|, or NULL if the plugin's table lacks it. */
 void* pjrt_api_slot(const pjrt_api_t* api, int slot);
 /* Calls slot |slot| (named |name| in messages, e.g. "Client_Compile") with
 ** |args|; a missing slot is UNIMPLEMENTED, a PJRT error is converted to a
 ** status with the same code and message and destroyed. */
-tpurt_status_t pjrt_api_call(const pjrt_api_t* api, int slot, const char* name, void* args);
-/* Converts and destroys |error| (NULL: returns NULL). */
-tpurt_status_t pjrt_api_take_error(const pjrt_api_t* api, pjrt_abi_error_t* error);
+TPURT_MUST_USE tpurt_status_t pjrt_api_call(const pjrt_api_t* api, int slot, const char* name, void* args);
+/* A status from |error| (consumed: the PJRT error is freed); NULL: NULL. */
+TPURT_MUST_USE tpurt_status_t pjrt_api_error_consume(const pjrt_api_t* api, pjrt_abi_error_t* error);
 /* Destroys |event|, ignoring NULL. */
-void pjrt_api_event_destroy(const pjrt_api_t* api, pjrt_abi_event_t* event);
+void pjrt_api_event_free(const pjrt_api_t* api, pjrt_abi_event_t* event);
 /* Waits for |event|, destroys it, and returns its error. */
-tpurt_status_t pjrt_api_event_await(const pjrt_api_t* api, pjrt_abi_event_t* event);
+TPURT_MUST_USE tpurt_status_t pjrt_api_event_await(const pjrt_api_t* api, pjrt_abi_event_t* event);
 
 /* Declares |var|, an args struct of |type| zeroed with our 0.114
 ** STRUCT_SIZE set. */
@@ -48,7 +48,7 @@ tpurt_status_t pjrt_api_event_await(const pjrt_api_t* api, pjrt_abi_event_t* eve
 ** the host. Buffers it produced keep it (the op name for error messages);
 ** events and the launch log read its times. */
 typedef struct pjrt_launch_s {
-  int refcount; /* atomic */
+  tpurt_refcount_t refcount;
   int device;
   bool is_copy;       /* a device -> host copy, not a program */
   bool first_run;     /* the executable's first launch after it was compiled */
@@ -58,6 +58,7 @@ typedef struct pjrt_launch_s {
   uint64_t done_ns;   /* when its completion event fired; 0 before (atomic) */
   char op_name[];
 } pjrt_launch_t;
+void pjrt_launch_retain(pjrt_launch_t* launch);
 void pjrt_launch_release(pjrt_launch_t* launch);
 
 /* The process-wide runtime, set up once by pjrt_init. */
@@ -77,7 +78,7 @@ extern pjrt_state_t pjrt_g;
 
 /* Index of |device| among the addressable devices, or an OUT_OF_RANGE
 ** status. Requires a successful pjrt_init. */
-tpurt_status_t pjrt_check_device(int device);
+TPURT_MUST_USE tpurt_status_t pjrt_check_device(int device);
 
 /* Fills |out_values| (options->count of them) with PJRT_NamedValues that
 ** borrow |options|' strings. */
@@ -85,11 +86,12 @@ void pjrt_client_options_to_abi(const pjrt_client_options_t* options, pjrt_abi_n
 
 /* Records a new buffer in the counters (lock held). */
 void pjrt_count_buffer_locked(const pjrt_buffer_t* buffer);
-/* Wraps a plugin buffer (lock held): reads its type and dims. On error the
-** plugin buffer is destroyed. */
-tpurt_status_t pjrt_wrap_buffer_locked(pjrt_abi_buffer_t* raw, int device, pjrt_launch_t* launch,
-                                       pjrt_buffer_t** out_buffer);
+/* Wraps the plugin buffer |raw| (consumed; lock held): reads its type and
+** dims. On error the plugin buffer is freed. */
+TPURT_MUST_USE tpurt_status_t pjrt_wrap_buffer_consume_locked(pjrt_abi_buffer_t* raw, int device,
+                                                              pjrt_launch_t* launch,
+                                                              pjrt_buffer_t** out_buffer);
 /* Destroys the plugin buffer of |raw| (lock held). */
-void pjrt_destroy_raw_buffer_locked(pjrt_abi_buffer_t* raw);
+void pjrt_raw_buffer_free_locked(pjrt_abi_buffer_t* raw);
 
 #endif /* TPURT_PJRT_PJRT_INTERNAL_H_ */

@@ -138,7 +138,7 @@ static char* lower_case(const sdpa_case_t* c, bool backward) {
   const lower_rule_t* rule = lower_find(ctx->op_name, &scratch);
   char* text = NULL;
   tpurt_status_t s =
-      rule ? rule->fn(ctx) : tpurt_status_create(TPURT_NOT_FOUND, "no rule for %s", ctx->op_name);
+      rule ? lower_rule_run(rule, ctx) : tpurt_status_create(TPURT_NOT_FOUND, "no rule for %s", ctx->op_name);
   if (!s) {
     ir_value_t results[LOWER_MAX_FLAT_ARGS];
     int32_t nr = 0;
@@ -153,7 +153,7 @@ static char* lower_case(const sdpa_case_t* c, bool backward) {
     fprintf(stderr, "  lowering %s failed: %s\n", ctx->op_name, tpurt_status_message(s));
     tpurt_status_free(s);
   }
-  ir_func_destroy(ctx->func);
+  ir_func_free(ctx->func);
   free(hs);
   return text;
 }

@@ -1,6 +1,7 @@
 /* graph_test.c: fused eager (one program for many ops, temporaries never
 ** computed, repeated steps reuse one executable) and tracing for
 ** torch.compile (trace once, run with new inputs). */
+#include "../engine/engine.h"
 #include "test.h"
 
 static tpurt_tensor_t dense(tpurt_storage_t* s, int32_t rank, const int64_t* sizes) {
@@ -29,7 +30,7 @@ static tpurt_arg_t farg(double v) {
 }
 
 /* y = x * a + b as two ops; returns y (caller releases). */
-static tpurt_status_t mul_add(tpurt_tensor_t x, double a, double b, tpurt_tensor_t* out) {
+static TPURT_MUST_USE tpurt_status_t mul_add(tpurt_tensor_t x, double a, double b, tpurt_tensor_t* out) {
   tpurt_result_t r1[1], r2[1];
   tpurt_arg_t args1[2] = {targ(x), farg(a)};
   tpurt_op_call_t c1 = {
@@ -120,7 +121,37 @@ TEST(Graph_TraceOnceRunTwice) {
     tpurt_storage_release(out_t.storage);
     tpurt_storage_release(x.storage);
   }
-  tpurt_program_release(prog);
+  tpurt_program_free(prog);
+}
+
+/* A lowering that leaves the pending graph's function broken: the flush's
+** error names that op, and a value the graph was to compute names the op
+** that computed it when it is read again. */
+TEST(Graph_ErrorNamesTheOp) {
+  float a[4] = {1, 2, 3, 4};
+  tpurt_tensor_t x = upload(a, 4);
+  ASSERT_OK(tpurt_set_eager_mode(TPURT_MODE_DEFER_AND_FUSE));
+  tpurt_tensor_t y;
+  ASSERT_OK(mul_add(x, 2.0, 1.0, &y)); /* ops 1 and 2: aten::mul.Tensor, aten::add.Tensor */
+  engine_lock();                       /* op 3: a rule that breaks the function */
+  graph_t* g = graph_current();
+  graph_note_op(g, "aten::broken.default", 0);
+  ir_func_fail_consume(graph_func(g), tpurt_status_create(TPURT_INTERNAL, "stablehlo.test: bad operand"));
+  engine_unlock();
+  float out[4];
+  tpurt_status_t st = tpurt_tensor_read_host(&y, out, sizeof(out));
+  EXPECT(tpurt_status_code(st) == TPURT_INTERNAL);
+  EXPECT(
+      strstr(tpurt_status_message(st), "in aten::broken.default (op 3 of 3): stablehlo.test: bad operand"));
+  tpurt_status_free(st);
+  st = tpurt_tensor_read_host(&y, out, sizeof(out));
+  EXPECT(strstr(tpurt_status_message(st), "computed by aten::add.Tensor, op 2 of 3 in a fused graph") !=
+         NULL);
+  EXPECT(strstr(tpurt_status_message(st), "in aten::broken.default") != NULL);
+  tpurt_status_free(st);
+  ASSERT_OK(tpurt_set_eager_mode(TPURT_MODE_DEFER_NEVER));
+  tpurt_storage_release(y.storage);
+  tpurt_storage_release(x.storage);
 }
 
 TEST(Graph_NoLeaks) {
@@ -132,4 +163,4 @@ TEST(Graph_NoLeaks) {
 }
 
 TEST_MAIN(TEST_CASE(Graph_FusedStepsShareOneProgram), TEST_CASE(Graph_InplaceAndModeSwitchFlush),
-          TEST_CASE(Graph_TraceOnceRunTwice), TEST_CASE(Graph_NoLeaks))
+          TEST_CASE(Graph_TraceOnceRunTwice), TEST_CASE(Graph_ErrorNamesTheOp), TEST_CASE(Graph_NoLeaks))

@@ -10,7 +10,7 @@
 static inline int print_check(ir_func_t* func, const char* golden, pjrt_executable_t** out_exe) {
   char* text = NULL;
   tpurt_status_t s = ir_func_print(func, &text, NULL);
-  ir_func_destroy(func);
+  ir_func_free(func);
   if (s) {
     fprintf(stderr, "  print failed: %s\n", tpurt_status_message(s));
     tpurt_status_free(s);
@@ -45,7 +45,7 @@ static inline int print_check(ir_func_t* func, const char* golden, pjrt_executab
 static inline int run_check(ir_func_t* func, pjrt_buffer_t** args, size_t num_args, void** hosts,
                             const size_t* sizes, size_t num_outputs) {
   if (test_plugin_state() == 0) {
-    ir_func_destroy(func);
+    ir_func_free(func);
     return 0;
   }
   pjrt_executable_t* exe = NULL;

@@ -15,7 +15,7 @@
 static void check_golden(ir_func_t* func, const char* golden) {
   char* text = NULL;
   tpurt_status_t s = ir_func_print(func, &text, NULL);
-  ir_func_destroy(func);
+  ir_func_free(func);
   if (s) {
     fprintf(stderr, "  print failed: %s\n", tpurt_status_message(s));
     tpurt_status_free(s);
@@ -157,7 +157,7 @@ TEST(IrConv_Errors) {
   EXPECT(ir_convolution(f, x, w, &d, F32) == IR_NONE); /* 3 features, kernel takes 2 */
   EXPECT(tpurt_status_code(ir_func_status(f)) == TPURT_INTERNAL);
   EXPECT(strstr(tpurt_status_message(ir_func_status(f)), "feature_group_count") != NULL);
-  ir_func_destroy(f);
+  ir_func_free(f);
 
   f = ir_func_create();
   x = ir_param(f, ir_type_make(F32, 4, (int64_t[]){1, 3, 8, 8}));
@@ -166,7 +166,7 @@ TEST(IrConv_Errors) {
   d.input_spatial[1] = 2; /* repeats dim 2 */
   EXPECT(ir_convolution(f, x, w, &d, F32) == IR_NONE);
   EXPECT(strstr(tpurt_status_message(ir_func_status(f)), "repeats") != NULL);
-  ir_func_destroy(f);
+  ir_func_free(f);
 
   f = ir_func_create();
   x = ir_param(f, ir_type_make(F32, 4, (int64_t[]){1, 3, 8, 8}));
@@ -177,7 +177,7 @@ TEST(IrConv_Errors) {
   EXPECT(strstr(tpurt_status_message(ir_func_status(f)), "stride 0") != NULL);
   /* sticky: a later op on the failed value stays IR_NONE */
   EXPECT(ir_unary(f, "stablehlo.negate", IR_NONE) == IR_NONE);
-  ir_func_destroy(f);
+  ir_func_free(f);
 }
 
 /* y = conv1d(x, w), stride 2, padding 1, dilation 2, run and checked. */
@@ -211,7 +211,7 @@ TEST(IrConv_Run1d) {
   ir_func_set_results(f, &y, 1);
   char* text = NULL;
   ASSERT_OK(ir_func_print(f, &text, NULL));
-  ir_func_destroy(f);
+  ir_func_free(f);
   pjrt_executable_t* exe = NULL;
   pjrt_buffer_t *args[2] = {NULL, NULL}, *out = NULL;
   tpurt_status_t s = pjrt_compile(text, strlen(text), &exe);

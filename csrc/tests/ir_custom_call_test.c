@@ -9,10 +9,10 @@
 
 #define HDR "module @tpurt attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
 
-static char* print_destroy(ir_func_t* f) {
+static char* print_and_free(ir_func_t* f) {
   char* text = NULL;
   tpurt_status_t s = ir_func_print(f, &text, NULL);
-  ir_func_destroy(f);
+  ir_func_free(f);
   if (s) {
     fprintf(stderr, "  print failed: %s\n", tpurt_status_message(s));
     tpurt_status_free(s);
@@ -35,7 +35,7 @@ TEST(IrCustomCall_Golden) {
   EXPECT(t && t->dtype == TPURT_DTYPE_U8 && t->rank == 1 && t->dims[0] == 0);
   ir_value_t out[2] = {res[0], res[1]};
   ir_func_set_results(f, out, 2);
-  char* text = print_destroy(f);
+  char* text = print_and_free(f);
   ASSERT(text);
   const char* golden =
       HDR
@@ -67,14 +67,14 @@ TEST(IrCustomCall_Errors) {
     ir_custom_call(f, "", &x, 1, &t, 1, NULL, 2, res);
     EXPECT(res[0] == IR_NONE);
     EXPECT(ir_func_status(f) && strstr(tpurt_status_message(ir_func_status(f)), "no call target"));
-    ir_func_destroy(f);
+    ir_func_free(f);
   }
   { /* no result */
     ir_func_t* f = ir_func_create();
     ir_value_t x = ir_param(f, t);
     ir_custom_call(f, "t", &x, 1, &t, 0, NULL, 2, res);
     EXPECT(ir_func_status(f) && strstr(tpurt_status_message(ir_func_status(f)), "result"));
-    ir_func_destroy(f);
+    ir_func_free(f);
   }
   { /* an operand that is not a value */
     ir_func_t* f = ir_func_create();
@@ -82,14 +82,14 @@ TEST(IrCustomCall_Errors) {
     ir_custom_call(f, "t", &x, 1, &t, 2, NULL, 2, res);
     EXPECT(res[0] == IR_NONE && res[1] == IR_NONE);
     EXPECT(ir_func_status(f) && strstr(tpurt_status_message(ir_func_status(f)), "not a value"));
-    ir_func_destroy(f);
+    ir_func_free(f);
   }
   { /* an earlier error (IR_NONE) propagates without a new message */
     ir_func_t* f = ir_func_create();
     ir_value_t x = IR_NONE;
     ir_custom_call(f, "t", &x, 1, &t, 1, NULL, 2, res);
     EXPECT(res[0] == IR_NONE && ir_func_status(f) == NULL);
-    ir_func_destroy(f);
+    ir_func_free(f);
   }
 }
 

@@ -61,7 +61,7 @@ TEST(IrSort_Errors) {
   EXPECT(results[0] == IR_NONE && results[1] == IR_NONE);
   EXPECT(ir_func_status(f) != NULL);
   EXPECT(strstr(tpurt_status_message(ir_func_status(f)), "shapes must match") != NULL);
-  ir_func_destroy(f);
+  ir_func_free(f);
 
   f = ir_func_create();
   x = ir_param(f, ir_type_make(F32, 2, a));
@@ -69,14 +69,14 @@ TEST(IrSort_Errors) {
   ir_region_end(f, &t, 1);
   EXPECT(results[0] == IR_NONE);
   EXPECT(strstr(tpurt_status_message(ir_func_status(f)), "outside the rank") != NULL);
-  ir_func_destroy(f);
+  ir_func_free(f);
 
   f = ir_func_create(); /* a comparator must return one i1 */
   x = ir_param(f, ir_type_make(F32, 2, a));
   ir_sort_begin(f, &x, 1, 0, false, results, args);
   ir_region_end(f, &args[0], 1);
   EXPECT(ir_func_status(f) != NULL);
-  ir_func_destroy(f);
+  ir_func_free(f);
 }
 
 /* descending and stable: equal keys keep their order */

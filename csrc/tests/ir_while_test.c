@@ -217,7 +217,7 @@ TEST(IrWhile_RunIfCase) {
   EXPECT(ir_func_status(f) == NULL);
   char* text = NULL;
   ASSERT_OK(ir_func_print(f, &text, NULL));
-  ir_func_destroy(f);
+  ir_func_free(f);
   /* branches have no block arguments, so no ^bb0 label */
   EXPECT(strstr(text, "\"stablehlo.if\"(%v1) ({\n      %v") != NULL);
   EXPECT(strstr(text, "\"stablehlo.case\"(%v2) ({\n") != NULL);
@@ -362,7 +362,7 @@ TEST(IrWhile_Errors) {
     tpurt_status_t printed = ir_func_print(f, &text, NULL); /* a sticky error never prints */
     EXPECT(printed != NULL && text == NULL);
     tpurt_status_free(printed);
-    ir_func_destroy(f);
+    ir_func_free(f);
   }
 }
 
@@ -377,7 +377,7 @@ TEST(IrWhile_NotEnded) {
   tpurt_status_t s = ir_func_print(f, &text, NULL);
   EXPECT(s != NULL && strstr(tpurt_status_message(s), "1 while/if/case op(s) begun and not ended") != NULL);
   tpurt_status_free(s);
-  ir_func_destroy(f);
+  ir_func_free(f);
 }
 
 TEST_MAIN(TEST_CASE(IrWhile_Golden), TEST_CASE(IrWhile_RunDoubling),

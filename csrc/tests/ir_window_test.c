@@ -60,7 +60,7 @@ TEST(IrWindow_Errors) {
   EXPECT(y == IR_NONE);
   EXPECT(ir_func_status(f) != NULL);
   EXPECT(strstr(tpurt_status_message(ir_func_status(f)), "must be >= 1") != NULL);
-  ir_func_destroy(f);
+  ir_func_free(f);
 
   f = ir_func_create(); /* init of another dtype */
   x = ir_param(f, ir_type_make(F32, 2, dims));
@@ -68,7 +68,7 @@ TEST(IrWindow_Errors) {
   y = ir_reduce_window(f, x, ir_constant_i64(f, I64, 0), &w, IR_REDUCE_ADD);
   EXPECT(y == IR_NONE);
   EXPECT(strstr(tpurt_status_message(ir_func_status(f)), "init 0 must be") != NULL);
-  ir_func_destroy(f);
+  ir_func_free(f);
 }
 
 /* the golden max pool runs: [[1..4],[5..8],[9..12],[13..16]] -> [[6, 8], [14, 16]]; and a

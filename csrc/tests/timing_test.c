@@ -70,8 +70,8 @@ TEST(Timing_EventsMeasureQueuedWork) {
     EXPECT(records[i].num_ops > 0 && !records[i].is_copy);
     EXPECT(records[i].launch_ns <= records[i].start_ns && records[i].start_ns <= records[i].end_ns);
   }
-  tpurt_event_release(start);
-  tpurt_event_release(end);
+  tpurt_event_free(start);
+  tpurt_event_free(end);
   EXPECT_STATUS(tpurt_event_record(99, &start), TPURT_OUT_OF_RANGE);
   tpurt_storage_release(x.storage);
 }
@@ -88,7 +88,7 @@ TEST(Timing_AsyncReadIntoAHostBlock) {
   ASSERT_OK(tpurt_event_record(0, &done));
   tpurt_event_synchronize(done);
   EXPECT(memcmp(host, a, sizeof(a)) == 0);
-  tpurt_event_release(done);
+  tpurt_event_free(done);
   /* Freeing waits for a copy still in flight into the block. */
   ASSERT_OK(tpurt_tensor_read_host_async(&x, host, sizeof(a)));
   tpurt_host_free(host);

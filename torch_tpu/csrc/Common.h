@@ -27,8 +27,8 @@ tpurt_dtype_t to_tpurt_dtype(c10::ScalarType type, std::string_view op);
 c10::ScalarType to_torch_dtype(tpurt_dtype_t dtype);
 // The core's view of a tpu tensor: storage (borrowed), dtype, sizes, strides.
 tpurt_tensor_t describe(const at::Tensor& t, std::string_view op);
-// Wraps a core result as a dense tpu tensor; takes over its storage reference.
-at::Tensor adopt_result(const tpurt_result_t& result);
+// Wraps a core result as a dense tpu tensor; consumes its storage reference.
+at::Tensor tensor_from_result_consume(const tpurt_result_t& result);
 
 // ---- Allocator.cpp: storages -----------------------------------------------
 // A DataPtr for |storage| that owns one reference (released by its deleter).

@@ -67,7 +67,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
 
   // ---- events: markers in the device's queue, timed by PJRT completion events
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
-    tpurt_event_release(as_event(event));
+    tpurt_event_free(as_event(event));
   }
   void record(void** event, const c10::Stream& stream, const c10::DeviceIndex device_index,
               const c10::EventFlag) const override {
@@ -76,7 +76,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
                 static_cast<int>(stream.device_index()), ".");
     tpurt_event_t* recorded = nullptr;
     check(tpurt_event_record(stream.device_index(), &recorded), "event record");
-    tpurt_event_release(as_event(*event));
+    tpurt_event_free(as_event(*event));
     *event = recorded;
   }
   // The device's one queue already orders the waiting stream after the event.
@@ -97,7 +97,7 @@ struct TpuGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     tpurt_event_t* marker = nullptr;
     check(tpurt_event_record(s.device_index(), &marker), "stream query");
     const bool done = tpurt_event_query(marker);
-    tpurt_event_release(marker);
+    tpurt_event_free(marker);
     return done;
   }
   void synchronizeStream(const c10::Stream& s) const override { synchronizeDevice(s.device_index()); }
@@ -118,7 +118,7 @@ void set_current_device(c10::DeviceIndex index) {
 }
 
 c10::DeviceIndex device_count() noexcept {
-  tpurt_status_free(tpurt_runtime_init());  // the reason surfaces at first use
+  tpurt_status_ignore(tpurt_runtime_init());  // the reason surfaces at first use
   return static_cast<c10::DeviceIndex>(tpurt_device_count());
 }
 

@@ -270,7 +270,7 @@ void push_returns(const c10::FunctionSchema& schema, Call& call, tpurt_op_call_t
   std::vector<at::Tensor> results;
   for (int32_t k = 0; k < op.num_results; ++k) {
     try {
-      results.push_back(adopt_result(op.results[k]));
+      results.push_back(tensor_from_result_consume(op.results[k]));
     } catch (...) {
       for (int32_t j = k; j < op.num_results; ++j) tpurt_storage_release(op.results[j].storage);
       throw;

@@ -20,7 +20,7 @@ struct Program {
   Program() = default;
   Program(const Program&) = delete;
   Program& operator=(const Program&) = delete;
-  ~Program() { tpurt_program_release(program); }
+  ~Program() { tpurt_program_free(program); }
 };
 
 py::dict flush_counts() {
@@ -68,7 +68,7 @@ std::vector<at::Tensor> launch(const Program& p, const std::vector<tpurt_tensor_
   if (draws > 0) gen.set_offset(rng[1] + static_cast<uint64_t>(draws));
   std::vector<at::Tensor> out;
   out.reserve(static_cast<size_t>(n));
-  for (int32_t k = 0; k < n; ++k) out.push_back(adopt_result(results[static_cast<size_t>(k)]));
+  for (int32_t k = 0; k < n; ++k) out.push_back(tensor_from_result_consume(results[static_cast<size_t>(k)]));
   return out;
 }
 

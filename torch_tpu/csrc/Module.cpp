@@ -2,6 +2,8 @@
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
+#include <cstring>
+
 #include "Common.h"
 
 // The torch this extension was compiled against (setup.py passes
@@ -50,24 +52,22 @@ py::dict metrics() {
   tpurt_metrics_t m{};
   tpurt_metrics_get(&m);
   py::dict d;
-  d["compiles"] = m.compiles;
-  d["cache_hits"] = m.cache_hits;
-  d["executions"] = m.executions;
-  d["bytes_to_device"] = m.bytes_to_device;
-  d["bytes_from_device"] = m.bytes_from_device;
-  d["compile_seconds"] = m.compile_seconds;
-  d["live_buffers"] = m.live_buffers;
-  d["live_storages"] = m.live_storages;
-  d["bytes_in_use"] = m.bytes_in_use;
-  d["peak_bytes_in_use"] = m.peak_bytes_in_use;
-  d["cache_hits_memory"] = m.cache_hits_memory;
-  d["cache_hits_disk"] = m.cache_hits_disk;
-  d["cache_bytes_memory"] = m.cache_bytes_memory;
-  d["cache_entries"] = m.cache_entries;
-  d["plans"] = m.plans;
-  d["plan_bytes"] = m.plan_bytes;
-  d["cache_disk_writes"] = m.cache_disk_writes;
-  d["cache_disk_rejects"] = m.cache_disk_rejects;
+  // Every metric by the core's own list of names (TPURT_METRICS).
+  int count = 0;
+  const tpurt_metric_info_t* infos = tpurt_metric_infos(&count);
+  const char* base = reinterpret_cast<const char*>(&m);
+  for (int i = 0; i < count; ++i) {
+    const tpurt_metric_info_t& info = infos[i];
+    if (info.is_seconds) {
+      double value;
+      std::memcpy(&value, base + info.offset, sizeof(value));
+      d[info.name] = value;
+    } else {
+      uint64_t value;
+      std::memcpy(&value, base + info.offset, sizeof(value));
+      d[info.name] = value;
+    }
+  }
   d["cpu_fallbacks"] = cpu_fallback_counts();
   return d;
 }
@@ -184,6 +184,14 @@ PYBIND11_MODULE(_C, m) {
   m.def("_runtime_info", &runtime_info);
   m.def("_device_kind", &device_kind);
   m.def("_metrics", &metrics);
+  m.def("_metric_labels", [] {
+    int count = 0;
+    const tpurt_metric_info_t* infos = tpurt_metric_infos(&count);
+    py::list out;
+    for (int i = 0; i < count; ++i) out.append(py::make_tuple(infos[i].name, infos[i].label));
+    return out;
+  });
+  m.def("_core_version", [] { return std::string(tpurt_version()); });
   m.def("_reset_metrics", &reset_metrics);
   m.def("_cache_info", &cache_info);
   m.def("_memory_allocated", [](int device) { return tpurt_memory_allocated(device); });

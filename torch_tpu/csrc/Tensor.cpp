@@ -110,7 +110,7 @@ tpurt_tensor_t describe(const at::Tensor& t, std::string_view op) {
   return view;
 }
 
-at::Tensor adopt_result(const tpurt_result_t& result) {
+at::Tensor tensor_from_result_consume(const tpurt_result_t& result) {
   if (result.storage == nullptr) return at::Tensor();  // an undefined tensor (None)
   const c10::ScalarType type = to_torch_dtype(result.dtype);
   c10::IntArrayRef sizes(result.sizes, result.rank);
