@@ -136,7 +136,7 @@ bool tpurt_dtype_is_float8(tpurt_dtype_t dtype);
 /* NULL when the platform has |dtype|, else UNIMPLEMENTED naming the dtype
 ** and the platform. Asks the plugin once per dtype (it compiles a
 ** conversion to the type and back); cheap after that. */
-tpurt_status_t tpurt_dtype_check(tpurt_dtype_t dtype);
+TPURT_MUST_USE tpurt_status_t tpurt_dtype_check(tpurt_dtype_t dtype);
 
 #define TPURT_MAX_RANK 8
 
