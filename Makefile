@@ -44,7 +44,7 @@ ASAN_BINS  := $(TEST_SRCS:csrc/tests/%.c=build/asan-tests/%)
 # The C tests find the CPU plugin the same way the Python package does.
 PLUGIN = $(shell $(PY) torch_tpu/_discovery.py 2>/dev/null)
 
-.PHONY: demo test test-plugin dist lib ctest ctest-asan pytest venv build dev format lint clean
+.PHONY: demo test test-plugin dist lib ctest ctest-asan pytest diffusers-tests venv build dev format lint clean
 
 demo: build
 	@$(PY) -m torch_tpu demo
@@ -61,7 +61,7 @@ $(VENV)/.stamp: pyproject.toml
 	@$(PIPQ) install --upgrade pip
 	@$(PIPQ) install "$(TORCH)"
 	@$(PIPQ) install xla-cpu-pjrt pytest expecttest ruff numpy pybind11 setuptools wheel ninja build "clang-format==18.1.8"
-	@$(PIPQ) install "diffusers==0.42.1" "transformers==5.23.0" pillow
+	@$(PIPQ) install "diffusers==0.42.1" "transformers==5.23.0" pillow accelerate parameterized requests-mock
 	@touch $@
 
 # The glue is built against the torch in the venv, never in an isolated env.
@@ -135,6 +135,14 @@ ctest-asan: venv $(ASAN_BINS) $(FAKE_PLUGIN)
 
 pytest: build
 	$(PY) -m pytest -q tests
+
+# diffusers' own model tests (FLUX, AutoencoderKL, UNet2DCondition, SD3) on
+# "tpu", with passed/failed/skipped per file. Slow, so not part of `make test`.
+# DIFFUSERS_SRC: a checkout of diffusers at the installed version's tag (the
+# sdist has no model tests); it is only read. DIFFUSERS_K: a pytest -k filter.
+diffusers-tests: build
+	@test -n "$(DIFFUSERS_SRC)" || { echo "usage: make diffusers-tests DIFFUSERS_SRC=/path/to/diffusers"; exit 2; }
+	$(PY) tools/diffusers_tests.py "$(DIFFUSERS_SRC)" $(if $(DIFFUSERS_K),-k "$(DIFFUSERS_K)")
 
 # The Python suite on another PJRT plugin, e.g. a CUDA one:
 #   make test-plugin PLUGIN=$$(python -c "import jax_plugins.xla_cuda13 as p, os; \

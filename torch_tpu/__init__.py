@@ -40,10 +40,13 @@ from torch_tpu import amp  # noqa: E402
 from torch_tpu import device as _device_module  # noqa: E402
 from torch_tpu import diffusers as _diffusers  # noqa: E402,F401 (an import hook: never imports diffusers)
 from torch_tpu._discovery import find_plugin  # noqa: E402
+from torch_tpu._safetensors import install_lazily as _install_safetensors  # noqa: E402
 from torch_tpu._version import __version__  # noqa: E402
 from torch_tpu.compile import TpuBackend  # noqa: E402
 from torch_tpu.metrics import metrics, metrics_report, reset_metrics  # noqa: E402
 from torch_tpu.modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
+
+_install_safetensors()  # load_file(device="tpu"), as for built-in devices (an import hook)
 
 __all__ = [
     "EagerMode",

@@ -15,13 +15,24 @@ static const struct {
   size_t size;
   const char* name;
 } kDtypeInfo[TPURT_DTYPE_COUNT] = {
-    [TPURT_DTYPE_INVALID] = {0, "Invalid"}, [TPURT_DTYPE_BOOL] = {1, "Bool"},
-    [TPURT_DTYPE_U8] = {1, "Byte"},         [TPURT_DTYPE_I8] = {1, "Char"},
-    [TPURT_DTYPE_I16] = {2, "Short"},       [TPURT_DTYPE_I32] = {4, "Int"},
-    [TPURT_DTYPE_I64] = {8, "Long"},        [TPURT_DTYPE_F16] = {2, "Half"},
-    [TPURT_DTYPE_BF16] = {2, "BFloat16"},   [TPURT_DTYPE_F32] = {4, "Float"},
-    [TPURT_DTYPE_F64] = {8, "Double"},      [TPURT_DTYPE_U16] = {2, "UInt16"},
-    [TPURT_DTYPE_U32] = {4, "UInt32"},      [TPURT_DTYPE_U64] = {8, "UInt64"},
+    [TPURT_DTYPE_INVALID] = {0, "Invalid"},
+    [TPURT_DTYPE_BOOL] = {1, "Bool"},
+    [TPURT_DTYPE_U8] = {1, "Byte"},
+    [TPURT_DTYPE_I8] = {1, "Char"},
+    [TPURT_DTYPE_I16] = {2, "Short"},
+    [TPURT_DTYPE_I32] = {4, "Int"},
+    [TPURT_DTYPE_I64] = {8, "Long"},
+    [TPURT_DTYPE_F16] = {2, "Half"},
+    [TPURT_DTYPE_BF16] = {2, "BFloat16"},
+    [TPURT_DTYPE_F32] = {4, "Float"},
+    [TPURT_DTYPE_F64] = {8, "Double"},
+    [TPURT_DTYPE_U16] = {2, "UInt16"},
+    [TPURT_DTYPE_U32] = {4, "UInt32"},
+    [TPURT_DTYPE_U64] = {8, "UInt64"},
+    [TPURT_DTYPE_F8E4M3FN] = {1, "Float8_e4m3fn"},
+    [TPURT_DTYPE_F8E5M2] = {1, "Float8_e5m2"},
+    [TPURT_DTYPE_F8E4M3FNUZ] = {1, "Float8_e4m3fnuz"},
+    [TPURT_DTYPE_F8E5M2FNUZ] = {1, "Float8_e5m2fnuz"},
 };
 
 size_t tpurt_dtype_size(tpurt_dtype_t dtype) {
@@ -32,9 +43,14 @@ const char* tpurt_dtype_name(tpurt_dtype_t dtype) {
   return (dtype >= 0 && dtype < TPURT_DTYPE_COUNT) ? kDtypeInfo[dtype].name : "Invalid";
 }
 
+bool tpurt_dtype_is_float8(tpurt_dtype_t dtype) {
+  return dtype == TPURT_DTYPE_F8E4M3FN || dtype == TPURT_DTYPE_F8E5M2 || dtype == TPURT_DTYPE_F8E4M3FNUZ ||
+         dtype == TPURT_DTYPE_F8E5M2FNUZ;
+}
+
 bool tpurt_dtype_is_float(tpurt_dtype_t dtype) {
   return dtype == TPURT_DTYPE_F16 || dtype == TPURT_DTYPE_BF16 || dtype == TPURT_DTYPE_F32 ||
-         dtype == TPURT_DTYPE_F64;
+         dtype == TPURT_DTYPE_F64 || tpurt_dtype_is_float8(dtype);
 }
 
 bool tpurt_dtype_is_unsigned(tpurt_dtype_t dtype) {

@@ -117,6 +117,13 @@ typedef enum tpurt_dtype_e {
   TPURT_DTYPE_U16,
   TPURT_DTYPE_U32,
   TPURT_DTYPE_U64,
+  /* 8-bit floats (PyTorch's float8_e4m3fn, _e5m2, _e4m3fnuz, _e5m2fnuz):
+  ** storage, copies and casts; which ones a platform has comes from its
+  ** plugin (tpurt_dtype_supported). */
+  TPURT_DTYPE_F8E4M3FN,
+  TPURT_DTYPE_F8E5M2,
+  TPURT_DTYPE_F8E4M3FNUZ,
+  TPURT_DTYPE_F8E5M2FNUZ,
   TPURT_DTYPE_COUNT,
 } tpurt_dtype_t;
 
@@ -125,6 +132,11 @@ size_t tpurt_dtype_size(tpurt_dtype_t dtype);
 const char* tpurt_dtype_name(tpurt_dtype_t dtype);
 bool tpurt_dtype_is_float(tpurt_dtype_t dtype);
 bool tpurt_dtype_is_integral(tpurt_dtype_t dtype); /* ints, not bool */
+bool tpurt_dtype_is_float8(tpurt_dtype_t dtype);
+/* NULL when the platform has |dtype|, else UNIMPLEMENTED naming the dtype
+** and the platform. Asks the plugin once per dtype (it compiles a
+** conversion to the type and back); cheap after that. */
+TPURT_MUST_USE tpurt_status_t tpurt_dtype_check(tpurt_dtype_t dtype);
 
 #define TPURT_MAX_RANK 8
 
@@ -374,7 +386,7 @@ typedef struct tpurt_op_call_s {
   const char* name; /* "aten::add.Tensor" */
   const tpurt_arg_t* args;
   int32_t num_args;
-  int device; /* device the op runs on */
+  int device;                                /* device the op runs on */
   tpurt_matmul_precision_t matmul_precision; /* part of the op's cache key */
   /* Outputs, for ops whose schema returns new tensors: the caller's array
   ** of max_results entries (TPURT_MAX_RESULTS, or more for Tensor[]). */
@@ -548,7 +560,7 @@ double tpurt_event_elapsed_ms(tpurt_event_t* start, tpurt_event_t* end);
 ** start it (its launch, or the previous completion on the device) to its
 ** completion event. */
 typedef struct tpurt_launch_record_s {
-  char name[128];  /* the op or graph label */
+  char name[128]; /* the op or graph label */
   int device;
   int32_t num_ops; /* StableHLO ops in the program; 0 if unknown */
   bool is_copy;    /* a device -> host copy */

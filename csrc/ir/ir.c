@@ -81,6 +81,14 @@ const char* ir_dtype_mlir_name(tpurt_dtype_t dtype) {
       return "ui32";
     case TPURT_DTYPE_U64:
       return "ui64";
+    case TPURT_DTYPE_F8E4M3FN:
+      return "f8E4M3FN";
+    case TPURT_DTYPE_F8E5M2:
+      return "f8E5M2";
+    case TPURT_DTYPE_F8E4M3FNUZ:
+      return "f8E4M3FNUZ";
+    case TPURT_DTYPE_F8E5M2FNUZ:
+      return "f8E5M2FNUZ";
     default:
       return "invalid";
   }

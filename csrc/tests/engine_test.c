@@ -220,6 +220,17 @@ TEST(Engine_ShapeErrorsSayWhatCame) {
   tpurt_storage_release(tb.storage);
 }
 
+/* The CPU plugin has every dtype we name; the answer is the plugin's (a
+** compiled conversion), asked once and then remembered. */
+TEST(Engine_DtypeSupportComesFromThePlugin) {
+  for (int d = TPURT_DTYPE_BOOL; d < TPURT_DTYPE_COUNT; ++d) {
+    ASSERT_OK(tpurt_dtype_check((tpurt_dtype_t)d));
+    ASSERT_OK(tpurt_dtype_check((tpurt_dtype_t)d)); /* remembered */
+  }
+  EXPECT_STATUS(tpurt_dtype_check(TPURT_DTYPE_INVALID), TPURT_INVALID_ARGUMENT);
+  EXPECT_STATUS(tpurt_dtype_check(TPURT_DTYPE_COUNT), TPURT_INVALID_ARGUMENT);
+}
+
 /* Runs last: everything above was released, so nothing may be alive. */
 TEST(Engine_NoLeaksAcrossManyOps) {
   float a[8] = {1, 2, 3, 4, 5, 6, 7, 8};
@@ -245,4 +256,4 @@ TEST_MAIN(TEST_CASE(Engine_AddBroadcast), TEST_CASE(Engine_ScalarIsAParameter),
           TEST_CASE(Engine_InplaceThroughTransposedView), TEST_CASE(Engine_ZeroASliceOfAFlatView),
           TEST_CASE(Engine_WriteAColumn), TEST_CASE(Engine_EmptyStorageReadsZeros),
           TEST_CASE(Engine_MatmulAndReductions), TEST_CASE(Engine_ShapeErrorsSayWhatCame),
-          TEST_CASE(Engine_NoLeaksAcrossManyOps))
+          TEST_CASE(Engine_DtypeSupportComesFromThePlugin), TEST_CASE(Engine_NoLeaksAcrossManyOps))

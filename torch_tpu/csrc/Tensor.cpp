@@ -35,6 +35,14 @@ std::optional<tpurt_dtype_t> to_tpurt_dtype(c10::ScalarType type) {
       return TPURT_DTYPE_U32;
     case c10::kUInt64:
       return TPURT_DTYPE_U64;
+    case c10::kFloat8_e4m3fn:
+      return TPURT_DTYPE_F8E4M3FN;
+    case c10::kFloat8_e5m2:
+      return TPURT_DTYPE_F8E5M2;
+    case c10::kFloat8_e4m3fnuz:
+      return TPURT_DTYPE_F8E4M3FNUZ;
+    case c10::kFloat8_e5m2fnuz:
+      return TPURT_DTYPE_F8E5M2FNUZ;
     default:
       return std::nullopt;
   }
@@ -74,6 +82,14 @@ c10::ScalarType to_torch_dtype(tpurt_dtype_t dtype) {
       return c10::kUInt32;
     case TPURT_DTYPE_U64:
       return c10::kUInt64;
+    case TPURT_DTYPE_F8E4M3FN:
+      return c10::kFloat8_e4m3fn;
+    case TPURT_DTYPE_F8E5M2:
+      return c10::kFloat8_e5m2;
+    case TPURT_DTYPE_F8E4M3FNUZ:
+      return c10::kFloat8_e4m3fnuz;
+    case TPURT_DTYPE_F8E5M2FNUZ:
+      return c10::kFloat8_e5m2fnuz;
     default:
       TORCH_CHECK(false, "tpu: the core returned an invalid dtype (", static_cast<int>(dtype), ")");
   }

@@ -22,7 +22,8 @@ constexpr c10::DispatchKeySet kTpuKeys(c10::DispatchKey::PrivateUse1);
 
 void check_factory(std::string_view op, c10::ScalarType dtype, std::optional<c10::Layout> layout,
                    std::optional<bool> pin_memory) {
-  to_tpurt_dtype(dtype, op);
+  // which dtypes the platform has comes from its plugin, asked once per dtype
+  check(tpurt_dtype_check(to_tpurt_dtype(dtype, op)), op);
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, op,
               ": tpu supports only strided tensors");
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), op, ": only CPU tensors can be pinned");
@@ -149,10 +150,40 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   return at::native::_local_scalar_dense_cpu(host);
 }
 
+// `param.data = t` (set_data) between cpu and tpu, as CUDA allows between
+// cpu and cuda. PyTorch's own check (TensorImpl::has_compatible_shallow_copy_type)
+// counts only its built-in backends as dense, so it would refuse a cpu/tpu
+// pair; diffusers' group offloading swaps parameters' data across devices.
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == c10::Layout::Strided && (t.device().is_cpu() || t.device().type() == kTpu);
+  };
+  if (dense(self) && dense(from)) return true;
+  return self.unsafeGetTensorImpl()->has_compatible_shallow_copy_type(from.key_set());
+}
+
+// Tensor.record_stream(s): CUDA's caching allocator must not hand a block to
+// another tensor while a side stream still uses it. A tpu storage is a PJRT
+// buffer that the plugin keeps alive until the work queued on it is done, so
+// there is nothing to record (diffusers' group offloading with streams calls
+// it); the stream must still be a tpu stream.
+void record_stream(at::Tensor& self, c10::Stream stream) {
+  TORCH_CHECK(stream.device_type() == kTpu, "record_stream: expected a tpu stream for a tpu tensor, got a ",
+              stream.device_type(), " stream");
+  (void)self;
+}
+
 }  // namespace
 }  // namespace torch_tpu
 
+// Registered above autograd: the op is CompositeImplicitAutograd, whose
+// kernel would otherwise answer before the backend key is reached.
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(torch_tpu::has_compatible_shallow_copy_type));
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", TORCH_FN(torch_tpu::has_compatible_shallow_copy_type));
   using namespace torch_tpu;
   m.impl("as_strided", TORCH_FN(at::native::as_strided_tensorimpl));
   m.impl("view", TORCH_FN(at::native::view));
@@ -168,4 +199,5 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", TORCH_FN(copy_from));
   m.impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   m.impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  m.impl("record_stream", TORCH_FN(record_stream));
 }
