@@ -23,7 +23,7 @@ constexpr c10::DispatchKeySet kTpuKeys(c10::DispatchKey::PrivateUse1);
 void check_factory(std::string_view op, c10::ScalarType dtype, std::optional<c10::Layout> layout,
                    std::optional<bool> pin_memory) {
   // which dtypes the platform has comes from its plugin, asked once per dtype
-  check(tpurt_dtype_check(to_tpurt_dtype(dtype, op)), op);
+  check_consume(tpurt_dtype_check(to_tpurt_dtype(dtype, op)), op);
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided, op,
               ": tpu supports only strided tensors");
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), op, ": only CPU tensors can be pinned");
