@@ -38,14 +38,20 @@
 static const sdpa_args_t kForwardArgs = {0, 1, 2, 3, 4, 5, 7};
 static const sdpa_args_t kBackwardArgs = {1, 2, 3, 4, 12, 13, 16};
 
-/* A call whose f32 scores exceed SDPA_LOOP_BYTES loops over blocks of
-** query rows whose scores stay under SDPA_BLOCK_BYTES. Measured on the CPU
-** plugin (process CPU ms against PyTorch's CPU flash kernel, see
-** docs/architecture.md, "Attention"): (1, 8, 4096, 64) forward + backward
-** took 2325 ms as one block, 1315 ms in 8 MiB blocks and 1235 ms in 32 MiB
-** blocks; (1, 4, 1040, 64) (17 MiB of scores) 60 ms as one block and 47 ms
-** looping over its heads. TORCH_TPU_SDPA_BLOCK_BYTES sets both to one value. */
-#define SDPA_LOOP_BYTES (8u << 20)
+/* A forward whose f32 scores exceed SDPA_FORWARD_LOOP_BYTES (a backward:
+** SDPA_BACKWARD_LOOP_BYTES) loops over blocks of query rows whose scores
+** stay under SDPA_BLOCK_BYTES. Measured on the CPU plugin, wall ms at 2
+** threads (docs/architecture.md, "Attention"): (1, 8, 4096, 64) forward
+** 287 ms in 32 MiB blocks against about 620 ms as one block; forward +
+** backward 674 ms. (1, 4, 1040, 64) (17 MiB of scores) forward + backward
+** 23.2 ms looping over its heads against 34.5 ms as one block; its forward
+** alone 9.6 against 11.3 ms standing alone, but inside the compiled FLUX
+** transformer of bench/compile.py the looping forward made the whole
+** forward slower (129 against 113 ms): its q, k, v come out of transposes
+** that one block fuses into the dots and a loop must materialise. Hence the
+** two thresholds. TORCH_TPU_SDPA_BLOCK_BYTES sets all three to one value. */
+#define SDPA_FORWARD_LOOP_BYTES (64u << 20)
+#define SDPA_BACKWARD_LOOP_BYTES (8u << 20)
 #define SDPA_BLOCK_BYTES (32u << 20)
 #define SDPA_MIN_LOOP_ROWS 16
 
@@ -142,9 +148,10 @@ static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_
 ** A divisor, so that no two iterations share a row (the backward sums dK
 ** and dV over them). Under SDPA_MIN_LOOP_ROWS rows per iteration (a prime
 ** L) the loop would be all overhead, so the call stays one block. */
-static int64_t loop_rows(const lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p) {
+static int64_t loop_rows(const lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, bool backward) {
   const uint64_t set = tpurt_config()->sdpa_block_bytes; /* TORCH_TPU_SDPA_BLOCK_BYTES */
-  uint64_t budget = set ? set : SDPA_BLOCK_BYTES, threshold = set ? set : SDPA_LOOP_BYTES;
+  uint64_t budget = set ? set : SDPA_BLOCK_BYTES;
+  uint64_t threshold = set ? set : backward ? SDPA_BACKWARD_LOOP_BYTES : SDPA_FORWARD_LOOP_BYTES;
   uint64_t row_bytes = (uint64_t)p->g * (uint64_t)p->s * 4;
   uint64_t total = (uint64_t)(p->n * p->hk) * (uint64_t)p->l * row_bytes;
   if (!lower_is_none(ctx, a->bias) || total <= threshold || row_bytes == 0) return 0;
@@ -513,7 +520,7 @@ static tpurt_status_t lower_sdpa_forward(lower_ctx_t* ctx) {
   if (sdpa_cudnn_supported(ctx, a, &p)) {
     sdpa_cudnn_forward(ctx, a, &p, &o, &lse);
   } else {
-    forward_all(ctx, a, &p, scale_value(ctx, a, &p), loop_rows(ctx, a, &p), &o, &lse);
+    forward_all(ctx, a, &p, scale_value(ctx, a, &p), loop_rows(ctx, a, &p, false), &o, &lse);
     o = ungrouped(ctx, &p, o, p.dv);
     int64_t lse_dims[3] = {p.n, p.h, p.l};
     lse = ir_reshape(f, lse, 3, lse_dims);
@@ -673,7 +680,7 @@ static tpurt_status_t lower_sdpa_backward(lower_ctx_t* ctx) {
     sdpa_cudnn_backward(ctx, a, &p, 0, 6, 7, &gr.dq, &gr.dk, &gr.dv);
   } else {
     /* a bias (and so its gradient, the whole dS) keeps the call one block */
-    backward_all(ctx, a, &p, scale_value(ctx, a, &p), loop_rows(ctx, a, &p), &gr);
+    backward_all(ctx, a, &p, scale_value(ctx, a, &p), loop_rows(ctx, a, &p, true), &gr);
     if (gr.want_q) gr.dq = ungrouped(ctx, &p, gr.dq, p.d);
     if (gr.want_k) gr.dk = kv_plain(ctx, &p, gr.dk, a->k);
     if (gr.want_v) gr.dv = kv_plain(ctx, &p, gr.dv, a->v);
