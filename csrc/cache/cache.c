@@ -222,8 +222,9 @@ tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_exe
     tpurt_status_t status = pjrt_compile_with_options(mlir, size, options, options_size, &exe);
     if (status && *options_text) {
       /* Name what we passed: XLA's own message names only the key it rejects. */
-      tpurt_status_t annotated = tpurt_status_create(tpurt_status_code(status), "%s (XLA compile options: %s)",
-                                                     tpurt_status_message(status), options_text);
+      tpurt_status_t annotated =
+          tpurt_status_create(tpurt_status_code(status), "%s (XLA compile options: %s)",
+                              tpurt_status_message(status), options_text);
       tpurt_status_free(status);
       status = annotated;
     }

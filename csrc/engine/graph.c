@@ -65,7 +65,7 @@ struct graph_s {
   int32_t cap_history;
   int32_t* last_at; /* GRAPH_MAP_SLOTS entries: position + 1, 0 = empty */
   int32_t num_rng;  /* RNG states bound so far */
-  char last_op[96];  /* for error messages */
+  char last_op[96]; /* for error messages */
   char first_op_name[96];
   /* The op whose lowering left the function's first sticky error: 1 + its
   ** index (0: none yet), and its name. */
@@ -606,7 +606,7 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
                                  tpurt_status_message(ir_func_status(g->func)));
   ir_value_t* values = tpurt_xmalloc(sizeof(ir_value_t) * (size_t)(num_outputs + 1));
   bool* permuted = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(bool));
-  int8_t (*perms)[TPURT_MAX_RANK] = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(*perms));
+  int8_t(*perms)[TPURT_MAX_RANK] = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(*perms));
   for (int32_t k = 0; k < num_outputs && !status; ++k) {
     const tpurt_tensor_t* t = &outputs[k];
     ir_value_t base = graph_storage_value(g, t->storage, t->dtype);
@@ -645,12 +645,13 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     p->input_types = tpurt_xcalloc((size_t)num_inputs + 1, sizeof(ir_type_t));
     for (int32_t i = 0; i < p->num_bindings; ++i) {
       binding_t* b = &p->bindings[i];
-      if (b->kind == BIND_PLACEHOLDER && b->input >= 0 && b->input < num_inputs) p->input_types[b->input] = b->type;
+      if (b->kind == BIND_PLACEHOLDER && b->input >= 0 && b->input < num_inputs)
+        p->input_types[b->input] = b->type;
       /* A number traced into the program is the same at every run: upload
       ** it once now instead of at each call. */
       if (b->kind == BIND_HOST && !status) {
-        status = pjrt_buffer_from_host(g->device, b->type.dtype, b->type.rank, b->type.dims, b->bytes,
-                                       &b->buffer);
+        status =
+            pjrt_buffer_from_host(g->device, b->type.dtype, b->type.rank, b->type.dims, b->bytes, &b->buffer);
         if (!status) b->kind = BIND_BUFFER;
       }
     }

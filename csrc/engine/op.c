@@ -45,14 +45,14 @@ typedef struct plan_s {
   plan_output_t* outputs;
   int32_t num_program_outputs; /* outputs that are not UNDEFINED */
   int32_t num_results;
-  uint64_t charge;         /* bytes counted against the budget */
-  uint64_t program_hash;   /* the executable cache's key hash of the program */
-  bool from_disk;          /* the program was loaded from the disk tier */
+  uint64_t charge;       /* bytes counted against the budget */
+  uint64_t program_hash; /* the executable cache's key hash of the program */
+  bool from_disk;        /* the program was loaded from the disk tier */
   /* SPMD (an operand is sharded): the mesh the program spans, and the
   ** sharding of each program output; NULL for a one-device program. */
   pjrt_sharding_t* mesh;
   pjrt_sharding_t* output_shardings;
-  struct plan_s* next;     /* bucket chain */
+  struct plan_s* next;          /* bucket chain */
   struct plan_s *newer, *older; /* LRU list */
 } plan_t;
 
@@ -475,9 +475,10 @@ static const pjrt_buffer_t* param_buffer(const tpurt_op_call_t* call, const lowe
 ** written storage's sharding; a new result takes the sharding of the first
 ** sharded operand of its global shape, and is replicated otherwise (XLA
 ** then inserts the all-gather or all-reduce). */
-static TPURT_MUST_USE tpurt_status_t spmd_plan(const tpurt_op_call_t* call, const lower_param_t* params, int32_t num_params,
-                                const plan_output_t* outputs, int32_t num_outputs, pjrt_sharding_t** out_mesh,
-                                pjrt_sharding_t** out_shardings) {
+static TPURT_MUST_USE tpurt_status_t spmd_plan(const tpurt_op_call_t* call, const lower_param_t* params,
+                                               int32_t num_params, const plan_output_t* outputs,
+                                               int32_t num_outputs, pjrt_sharding_t** out_mesh,
+                                               pjrt_sharding_t** out_shardings) {
   *out_mesh = NULL;
   *out_shardings = NULL;
   const pjrt_sharding_t* mesh = NULL;
@@ -527,10 +528,10 @@ static TPURT_MUST_USE tpurt_status_t spmd_plan(const tpurt_op_call_t* call, cons
 /* Annotates the printed module with the shardings and compiles it for the
 ** mesh. SPMD programs are kept by the plan cache only (their options differ
 ** from the executable cache's). */
-static TPURT_MUST_USE tpurt_status_t spmd_compile(const char* text, const pjrt_sharding_t* mesh, const tpurt_op_call_t* call,
-                                   const lower_param_t* params, int32_t num_params,
-                                   const pjrt_sharding_t* output_shardings, int32_t num_outputs,
-                                   pjrt_executable_t** out_executable) {
+static TPURT_MUST_USE tpurt_status_t spmd_compile(const char* text, const pjrt_sharding_t* mesh,
+                                                  const tpurt_op_call_t* call, const lower_param_t* params,
+                                                  int32_t num_params, const pjrt_sharding_t* output_shardings,
+                                                  int32_t num_outputs, pjrt_executable_t** out_executable) {
   char** texts = tpurt_xcalloc((size_t)(num_params + num_outputs) + 1, sizeof(char*));
   for (int32_t i = 0; i < num_params + num_outputs; ++i) {
     tpurt_strbuf_t t = {0};
@@ -566,9 +567,10 @@ static TPURT_MUST_USE tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op
   e->graph = graph;
   ctx->func = graph ? graph_func(graph) : ir_func_create();
   const int32_t first_param = ir_func_num_params(ctx->func);
-  ir_func_set_precision(ctx->func, call->matmul_precision == TPURT_MATMUL_PRECISION_MEDIUM ? IR_PRECISION_DEFAULT
-                                   : call->matmul_precision == TPURT_MATMUL_PRECISION_HIGH ? IR_PRECISION_HIGH
-                                                                                           : IR_PRECISION_HIGHEST);
+  ir_func_set_precision(ctx->func,
+                        call->matmul_precision == TPURT_MATMUL_PRECISION_MEDIUM ? IR_PRECISION_DEFAULT
+                        : call->matmul_precision == TPURT_MATMUL_PRECISION_HIGH ? IR_PRECISION_HIGH
+                                                                                : IR_PRECISION_HIGHEST);
   ctx->op_name = call->name;
   ctx->platform = platform_name();
   ctx->args = call->args;
@@ -753,8 +755,8 @@ done:
 /* The buffer for @main parameter |prm| on |device|: a storage's own buffer
 ** (its shard when sharded, a copy when it lives on another device) or a
 ** new upload of a number. *out_owned says whether the caller releases it. */
-static TPURT_MUST_USE tpurt_status_t bind_param(const lower_param_t* prm, const tpurt_op_call_t* call, int device,
-                                 pjrt_buffer_t** out, bool* out_owned) {
+static TPURT_MUST_USE tpurt_status_t bind_param(const lower_param_t* prm, const tpurt_op_call_t* call,
+                                                int device, pjrt_buffer_t** out, bool* out_owned) {
   const tpurt_arg_t* a = &call->args[prm->arg];
   *out = NULL;
   *out_owned = true;
@@ -791,7 +793,8 @@ static TPURT_MUST_USE tpurt_status_t bind_param(const lower_param_t* prm, const 
 
 /* One launch of an SPMD plan across its mesh; |outs| receives one sharded
 ** buffer per program output. */
-static TPURT_MUST_USE tpurt_status_t spmd_execute(const plan_t* p, const tpurt_op_call_t* call, pjrt_buffer_t** outs) {
+static TPURT_MUST_USE tpurt_status_t spmd_execute(const plan_t* p, const tpurt_op_call_t* call,
+                                                  pjrt_buffer_t** outs) {
   const pjrt_sharding_t* mesh = p->mesh;
   const size_t n = (size_t)mesh->num_devices, np = (size_t)p->num_params, no = (size_t)p->num_program_outputs;
   pjrt_buffer_t** args = tpurt_xcalloc(n * np + 1, sizeof(pjrt_buffer_t*));
@@ -1037,8 +1040,7 @@ static TPURT_MUST_USE tpurt_status_t record_op(const lower_rule_t* rule, tpurt_o
   graph_note_op(g, call->name, fp);
   plan_t* unused = NULL;
   tpurt_status_t status = lower_op(rule, call, g, &unused);
-  if (!status && fuse && !graph_is_tracing(g) &&
-      graph_num_ops(g) >= tpurt_config()->fuse_max_ops)
+  if (!status && fuse && !graph_is_tracing(g) && graph_num_ops(g) >= tpurt_config()->fuse_max_ops)
     status = graph_flush_locked(GRAPH_FLUSH_SIZE_LIMIT);
   return status;
 }

@@ -47,8 +47,9 @@ static tpurt_status_t lower_amp_unscale(lower_ctx_t* ctx) {
   for (int32_t k = 0; k < len; ++k) {
     const tpurt_tensor_t* t = lower_list_meta(ctx, 0, k);
     if (!tpurt_dtype_is_float(t->dtype))
-      return lower_error(TPURT_INVALID_ARGUMENT, "_amp_foreach_non_finite_check_and_unscale_: expected a "
-                                                 "floating point gradient, got %s",
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "_amp_foreach_non_finite_check_and_unscale_: expected a "
+                         "floating point gradient, got %s",
                          tpurt_dtype_name(t->dtype));
     tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
     ir_value_t g = lower_cast(ctx, lower_list_tensor(ctx, 0, k), acc);

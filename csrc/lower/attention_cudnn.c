@@ -40,7 +40,7 @@
 
 bool sdpa_cudnn_supported(const lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p) {
   if (!ctx->platform || strcmp(ctx->platform, "cuda") != 0) return false;
-  if (!tpurt_config()->cudnn_sdpa) return false; /* TORCH_TPU_CUDNN_SDPA=0 */
+  if (!tpurt_config()->cudnn_sdpa) return false;                                 /* TORCH_TPU_CUDNN_SDPA=0 */
   if (p->dtype != TPURT_DTYPE_BF16 && p->dtype != TPURT_DTYPE_F16) return false; /* f32: no flash kernel */
   if (p->d != p->dv || p->d % 8 != 0 || p->d > CUDNN_MAX_HEAD_DIM) return false;
   if (p->n < 1 || p->h < 1 || p->l < 1 || p->s < 1) return false;

@@ -89,8 +89,8 @@ static TPURT_MUST_USE tpurt_status_t create_client(void) {
     tpurt_strbuf_puts(&passed, " (TORCH_TPU_PJRT_OPTIONS passed: ");
     pjrt_client_options_describe(&user, &passed);
     tpurt_strbuf_puts(&passed, ")");
-    tpurt_status_t annotated = tpurt_status_create(tpurt_status_code(status), "%s%s",
-                                                   tpurt_status_message(status), passed.data);
+    tpurt_status_t annotated =
+        tpurt_status_create(tpurt_status_code(status), "%s%s", tpurt_status_message(status), passed.data);
     tpurt_status_free(status);
     tpurt_strbuf_free(&passed);
     status = annotated;

@@ -783,8 +783,8 @@ tpurt_status_t pjrt_execute_spmd(pjrt_executable_t* executable, int32_t num_devi
     pjrt_g.counters.executions++;
     for (size_t d = 0; d < n; ++d) {
       for (size_t i = 0; i < num_outputs; ++i) {
-        tpurt_status_t s = pjrt_wrap_buffer_consume_locked(raw_outs[d * num_outputs + i], devices[d], launches[d],
-                                                   &outputs[d * num_outputs + i]);
+        tpurt_status_t s = pjrt_wrap_buffer_consume_locked(raw_outs[d * num_outputs + i], devices[d],
+                                                           launches[d], &outputs[d * num_outputs + i]);
         raw_outs[d * num_outputs + i] = NULL;
         if (s && !status)
           status = s;

@@ -117,8 +117,8 @@ tpurt_status_t pjrt_client_options_parse(const char* spec, pjrt_client_options_t
     if (begin == end) continue; /* "a=1,,b=2" and a trailing comma */
     const char* eq = memchr(begin, '=', (size_t)(end - begin));
     if (!eq) {
-      status = tpurt_status_create(TPURT_INVALID_ARGUMENT, "'%.*s' is not name=value", (int)(end - begin),
-                                   begin);
+      status =
+          tpurt_status_create(TPURT_INVALID_ARGUMENT, "'%.*s' is not name=value", (int)(end - begin), begin);
       break;
     }
     const char* name_end = eq;
@@ -292,7 +292,8 @@ static TPURT_MUST_USE tpurt_status_t kv_parse(const char* spec, const char* what
       return tpurt_status_create(TPURT_INVALID_ARGUMENT, "%s: option '%.*s' has no value", what,
                                  (int)(eq - begin), begin);
     }
-    kv_set_take(list, copy_span(begin, (size_t)(eq - begin)), normalise_value(eq + 1, (size_t)(end - eq - 1)));
+    kv_set_take(list, copy_span(begin, (size_t)(eq - begin)),
+                normalise_value(eq + 1, (size_t)(end - eq - 1)));
   }
   return NULL;
 }

@@ -151,9 +151,8 @@ void pjrt_sharding_shard_dims(const pjrt_sharding_t* sharding, int32_t p, const 
 pjrt_buffer_t* pjrt_buffer_sharded_create(const pjrt_sharding_t* sharding, tpurt_dtype_t dtype, int32_t rank,
                                           const int64_t* dims, pjrt_buffer_t** shards);
 /* Splits dense host |data| of the global shape and uploads each block. */
-tpurt_status_t pjrt_buffer_shard_from_host(const pjrt_sharding_t* sharding, tpurt_dtype_t dtype,
-                                           int32_t rank, const int64_t* dims, const void* data,
-                                           pjrt_buffer_t** out_buffer);
+tpurt_status_t pjrt_buffer_shard_from_host(const pjrt_sharding_t* sharding, tpurt_dtype_t dtype, int32_t rank,
+                                           const int64_t* dims, const void* data, pjrt_buffer_t** out_buffer);
 /* Reads every shard and places it at its block of |dst| (dense, global). */
 tpurt_status_t pjrt_buffer_gather_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_size);
 
@@ -195,7 +194,12 @@ void pjrt_wait_idle(void);
 /*===--- options by name (options.c) ---===*/
 
 /* One plugin client option (TORCH_TPU_PJRT_OPTIONS), typed from its text. */
-typedef enum { PJRT_OPTION_STRING, PJRT_OPTION_INT64, PJRT_OPTION_FLOAT, PJRT_OPTION_BOOL } pjrt_option_type_t;
+typedef enum {
+  PJRT_OPTION_STRING,
+  PJRT_OPTION_INT64,
+  PJRT_OPTION_FLOAT,
+  PJRT_OPTION_BOOL
+} pjrt_option_type_t;
 typedef struct {
   char* name;
   pjrt_option_type_t type;

@@ -168,8 +168,8 @@ pjrt_buffer_t* pjrt_buffer_sharded_create(const pjrt_sharding_t* sharding, tpurt
   return b;
 }
 
-tpurt_status_t pjrt_buffer_shard_from_host(const pjrt_sharding_t* sharding, tpurt_dtype_t dtype,
-                                           int32_t rank, const int64_t* dims, const void* data,
+tpurt_status_t pjrt_buffer_shard_from_host(const pjrt_sharding_t* sharding, tpurt_dtype_t dtype, int32_t rank,
+                                           const int64_t* dims, const void* data,
                                            pjrt_buffer_t** out_buffer) {
   *out_buffer = NULL;
   TPURT_RETURN_IF_ERROR(pjrt_init());

@@ -98,9 +98,9 @@ static char* lower_case(const sdpa_case_t* c, bool backward) {
   tpurt_arg_t scale = c->scale ? number(TPURT_ARG_FLOAT, c->scale) : (tpurt_arg_t){.kind = TPURT_ARG_NONE};
   if (!backward) {
     a[n++] = q, a[n++] = k, a[n++] = v, a[n++] = bias_arg(c);
-    a[n++] = number(TPURT_ARG_FLOAT, 0.0);        /* dropout_p */
-    a[n++] = number(TPURT_ARG_BOOL, c->causal);   /* is_causal */
-    a[n++] = number(TPURT_ARG_BOOL, 0);           /* return_debug_mask */
+    a[n++] = number(TPURT_ARG_FLOAT, 0.0);      /* dropout_p */
+    a[n++] = number(TPURT_ARG_BOOL, c->causal); /* is_causal */
+    a[n++] = number(TPURT_ARG_BOOL, 0);         /* return_debug_mask */
     a[n++] = scale;
   } else {
     int64_t lse_dims[3] = {c->n, c->h, c->l}, none[1] = {0};
@@ -111,16 +111,16 @@ static char* lower_case(const sdpa_case_t* c, bool backward) {
     a[n] = (tpurt_arg_t){.kind = TPURT_ARG_INT_LIST};
     a[n].u.ints.data = hs->mask;
     a[n++].u.ints.len = 4;
-    a[n++] = bnth(c, c->dtype, c->h, c->l, c->d);      /* out */
-    a[n++] = tensor(F32, 3, lse_dims);                 /* logsumexp */
-    a[n++] = (tpurt_arg_t){.kind = TPURT_ARG_NONE};    /* cum_seq_q */
-    a[n++] = (tpurt_arg_t){.kind = TPURT_ARG_NONE};    /* cum_seq_k */
-    a[n++] = number(TPURT_ARG_INT, (double)c->l);      /* max_q */
-    a[n++] = number(TPURT_ARG_INT, (double)c->s);      /* max_k */
-    a[n++] = number(TPURT_ARG_FLOAT, 0.0);             /* dropout_p */
-    a[n++] = number(TPURT_ARG_BOOL, c->causal);        /* is_causal */
-    a[n++] = tensor(TPURT_DTYPE_I64, 0, none);         /* philox_seed */
-    a[n++] = tensor(TPURT_DTYPE_I64, 0, none);         /* philox_offset */
+    a[n++] = bnth(c, c->dtype, c->h, c->l, c->d);   /* out */
+    a[n++] = tensor(F32, 3, lse_dims);              /* logsumexp */
+    a[n++] = (tpurt_arg_t){.kind = TPURT_ARG_NONE}; /* cum_seq_q */
+    a[n++] = (tpurt_arg_t){.kind = TPURT_ARG_NONE}; /* cum_seq_k */
+    a[n++] = number(TPURT_ARG_INT, (double)c->l);   /* max_q */
+    a[n++] = number(TPURT_ARG_INT, (double)c->s);   /* max_k */
+    a[n++] = number(TPURT_ARG_FLOAT, 0.0);          /* dropout_p */
+    a[n++] = number(TPURT_ARG_BOOL, c->causal);     /* is_causal */
+    a[n++] = tensor(TPURT_DTYPE_I64, 0, none);      /* philox_seed */
+    a[n++] = tensor(TPURT_DTYPE_I64, 0, none);      /* philox_offset */
     a[n++] = scale;
   }
   lower_ctx_t* ctx = &hs->ctx;
@@ -145,9 +145,9 @@ static char* lower_case(const sdpa_case_t* c, bool backward) {
     for (int32_t r = 0; r < ctx->num_results; ++r)
       if (ctx->results[r] >= 0) results[nr++] = ctx->results[r];
     ir_func_set_results(ctx->func, results, nr);
-    s = ir_func_status(ctx->func) ? tpurt_status_create(TPURT_INTERNAL, "%s",
-                                                        tpurt_status_message(ir_func_status(ctx->func)))
-                                  : ir_func_print(ctx->func, &text, NULL);
+    s = ir_func_status(ctx->func)
+            ? tpurt_status_create(TPURT_INTERNAL, "%s", tpurt_status_message(ir_func_status(ctx->func)))
+            : ir_func_print(ctx->func, &text, NULL);
   }
   if (s) {
     fprintf(stderr, "  lowering %s failed: %s\n", ctx->op_name, tpurt_status_message(s));
@@ -157,7 +157,6 @@ static char* lower_case(const sdpa_case_t* c, bool backward) {
   free(hs);
   return text;
 }
-
 
 /* Expects the module of |c| to be one cuDNN call to |target| (forward when
 ** !backward) with |mask_type| and, when given, the scale text |scale|. */
@@ -271,18 +270,20 @@ TEST(CudnnSdpa_Signature) {
   c.n = 2, c.h = 8, c.hk = 2, c.l = 32, c.s = 48, c.bias_rank = 4, c.bias_dtype = BOOL;
   char* text = lower_case(&c, false);
   ASSERT(text);
-  EXPECT(strstr(text, ": (tensor<2x8x32x128xbf16>, tensor<2x2x48x128xbf16>, tensor<2x2x48x128xbf16>, "
-                      "tensor<1x8x32x48xbf16>) -> (tensor<2x8x32x128xbf16>, tensor<2x8x32xf32>, "
-                      "tensor<0xui8>)"));
+  EXPECT(strstr(text,
+                ": (tensor<2x8x32x128xbf16>, tensor<2x2x48x128xbf16>, tensor<2x2x48x128xbf16>, "
+                "tensor<1x8x32x48xbf16>) -> (tensor<2x8x32x128xbf16>, tensor<2x8x32xf32>, "
+                "tensor<0xui8>)"));
   EXPECT(strstr(text, "\\\"dimensions\\\":[\\\"2\\\",\\\"8\\\",\\\"32\\\",\\\"48\\\"]"));
   free(text);
   text = lower_case(&c, true);
   ASSERT(text);
   /* q, k, v, stats, d_output, bias, output -> dq, dk, dv, workspace */
-  EXPECT(strstr(text, ": (tensor<2x8x32x128xbf16>, tensor<2x2x48x128xbf16>, tensor<2x2x48x128xbf16>, "
-                      "tensor<2x8x32xf32>, tensor<2x8x32x128xbf16>, tensor<1x8x32x48xbf16>, "
-                      "tensor<2x8x32x128xbf16>) -> (tensor<2x8x32x128xbf16>, tensor<2x2x48x128xbf16>, "
-                      "tensor<2x2x48x128xbf16>, tensor<0xui8>)"));
+  EXPECT(strstr(text,
+                ": (tensor<2x8x32x128xbf16>, tensor<2x2x48x128xbf16>, tensor<2x2x48x128xbf16>, "
+                "tensor<2x8x32xf32>, tensor<2x8x32x128xbf16>, tensor<1x8x32x48xbf16>, "
+                "tensor<2x8x32x128xbf16>) -> (tensor<2x8x32x128xbf16>, tensor<2x2x48x128xbf16>, "
+                "tensor<2x2x48x128xbf16>, tensor<0xui8>)"));
   free(text);
 }
 
@@ -301,7 +302,7 @@ TEST(CudnnSdpa_Unsupported) {
   expect_generic(&c, false);
   expect_generic(&c, true);
   c = kFlux, c.l = c.s = 16, c.bias_rank = 4, c.bias_dtype = BF16, c.want_bias_grad = true;
-  expect_generic(&c, true); /* the bias gradient */
+  expect_generic(&c, true);                                            /* the bias gradient */
   c = kFlux, c.l = 15, c.s = 16, c.bias_rank = 4, c.bias_dtype = BOOL; /* odd length with a bias */
   expect_generic(&c, false);
   c = kFlux, c.l = c.s = 16;

@@ -10,7 +10,6 @@
 #define F32 TPURT_DTYPE_F32
 #define BF16 TPURT_DTYPE_BF16
 
-
 /* Prints |func| (destroyed), compares with |golden| and compiles it. */
 static void check_golden(ir_func_t* func, const char* golden) {
   char* text = NULL;

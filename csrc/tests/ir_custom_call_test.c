@@ -37,8 +37,7 @@ TEST(IrCustomCall_Golden) {
   ir_func_set_results(f, out, 2);
   char* text = print_and_free(f);
   ASSERT(text);
-  const char* golden =
-      HDR
+  const char* golden = HDR
       "  func.func public @main(%v0: tensor<2x8xbf16>, %v1: tensor<8xf32>) -> "
       "(tensor<2x8xbf16>, tensor<f32>) {\n"
       "    %v2:3 = \"stablehlo.custom_call\"(%v0, %v1) {api_version = 2 : i32, backend_config = "

@@ -6,13 +6,12 @@
 #include "../base/base.h"
 #include "../ir/ir.h"
 #include "../pjrt/pjrt.h"
-#include "test.h"
 #include "ir_check.h"
+#include "test.h"
 
 #define HDR "module @tpurt attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
 #define F32 TPURT_DTYPE_F32
 #define I64 TPURT_DTYPE_I64
-
 
 /* sort values of a 2x3 f32 along dim 1 with an i64 iota riding along */
 static ir_func_t* build_sort(bool descending) {

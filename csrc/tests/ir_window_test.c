@@ -8,8 +8,8 @@
 #include "../base/base.h"
 #include "../ir/ir.h"
 #include "../pjrt/pjrt.h"
-#include "test.h"
 #include "ir_check.h"
+#include "test.h"
 
 #define HDR "module @tpurt attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
 #define F32 TPURT_DTYPE_F32

@@ -1,9 +1,6 @@
 /* options_test.c: plugin client options (TORCH_TPU_PJRT_OPTIONS) and XLA
 ** compile options (TORCH_TPU_XLA_OPTIONS, per thread): parsing, typing,
 ** bad values, the protobuf bytes, and their effect on the real plugin. */
-#include "../cache/cache.h"
-#include "../pjrt/pjrt.h"
-
 #include <dirent.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -11,6 +8,8 @@
 #include <unistd.h>
 
 #include "../base/base.h"
+#include "../cache/cache.h"
+#include "../pjrt/pjrt.h"
 #include "test.h"
 
 static const char kAddMlir[] =
@@ -86,10 +85,11 @@ TEST(CompileOptions_Bytes) {
 
   /* One override: field 7 {1: key, 2: {1: string}}, hand-encoded. */
   ASSERT_OK(pjrt_compile_options_encode("--xla_dump_to=/tmp/x", &bytes, &size));
-  static const char kEntry[] = {0x3a, 0x17, 0x0a, 0x0b, 'x',  'l', 'a', '_', 'd', 'u', 'm', 'p', '_',
+  static const char kEntry[] = {0x3a, 0x17, 0x0a, 0x0b, 'x',  'l',  'a', '_', 'd', 'u', 'm', 'p', '_',
                                 't',  'o',  0x12, 0x08, 0x0a, 0x06, '/', 't', 'm', 'p', '/', 'x'};
   ASSERT(size == sizeof(kBase) + sizeof(kEntry));
-  EXPECT(memcmp(bytes, kBase, sizeof(kBase)) == 0 && memcmp(bytes + sizeof(kBase), kEntry, sizeof(kEntry)) == 0);
+  EXPECT(memcmp(bytes, kBase, sizeof(kBase)) == 0 &&
+         memcmp(bytes + sizeof(kBase), kEntry, sizeof(kEntry)) == 0);
   free(bytes);
 
   /* Order-free (sorted), last value wins, booleans spelled as XLA wants. */
@@ -229,8 +229,9 @@ static int fake_typed_child(void) {
   tpurt_status_t s = tpurt_runtime_init();
   const char* m = tpurt_status_message(s);
   int ok = tpurt_status_code(s) == TPURT_UNIMPLEMENTED &&
-           contains(m, "got preallocate:bool=false memory_fraction:float=0.5 allocator:string=platform "
-                       "node_id:int64=2");
+           contains(m,
+                    "got preallocate:bool=false memory_fraction:float=0.5 allocator:string=platform "
+                    "node_id:int64=2");
   if (!ok) fprintf(stderr, "  child: %s\n", m);
   tpurt_status_free(s);
   return ok ? 0 : 1;
@@ -309,7 +310,7 @@ TEST(ClientOptions_Malformed) { expect_child(malformed_option_child); }
 TEST(CompileOptions_MalformedEnv) { expect_child(malformed_xla_options_child); }
 
 TEST_MAIN(TEST_CASE(ClientOptions_Typed), TEST_CASE(ClientOptions_BadValues), TEST_CASE(CompileOptions_Bytes),
-          TEST_CASE(ClientOptions_DeviceCount), TEST_CASE(ClientOptions_Typed_Abi), TEST_CASE(ClientOptions_Refused),
-          TEST_CASE(ClientOptions_WrongType), TEST_CASE(ClientOptions_Malformed),
-          TEST_CASE(CompileOptions_MalformedEnv), TEST_CASE(CompileOptions_ReachXla),
-          TEST_CASE(CompileOptions_CacheKey))
+          TEST_CASE(ClientOptions_DeviceCount), TEST_CASE(ClientOptions_Typed_Abi),
+          TEST_CASE(ClientOptions_Refused), TEST_CASE(ClientOptions_WrongType),
+          TEST_CASE(ClientOptions_Malformed), TEST_CASE(CompileOptions_MalformedEnv),
+          TEST_CASE(CompileOptions_ReachXla), TEST_CASE(CompileOptions_CacheKey))

@@ -88,8 +88,8 @@ TEST(Spmd_ShardedOpsMatchAndRelease) {
   const tpurt_sharding_spec_t other = {4, other_devices, 1, line, rows};
   tpurt_tensor_t td = upload(a, 2, sa);
   ASSERT_OK(tpurt_tensor_shard(&td, &other));
-  tpurt_arg_t mixed[3] = {targ(ta), targ(td),
-                          {.kind = TPURT_ARG_SCALAR, .u.scalar = {.dtype = TPURT_DTYPE_I64, .i = 1}}};
+  tpurt_arg_t mixed[3] = {
+      targ(ta), targ(td), {.kind = TPURT_ARG_SCALAR, .u.scalar = {.dtype = TPURT_DTYPE_I64, .i = 1}}};
   tpurt_op_call_t bad = {
       .name = "aten::add.Tensor", .args = mixed, .num_args = 3, .results = results, .max_results = 4};
   EXPECT_STATUS(tpurt_op_run(&bad), TPURT_INVALID_ARGUMENT);

@@ -111,8 +111,11 @@ TEST(Amp_UnscaleAndUpdateScale) {
   tpurt_tensor_t t0 = upload(TPURT_DTYPE_F32, g0, 1, two), t1 = upload(TPURT_DTYPE_F32, g1, 1, one);
   tpurt_tensor_t found = upload(TPURT_DTYPE_F32, &zero, 0, NULL);
   tpurt_tensor_t inv = upload(TPURT_DTYPE_F32, &half, 0, NULL);
-  tpurt_arg_t args[5] = {{.kind = TPURT_ARG_TENSOR_LIST, .u.list_len = 2}, targ(t0, true), targ(t1, true),
-                         targ(found, true), targ(inv, false)};
+  tpurt_arg_t args[5] = {{.kind = TPURT_ARG_TENSOR_LIST, .u.list_len = 2},
+                         targ(t0, true),
+                         targ(t1, true),
+                         targ(found, true),
+                         targ(inv, false)};
   tpurt_op_call_t call = {
       .name = "aten::_amp_foreach_non_finite_check_and_unscale_", .args = args, .num_args = 5};
   ASSERT_OK(tpurt_op_run(&call));

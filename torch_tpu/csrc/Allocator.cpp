@@ -37,8 +37,8 @@ struct TpuAllocator final : public c10::DeviceAllocator {
     c10::CachingDeviceAllocator::DeviceStats stats;
     const auto current = static_cast<int64_t>(tpurt_memory_allocated(device));
     const auto peak = static_cast<int64_t>(tpurt_max_memory_allocated(device));
-    for (auto* array : {&stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes,
-                        &stats.requested_bytes}) {
+    for (auto* array :
+         {&stats.allocated_bytes, &stats.reserved_bytes, &stats.active_bytes, &stats.requested_bytes}) {
       auto& all = (*array)[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
       all.current = current;
       all.peak = peak;
@@ -50,8 +50,8 @@ struct TpuAllocator final : public c10::DeviceAllocator {
 
   std::pair<size_t, size_t> getMemoryInfo(c10::DeviceIndex device) override {
     const tpurt_device_memory_t memory = device_memory(device);
-    TORCH_CHECK(memory.bytes_limit >= 0, "mem_get_info: the PJRT plugin does not report the memory of tpu:",
-                static_cast<int>(device));
+    TORCH_CHECK(memory.bytes_limit >= 0,
+                "mem_get_info: the PJRT plugin does not report the memory of tpu:", static_cast<int>(device));
     return {static_cast<size_t>(std::max<int64_t>(memory.bytes_free, 0)),
             static_cast<size_t>(memory.bytes_limit)};
   }

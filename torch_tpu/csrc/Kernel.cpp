@@ -464,7 +464,8 @@ void check_index_masks(const std::string& name, c10::ArrayRef<c10::IValue> in) {
     for (int64_t j = 0; j < index.dim(); ++j) {
       TORCH_CHECK_INDEX(dim + j < self.dim() && index.size(j) == self.size(dim + j), name,
                         ": The shape of the mask ", index.sizes(), " at index ", j,
-                        " does not match the shape of the indexed tensor ", self.sizes(), " at index ", dim + j);
+                        " does not match the shape of the indexed tensor ", self.sizes(), " at index ",
+                        dim + j);
     }
     dim += index.dim();
   }

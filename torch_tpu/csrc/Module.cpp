@@ -28,8 +28,8 @@ void init() { check_consume(tpurt_runtime_init(), "tpu init"); }
 
 // torch_tpu.distributed.mark_sharding: the mesh and the per-dim axes come
 // checked from Python; the core validates them again against the devices.
-void mark_sharding(const at::Tensor& t, const std::vector<int>& devices, const std::vector<int64_t>& mesh_shape,
-                   const std::vector<int>& dim_axis) {
+void mark_sharding(const at::Tensor& t, const std::vector<int>& devices,
+                   const std::vector<int64_t>& mesh_shape, const std::vector<int>& dim_axis) {
   constexpr std::string_view kOp = "mark_sharding";
   TORCH_CHECK(t.device().type() == kTpu, kOp, ": expected a tpu tensor, got one on ", t.device());
   TORCH_CHECK(static_cast<int64_t>(dim_axis.size()) == t.dim(), kOp, ": the partition spec has ",

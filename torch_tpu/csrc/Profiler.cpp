@@ -10,13 +10,12 @@
 #ifndef USE_KINETO
 #define USE_KINETO 1  // the torch wheels are built with Kineto
 #endif
-#include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
-
 #include <GenericTraceActivity.h>
 #include <IActivityProfiler.h>
-#include <libkineto.h>
 #include <TraceSpan.h>
+#include <libkineto.h>
 #include <output_base.h>
+#include <torch/csrc/profiler/standalone/privateuse1_profiler.h>
 
 #include <chrono>
 #include <deque>
