@@ -159,7 +159,8 @@ format:
 	$(VENV)/bin/clang-format -i $(wildcard csrc/*/*.[ch]) $(wildcard torch_tpu/csrc/*.cpp torch_tpu/csrc/*.h)
 
 lint:
-	$(VENV)/bin/ruff check torch_tpu tests bench
+	$(VENV)/bin/ruff check torch_tpu tests bench tools
+	$(VENV)/bin/clang-format --dry-run -Werror $(wildcard csrc/*/*.[ch]) $(wildcard torch_tpu/csrc/*.cpp torch_tpu/csrc/*.h)
 
 clean:
 	rm -rf build dist *.egg-info torch_tpu/*.so
