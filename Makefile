@@ -104,7 +104,7 @@ build/libtpurt-asan.a: $(ASAN_OBJS)
 	@mkdir -p $(@D)
 	$(Q)ar rcs $@ $^
 
-build/tests/%: csrc/tests/%.c csrc/tests/test.h build/libtpurt.a
+build/tests/%: csrc/tests/%.c csrc/tests/test.h csrc/tests/ir_check.h build/libtpurt.a
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) $< build/libtpurt.a -o $@ $(LDLIBS)
 
@@ -114,7 +114,7 @@ $(FAKE_PLUGIN): csrc/tests/fake_pjrt_plugin.c csrc/pjrt/pjrt_abi.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -shared $< -o $@
 
-build/asan-tests/%: csrc/tests/%.c csrc/tests/test.h build/libtpurt-asan.a
+build/asan-tests/%: csrc/tests/%.c csrc/tests/test.h csrc/tests/ir_check.h build/libtpurt-asan.a
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -O1 $(SANFLAGS) $< build/libtpurt-asan.a -o $@ $(LDLIBS)
 

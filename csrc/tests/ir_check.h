@@ -1,8 +1,13 @@
 /* ir_check.h: the golden-text check the IR tests share: print a function,
 ** compare with the expected text, compile it with the plugin when there is
-** one. Include after test.h, ../ir/ir.h and ../pjrt/pjrt.h. */
+** one. Self-contained: it includes what it uses (clang-format sorts the
+** includes of the files that use it). */
 #ifndef TPURT_TESTS_IR_CHECK_H_
 #define TPURT_TESTS_IR_CHECK_H_
+
+#include "../ir/ir.h"
+#include "../pjrt/pjrt.h"
+#include "test.h"
 
 /* Prints |func| (destroyed); compares with |golden| when given; compiles it
 ** with the plugin when there is one, keeping the executable in *out_exe if
