@@ -46,11 +46,6 @@ def test_sharded_ops_match_unsharded(ops, mesh):
     assert r["cpu_roundtrip"] and r["print"]
 
 
-def test_a_sharding_change_is_named_in_the_recompile_log(ops):
-    assert ops["compiled_sharded"] < 1e-5
-    assert any("sharded over 4 devices" in cause for cause in ops["recompiles"]), ops["recompiles"]
-
-
 @pytest.mark.parametrize("mesh", ["2x2", "4"])
 def test_a_strict_op_on_sharded_inputs_is_one_launch(ops, mesh):
     assert ops[mesh]["matmul_launches"] == 1

@@ -232,17 +232,9 @@ class _CompiledGraph:
 
 
 def _describe_input(x: Any) -> str:
-    """An input in a recompile message: ``float32[4, 32]`` (``@cpu`` for host
-    tensors, `` sharded over 4 devices`` for a tensor split over a mesh, so a
-    sharding change is named as the cause)."""
+    """An input in a recompile message: ``float32[4, 32]`` (``@cpu`` for host tensors)."""
     if isinstance(x, torch.Tensor):
         where = "" if x.device.type == "tpu" else f"@{x.device}"
-        if x.device.type == "tpu":
-            from torch_tpu import _C
-
-            shards = _C._num_shards(x)
-            if shards > 1:
-                where = f" sharded over {shards} devices"
         return f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}{where}"
     return repr(x)
 
