@@ -12,12 +12,11 @@ an import hook, so safetensors is not imported before something else imports it.
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.util
-import sys
 from typing import Any
 
 import torch
+
+from torch_tpu._internal.import_hook import after_import
 
 _TARGET = "safetensors.torch"
 
@@ -41,31 +40,6 @@ def _install_on(module: Any) -> None:
     module.load_file = load_file
 
 
-class _ImportHook(importlib.abc.MetaPathFinder):
-    """Wraps ``load_file`` right after ``safetensors.torch`` runs."""
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != _TARGET:
-            return None
-        sys.meta_path.remove(self)  # once; also keeps find_spec below from finding us
-        spec = importlib.util.find_spec(fullname)
-        loader = getattr(spec, "loader", None)
-        if spec is None or loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        run = loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            run(module)
-            _install_on(module)
-
-        loader.exec_module = exec_module
-        return spec
-
-
 def install_lazily() -> None:
     """Called by ``import torch_tpu``: cheap, never imports safetensors."""
-    module = sys.modules.get(_TARGET)
-    if module is not None and hasattr(module, "load_file"):
-        _install_on(module)
-    elif not any(isinstance(f, _ImportHook) for f in sys.meta_path):
-        sys.meta_path.insert(0, _ImportHook())
+    after_import(_TARGET, lambda module: hasattr(module, "load_file"), _install_on)

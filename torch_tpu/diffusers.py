@@ -43,8 +43,6 @@ still leave the VAE to fail); keep the text encoders in the denoiser's dtype
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.util
 import logging
 import sys
 import warnings
@@ -53,6 +51,7 @@ from typing import Any
 
 import torch
 
+from torch_tpu._internal.import_hook import after_import
 from torch_tpu.compile import TpuBackend
 
 __all__ = ["enable_tpu_compile", "install", "installed", "tpu_warmup"]
@@ -357,34 +356,13 @@ def _install_on(cls: Any) -> None:
         cls._execution_device = property(_execution_device)
 
 
-class _ImportHook(importlib.abc.MetaPathFinder):
-    """Installs the methods right after diffusers' pipeline_utils module runs."""
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        if fullname != _TARGET:
-            return None
-        sys.meta_path.remove(self)  # once; also keeps find_spec below from finding us
-        spec = importlib.util.find_spec(fullname)
-        loader = getattr(spec, "loader", None)
-        if spec is None or loader is None or not hasattr(loader, "exec_module"):
-            return spec
-        run = loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            run(module)
-            _install_on(module.DiffusionPipeline)
-
-        loader.exec_module = exec_module
-        return spec
-
-
 def _install_lazily() -> None:
     """Called by ``import torch_tpu``: cheap, never imports diffusers."""
-    module = sys.modules.get(_TARGET)
-    if module is not None and hasattr(module, "DiffusionPipeline"):
-        _install_on(module.DiffusionPipeline)
-    elif not any(isinstance(f, _ImportHook) for f in sys.meta_path):
-        sys.meta_path.insert(0, _ImportHook())
+    after_import(
+        _TARGET,
+        lambda module: hasattr(module, "DiffusionPipeline"),
+        lambda module: _install_on(module.DiffusionPipeline),
+    )
 
 
 _install_lazily()

@@ -161,6 +161,12 @@ void graph_reset_counts(void);
 tpurt_status_t spmd_annotate_module(const char* text, int32_t num_partitions, char* const* param_shardings,
                                     int32_t num_params, char* const* result_shardings, int32_t num_results,
                                     char** out_text, size_t* out_size);
+/* spmd_annotate_module with the shardings of argument buffers |args| (a
+** NULL or one-device buffer is replicated) and of |results|. */
+TPURT_MUST_USE tpurt_status_t spmd_annotate(const char* text, const pjrt_sharding_t* mesh,
+                                            const pjrt_buffer_t* const* args, int32_t num_args,
+                                            const pjrt_sharding_t* results, int32_t num_results,
+                                            char** out_text, size_t* out_size);
 /* The mesh of the sharded buffers among |args| (NULL: none); an error if
 ** two meshes meet. */
 tpurt_status_t spmd_mesh_of(pjrt_buffer_t* const* args, int32_t num_args, const pjrt_sharding_t** out_mesh);

@@ -532,24 +532,13 @@ static TPURT_MUST_USE tpurt_status_t spmd_compile(const char* text, const pjrt_s
                                                   const tpurt_op_call_t* call, const lower_param_t* params,
                                                   int32_t num_params, const pjrt_sharding_t* output_shardings,
                                                   int32_t num_outputs, pjrt_executable_t** out_executable) {
-  char** texts = tpurt_xcalloc((size_t)(num_params + num_outputs) + 1, sizeof(char*));
-  for (int32_t i = 0; i < num_params + num_outputs; ++i) {
-    tpurt_strbuf_t t = {0};
-    const pjrt_buffer_t* b = i < num_params ? param_buffer(call, &params[i]) : NULL;
-    if (i >= num_params)
-      pjrt_sharding_text(&output_shardings[i - num_params], &t);
-    else if (b && b->sharding)
-      pjrt_sharding_text(b->sharding, &t);
-    else
-      tpurt_strbuf_puts(&t, "{replicated}");
-    texts[i] = t.data;
-  }
+  const pjrt_buffer_t** buffers = tpurt_xcalloc((size_t)num_params + 1, sizeof(pjrt_buffer_t*));
+  for (int32_t i = 0; i < num_params; ++i) buffers[i] = param_buffer(call, &params[i]);
   char* annotated = NULL;
   size_t size = 0;
-  tpurt_status_t status = spmd_annotate_module(text, mesh->num_devices, texts, num_params, texts + num_params,
-                                               num_outputs, &annotated, &size);
-  for (int32_t i = 0; i < num_params + num_outputs; ++i) free(texts[i]);
-  free(texts);
+  tpurt_status_t status =
+      spmd_annotate(text, mesh, buffers, num_params, output_shardings, num_outputs, &annotated, &size);
+  free(buffers);
   if (status) return status;
   if (tpurt_config()->print_mlir) fprintf(stderr, "// %s (SPMD)\n%s\n", call->name, annotated);
   status = pjrt_compile_spmd(annotated, size, mesh->num_devices, mesh->devices, out_executable);

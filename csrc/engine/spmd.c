@@ -113,10 +113,9 @@ typedef struct {
 static spmd_entry_t g_spmd_cache[SPMD_CACHE_SIZE];
 static int32_t g_spmd_next;
 
-tpurt_status_t spmd_get_or_compile(const char* text, const pjrt_sharding_t* mesh, pjrt_buffer_t* const* args,
-                                   int32_t num_args, const pjrt_sharding_t* results, int32_t num_results,
-                                   pjrt_executable_t** out_executable) {
-  *out_executable = NULL;
+tpurt_status_t spmd_annotate(const char* text, const pjrt_sharding_t* mesh, const pjrt_buffer_t* const* args,
+                             int32_t num_args, const pjrt_sharding_t* results, int32_t num_results,
+                             char** out_text, size_t* out_size) {
   char** texts = tpurt_xcalloc((size_t)(num_args + num_results) + 1, sizeof(char*));
   for (int32_t i = 0; i < num_args + num_results; ++i) {
     tpurt_strbuf_t t = {0};
@@ -128,12 +127,21 @@ tpurt_status_t spmd_get_or_compile(const char* text, const pjrt_sharding_t* mesh
       tpurt_strbuf_puts(&t, "{replicated}");
     texts[i] = t.data;
   }
-  char* annotated = NULL;
-  size_t size = 0;
   tpurt_status_t status = spmd_annotate_module(text, mesh->num_devices, texts, num_args, texts + num_args,
-                                               num_results, &annotated, &size);
+                                               num_results, out_text, out_size);
   for (int32_t i = 0; i < num_args + num_results; ++i) free(texts[i]);
   free(texts);
+  return status;
+}
+
+tpurt_status_t spmd_get_or_compile(const char* text, const pjrt_sharding_t* mesh, pjrt_buffer_t* const* args,
+                                   int32_t num_args, const pjrt_sharding_t* results, int32_t num_results,
+                                   pjrt_executable_t** out_executable) {
+  *out_executable = NULL;
+  char* annotated = NULL;
+  size_t size = 0;
+  tpurt_status_t status = spmd_annotate(text, mesh, (const pjrt_buffer_t* const*)args, num_args, results,
+                                        num_results, &annotated, &size);
   if (status) return status;
   uint64_t h = tpurt_hash_str(TPURT_HASH_SEED, annotated);
   for (int32_t i = 0; i < mesh->num_devices; ++i) h = tpurt_hash_u64(h, (uint64_t)mesh->devices[i]);
