@@ -251,7 +251,7 @@ static tpurt_status_t arg_extreme(lower_ctx_t* ctx) {
     return NULL;
   }
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   if (t->rank == 0) {
     lower_set_result(ctx, 0, ir_constant_i64(ctx->func, TPURT_DTYPE_I64, 0));
     return NULL;
@@ -272,7 +272,7 @@ static tpurt_status_t extreme_dim(lower_ctx_t* ctx) {
   bool is_max = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   bool keep = lower_bool(ctx, 2, false);
   ir_value_t x = lower_tensor(ctx, 0);
   if (t->rank == 0) {
@@ -436,7 +436,7 @@ static tpurt_status_t lower_aminmax(lower_ctx_t* ctx) {
     n = t->rank;
   } else {
     int64_t d;
-    TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &d));
+    TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &d));
     for (int32_t i = 0; i < t->rank; ++i) mask[i] = i == d;
     if (t->rank) dims[n++] = d;
   }
@@ -528,7 +528,7 @@ static tpurt_status_t all_any_dim(lower_ctx_t* ctx) {
   bool any = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL);
   if (t->rank > 0) {

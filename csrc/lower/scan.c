@@ -39,7 +39,7 @@ static tpurt_status_t cumulative(lower_ctx_t* ctx) {
   bool prod = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   tpurt_dtype_t out = lower_dtype(ctx, 2, TPURT_DTYPE_INVALID);
   if (out == TPURT_DTYPE_INVALID) out = is_float(t->dtype) ? t->dtype : TPURT_DTYPE_I64;
   tpurt_dtype_t acc = lower_acc_dtype(out);
@@ -79,7 +79,7 @@ static tpurt_status_t lower_logcumsumexp(lower_ctx_t* ctx) {
     return NULL;
   }
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
   x = lower_cast(ctx, x, acc);
   ir_value_t neg_inf = ir_constant_f64(f, acc, -INFINITY);
@@ -164,7 +164,7 @@ static ir_value_t identity(ir_func_t* f, tpurt_dtype_t dt, bool is_max) {
 static tpurt_status_t cumextreme(lower_ctx_t* ctx, bool is_max) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim = 0;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank > 0 ? t->rank : 1, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank > 0 ? t->rank : 1, &dim));
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_tensor(ctx, 0);
   tpurt_dtype_t dt = t->dtype == TPURT_DTYPE_BOOL ? TPURT_DTYPE_U8 : t->dtype;
