@@ -196,8 +196,11 @@ ir_value_t lower_float_list_item(lower_ctx_t* ctx, int32_t i, int32_t k, tpurt_d
 /* bool[] args arrive as int lists of 0/1: item |k|, or |if_none|. */
 bool lower_bool_list_item(const lower_ctx_t* ctx, int32_t i, int32_t k, bool if_none);
 
-/* Emits an inclusive prefix sum of |x| along |dim| (log-step shifted adds:
-** O(n log n) work, no host round trip). */
+/* Emits an inclusive scan of |x| along |dim| with the StableHLO binary |op|
+** (log-step shifted combines: O(n log n) work, no host round trip; the
+** shifted-in elements are |identity|). */
+ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, const char* op, double identity);
+/* lower_scan with add: an inclusive prefix sum. */
 ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim);
 
 /* A status naming nothing (the engine prefixes the op name). */

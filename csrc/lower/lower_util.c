@@ -504,16 +504,15 @@ void lower_while_counter_in(lower_ctx_t* ctx, ir_region_op_t* loop, ir_value_t c
   ir_while_body(f, loop, args);
 }
 
-ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim) {
+ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, const char* op, double identity) {
   ir_func_t* f = ctx->func;
   const ir_type_t* t0 = ir_value_type(f, x);
   if (!t0) return IR_NONE;
   ir_type_t t = *t0;
-  int64_t n = t.dims[dim];
-  ir_value_t zero =
-      tpurt_dtype_is_float(t.dtype) ? ir_constant_f64(f, t.dtype, 0.0) : ir_constant_i64(f, t.dtype, 0);
-  for (int64_t shift = 1; shift < n; shift *= 2) {
-    /* x += x shifted right by |shift| along dim, zeros shifted in */
+  ir_value_t pad_value = tpurt_dtype_is_float(t.dtype) ? ir_constant_f64(f, t.dtype, identity)
+                                                       : ir_constant_i64(f, t.dtype, (int64_t)identity);
+  for (int64_t shift = 1; shift < t.dims[dim]; shift *= 2) {
+    /* x = x op (x shifted right by |shift| along dim, identities shifted in) */
     int64_t lo[TPURT_MAX_RANK] = {0}, hi[TPURT_MAX_RANK] = {0}, in[TPURT_MAX_RANK] = {0};
     int64_t st[TPURT_MAX_RANK] = {0}, li[TPURT_MAX_RANK], one[TPURT_MAX_RANK];
     for (int32_t i = 0; i < t.rank; ++i) {
@@ -521,8 +520,12 @@ ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim) {
       one[i] = 1;
     }
     lo[dim] = shift;
-    ir_value_t padded = ir_pad(f, x, zero, lo, hi, in);
-    x = ir_binary(f, "stablehlo.add", x, ir_slice(f, padded, st, li, one));
+    ir_value_t padded = ir_pad(f, x, pad_value, lo, hi, in);
+    x = ir_binary(f, op, x, ir_slice(f, padded, st, li, one));
   }
   return x;
+}
+
+ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim) {
+  return lower_scan(ctx, x, dim, "stablehlo.add", 0.0);
 }
