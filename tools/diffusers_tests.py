@@ -9,20 +9,26 @@ the working directory. When the checkout's version differs from the
 installed diffusers, this says so first (the tests may then expect an API
 the installed version lacks, or the other way round).
 
-Every test that fails on "tpu" is then run again on plain CPU PyTorch
-(``DIFFUSERS_TEST_DEVICE=cpu``, torch_tpu not imported). One that fails
-there too cannot pass in this environment whatever torch_tpu does (it
-downloads from the Hugging Face Hub, which is offline here; it needs a
-package or a device that is missing): it is counted apart as an
-"environment" failure and listed with both errors. The share is passed /
-(passed + failed on tpu only). A test that fails on "tpu" and skips on CPU
-stays a tpu failure. Nothing is left out without being listed.
+Some tests cannot pass in this environment whatever torch_tpu does. They
+are counted apart as "environment" failures, each listed with its reason:
+  - "needs the Hub": the failure's exception chain holds huggingface_hub's
+    offline error (a download from the Hugging Face Hub; there is no network
+    here, and HF_HUB_OFFLINE=1). tools/diffusers_hub_offline.py, a pytest
+    plugin, records them;
+  - "fails on CPU too": every other tpu failure is run again on plain CPU
+    PyTorch (DIFFUSERS_TEST_DEVICE=cpu, torch_tpu not imported); one that
+    fails there as well (a missing package, a test that does not match the
+    installed diffusers) is not torch_tpu's to fix.
+A tpu failure that passes or skips on CPU stays a tpu failure. The share is
+passed / (passed + tpu failures); the share counting the environment
+failures as failures is printed too.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.metadata
+import json
 import os
 import re
 import subprocess
@@ -50,23 +56,29 @@ class Outcome:
 class FileResult:
     rel: str
     tests: dict[str, Outcome] = field(default_factory=dict)  # pytest node id -> outcome on tpu
-    on_cpu: dict[str, Outcome] = field(default_factory=dict)  # the same for the tpu failures, on CPU
+    hub: dict[str, str] = field(default_factory=dict)  # node id -> the Hub's offline error
+    on_cpu: dict[str, Outcome] = field(default_factory=dict)  # the other tpu failures, run on CPU
     error: str = ""  # pytest did not report (a crash, a collection error)
 
     def count(self, kind: str) -> int:
         return sum(o.kind == kind for o in self.tests.values())
 
-    def environment(self) -> list[str]:
-        """tpu failures that fail on plain CPU too."""
-        return [
-            t
-            for t, o in self.tests.items()
-            if o.kind == "failed" and self.on_cpu.get(t, Outcome("")).kind == "failed"
-        ]
+    def failed(self) -> list[str]:
+        return [t for t, o in self.tests.items() if o.kind == "failed"]
+
+    def environment(self) -> dict[str, str]:
+        """tpu failures that cannot pass here -> why."""
+        why = {}
+        for t in self.failed():
+            if t in self.hub:
+                why[t] = f"needs the Hub: {self.hub[t]}"
+            elif self.on_cpu.get(t, Outcome("")).kind == "failed":
+                why[t] = f"fails on CPU too: {self.on_cpu[t].message}"
+        return why
 
     def tpu_failures(self) -> list[str]:
-        env = set(self.environment())
-        return [t for t, o in self.tests.items() if o.kind == "failed" and t not in env]
+        env = self.environment()
+        return [t for t in self.failed() if t not in env]
 
 
 def checkout_version(src: Path) -> str:
@@ -112,14 +124,17 @@ def read_junit(path: Path, src: Path, rel: str) -> dict[str, Outcome]:
 def run_pytest(
     targets: list[str], src: Path, work: Path, env: dict[str, str], tag: str, keyword: str | None
 ) -> tuple[Path | None, str]:
-    """Runs pytest on |targets|; returns (its junit XML, "") or (None, why there is none)."""
-    junit, log = work / f"{tag}.xml", work / f"{tag}.log"
-    junit.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(src)]
-    cmd += ["--junitxml", str(junit), *targets]
-    if keyword:
-        cmd += ["-k", keyword]
-    print("+", " ".join(cmd), flush=True)
+    """Runs pytest on |targets|; returns (its junit XML, "") or (None, why there is none).
+    The Hub plugin's record goes to <tag>.hub.json."""
+    junit, log, hub = work / f"{tag}.xml", work / f"{tag}.log", work / f"{tag}.hub.json"
+    for old in (junit, hub):
+        old.unlink(missing_ok=True)
+    env = dict(env, DIFFUSERS_TESTS_HUB_LOG=str(hub))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT / "tools"), env.get("PYTHONPATH", "")) if p)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "diffusers_hub_offline"]
+    cmd += ["--rootdir", str(src), "--junitxml", str(junit), *(["-k", keyword] if keyword else []), *targets]
+    shown = cmd if len(targets) <= 2 else [*cmd[: -len(targets)], targets[0], f"... ({len(targets)} tests)"]
+    print("+", " ".join(shown), flush=True)
     with log.open("w") as out:
         done = subprocess.run(cmd, cwd=work, env=env, stdout=out, stderr=subprocess.STDOUT)
     lines = log.read_text(errors="replace").strip().splitlines()
@@ -182,7 +197,10 @@ def main() -> int:
         junit, result.error = run_pytest([str(src / rel)], src, work, tpu_env, f"{stem}.tpu", args.keyword)
         if junit is not None:
             result.tests = read_junit(junit, src, rel)
-        failed = [t for t, o in result.tests.items() if o.kind == "failed"]
+            hub_log = junit.with_suffix(".hub.json")
+            if hub_log.is_file():  # node ids relative to the checkout, as pytest writes them
+                result.hub = {str(src / t): m for t, m in json.loads(hub_log.read_text()).items()}
+        failed = [t for t in result.failed() if t not in result.hub]
         if failed and not args.no_cpu_check:
             junit, error = run_pytest(failed, src, work, cpu_env, f"{stem}.cpu", None)
             if junit is None:
@@ -191,14 +209,14 @@ def main() -> int:
                 result.on_cpu = read_junit(junit, src, rel)
         results.append(result)
 
-    print("\nTests that fail on CPU too (environment: they cannot pass here whatever the device):")
+    print("\nEnvironment failures (they cannot pass here whatever the device does):")
     listed = False
     for result in results:
-        for test in result.environment():
+        for test, why in result.environment().items():
             listed = True
             print(f"  {test.split('::', 1)[1]}")
             print(f"      tpu: {first_line(result.tests[test].message)}")
-            print(f"      cpu: {first_line(result.on_cpu[test].message)}")
+            print(f"      why: {first_line(why, 200)}")
     if not listed:
         print("  (none)")
     print("\nTests that fail on tpu only:")
@@ -234,10 +252,10 @@ def main() -> int:
     passed, failed, env, skipped = total
     share = 100.0 * passed / (passed + failed) if passed + failed else 0.0
     print(f"{'total':<60} {passed:>6} {failed:>6} {env:>5} {skipped:>7}")
-    print("(failed: fails on tpu only; env: fails on tpu and on CPU too, listed above)")
+    print("(failed: a tpu failure; env: an environment failure, each listed above with its reason)")
     print(
         f"\n{share:.1f}% of the tests that ran and can pass here pass on tpu"
-        f" ({passed} of {passed + failed}; {env} that fail on CPU too are left out, listed above;"
+        f" ({passed} of {passed + failed}; the {env} environment failures are left out;"
         f" counting them as failures: {100.0 * passed / max(1, passed + failed + env):.1f}%)"
     )
     return 0 if failed == 0 else 1
