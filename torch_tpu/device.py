@@ -30,6 +30,9 @@ def _lazy_init() -> None:
             raise RuntimeError(str(_discovery_error))
         _C._init()
         _initialized = True
+        from torch_tpu._internal import autograd_exit
+
+        autograd_exit.register()
 
 
 def is_initialized() -> bool:
