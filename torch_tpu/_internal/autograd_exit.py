@@ -13,19 +13,35 @@ after a short training script). At exit, while the GIL can still be taken, one
 tiny backward per device that was used goes through each device thread: a
 thread runs one task at a time, so by the time it has finished ours it has
 dropped every earlier one. Ours carries no Python object: it calls the engine
-directly, without the stash.
+directly, without the stash. A process that never ran a backward on a device
+has no such thread (PyTorch names them ``pt_autograd_<device>``) and is left
+alone: the drain would compile programs at every exit.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 
 import torch
 
 _registered = False
 
 
+def _autograd_device_threads_started() -> bool:
+    try:
+        for task in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                if comm.read().startswith("pt_autograd_"):
+                    return True
+    except OSError:
+        return True  # cannot tell: drain to be safe
+    return False
+
+
 def _drain() -> None:
+    if not _autograd_device_threads_started():
+        return
     try:
         from torch_tpu import _C
 
