@@ -104,6 +104,12 @@ ir_value_t lower_scalar(lower_ctx_t* ctx, int32_t i, tpurt_dtype_t dtype) {
     ir_func_fail_consume(ctx->func, tpurt_status_create(TPURT_INTERNAL, "argument %d is not a number", i));
     return IR_NONE;
   }
+  /* numbers are real (the glue refuses complex ones): a complex operand
+  ** gets the number in its real type, made complex in the program */
+  if (tpurt_dtype_is_complex(dtype)) {
+    tpurt_dtype_t real = tpurt_dtype_to_real(dtype);
+    return ir_convert(ctx->func, add_param(ctx, i, LOWER_PARAM_SCALAR, real, ir_type_scalar(real)), dtype);
+  }
   return add_param(ctx, i, LOWER_PARAM_SCALAR, dtype, ir_type_scalar(dtype));
 }
 
@@ -228,6 +234,9 @@ tpurt_dtype_t lower_promote(tpurt_dtype_t a, tpurt_dtype_t b) {
   if (b == TPURT_DTYPE_INVALID) return a;
   if (a == TPURT_DTYPE_BOOL) return b;
   if (b == TPURT_DTYPE_BOOL) return a;
+  /* complex with anything: complex, with the wider of the real parts */
+  if (tpurt_dtype_is_complex(a) || tpurt_dtype_is_complex(b))
+    return tpurt_dtype_to_complex(lower_promote(tpurt_dtype_to_real(a), tpurt_dtype_to_real(b)));
   bool fa = tpurt_dtype_is_float(a), fb = tpurt_dtype_is_float(b);
   if (fa && !fb) return a;
   if (fb && !fa) return b;
@@ -255,15 +264,20 @@ tpurt_dtype_t lower_promote(tpurt_dtype_t a, tpurt_dtype_t b) {
 static int category(tpurt_dtype_t d) {
   if (d == TPURT_DTYPE_INVALID) return -1;
   if (d == TPURT_DTYPE_BOOL) return 0;
+  if (tpurt_dtype_is_complex(d)) return 3;
   if (tpurt_dtype_is_float(d)) return 2;
   return 1;
 }
 
 /* c10's combine_categories: a higher tier wins unless it is of a lower
-** category (bool < int < float) than the lower tier. */
+** category (bool < int < float < complex) than the lower tier. A complex
+** lower tier keeps a float higher tier's width (f64 tensor + complex64
+** 0-d tensor is complex128). */
 static tpurt_dtype_t combine_categories(tpurt_dtype_t higher, tpurt_dtype_t lower) {
   if (higher == TPURT_DTYPE_INVALID) return lower;
   if (lower == TPURT_DTYPE_INVALID) return higher;
+  if (category(higher) == 3) return higher;
+  if (category(lower) == 3) return category(higher) == 2 ? tpurt_dtype_to_complex(higher) : lower;
   if (category(higher) == 2) return higher;
   if (higher == TPURT_DTYPE_BOOL || category(lower) == 2) return lower_promote(higher, lower);
   return higher;
@@ -293,7 +307,8 @@ tpurt_dtype_t lower_result_type(const lower_ctx_t* ctx, const int32_t* args, int
 
 bool lower_can_cast(tpurt_dtype_t from, tpurt_dtype_t to) {
   /* floats may not go to ints, non-bool may not go to bool */
-  if (tpurt_dtype_is_float(from) && !tpurt_dtype_is_float(to)) return false;
+  if (tpurt_dtype_is_complex(from) && !tpurt_dtype_is_complex(to)) return false;
+  if (tpurt_dtype_is_float(from) && !tpurt_dtype_is_float(to) && !tpurt_dtype_is_complex(to)) return false;
   if (from != TPURT_DTYPE_BOOL && to == TPURT_DTYPE_BOOL) return false;
   return true;
 }
@@ -420,14 +435,19 @@ ir_value_t lower_cast(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype) {
     ir_value_t zero = lower_full_like(ctx, x, 0.0);
     return ir_compare(ctx->func, IR_NE, x, zero);
   }
+  /* complex to real keeps the real part, as PyTorch's casts do (StableHLO
+  ** converts complex only to complex) */
+  if (tpurt_dtype_is_complex(t->dtype) && !tpurt_dtype_is_complex(dtype))
+    return lower_cast(ctx, ir_complex_part(ctx->func, "stablehlo.real", x), dtype);
   if (tpurt_dtype_is_float8(dtype)) return cast_to_float8(ctx, x, dtype);
   return ir_convert(ctx->func, x, dtype);
 }
 
 ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
                        double value) {
-  ir_value_t c = tpurt_dtype_is_float(dtype) ? ir_constant_f64(ctx->func, dtype, value)
-                                             : ir_constant_i64(ctx->func, dtype, (int64_t)value);
+  ir_value_t c = tpurt_dtype_is_float(dtype) || tpurt_dtype_is_complex(dtype)
+                     ? ir_constant_f64(ctx->func, dtype, value)
+                     : ir_constant_i64(ctx->func, dtype, (int64_t)value);
   if (rank == 0) return c;
   return ir_broadcast_in_dim(ctx->func, c, rank, dims, NULL);
 }

@@ -9,6 +9,8 @@
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -110,7 +112,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     at::assert_no_internal_overlap(dst);
     at::assert_no_partial_overlap(dst, self);
     const tpurt_tensor_t to = describe(dst, op);
-    const tpurt_tensor_t from = describe(self.expand_as(dst), op);
+    const at::Tensor source = resolve_lazy_bits(self).expand_as(dst);
+    const tpurt_tensor_t from = describe(source, op);
     check_consume(tpurt_tensor_copy(&to, &from), op);
   } else if (dst.device().type() == kTpu) {
     TORCH_CHECK(self.is_cpu(), op, ": cannot copy from ", self.device(), " to ", dst.device());
@@ -122,9 +125,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   } else {
     TORCH_CHECK(dst.is_cpu(), op, ": cannot copy from ", self.device(), " to ", dst.device());
     const c10::DeviceGuard guard(self.device());
-    const tpurt_tensor_t from = describe(self, op);
-    const bool direct =
-        dst.is_contiguous() && dst.scalar_type() == self.scalar_type() && dst.sizes() == self.sizes();
+    const at::Tensor source = resolve_lazy_bits(self);
+    const tpurt_tensor_t from = describe(source, op);
+    const bool direct = dst.is_contiguous() && dst.scalar_type() == self.scalar_type() &&
+                        dst.sizes() == self.sizes() && !dst.is_conj() && !dst.is_neg();
     // non_blocking into pinned memory: queued on the device, complete at the
     // next event or synchronize (as CUDA). Anywhere else it waits.
     if (non_blocking && direct && tpurt_host_contains(dst.const_data_ptr())) {
@@ -189,6 +193,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("unfold", TORCH_FN(at::native::unfold));
+  // complex <-> (..., 2) real views of one storage; the engine reads and
+  // writes a complex storage through a real view by its parts (view.c)
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("resize_", TORCH_FN(resize_));
