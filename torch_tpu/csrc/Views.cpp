@@ -4,7 +4,9 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_conj.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
+#include <ATen/ops/_neg_view.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
@@ -105,6 +107,21 @@ at::Tensor& set_empty_(at::Tensor& self) {
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   constexpr std::string_view op = "aten::_copy_from";
   if (dst.numel() == 0) return dst;
+  if (dst.is_conj() || dst.is_neg()) {
+    // a lazily conjugated (negated) destination: its storage takes the
+    // conjugate (negation) of the value; flipping both bits says just that
+    at::Tensor storage_view = dst, value = self;
+    if (dst.is_conj()) {
+      storage_view = at::_conj(storage_view);
+      value = at::_conj(value);
+    }
+    if (dst.is_neg()) {
+      storage_view = at::_neg_view(storage_view);
+      value = at::_neg_view(value);
+    }
+    copy_from(value, storage_view, non_blocking);
+    return dst;
+  }
   if (dst.device().type() == kTpu && self.device().type() == kTpu) {
     const c10::DeviceGuard guard(dst.device());
     // as PyTorch's copy_ on the CPU: no write through an expanded view, no
@@ -182,6 +199,12 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
 
 // Registered above autograd: the op is CompositeImplicitAutograd, whose
 // kernel would otherwise answer before the backend key is reached.
+// _copy_from sees the conjugate and negative bits itself (copy_from resolves
+// a source's and flips a destination's): PyTorch's fallback for those keys
+// would copy a lazily conjugated destination first and write into the copy.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(torch_tpu::has_compatible_shallow_copy_type));
 }
