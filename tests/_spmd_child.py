@@ -118,20 +118,6 @@ def ops(out: dict) -> None:
     out["spmd_compiles"] = torch_tpu.metrics()["spmd_compiles"]
 
 
-def flux_inputs(device: str) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(0)
-    inputs = {
-        "hidden_states": torch.randn(1, 16, 16, generator=g),
-        "encoder_hidden_states": torch.randn(1, 8, 32, generator=g),
-        "pooled_projections": torch.randn(1, 32, generator=g),
-        "timestep": torch.tensor([0.5]),
-        "img_ids": torch.zeros(16, 3),
-        "txt_ids": torch.zeros(8, 3),
-        "guidance": torch.tensor([3.5]),
-    }
-    return {k: v.to(device) for k, v in inputs.items()}
-
-
 def flux(out: dict) -> None:
     """The tiny FLUX transformer, tensor-parallel over 2 and 4 devices by its
     own _tp_plan, against the same model on one device."""
@@ -141,10 +127,10 @@ def flux(out: dict) -> None:
     from torch_tpu.testing import tiny
 
     def timed(model) -> tuple[torch.Tensor, float]:
-        model(**flux_inputs("tpu"), return_dict=False)  # warm: compiles
+        model(**tiny.flux_transformer_inputs(device="tpu"), return_dict=False)  # warm: compiles
         torch.tpu.synchronize()
         t0 = time.perf_counter()
-        y = model(**flux_inputs("tpu"), return_dict=False)[0]
+        y = model(**tiny.flux_transformer_inputs(device="tpu"), return_dict=False)[0]
         torch.tpu.synchronize()
         return y.cpu(), time.perf_counter() - t0
 
@@ -173,12 +159,12 @@ def flux(out: dict) -> None:
             y, t = timed(model)
             m = torch_tpu.metrics()
             with torch_tpu.eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE):
-                fused = model(**flux_inputs("tpu"), return_dict=False)[0].cpu()
+                fused = model(**tiny.flux_transformer_inputs(device="tpu"), return_dict=False)[0].cpu()
             compiled = torch.compile(model, backend=torch_tpu.TpuBackend(), dynamic=False)
-            compiled(**flux_inputs("tpu"), return_dict=False)
+            compiled(**tiny.flux_transformer_inputs(device="tpu"), return_dict=False)
             torch.tpu.synchronize()
             torch_tpu.reset_metrics()
-            yc = compiled(**flux_inputs("tpu"), return_dict=False)[0]
+            yc = compiled(**tiny.flux_transformer_inputs(device="tpu"), return_dict=False)[0]
             torch.tpu.synchronize()
             mc = torch_tpu.metrics()
             out[f"tp{n}"] = {

@@ -207,21 +207,11 @@ def test_tiny_flux_transformer_under_autocast_matches_cpu_autocast(no_fallback):
     pytest.importorskip("diffusers")
     from torch_tpu.testing import tiny
 
-    g = torch.Generator().manual_seed(0)
-    inputs = {
-        "hidden_states": torch.randn(1, 16, 16, generator=g),
-        "encoder_hidden_states": torch.randn(1, 8, 32, generator=g),
-        "pooled_projections": torch.randn(1, 32, generator=g),
-        "timestep": torch.tensor([0.5]),
-        "img_ids": torch.zeros(16, 3),
-        "txt_ids": torch.zeros(8, 3),
-        "guidance": torch.tensor([3.5]),
-    }
     outs = {}
     for device in ("cpu", "tpu"):
         model = tiny.flux_transformer("tiny").to(device)
         with torch.no_grad(), torch.autocast(device, dtype=torch.bfloat16):
-            outs[device] = model(**{k: v.to(device) for k, v in inputs.items()}, return_dict=False)[0]
+            outs[device] = model(**tiny.flux_transformer_inputs(device=device), return_dict=False)[0]
     assert outs["tpu"].dtype == outs["cpu"].dtype
     assert_same(outs["tpu"].float(), outs["cpu"].float(), **TOL[torch.bfloat16])
 

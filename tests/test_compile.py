@@ -156,32 +156,18 @@ print(json.dumps({"metrics": {k: v for k, v in torch_tpu.metrics().items() if is
     assert runs[1]["sum"] == runs[0]["sum"]
 
 
-def flux_inputs(device: str) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(0)
-    inputs = {
-        "hidden_states": torch.randn(1, 16, 16, generator=g),
-        "encoder_hidden_states": torch.randn(1, 8, 32, generator=g),
-        "pooled_projections": torch.randn(1, 32, generator=g),
-        "timestep": torch.tensor([0.5]),
-        "img_ids": torch.zeros(16, 3),
-        "txt_ids": torch.zeros(8, 3),
-        "guidance": torch.tensor([3.5]),
-    }
-    return {k: v.to(device) for k, v in inputs.items()}
-
-
 def test_compiled_tiny_flux_matches_eager_and_cpu():
     pytest.importorskip("diffusers")
     from torch_tpu.testing import tiny
 
     with torch.no_grad():
-        expected = tiny.flux_transformer("tiny")(**flux_inputs("cpu"), return_dict=False)[0]
+        expected = tiny.flux_transformer("tiny")(**tiny.flux_transformer_inputs(), return_dict=False)[0]
         model = tiny.flux_transformer("tiny").to("tpu")
-        eager = model(**flux_inputs("tpu"), return_dict=False)[0]
+        eager = model(**tiny.flux_transformer_inputs(device="tpu"), return_dict=False)[0]
         compiled = torch.compile(model, backend=TpuBackend(), dynamic=False)
-        out = compiled(**flux_inputs("tpu"), return_dict=False)[0]
+        out = compiled(**tiny.flux_transformer_inputs(device="tpu"), return_dict=False)[0]
         torch_tpu.reset_metrics()
-        out2 = compiled(**flux_inputs("tpu"), return_dict=False)[0]
+        out2 = compiled(**tiny.flux_transformer_inputs(device="tpu"), return_dict=False)[0]
         torch.tpu.synchronize()
     assert out.device.type == "tpu"
     assert torch_tpu.metrics()["compiles"] == 0
@@ -242,7 +228,7 @@ def test_compiled_tiny_flux_bf16_matches_cpu():
     from torch_tpu.testing import tiny
 
     with torch.no_grad():
-        inputs = flux_inputs("cpu")
+        inputs = tiny.flux_transformer_inputs()
         inputs = {k: (v.to(torch.bfloat16) if v.is_floating_point() else v) for k, v in inputs.items()}
         expected = tiny.flux_transformer("tiny").to(torch.bfloat16)(**inputs, return_dict=False)[0]
         model = tiny.flux_transformer("tiny").to(torch.bfloat16).to("tpu")

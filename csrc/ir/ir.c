@@ -309,6 +309,19 @@ void ir_put_named_array(tpurt_strbuf_t* buf, const char* sep, const char* name, 
   ir_put_i64_array(buf, values, count);
 }
 
+void ir_put_padding(tpurt_strbuf_t* buf, const char* sep, const int64_t* low, const int64_t* high,
+                    int32_t count) {
+  tpurt_strbuf_printf(buf, "%spadding = dense<", sep);
+  if (count == 0) {
+    tpurt_strbuf_puts(buf, "0> : tensor<0x2xi64>");
+    return;
+  }
+  tpurt_strbuf_puts(buf, "[");
+  for (int32_t i = 0; i < count; ++i)
+    tpurt_strbuf_printf(buf, "%s[%lld, %lld]", i ? ", " : "", (long long)low[i], (long long)high[i]);
+  tpurt_strbuf_printf(buf, "]> : tensor<%dx2xi64>", (int)count);
+}
+
 /*===------------------------------------------------------------------===*/
 /* Constants                                                              */
 /*===------------------------------------------------------------------===*/

@@ -133,6 +133,10 @@ void ir_put_list(tpurt_strbuf_t* buf, const int64_t* values, int32_t count);
 /* |sep||name| = array<i64: ...> */
 void ir_put_named_array(tpurt_strbuf_t* buf, const char* sep, const char* name, const int64_t* values,
                         int32_t count);
+/* |sep|padding = dense<[[low0, high0], ...]> : tensor<countx2xi64> (the
+** window and convolution attribute; a splat 0 when |count| is 0). */
+void ir_put_padding(tpurt_strbuf_t* buf, const char* sep, const int64_t* low, const int64_t* high,
+                    int32_t count);
 /* |dims| must be distinct and in [0, rank); false (error recorded) if not. */
 bool ir_check_dims(ir_func_t* func, const char* op, const char* what, const int64_t* dims, int32_t count,
                    int32_t rank);

@@ -204,12 +204,7 @@ ir_value_t ir_convolution(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const
                       (long long)bg, layout.data, (long long)fg);
   tpurt_strbuf_free(&layout);
   ir_put_named_array(&attrs, ", ", "lhs_dilation", dims->lhs_dilation, ns);
-  tpurt_strbuf_printf(&attrs, ", padding = dense<");
-  tpurt_strbuf_puts(&attrs, "[");
-  for (int32_t i = 0; i < ns; ++i)
-    tpurt_strbuf_printf(&attrs, "%s[%lld, %lld]", i ? ", " : "", (long long)dims->padding_low[i],
-                        (long long)dims->padding_high[i]);
-  tpurt_strbuf_printf(&attrs, "]> : tensor<%dx2xi64>", (int)ns);
+  ir_put_padding(&attrs, ", ", dims->padding_low, dims->padding_high, ns);
   ir_put_named_array(&attrs, ", ", "rhs_dilation", dims->rhs_dilation, ns);
   ir_put_named_array(&attrs, ", ", "window_strides", dims->window_strides, ns);
   put_precision(func, &attrs, tl->dtype);

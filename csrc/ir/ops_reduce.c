@@ -226,16 +226,7 @@ void ir_reduce_window_begin(ir_func_t* func, const ir_value_t* inputs, const ir_
   int64_t ones[TPURT_MAX_RANK] = {0};
   for (int32_t d = 0; d < rank; ++d) ones[d] = 1;
   ir_put_named_array(&attrs, "", "base_dilations", ones, rank);
-  tpurt_strbuf_printf(&attrs, ", padding = dense<");
-  if (rank == 0) {
-    tpurt_strbuf_puts(&attrs, "0> : tensor<0x2xi64>");
-  } else {
-    tpurt_strbuf_puts(&attrs, "[");
-    for (int32_t d = 0; d < rank; ++d)
-      tpurt_strbuf_printf(&attrs, "%s[%lld, %lld]", d ? ", " : "", (long long)window->padding_low[d],
-                          (long long)window->padding_high[d]);
-    tpurt_strbuf_printf(&attrs, "]> : tensor<%dx2xi64>", (int)rank);
-  }
+  ir_put_padding(&attrs, ", ", window->padding_low, window->padding_high, rank);
   ir_put_named_array(&attrs, ", ", "window_dilations", window->dilations, rank);
   ir_put_named_array(&attrs, ", ", "window_dimensions", window->dimensions, rank);
   ir_put_named_array(&attrs, ", ", "window_strides", window->strides, rank);

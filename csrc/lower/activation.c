@@ -64,7 +64,7 @@ static tpurt_status_t softmax(lower_ctx_t* ctx) {
                        log ? "log_softmax_lastdim_kernel_impl" : "softmax_lastdim_kernel_impl",
                        tpurt_dtype_name(t->dtype));
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   bool half_to_float = lower_bool(ctx, 2, false);
   tpurt_dtype_t out = half_to_float ? TPURT_DTYPE_F32 : t->dtype;
   ir_func_t* f = ctx->func;
@@ -260,12 +260,6 @@ static ir_value_t scalar_or_default(lower_ctx_t* ctx, int32_t arg, ir_value_t li
   return lower_broadcast_to(ctx, s, ty.rank, ty.dims);
 }
 
-/* Reads self in its compute type; the result dtype is self's. */
-static ir_value_t self_acc(lower_ctx_t* ctx, tpurt_dtype_t* dt) {
-  *dt = lower_meta(ctx, 0)->dtype;
-  return lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(*dt));
-}
-
 /* log1p(exp(x * beta)) / beta, or x where x * beta > threshold */
 static ir_value_t softplus_value(lower_ctx_t* ctx, ir_value_t x, ir_value_t beta, ir_value_t threshold) {
   ir_value_t xb = beta == IR_NONE ? x : mul(ctx, x, beta);
@@ -274,63 +268,53 @@ static ir_value_t softplus_value(lower_ctx_t* ctx, ir_value_t x, ir_value_t beta
   return ir_select(ctx->func, ir_compare(ctx->func, IR_GT, xb, threshold), x, sp);
 }
 
-static tpurt_status_t lower_softplus(lower_ctx_t* ctx) {
-  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "softplus_cpu"));
-  tpurt_dtype_t dt;
-  ir_value_t x = self_acc(ctx, &dt);
-  ir_value_t y =
-      softplus_value(ctx, x, scalar_or_default(ctx, 1, x, 1.0), scalar_or_default(ctx, 2, x, 20.0));
-  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
-  return NULL;
-}
+/* The float activations a row names in .num[0]; .str is CPU's kernel (its
+** dtype error). Self computes in its computation dtype; the result has
+** self's dtype. */
+typedef enum float_act_e {
+  ACT_SOFTPLUS,
+  ACT_MISH,
+  ACT_HARDSIGMOID,
+  ACT_HARDSWISH,
+  ACT_LEAKY_RELU,
+  ACT_ELU
+} float_act_t;
 
-/* mish(x) = x * tanh(softplus(x)) (beta 1, threshold 20) */
-static tpurt_status_t lower_mish(lower_ctx_t* ctx) {
-  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "mish_cpu"));
-  tpurt_dtype_t dt;
-  ir_value_t x = self_acc(ctx, &dt);
-  ir_value_t y = mul(ctx, x, un(ctx, "stablehlo.tanh", softplus_value(ctx, x, IR_NONE, k(ctx, x, 20.0))));
-  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
-  return NULL;
-}
-
-/* hardsigmoid(x) = clamp(x + 3, 0, 6) / 6; hardswish(x) = x * that */
-static tpurt_status_t hard(lower_ctx_t* ctx) {
-  bool swish = lower_rule_int(ctx, 0);
-  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, swish ? "hardswish_cpu" : "hardsigmoid_cpu"));
-  tpurt_dtype_t dt;
-  ir_value_t x = self_acc(ctx, &dt);
+static tpurt_status_t float_activation(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, lower_rule_str(ctx)));
   ir_func_t* f = ctx->func;
-  ir_value_t c = ir_clamp(f, ir_constant_f64(f, lower_acc_dtype(dt), 0.0), add(ctx, x, k(ctx, x, 3.0)),
-                          ir_constant_f64(f, lower_acc_dtype(dt), 6.0));
-  ir_value_t y = bin(ctx, "stablehlo.divide", swish ? mul(ctx, x, c) : c, k(ctx, x, 6.0));
+  tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype, acc = lower_acc_dtype(dt);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc), y = IR_NONE;
+  switch ((float_act_t)lower_rule_int(ctx, 0)) {
+    case ACT_SOFTPLUS: /* softplus(self, beta=1, threshold=20) */
+      y = softplus_value(ctx, x, scalar_or_default(ctx, 1, x, 1.0), scalar_or_default(ctx, 2, x, 20.0));
+      break;
+    case ACT_MISH: /* x * tanh(softplus(x)) (beta 1, threshold 20) */
+      y = mul(ctx, x, un(ctx, "stablehlo.tanh", softplus_value(ctx, x, IR_NONE, k(ctx, x, 20.0))));
+      break;
+    case ACT_HARDSIGMOID: /* clamp(x + 3, 0, 6) / 6; hardswish: x * that */
+    case ACT_HARDSWISH: {
+      ir_value_t c = ir_clamp(f, ir_constant_f64(f, acc, 0.0), add(ctx, x, k(ctx, x, 3.0)),
+                              ir_constant_f64(f, acc, 6.0));
+      if (lower_rule_int(ctx, 0) == ACT_HARDSWISH) c = mul(ctx, x, c);
+      y = bin(ctx, "stablehlo.divide", c, k(ctx, x, 6.0));
+      break;
+    }
+    case ACT_LEAKY_RELU: /* leaky_relu(self, negative_slope=0.01) */
+      y = ir_select(f, ir_compare(f, IR_GT, x, k(ctx, x, 0.0)), x,
+                    mul(ctx, x, scalar_or_default(ctx, 1, x, 0.01)));
+      break;
+    case ACT_ELU: { /* elu(self, alpha=1, scale=1, input_scale=1):
+                    ** x > 0 ? x * scale : expm1(x * input_scale) * alpha * scale */
+      ir_value_t scale = scalar_or_default(ctx, 2, x, 1.0);
+      ir_value_t neg =
+          mul(ctx, un(ctx, "stablehlo.exponential_minus_one", mul(ctx, x, scalar_or_default(ctx, 3, x, 1.0))),
+              mul(ctx, scalar_or_default(ctx, 1, x, 1.0), scale));
+      y = ir_select(f, ir_compare(f, IR_GT, x, k(ctx, x, 0.0)), mul(ctx, x, scale), neg);
+      break;
+    }
+  }
   lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
-  return NULL;
-}
-
-/* leaky_relu(self, negative_slope=0.01) */
-static tpurt_status_t lower_leaky_relu(lower_ctx_t* ctx) {
-  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "leaky_relu_cpu"));
-  tpurt_dtype_t dt;
-  ir_value_t x = self_acc(ctx, &dt);
-  ir_value_t pos = ir_compare(ctx->func, IR_GT, x, k(ctx, x, 0.0));
-  ir_value_t y = ir_select(ctx->func, pos, x, mul(ctx, x, scalar_or_default(ctx, 1, x, 0.01)));
-  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
-  return NULL;
-}
-
-/* elu(self, alpha=1, scale=1, input_scale=1):
-** x > 0 ? x * scale : expm1(x * input_scale) * alpha * scale */
-static tpurt_status_t lower_elu(lower_ctx_t* ctx) {
-  TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "elu_cpu"));
-  tpurt_dtype_t dt;
-  ir_value_t x = self_acc(ctx, &dt);
-  ir_value_t scale = scalar_or_default(ctx, 2, x, 1.0);
-  ir_value_t neg =
-      mul(ctx, un(ctx, "stablehlo.exponential_minus_one", mul(ctx, x, scalar_or_default(ctx, 3, x, 1.0))),
-          mul(ctx, scalar_or_default(ctx, 1, x, 1.0), scale));
-  ir_value_t pos = ir_compare(ctx->func, IR_GT, x, k(ctx, x, 0.0));
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_select(ctx->func, pos, mul(ctx, x, scale), neg), dt));
   return NULL;
 }
 
@@ -361,13 +345,13 @@ const lower_rule_t lower_activation_rules[] = {
     LOWER_OUT_FN("aten::softshrink.out", lower_softshrink),
     LOWER_FN("aten::threshold", lower_threshold),
     LOWER_OUT_FN("aten::threshold.out", lower_threshold),
-    LOWER_FN("aten::elu", lower_elu),
-    LOWER_OUT_FN("aten::elu.out", lower_elu),
-    LOWER_FN_WITH("aten::hardsigmoid", hard, .num = {false}),
-    LOWER_FN_WITH("aten::hardswish", hard, .num = {true}),
-    LOWER_FN("aten::leaky_relu", lower_leaky_relu),
-    LOWER_FN("aten::mish", lower_mish),
-    LOWER_FN("aten::softplus", lower_softplus),
-    LOWER_OUT_FN("aten::softplus.out", lower_softplus),
+    LOWER_FN_WITH("aten::elu", float_activation, .str = "elu_cpu", .num = {ACT_ELU}),
+    LOWER_OUT_FN_WITH("aten::elu.out", float_activation, .str = "elu_cpu", .num = {ACT_ELU}),
+    LOWER_FN_WITH("aten::hardsigmoid", float_activation, .str = "hardsigmoid_cpu", .num = {ACT_HARDSIGMOID}),
+    LOWER_FN_WITH("aten::hardswish", float_activation, .str = "hardswish_cpu", .num = {ACT_HARDSWISH}),
+    LOWER_FN_WITH("aten::leaky_relu", float_activation, .str = "leaky_relu_cpu", .num = {ACT_LEAKY_RELU}),
+    LOWER_FN_WITH("aten::mish", float_activation, .str = "mish_cpu", .num = {ACT_MISH}),
+    LOWER_FN_WITH("aten::softplus", float_activation, .str = "softplus_cpu", .num = {ACT_SOFTPLUS}),
+    LOWER_OUT_FN_WITH("aten::softplus.out", float_activation, .str = "softplus_cpu", .num = {ACT_SOFTPLUS}),
     LOWER_END,
 };

@@ -147,7 +147,7 @@ static tpurt_status_t softmax_backward(lower_ctx_t* ctx) {
                        "grad_output and output must have the same shape, got %s and %s",
                        lower_shape_str(tg->rank, tg->sizes), lower_shape_str(ty->rank, ty->sizes));
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 2, 0), tg->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 2, tg->rank, &dim));
   tpurt_dtype_t out = lower_dtype(ctx, 3, tg->dtype);
   tpurt_dtype_t acc = lower_acc_dtype(lower_promote(tg->dtype, ty->dtype));
   ir_func_t* f = ctx->func;

@@ -495,6 +495,12 @@ static ir_value_t to_batch(lower_ctx_t* ctx, ir_value_t v, const mats_t* m, int3
   return lower_cast(ctx, ir_reshape(ctx->func, v, m->batch_rank + extra, dims), dtype);
 }
 
+/* Arg |i| read as a batch of matrices (*m) and LU-factored. */
+static lu_t factor_arg(lower_ctx_t* ctx, int32_t i, mats_t* m) {
+  *m = mats_of(lower_meta(ctx, i));
+  return lu_factor(ctx, read_mats(ctx, i, m));
+}
+
 /* linalg_lu_factor_ex(A, *, pivot=True, check_errors=False) -> (LU, pivots, info) */
 static tpurt_status_t lower_linalg_lu_factor_ex(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
@@ -502,8 +508,8 @@ static tpurt_status_t lower_linalg_lu_factor_ex(lower_ctx_t* ctx) {
   if (!lower_bool(ctx, 1, true))
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "linalg.lu_factor: LU without pivoting is not implemented on the CPU");
-  mats_t m = mats_of(t);
-  lu_t r = lu_factor(ctx, read_mats(ctx, 0, &m));
+  mats_t m;
+  lu_t r = factor_arg(ctx, 0, &m);
   int64_t k = m.rows < m.cols ? m.rows : m.cols;
   lower_set_result(ctx, 0, write_mats(ctx, r.lu, &m, t->dtype));
   lower_set_result(ctx, 1, to_batch(ctx, r.pivots, &m, 1, &k, TPURT_DTYPE_I32));
@@ -535,32 +541,23 @@ static void lu_det_parts(lower_ctx_t* ctx, const lu_t* r, int64_t n, ir_value_t*
   if (det) *det = d;
 }
 
-/* _linalg_det(A) -> (det, LU, pivots) */
-static tpurt_status_t lower_linalg_det(lower_ctx_t* ctx) {
+/* _linalg_det(A) -> (det, LU, pivots) and _linalg_slogdet(A) -> (sign,
+** logabsdet, LU, pivots): the row's int says which (1: slogdet). */
+static tpurt_status_t det_row(lower_ctx_t* ctx) {
+  bool slog = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
-  TPURT_RETURN_IF_ERROR(check_matrix("linalg.det", t, true));
-  mats_t m = mats_of(t);
-  lu_t r = lu_factor(ctx, read_mats(ctx, 0, &m));
-  ir_value_t det;
-  lu_det_parts(ctx, &r, m.rows, NULL, NULL, &det);
-  lower_set_result(ctx, 0, to_batch(ctx, det, &m, 0, NULL, t->dtype));
-  lower_set_result(ctx, 1, write_mats(ctx, r.lu, &m, t->dtype));
-  lower_set_result(ctx, 2, to_batch(ctx, r.pivots, &m, 1, &m.rows, TPURT_DTYPE_I32));
-  return NULL;
-}
-
-/* _linalg_slogdet(A) -> (sign, logabsdet, LU, pivots) */
-static tpurt_status_t lower_linalg_slogdet(lower_ctx_t* ctx) {
-  const tpurt_tensor_t* t = lower_meta(ctx, 0);
-  TPURT_RETURN_IF_ERROR(check_matrix("linalg.slogdet", t, true));
-  mats_t m = mats_of(t);
-  lu_t r = lu_factor(ctx, read_mats(ctx, 0, &m));
-  ir_value_t sign, logabs;
-  lu_det_parts(ctx, &r, m.rows, &sign, &logabs, NULL);
-  lower_set_result(ctx, 0, to_batch(ctx, sign, &m, 0, NULL, t->dtype));
-  lower_set_result(ctx, 1, to_batch(ctx, logabs, &m, 0, NULL, t->dtype));
-  lower_set_result(ctx, 2, write_mats(ctx, r.lu, &m, t->dtype));
-  lower_set_result(ctx, 3, to_batch(ctx, r.pivots, &m, 1, &m.rows, TPURT_DTYPE_I32));
+  TPURT_RETURN_IF_ERROR(check_matrix(slog ? "linalg.slogdet" : "linalg.det", t, true));
+  mats_t m;
+  lu_t r = factor_arg(ctx, 0, &m);
+  ir_value_t parts[2];
+  if (slog)
+    lu_det_parts(ctx, &r, m.rows, &parts[0], &parts[1], NULL);
+  else
+    lu_det_parts(ctx, &r, m.rows, NULL, NULL, &parts[0]);
+  int32_t k = 0;
+  for (; k < (slog ? 2 : 1); ++k) lower_set_result(ctx, k, to_batch(ctx, parts[k], &m, 0, NULL, t->dtype));
+  lower_set_result(ctx, k, write_mats(ctx, r.lu, &m, t->dtype));
+  lower_set_result(ctx, k + 1, to_batch(ctx, r.pivots, &m, 1, &m.rows, TPURT_DTYPE_I32));
   return NULL;
 }
 
@@ -568,8 +565,8 @@ static tpurt_status_t lower_linalg_slogdet(lower_ctx_t* ctx) {
 static tpurt_status_t lower_linalg_inv_ex(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.inv", t, true));
-  mats_t m = mats_of(t);
-  lu_t r = lu_factor(ctx, read_mats(ctx, 0, &m));
+  mats_t m;
+  lu_t r = factor_arg(ctx, 0, &m);
   ir_value_t x =
       lu_solve(ctx, r.lu, r.perm, identity_mats(ctx, m.count, m.rows, lower_acc_dtype(t->dtype)), false);
   lower_set_result(ctx, 0, write_mats(ctx, x, &m, t->dtype));
@@ -701,8 +698,8 @@ static tpurt_status_t lower_linalg_lu(lower_ctx_t* ctx) {
   if (!lower_bool(ctx, 1, true))
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "linalg.lu: LU without pivoting is not implemented on the CPU");
-  mats_t m = mats_of(t);
-  lu_t r = lu_factor(ctx, read_mats(ctx, 0, &m));
+  mats_t m;
+  lu_t r = factor_arg(ctx, 0, &m);
   unpack(ctx, r.lu, r.perm, &m, t->dtype);
   return NULL;
 }
@@ -760,11 +757,7 @@ static void svd_jacobi(lower_ctx_t* ctx, ir_value_t w, ir_value_t* u_out, ir_val
   ir_value_t init[3] = {ir_constant_i64(f, TPURT_DTYPE_I32, 0), w, v0}, args[3], out[3];
   /* the carried "rotated" flag is folded into the counter: -1 when a sweep rotated nothing */
   ir_region_op_t loop = ir_while_begin(f, init, 3, args);
-  ir_value_t go =
-      ir_binary(f, "stablehlo.and", ir_compare(f, IR_GE, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 0)),
-                ir_compare(f, IR_LT, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, SVD_MAX_SWEEPS)));
-  ir_region_end(f, &go, 1);
-  ir_while_body(f, &loop, args);
+  lower_while_counter_in(ctx, &loop, args[0], 0, SVD_MAX_SWEEPS, args);
   ir_value_t wc[DECOMP_MAX_N], vc[DECOMP_MAX_N];
   for (int64_t k = 0; k < n; ++k) {
     wc[k] = col(ctx, args[1], k);
@@ -1169,10 +1162,10 @@ static tpurt_status_t lower_ormqr(lower_ctx_t* ctx) {
 
 const lower_rule_t lower_decomp_rules[] = {
     LOWER_FN("aten::_cholesky_solve_helper", lower_cholesky_solve_helper),
-    LOWER_FN("aten::_linalg_det", lower_linalg_det),
-    LOWER_OUT_FN("aten::_linalg_det.result", lower_linalg_det),
-    LOWER_FN("aten::_linalg_slogdet", lower_linalg_slogdet),
-    LOWER_OUT_FN("aten::_linalg_slogdet.sign", lower_linalg_slogdet),
+    LOWER_FN_WITH("aten::_linalg_det", det_row, .num = {false}),
+    LOWER_OUT_FN_WITH("aten::_linalg_det.result", det_row, .num = {false}),
+    LOWER_FN_WITH("aten::_linalg_slogdet", det_row, .num = {true}),
+    LOWER_OUT_FN_WITH("aten::_linalg_slogdet.sign", det_row, .num = {true}),
     LOWER_FN("aten::_linalg_eigh", lower_linalg_eigh),
     LOWER_OUT_FN("aten::_linalg_eigh.eigenvalues", lower_linalg_eigh),
     LOWER_FN("aten::_linalg_solve_ex", lower_linalg_solve_ex),

@@ -69,7 +69,7 @@ static tpurt_status_t lower_index_select(lower_ctx_t* ctx) {
   if (!it)
     return lower_error(TPURT_INVALID_ARGUMENT, "index_select(): Expected dtype int32 or int64 for index");
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   int64_t n = numel_of(it->rank, it->sizes);
   if (it->rank > 1)
     return lower_error(TPURT_OUT_OF_RANGE, "index_select(): Index is supposed to be a vector");
@@ -92,17 +92,7 @@ static tpurt_status_t lower_index_select(lower_ctx_t* ctx) {
     return NULL;
   }
   ir_value_t index = ir_reshape(ctx->func, lower_tensor(ctx, 2), 1, &n);
-  ir_gather_dims_t g = {0};
-  for (int32_t i = 0; i < t->rank; ++i) {
-    if (i != dim) g.offset_dims[g.num_offset_dims++] = i;
-    g.slice_sizes[i] = i == dim ? 1 : t->sizes[i];
-  }
-  g.num_collapsed = 1;
-  g.collapsed_slice_dims[0] = dim;
-  g.num_start_index_map = 1;
-  g.start_index_map[0] = dim;
-  g.index_vector_dim = 1;
-  lower_set_result(ctx, 0, ir_gather(ctx->func, self, index, &g));
+  lower_set_result(ctx, 0, lower_gather_along(ctx, self, dim, index));
   return NULL;
 }
 
@@ -127,7 +117,7 @@ static tpurt_status_t dim_index_checks(lower_ctx_t* ctx, const char* op, int32_t
                                        int64_t* dim, int32_t* rank, int64_t* isizes) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* it = lower_meta(ctx, index_arg);
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, dim));
   /* PyTorch checks the index dtype only when the index is not empty */
   if (!it || (numel_of(it->rank, it->sizes) > 0 && !is_index_dtype(it->dtype)))
     return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected dtype int32/int64 for index", op);
@@ -388,14 +378,7 @@ static tpurt_status_t lower_take(lower_ctx_t* ctx) {
   ir_value_t idx = ir_reshape(f, lower_tensor(ctx, 1), 2, idims);
   idx = ir_select(f, ir_compare(f, IR_LT, idx, lower_full_like(ctx, idx, 0.0)),
                   ir_binary(f, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)n)), idx);
-  ir_gather_dims_t g = {0};
-  g.num_collapsed = 1;
-  g.collapsed_slice_dims[0] = 0;
-  g.num_start_index_map = 1;
-  g.start_index_map[0] = 0;
-  g.index_vector_dim = 1;
-  g.slice_sizes[0] = 1;
-  ir_value_t out = ir_gather(f, flat, idx, &g);
+  ir_value_t out = lower_gather_along(ctx, flat, 0, idx);
   lower_set_result(ctx, 0, ir_reshape(f, out, it->rank, it->sizes));
   return NULL;
 }
@@ -418,12 +401,29 @@ static tpurt_status_t index_vector(lower_ctx_t* ctx, int32_t arg, const char* op
   return NULL;
 }
 
+/* index_copy / index_reduce: the index (arg 2) as wrapped int64 [n] for
+** |dim| of self (arg 0), and PyTorch's check that source (arg 3) has self's
+** shape but n at |dim|. */
+static tpurt_status_t source_slices_at(lower_ctx_t* ctx, const char* op, int64_t dim, ir_value_t* idx,
+                                       int64_t* n) {
+  const tpurt_tensor_t *t = lower_meta(ctx, 0), *st = lower_meta(ctx, 3);
+  TPURT_RETURN_IF_ERROR(index_vector(ctx, 2, op, t->rank ? t->sizes[dim] : 1, idx, n));
+  bool ok = st->rank == t->rank && (t->rank == 0 || st->sizes[dim] == *n);
+  for (int32_t d = 0; ok && d < t->rank; ++d) ok = d == dim || st->sizes[d] == t->sizes[d];
+  if (!ok)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "%s(): Source/destination tensor must have same slice shapes. Destination slice "
+                       "shape: %s",
+                       op, lower_shape_str(t->rank, t->sizes));
+  return NULL;
+}
+
 /* index_fill.int_Scalar / int_Tensor(self, dim, index, value): value at
 ** every position whose coordinate along dim is in index */
 static tpurt_status_t lower_index_fill(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   const tpurt_tensor_t* vt = lower_meta(ctx, 3);
   if (vt && vt->rank != 0)
     return lower_error(
@@ -456,34 +456,19 @@ static tpurt_status_t lower_index_copy(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* st = lower_meta(ctx, 3);
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   if (!st || st->dtype != t->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "index_copy_(): self and source expected to have the same dtype");
-  int64_t size = t->rank ? t->sizes[dim] : 1, n;
+  int64_t n;
   ir_value_t idx;
-  TPURT_RETURN_IF_ERROR(index_vector(ctx, 2, "index_copy_", size, &idx, &n));
-  bool ok = st->rank == t->rank && (t->rank == 0 || st->sizes[dim] == n);
-  for (int32_t d = 0; ok && d < t->rank; ++d) ok = d == dim || st->sizes[d] == t->sizes[d];
-  if (!ok)
-    return lower_error(
-        TPURT_INVALID_ARGUMENT,
-        "index_copy_(): Source/destination tensor must have same slice shapes. Destination slice "
-        "shape: %s",
-        lower_shape_str(t->rank, t->sizes));
+  TPURT_RETURN_IF_ERROR(source_slices_at(ctx, "index_copy_", dim, &idx, &n));
   if (n == 0 || t->rank == 0) {
     lower_set_result(ctx, 0, n == 0 ? lower_tensor(ctx, 0) : lower_tensor(ctx, 3));
     return NULL;
   }
   int64_t id[2] = {n, 1};
-  ir_scatter_dims_t sd = {0};
-  for (int32_t d = 0; d < t->rank; ++d)
-    if (d != dim) sd.update_window_dims[sd.num_update_window_dims++] = d;
-  sd.num_inserted = 1;
-  sd.inserted_window_dims[0] = dim;
-  sd.num_scatter_dims_to_operand = 1;
-  sd.scatter_dims_to_operand_dims[0] = dim;
-  sd.index_vector_dim = 1;
+  ir_scatter_dims_t sd = lower_scatter_dims_along(t->rank, dim);
   ir_value_t r = scatter(ctx, lower_tensor(ctx, 0), ir_reshape(ctx->func, idx, 2, id), lower_tensor(ctx, 3),
                          &sd, COMBINE_REPLACE);
   lower_set_result(ctx, 0, r);
@@ -523,17 +508,10 @@ static tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
   if (!tpurt_dtype_is_float(t->dtype) && t->dtype != TPURT_DTYPE_I64 && !mean && combine != COMBINE_MUL)
     return lower_error(TPURT_UNIMPLEMENTED, "index_reduce amax/amin over %s", tpurt_dtype_name(t->dtype));
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
-  int64_t size = t->rank ? t->sizes[dim] : 1, n;
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
+  int64_t n;
   ir_value_t idx;
-  TPURT_RETURN_IF_ERROR(index_vector(ctx, 2, "index_reduce_", size, &idx, &n));
-  bool ok = st->rank == t->rank && (t->rank == 0 || st->sizes[dim] == n);
-  for (int32_t d = 0; ok && d < t->rank; ++d) ok = d == dim || st->sizes[d] == t->sizes[d];
-  if (!ok)
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "index_reduce_(): Source/destination tensor must have same slice shapes. Destination "
-                       "slice shape: %s",
-                       lower_shape_str(t->rank, t->sizes));
+  TPURT_RETURN_IF_ERROR(source_slices_at(ctx, "index_reduce_", dim, &idx, &n));
   ir_value_t self = lower_tensor(ctx, 0);
   if (n == 0) {
     lower_set_result(ctx, 0, self);
@@ -549,14 +527,7 @@ static tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
   self = ir_reshape(f, self, rank, sizes);
   int64_t id[2] = {n, 1};
   ir_value_t index = ir_reshape(f, idx, 2, id);
-  ir_scatter_dims_t sd = {0};
-  for (int32_t d = 0; d < rank; ++d)
-    if (d != dim) sd.update_window_dims[sd.num_update_window_dims++] = d;
-  sd.num_inserted = 1;
-  sd.inserted_window_dims[0] = dim;
-  sd.num_scatter_dims_to_operand = 1;
-  sd.scatter_dims_to_operand_dims[0] = dim;
-  sd.index_vector_dim = 1;
+  ir_scatter_dims_t sd = lower_scatter_dims_along(rank, dim);
   ir_value_t touched = scatter(ctx, lower_splat(ctx, TPURT_DTYPE_BOOL, rank, sizes, 0.0), index,
                                lower_splat(ctx, TPURT_DTYPE_BOOL, rank, ssizes, 1.0), &sd, COMBINE_REPLACE);
   ir_value_t base = self;
@@ -627,12 +598,7 @@ static tpurt_status_t lower_put(lower_ctx_t* ctx) {
   idx = ir_select(f, ir_compare(f, IR_LT, idx, lower_full_like(ctx, idx, 0.0)),
                   ir_binary(f, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)n)), idx);
   ir_value_t src = ir_reshape(f, lower_tensor(ctx, 2), 1, &k);
-  ir_scatter_dims_t sd = {0};
-  sd.num_inserted = 1;
-  sd.inserted_window_dims[0] = 0;
-  sd.num_scatter_dims_to_operand = 1;
-  sd.scatter_dims_to_operand_dims[0] = 0;
-  sd.index_vector_dim = 1;
+  ir_scatter_dims_t sd = lower_scatter_dims_along(1, 0);
   bool acc = lower_bool(ctx, 3, false);
   ir_value_t r = scatter(ctx, flat, idx, src, &sd, acc ? COMBINE_ADD : COMBINE_REPLACE);
   lower_set_result(ctx, 0, ir_reshape(f, r, t->rank, t->sizes));
@@ -664,14 +630,8 @@ static tpurt_status_t lower_masked_scatter(lower_ctx_t* ctx) {
   ir_value_t pos = ir_binary(f, "stablehlo.subtract", lower_cumsum(ctx, m, 0), lower_full_like(ctx, m, 1.0));
   pos = ir_clamp(f, ir_constant_i64(f, TPURT_DTYPE_I64, 0), pos, ir_constant_i64(f, TPURT_DTYPE_I64, k - 1));
   int64_t id[2] = {n, 1};
-  ir_gather_dims_t g = {0};
-  g.num_collapsed = 1;
-  g.collapsed_slice_dims[0] = 0;
-  g.num_start_index_map = 1;
-  g.start_index_map[0] = 0;
-  g.index_vector_dim = 1;
-  g.slice_sizes[0] = 1;
-  ir_value_t taken = ir_gather(f, ir_reshape(f, lower_tensor(ctx, 2), 1, &k), ir_reshape(f, pos, 2, id), &g);
+  ir_value_t taken =
+      lower_gather_along(ctx, ir_reshape(f, lower_tensor(ctx, 2), 1, &k), 0, ir_reshape(f, pos, 2, id));
   taken = ir_reshape(f, taken, t->rank, t->sizes);
   lower_set_result(ctx, 0, ir_select(f, mask, taken, self));
   return NULL;
@@ -685,7 +645,7 @@ static tpurt_status_t lower_index_add(lower_ctx_t* ctx) {
   const tpurt_tensor_t* it = lower_meta(ctx, 2);
   const tpurt_tensor_t* st = lower_meta(ctx, 3);
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   if (!it || !is_index_dtype(it->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "index_add_(): Expected dtype int32/int64 for index but got: %s",
@@ -738,14 +698,7 @@ static tpurt_status_t lower_index_add(lower_ctx_t* ctx) {
                     alpha);
   }
   ir_value_t index = ir_reshape(ctx->func, lower_tensor(ctx, 2), 1, &n);
-  ir_scatter_dims_t s = {0};
-  for (int32_t d = 0; d < r; ++d)
-    if (d != dim) s.update_window_dims[s.num_update_window_dims++] = d;
-  s.num_inserted = 1;
-  s.inserted_window_dims[0] = dim;
-  s.num_scatter_dims_to_operand = 1;
-  s.scatter_dims_to_operand_dims[0] = dim;
-  s.index_vector_dim = 1;
+  ir_scatter_dims_t s = lower_scatter_dims_along(r, dim);
   ir_value_t out = scatter(ctx, operand, index, src, &s, COMBINE_ADD);
   lower_set_result(ctx, 0, ir_reshape(ctx->func, out, t->rank, t->sizes));
   return NULL;
@@ -988,26 +941,13 @@ static tpurt_status_t lower_embedding_dense_backward(lower_ctx_t* ctx) {
   }
   if (scale) { /* counts[idx] by a scatter-add of ones, then one gather */
     ir_value_t counts = lower_splat(ctx, acc, 1, &w, 0.0);
-    ir_scatter_dims_t cs = {0};
-    cs.num_inserted = 1;
-    cs.num_scatter_dims_to_operand = 1;
-    cs.index_vector_dim = 1;
+    ir_scatter_dims_t cs = lower_scatter_dims_along(1, 0);
     counts = scatter(ctx, counts, idx, lower_splat(ctx, acc, 1, &n, 1.0), &cs, COMBINE_ADD);
-    ir_gather_dims_t g = {0};
-    g.num_collapsed = 1;
-    g.num_start_index_map = 1;
-    g.index_vector_dim = 1;
-    g.slice_sizes[0] = 1;
-    ir_value_t per_row = ir_gather(f, counts, idx, &g);
+    ir_value_t per_row = lower_gather_along(ctx, counts, 0, idx);
     per_row = ir_broadcast_in_dim(f, per_row, 2, gdims, (const int64_t[]){0});
     grad = ir_binary(f, "stablehlo.divide", grad, per_row);
   }
-  ir_scatter_dims_t s = {0};
-  s.num_update_window_dims = 1;
-  s.update_window_dims[0] = 1;
-  s.num_inserted = 1;
-  s.num_scatter_dims_to_operand = 1;
-  s.index_vector_dim = 1;
+  ir_scatter_dims_t s = lower_scatter_dims_along(2, 0);
   ir_value_t out = scatter(ctx, zeros, idx, grad, &s, COMBINE_ADD);
   lower_set_result(ctx, 0, lower_cast(ctx, out, gt->dtype));
   return NULL;

@@ -192,6 +192,34 @@ static tpurt_status_t lower_addbmm(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* The p-norm over dim |last| of |d| (absolute differences, in their
+** computation dtype): p = 0 counts the nonzeros, inf takes the largest, 1
+** and 2 are direct, any other p goes through powers. */
+static ir_value_t p_norm_over(lower_ctx_t* ctx, ir_value_t d, int64_t last, double p) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = ir_value_type(f, d);
+  if (!t) return IR_NONE;
+  tpurt_dtype_t acc = t->dtype;
+  ir_value_t zero = ir_constant_f64(f, acc, 0.0);
+  ir_value_t r;
+  if (p == 0) {
+    r = ir_reduce(f, ir_convert(f, ir_compare(f, IR_NE, d, lower_full_like(ctx, d, 0.0)), acc), zero, &last,
+                  1, IR_REDUCE_ADD);
+  } else if (isinf(p)) {
+    r = ir_reduce(f, d, zero, &last, 1, IR_REDUCE_MAX);
+  } else if (p == 1) {
+    r = ir_reduce(f, d, zero, &last, 1, IR_REDUCE_ADD);
+  } else if (p == 2) {
+    r = ir_unary(f, "stablehlo.sqrt",
+                 ir_reduce(f, ir_binary(f, "stablehlo.multiply", d, d), zero, &last, 1, IR_REDUCE_ADD));
+  } else {
+    r = ir_reduce(f, ir_binary(f, "stablehlo.power", d, lower_full_like(ctx, d, p)), zero, &last, 1,
+                  IR_REDUCE_ADD);
+    r = ir_binary(f, "stablehlo.power", r, lower_full_like(ctx, r, 1.0 / p));
+  }
+  return r;
+}
+
 /* _cdist_forward(x1 [*, P, M], x2 [*, R, M], p, compute_mode?) -> [*, P, R]:
 ** (sum |a - b|^p)^(1/p) over M, computed directly on the broadcast
 ** differences (p = 0 counts nonzeros, p = inf takes the max); for p = 2 in
@@ -260,24 +288,7 @@ static tpurt_status_t lower_cdist(lower_ctx_t* ctx) {
   ir_value_t d = ir_unary(f, "stablehlo.abs",
                           ir_binary(f, "stablehlo.subtract", ir_broadcast_in_dim(f, x, br + 3, full, map_a),
                                     ir_broadcast_in_dim(f, y, br + 3, full, map_b)));
-  int64_t last = br + 2;
-  ir_value_t zero = ir_constant_f64(f, acc, 0.0);
-  ir_value_t r;
-  if (p == 0) {
-    r = ir_reduce(f, ir_convert(f, ir_compare(f, IR_NE, d, lower_full_like(ctx, d, 0.0)), acc), zero, &last,
-                  1, IR_REDUCE_ADD);
-  } else if (isinf(p)) {
-    r = ir_reduce(f, d, zero, &last, 1, IR_REDUCE_MAX);
-  } else if (p == 1) {
-    r = ir_reduce(f, d, zero, &last, 1, IR_REDUCE_ADD);
-  } else if (p == 2) {
-    r = ir_unary(f, "stablehlo.sqrt",
-                 ir_reduce(f, ir_binary(f, "stablehlo.multiply", d, d), zero, &last, 1, IR_REDUCE_ADD));
-  } else {
-    r = ir_reduce(f, ir_binary(f, "stablehlo.power", d, lower_full_like(ctx, d, p)), zero, &last, 1,
-                  IR_REDUCE_ADD);
-    r = ir_binary(f, "stablehlo.power", r, lower_full_like(ctx, r, 1.0 / p));
-  }
+  ir_value_t r = p_norm_over(ctx, d, br + 2, p);
   lower_set_result(ctx, 0, lower_cast(ctx, r, a->dtype));
   return NULL;
 }
@@ -305,24 +316,7 @@ static tpurt_status_t lower_pdist(lower_ctx_t* ctx) {
   ir_value_t d = ir_unary(f, "stablehlo.abs",
                           ir_binary(f, "stablehlo.subtract", ir_broadcast_in_dim(f, x, 3, full, map_a),
                                     ir_broadcast_in_dim(f, x, 3, full, map_b)));
-  int64_t last = 2;
-  ir_value_t zero = ir_constant_f64(f, acc, 0.0);
-  ir_value_t r;
-  if (p == 0) {
-    r = ir_reduce(f, ir_convert(f, ir_compare(f, IR_NE, d, lower_full_like(ctx, d, 0.0)), acc), zero, &last,
-                  1, IR_REDUCE_ADD);
-  } else if (isinf(p)) {
-    r = ir_reduce(f, d, zero, &last, 1, IR_REDUCE_MAX);
-  } else if (p == 1) {
-    r = ir_reduce(f, d, zero, &last, 1, IR_REDUCE_ADD);
-  } else if (p == 2) {
-    r = ir_unary(f, "stablehlo.sqrt",
-                 ir_reduce(f, ir_binary(f, "stablehlo.multiply", d, d), zero, &last, 1, IR_REDUCE_ADD));
-  } else {
-    r = ir_reduce(f, ir_binary(f, "stablehlo.power", d, lower_full_like(ctx, d, p)), zero, &last, 1,
-                  IR_REDUCE_ADD);
-    r = ir_binary(f, "stablehlo.power", r, lower_full_like(ctx, r, 1.0 / p));
-  }
+  ir_value_t r = p_norm_over(ctx, d, 2, p);
   /* the (i, j), i < j, flat indices i * n + j: a constant */
   int64_t* flat_idx = tpurt_xmalloc(sizeof(int64_t) * (size_t)pairs);
   int64_t c = 0;
@@ -332,14 +326,7 @@ static tpurt_status_t lower_pdist(lower_ctx_t* ctx) {
   ir_value_t idx = ir_constant_i64_array(f, ir_type_make(TPURT_DTYPE_I64, 2, id), flat_idx);
   free(flat_idx);
   int64_t nn = n * n;
-  ir_gather_dims_t g = {0};
-  g.num_collapsed = 1;
-  g.collapsed_slice_dims[0] = 0;
-  g.num_start_index_map = 1;
-  g.start_index_map[0] = 0;
-  g.index_vector_dim = 1;
-  g.slice_sizes[0] = 1;
-  ir_value_t out = ir_gather(f, ir_reshape(f, r, 1, &nn), idx, &g);
+  ir_value_t out = lower_gather_along(ctx, ir_reshape(f, r, 1, &nn), 0, idx);
   lower_set_result(ctx, 0, lower_cast(ctx, ir_reshape(f, out, 1, &pairs), a->dtype));
   return NULL;
 }

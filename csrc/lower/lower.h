@@ -196,8 +196,11 @@ ir_value_t lower_float_list_item(lower_ctx_t* ctx, int32_t i, int32_t k, tpurt_d
 /* bool[] args arrive as int lists of 0/1: item |k|, or |if_none|. */
 bool lower_bool_list_item(const lower_ctx_t* ctx, int32_t i, int32_t k, bool if_none);
 
-/* Emits an inclusive prefix sum of |x| along |dim| (log-step shifted adds:
-** O(n log n) work, no host round trip). */
+/* Emits an inclusive scan of |x| along |dim| with the StableHLO binary |op|
+** (log-step shifted combines: O(n log n) work, no host round trip; the
+** shifted-in elements are |identity|). */
+ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, const char* op, double identity);
+/* lower_scan with add: an inclusive prefix sum. */
 ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim);
 
 /* A status naming nothing (the engine prefixes the op name). */
@@ -244,6 +247,25 @@ const char* lower_shape_str(int32_t rank, const int64_t* dims);
 /* The computation dtype for a reduction/softmax over |dtype|: f32 for
 ** bf16/f16 (XLA:CPU accumulates bf16 in bf16 otherwise), else itself. */
 tpurt_dtype_t lower_acc_dtype(tpurt_dtype_t dtype);
+/* Schema arg |i| (an int, 0 when None) as a dim of a rank-|rank| tensor,
+** wrapped (lower_wrap_dim's error when out of range). */
+TPURT_MUST_USE tpurt_status_t lower_dim_arg(const lower_ctx_t* ctx, int32_t i, int32_t rank,
+                                            int64_t* out_dim);
+
+/* |x| gathered along |dim| at |indices| ([m] or [m, 1] integers, one slice
+** each): |x|'s shape with m at |dim|. Start indices are clamped (StableHLO). */
+ir_value_t lower_gather_along(lower_ctx_t* ctx, ir_value_t x, int64_t dim, ir_value_t indices);
+/* The scatter dims that write one slice of a rank-|rank| operand per index
+** ([m] or [m, 1] integers) along |dim|: the counterpart of
+** lower_gather_along, for updates of the operand's shape with m at |dim|. */
+ir_scatter_dims_t lower_scatter_dims_along(int32_t rank, int64_t dim);
+
+/* Closes the condition region of a while loop (ir_while_begin) and opens its
+** body (|args| gets the body's block args): it loops while its carried
+** integer |counter| (a condition block arg) is in [lo, hi). A body stops the
+** loop early by setting the counter outside. */
+void lower_while_counter_in(lower_ctx_t* ctx, ir_region_op_t* loop, ir_value_t counter, int64_t lo,
+                            int64_t hi, ir_value_t* args);
 
 /* The family tables, one per file; lower_find searches them all. */
 extern const lower_rule_t lower_elementwise_rules[];

@@ -481,16 +481,58 @@ tpurt_dtype_t lower_acc_dtype(tpurt_dtype_t dtype) {
   return (dtype == TPURT_DTYPE_BF16 || dtype == TPURT_DTYPE_F16) ? TPURT_DTYPE_F32 : dtype;
 }
 
-ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim) {
+tpurt_status_t lower_dim_arg(const lower_ctx_t* ctx, int32_t i, int32_t rank, int64_t* out_dim) {
+  return lower_wrap_dim(lower_int(ctx, i, 0), rank, out_dim);
+}
+
+ir_value_t lower_gather_along(lower_ctx_t* ctx, ir_value_t x, int64_t dim, ir_value_t indices) {
+  const ir_type_t* t = ir_value_type(ctx->func, x);
+  if (!t) return IR_NONE;
+  ir_gather_dims_t g = {0};
+  for (int32_t i = 0; i < t->rank; ++i) {
+    if (i != dim) g.offset_dims[g.num_offset_dims++] = i;
+    g.slice_sizes[i] = i == dim ? 1 : t->dims[i];
+  }
+  g.num_collapsed = 1;
+  g.collapsed_slice_dims[0] = dim;
+  g.num_start_index_map = 1;
+  g.start_index_map[0] = dim;
+  g.index_vector_dim = 1;
+  return ir_gather(ctx->func, x, indices, &g);
+}
+
+ir_scatter_dims_t lower_scatter_dims_along(int32_t rank, int64_t dim) {
+  ir_scatter_dims_t s = {0};
+  for (int32_t i = 0; i < rank; ++i)
+    if (i != dim) s.update_window_dims[s.num_update_window_dims++] = i;
+  s.num_inserted = 1;
+  s.inserted_window_dims[0] = dim;
+  s.num_scatter_dims_to_operand = 1;
+  s.scatter_dims_to_operand_dims[0] = dim;
+  s.index_vector_dim = 1;
+  return s;
+}
+
+void lower_while_counter_in(lower_ctx_t* ctx, ir_region_op_t* loop, ir_value_t counter, int64_t lo,
+                            int64_t hi, ir_value_t* args) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = ir_value_type(f, counter);
+  tpurt_dtype_t dt = t ? t->dtype : TPURT_DTYPE_I32;
+  ir_value_t go = ir_binary(f, "stablehlo.and", ir_compare(f, IR_GE, counter, ir_constant_i64(f, dt, lo)),
+                            ir_compare(f, IR_LT, counter, ir_constant_i64(f, dt, hi)));
+  ir_region_end(f, &go, 1);
+  ir_while_body(f, loop, args);
+}
+
+ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, const char* op, double identity) {
   ir_func_t* f = ctx->func;
   const ir_type_t* t0 = ir_value_type(f, x);
   if (!t0) return IR_NONE;
   ir_type_t t = *t0;
-  int64_t n = t.dims[dim];
-  ir_value_t zero =
-      tpurt_dtype_is_float(t.dtype) ? ir_constant_f64(f, t.dtype, 0.0) : ir_constant_i64(f, t.dtype, 0);
-  for (int64_t shift = 1; shift < n; shift *= 2) {
-    /* x += x shifted right by |shift| along dim, zeros shifted in */
+  ir_value_t pad_value = tpurt_dtype_is_float(t.dtype) ? ir_constant_f64(f, t.dtype, identity)
+                                                       : ir_constant_i64(f, t.dtype, (int64_t)identity);
+  for (int64_t shift = 1; shift < t.dims[dim]; shift *= 2) {
+    /* x = x op (x shifted right by |shift| along dim, identities shifted in) */
     int64_t lo[TPURT_MAX_RANK] = {0}, hi[TPURT_MAX_RANK] = {0}, in[TPURT_MAX_RANK] = {0};
     int64_t st[TPURT_MAX_RANK] = {0}, li[TPURT_MAX_RANK], one[TPURT_MAX_RANK];
     for (int32_t i = 0; i < t.rank; ++i) {
@@ -498,8 +540,12 @@ ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim) {
       one[i] = 1;
     }
     lo[dim] = shift;
-    ir_value_t padded = ir_pad(f, x, zero, lo, hi, in);
-    x = ir_binary(f, "stablehlo.add", x, ir_slice(f, padded, st, li, one));
+    ir_value_t padded = ir_pad(f, x, pad_value, lo, hi, in);
+    x = ir_binary(f, op, x, ir_slice(f, padded, st, li, one));
   }
   return x;
+}
+
+ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim) {
+  return lower_scan(ctx, x, dim, "stablehlo.add", 0.0);
 }

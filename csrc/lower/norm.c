@@ -312,7 +312,7 @@ static tpurt_status_t lower_renorm(lower_ctx_t* ctx) {
     return lower_error(TPURT_INVALID_ARGUMENT, "renorm: input needs at least 2 dimensions, got %d dimensions",
                        (int)t->rank);
   int64_t dim = 0;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 2, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 2, t->rank, &dim));
   ir_func_t* f = ctx->func;
   tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);

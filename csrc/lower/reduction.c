@@ -253,7 +253,7 @@ static tpurt_status_t arg_extreme(lower_ctx_t* ctx) {
     return NULL;
   }
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   if (t->rank == 0) {
     lower_set_result(ctx, 0, ir_constant_i64(ctx->func, TPURT_DTYPE_I64, 0));
     return NULL;
@@ -274,7 +274,7 @@ static tpurt_status_t extreme_dim(lower_ctx_t* ctx) {
   bool is_max = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   bool keep = lower_bool(ctx, 2, false);
   ir_value_t x = lower_tensor(ctx, 0);
   if (t->rank == 0) {
@@ -438,7 +438,7 @@ static tpurt_status_t lower_aminmax(lower_ctx_t* ctx) {
     n = t->rank;
   } else {
     int64_t d;
-    TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &d));
+    TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &d));
     for (int32_t i = 0; i < t->rank; ++i) mask[i] = i == d;
     if (t->rank) dims[n++] = d;
   }
@@ -523,30 +523,6 @@ static tpurt_status_t lower_logsumexp(lower_ctx_t* ctx) {
   return NULL;
 }
 
-/*===--- all.dim / any.dim (pieces of PyTorch's _safe_softmax) ---===*/
-
-/* all.dim / any.dim(self, dim, keepdim=False): uint8 stays uint8. */
-static tpurt_status_t all_any_dim(lower_ctx_t* ctx) {
-  bool any = lower_rule_int(ctx, 0);
-  const tpurt_tensor_t* t = lower_meta(ctx, 0);
-  int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
-  ir_func_t* f = ctx->func;
-  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL);
-  if (t->rank > 0) {
-    x = ir_reduce(f, x, ir_constant_i64(f, TPURT_DTYPE_BOOL, any ? 0 : 1), &dim, 1,
-                  any ? IR_REDUCE_OR : IR_REDUCE_AND);
-    if (lower_bool(ctx, 2, false)) {
-      int64_t shape[TPURT_MAX_RANK];
-      for (int32_t i = 0; i < t->rank; ++i) shape[i] = i == dim ? 1 : t->sizes[i];
-      x = ir_reshape(f, x, t->rank, shape);
-    }
-  }
-  if (t->dtype == TPURT_DTYPE_U8) x = ir_convert(f, x, TPURT_DTYPE_U8);
-  lower_set_result(ctx, 0, x);
-  return NULL;
-}
-
 const lower_rule_t lower_reduction_rules[] = {
     LOWER_FN_WITH("aten::all", any_all, .num = {-1, -1, false}),
     LOWER_FN_WITH("aten::all.dims", any_all, .num = {1, 2, false}),
@@ -593,8 +569,9 @@ const lower_rule_t lower_reduction_rules[] = {
     LOWER_FN("aten::trace", lower_trace),
     LOWER_FN_WITH("aten::var.correction", var_like, .num = {false, false}),
     LOWER_FN_WITH("aten::var_mean.correction", var_like, .num = {false, true}),
-    LOWER_FN_WITH("aten::all.dim", all_any_dim, .num = {false}),
-    LOWER_FN_WITH("aten::any.dim", all_any_dim, .num = {true}),
+    /* all.dim / any.dim (pieces of PyTorch's _safe_softmax): one int dim reads as a list of one */
+    LOWER_FN_WITH("aten::all.dim", any_all, .num = {1, 2, false}),
+    LOWER_FN_WITH("aten::any.dim", any_all, .num = {1, 2, true}),
     LOWER_FN("aten::logsumexp", lower_logsumexp),
     LOWER_END,
 };

@@ -29,23 +29,10 @@ static ir_value_t vec_type_iota(lower_ctx_t* ctx, tpurt_dtype_t dtype, int64_t n
 
 /* x gathered along |axis| at idx (a [m] i32 vector): size m there. */
 static ir_value_t take(lower_ctx_t* ctx, ir_value_t x, int32_t axis, ir_value_t idx) {
-  ir_func_t* f = ctx->func;
-  const ir_type_t* t = ir_value_type(f, x);
-  const ir_type_t* ti = ir_value_type(f, idx);
-  if (!t || !ti) return IR_NONE;
+  const ir_type_t* ti = ir_value_type(ctx->func, idx);
+  if (!ti) return IR_NONE;
   int64_t col[2] = {ti->dims[0], 1};
-  ir_gather_dims_t g;
-  memset(&g, 0, sizeof(g));
-  for (int32_t i = 0; i < t->rank; ++i) {
-    if (i != axis) g.offset_dims[g.num_offset_dims++] = i;
-    g.slice_sizes[i] = i == axis ? 1 : t->dims[i];
-  }
-  g.num_collapsed = 1;
-  g.collapsed_slice_dims[0] = axis;
-  g.num_start_index_map = 1;
-  g.start_index_map[0] = axis;
-  g.index_vector_dim = 1;
-  return ir_gather(f, x, ir_reshape(f, idx, 2, col), &g);
+  return lower_gather_along(ctx, x, axis, ir_reshape(ctx->func, idx, 2, col));
 }
 
 /* acc + (updates scattered along |axis| at idx, summed): the gradient of
@@ -57,15 +44,7 @@ static ir_value_t put_add(lower_ctx_t* ctx, ir_value_t acc, int32_t axis, ir_val
   const ir_type_t* ti = ir_value_type(f, idx);
   if (!t || !ti) return IR_NONE;
   int64_t col[2] = {ti->dims[0], 1};
-  ir_scatter_dims_t s;
-  memset(&s, 0, sizeof(s));
-  for (int32_t i = 0; i < t->rank; ++i)
-    if (i != axis) s.update_window_dims[s.num_update_window_dims++] = i;
-  s.num_inserted = 1;
-  s.inserted_window_dims[0] = axis;
-  s.num_scatter_dims_to_operand = 1;
-  s.scatter_dims_to_operand_dims[0] = axis;
-  s.index_vector_dim = 1;
+  ir_scatter_dims_t s = lower_scatter_dims_along(t->rank, axis);
   ir_value_t args[2];
   ir_value_t r = ir_scatter_begin(f, acc, ir_reshape(f, idx, 2, col), updates, &s, args);
   ir_value_t sum = ir_binary(f, "stablehlo.add", args[0], args[1]);

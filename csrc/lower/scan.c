@@ -14,37 +14,17 @@ static ir_value_t k(lower_ctx_t* ctx, ir_value_t like, double v) { return lower_
 
 /*===--- cumsum / cumprod ---===*/
 
-/* Inclusive scan with |op| along |dim| (log-step shifted combines; the
-** shifted-in elements are |identity|). */
-static ir_value_t scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, const char* op, double identity) {
-  ir_func_t* f = ctx->func;
-  const ir_type_t* t0 = ir_value_type(f, x);
-  if (!t0) return IR_NONE;
-  ir_type_t t = *t0;
-  ir_value_t pad_value = is_float(t.dtype) ? ir_constant_f64(f, t.dtype, identity)
-                                           : ir_constant_i64(f, t.dtype, (int64_t)identity);
-  for (int64_t shift = 1; shift < t.dims[dim]; shift *= 2) {
-    int64_t lo[TPURT_MAX_RANK] = {0}, hi[TPURT_MAX_RANK] = {0}, in[TPURT_MAX_RANK] = {0};
-    int64_t st[TPURT_MAX_RANK] = {0}, li[TPURT_MAX_RANK], one[TPURT_MAX_RANK];
-    for (int32_t i = 0; i < t.rank; ++i) li[i] = t.dims[i], one[i] = 1;
-    lo[dim] = shift;
-    ir_value_t shifted = ir_slice(f, ir_pad(f, x, pad_value, lo, hi, in), st, li, one);
-    x = ir_binary(f, op, x, shifted);
-  }
-  return x;
-}
-
-/* cumsum(self, dim, *, dtype=None): ints and bool accumulate in int64. */
+/* cumsum / cumprod(self, dim, *, dtype=None): the row's .str is the
+** combining op, .real its identity; ints and bool accumulate in int64. */
 static tpurt_status_t cumulative(lower_ctx_t* ctx) {
-  bool prod = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   tpurt_dtype_t out = lower_dtype(ctx, 2, TPURT_DTYPE_INVALID);
   if (out == TPURT_DTYPE_INVALID) out = is_float(t->dtype) ? t->dtype : TPURT_DTYPE_I64;
   tpurt_dtype_t acc = lower_acc_dtype(out);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
-  if (t->rank > 0) x = prod ? scan(ctx, x, dim, "stablehlo.multiply", 1.0) : lower_cumsum(ctx, x, dim);
+  if (t->rank > 0) x = lower_scan(ctx, x, dim, lower_rule_str(ctx), lower_rule_real(ctx));
   lower_set_result(ctx, 0, lower_cast(ctx, x, out));
   return NULL;
 }
@@ -79,7 +59,7 @@ static tpurt_status_t lower_logcumsumexp(lower_ctx_t* ctx) {
     return NULL;
   }
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
   x = lower_cast(ctx, x, acc);
   ir_value_t neg_inf = ir_constant_f64(f, acc, -INFINITY);
@@ -164,7 +144,7 @@ static ir_value_t identity(ir_func_t* f, tpurt_dtype_t dt, bool is_max) {
 static tpurt_status_t cumextreme(lower_ctx_t* ctx, bool is_max) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim = 0;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank > 0 ? t->rank : 1, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank > 0 ? t->rank : 1, &dim));
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_tensor(ctx, 0);
   tpurt_dtype_t dt = t->dtype == TPURT_DTYPE_BOOL ? TPURT_DTYPE_U8 : t->dtype;
@@ -214,9 +194,9 @@ const lower_rule_t lower_scan_rules[] = {
     LOWER_OUT_FN("aten::cummin.out", lower_cummin),
     LOWER_FN("aten::_logcumsumexp", lower_logcumsumexp),
     LOWER_OUT_FN("aten::_logcumsumexp.out", lower_logcumsumexp),
-    LOWER_FN_WITH("aten::cumprod", cumulative, .num = {true}),
-    LOWER_FN_WITH("aten::cumsum", cumulative, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::cumsum.out", cumulative, .num = {false}),
+    LOWER_FN_WITH("aten::cumprod", cumulative, .str = "stablehlo.multiply", .real = 1.0),
+    LOWER_FN_WITH("aten::cumsum", cumulative, .str = "stablehlo.add", .real = 0.0),
+    LOWER_OUT_FN_WITH("aten::cumsum.out", cumulative, .str = "stablehlo.add", .real = 0.0),
     LOWER_FN("aten::repeat_interleave.Tensor", lower_repeat_interleave),
     LOWER_END,
 };

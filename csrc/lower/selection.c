@@ -35,41 +35,51 @@ static ir_value_t compact(lower_ctx_t* ctx, ir_value_t mask, ir_value_t values, 
   int64_t idx_dims[2] = {n, 1};
   target = ir_reshape(f, target, 2, idx_dims);
   ir_value_t base = lower_splat(ctx, dt, 1, &count, 0.0);
-  ir_scatter_dims_t s = {.num_inserted = 1,
-                         .inserted_window_dims = {0},
-                         .num_scatter_dims_to_operand = 1,
-                         .scatter_dims_to_operand_dims = {0},
-                         .index_vector_dim = 1};
+  ir_scatter_dims_t s = lower_scatter_dims_along(1, 0);
   ir_value_t blk[2];
   ir_value_t out = ir_scatter_begin(f, base, target, values, &s, blk);
   ir_region_end(f, &blk[1], 1);
   return out;
 }
 
-/* nonzero(self) -> [count, rank] int64 */
-static tpurt_status_t lower_nonzero(lower_ctx_t* ctx) {
+/* The coordinates [rows, rank] (int64) of the first |rows| nonzero elements
+** of self (arg 0, rank >= 1, |n| > 0 elements), in row-major order; rows
+** past the nonzero count hold zeros. *mask gets self as a flat bool [n]. */
+static ir_value_t nonzero_coords(lower_ctx_t* ctx, int64_t n, int64_t rows, ir_value_t* mask) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
-  int64_t count = lower_int(ctx, 1, 0);
   ir_func_t* f = ctx->func;
-  int64_t out_dims[2] = {count, t->rank};
-  int64_t n = 1;
-  for (int32_t i = 0; i < t->rank; ++i) n *= t->sizes[i];
-  if (count == 0 || t->rank == 0 || n == 0) {
-    lower_set_result(ctx, 0, lower_splat(ctx, TPURT_DTYPE_I64, 2, out_dims, 0.0));
-    return NULL;
-  }
-  ir_value_t mask = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL), 1, &n);
-  ir_value_t flat = compact(ctx, mask, ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 1, &n), 0), count);
+  *mask = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL), 1, &n);
+  ir_value_t flat = compact(ctx, *mask, ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 1, &n), 0), rows);
   ir_value_t cols[TPURT_MAX_RANK];
   int64_t stride = 1;
-  int64_t col_dims[2] = {count, 1};
+  int64_t col_dims[2] = {rows, 1};
   for (int32_t d = t->rank - 1; d >= 0; --d) {
     ir_value_t c = ir_binary(f, "stablehlo.divide", flat, lower_full_like(ctx, flat, (double)stride));
     c = ir_binary(f, "stablehlo.remainder", c, lower_full_like(ctx, c, (double)t->sizes[d]));
     cols[d] = ir_reshape(f, c, 2, col_dims);
     stride *= t->sizes[d];
   }
-  lower_set_result(ctx, 0, t->rank == 1 ? cols[0] : ir_concatenate(f, cols, t->rank, 1));
+  return t->rank == 1 ? cols[0] : ir_concatenate(f, cols, t->rank, 1);
+}
+
+/* Sets *n to self's element count. With no coordinates to find (no rows,
+** a 0-d or empty self), sets the result [rows, rank] to |fill| and says so. */
+static bool nonzero_none(lower_ctx_t* ctx, int64_t rows, double fill, int64_t* n) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  *n = 1;
+  for (int32_t i = 0; i < t->rank; ++i) *n *= t->sizes[i];
+  if (rows != 0 && t->rank != 0 && *n != 0) return false;
+  int64_t out_dims[2] = {rows, t->rank};
+  lower_set_result(ctx, 0, lower_splat(ctx, TPURT_DTYPE_I64, 2, out_dims, fill));
+  return true;
+}
+
+/* nonzero(self) -> [count, rank] int64 */
+static tpurt_status_t lower_nonzero(lower_ctx_t* ctx) {
+  int64_t count = lower_int(ctx, 1, 0), n;
+  if (nonzero_none(ctx, count, 0.0, &n)) return NULL;
+  ir_value_t mask;
+  lower_set_result(ctx, 0, nonzero_coords(ctx, n, count, &mask));
   return NULL;
 }
 
@@ -81,26 +91,12 @@ static tpurt_status_t lower_nonzero_static(lower_ctx_t* ctx) {
   int64_t size = lower_int(ctx, 1, 0), fill = lower_int(ctx, 2, -1);
   if (size < 0)
     return lower_error(TPURT_INVALID_ARGUMENT, "nonzero_static: 'size' must be an non-negative integer");
+  int64_t n;
+  if (nonzero_none(ctx, size, (double)fill, &n)) return NULL;
   ir_func_t* f = ctx->func;
   int64_t out_dims[2] = {size, t->rank};
-  int64_t n = 1;
-  for (int32_t i = 0; i < t->rank; ++i) n *= t->sizes[i];
-  if (size == 0 || t->rank == 0 || n == 0) {
-    lower_set_result(ctx, 0, lower_splat(ctx, TPURT_DTYPE_I64, 2, out_dims, (double)fill));
-    return NULL;
-  }
-  ir_value_t mask = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL), 1, &n);
-  ir_value_t flat = compact(ctx, mask, ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 1, &n), 0), size);
-  ir_value_t cols[TPURT_MAX_RANK];
-  int64_t stride = 1;
-  int64_t col_dims[2] = {size, 1};
-  for (int32_t d = t->rank - 1; d >= 0; --d) {
-    ir_value_t c = ir_binary(f, "stablehlo.divide", flat, lower_full_like(ctx, flat, (double)stride));
-    c = ir_binary(f, "stablehlo.remainder", c, lower_full_like(ctx, c, (double)t->sizes[d]));
-    cols[d] = ir_reshape(f, c, 2, col_dims);
-    stride *= t->sizes[d];
-  }
-  ir_value_t coords = t->rank == 1 ? cols[0] : ir_concatenate(f, cols, t->rank, 1);
+  ir_value_t mask;
+  ir_value_t coords = nonzero_coords(ctx, n, size, &mask);
   int64_t all = 0;
   ir_value_t count = ir_reduce(f, lower_cast(ctx, mask, TPURT_DTYPE_I64),
                                ir_constant_i64(f, TPURT_DTYPE_I64, 0), &all, 1, IR_REDUCE_ADD);
@@ -157,11 +153,7 @@ static tpurt_status_t lower_histc(lower_ctx_t* ctx) {
                   lower_full_like(ctx, bin, (double)(bins - 1)), bin);
   bin = ir_select(f, inside, bin, lower_full_like(ctx, bin, (double)bins));
   int64_t idx_dims[2] = {n, 1};
-  ir_scatter_dims_t s = {.num_inserted = 1,
-                         .inserted_window_dims = {0},
-                         .num_scatter_dims_to_operand = 1,
-                         .scatter_dims_to_operand_dims = {0},
-                         .index_vector_dim = 1};
+  ir_scatter_dims_t s = lower_scatter_dims_along(1, 0);
   ir_value_t blk[2];
   ir_value_t out = ir_scatter_begin(f, lower_splat(ctx, dt, 1, &bins, 0.0), ir_reshape(f, bin, 2, idx_dims),
                                     lower_splat(ctx, dt, 1, &n, 1.0), &s, blk);

@@ -18,7 +18,7 @@ static tpurt_status_t lower_cat(lower_ctx_t* ctx) {
   }
   if (!ref) ref = lower_list_meta(ctx, 0, 0);
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), ref->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, ref->rank, &dim));
   if (ref->rank == 0)
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "zero-dimensional tensor (at position 0) cannot be concatenated");

@@ -205,7 +205,7 @@ static tpurt_status_t median_dim(lower_ctx_t* ctx) {
   order_stat_t which = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
-  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 1, 0), t->rank, &dim));
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   return order_stat(ctx, which, dim, true, 0, lower_bool(ctx, 2, false));
 }
 

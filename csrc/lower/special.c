@@ -368,10 +368,6 @@ static ir_value_t bessel_i(lower_ctx_t* ctx, ir_value_t x, int32_t nu, bool scal
   ir_value_t r = bessel_i_abs(ctx, un(ctx, "stablehlo.abs", x), nu, scaled);
   return nu ? where(ctx, IR_LT, x, 0.0, un(ctx, "stablehlo.negate", r), r) : r; /* I1 is odd */
 }
-static ir_value_t i0_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_i(ctx, x, 0, false); }
-static ir_value_t i0e_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_i(ctx, x, 0, true); }
-static ir_value_t i1_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_i(ctx, x, 1, false); }
-static ir_value_t i1e_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_i(ctx, x, 1, true); }
 
 /* J_nu and Y_nu: series up to 12, Hankel's expansion above
 ** (J = sqrt(2 / (pi x)) (P cos chi - Q sin chi), Y = ... (P sin chi + Q cos chi)) */
@@ -405,10 +401,6 @@ static ir_value_t bessel_jy(lower_ctx_t* ctx, ir_value_t x, int32_t nu, bool y) 
   }
   return nu ? where(ctx, IR_LT, x, 0.0, un(ctx, "stablehlo.negate", r), r) : r; /* J1 is odd */
 }
-static ir_value_t j0_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_jy(ctx, x, 0, false); }
-static ir_value_t j1_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_jy(ctx, x, 1, false); }
-static ir_value_t y0_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_jy(ctx, x, 0, true); }
-static ir_value_t y1_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_jy(ctx, x, 1, true); }
 
 /* K_nu (times e^x if scaled): series up to 9, asymptotic above; inf at 0, NaN below */
 static ir_value_t bessel_k(lower_ctx_t* ctx, ir_value_t x, int32_t nu, bool scaled) {
@@ -431,10 +423,6 @@ static ir_value_t bessel_k(lower_ctx_t* ctx, ir_value_t x, int32_t nu, bool scal
   r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, INFINITY), r);
   return where(ctx, IR_LT, x, 0.0, k(ctx, x, NAN), r);
 }
-static ir_value_t k0_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_k(ctx, x, 0, false); }
-static ir_value_t k1_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_k(ctx, x, 1, false); }
-static ir_value_t k0e_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_k(ctx, x, 0, true); }
-static ir_value_t k1e_of(lower_ctx_t* ctx, ir_value_t x) { return bessel_k(ctx, x, 1, true); }
 
 /* spherical j0(x) = sin(x) / x: 1 at 0, 0 at +-inf */
 static ir_value_t spherical_j0_of(lower_ctx_t* ctx, ir_value_t x) {
@@ -469,19 +457,26 @@ static tpurt_status_t precise_unary(lower_ctx_t* ctx, unary_fn_t fn) {
   return NULL;
 }
 
-static tpurt_status_t lower_i0(lower_ctx_t* ctx) { return precise_unary(ctx, i0_of); }
-static tpurt_status_t lower_i0e(lower_ctx_t* ctx) { return precise_unary(ctx, i0e_of); }
-static tpurt_status_t lower_i1(lower_ctx_t* ctx) { return precise_unary(ctx, i1_of); }
-static tpurt_status_t lower_i1e(lower_ctx_t* ctx) { return precise_unary(ctx, i1e_of); }
-static tpurt_status_t lower_j0(lower_ctx_t* ctx) { return precise_unary(ctx, j0_of); }
-static tpurt_status_t lower_j1(lower_ctx_t* ctx) { return precise_unary(ctx, j1_of); }
-static tpurt_status_t lower_y0(lower_ctx_t* ctx) { return precise_unary(ctx, y0_of); }
-static tpurt_status_t lower_y1(lower_ctx_t* ctx) { return precise_unary(ctx, y1_of); }
-static tpurt_status_t lower_k0(lower_ctx_t* ctx) { return precise_unary(ctx, k0_of); }
-static tpurt_status_t lower_k1(lower_ctx_t* ctx) { return precise_unary(ctx, k1_of); }
-static tpurt_status_t lower_k0e(lower_ctx_t* ctx) { return precise_unary(ctx, k0e_of); }
-static tpurt_status_t lower_k1e(lower_ctx_t* ctx) { return precise_unary(ctx, k1e_of); }
-static tpurt_status_t lower_spherical_j0(lower_ctx_t* ctx) { return precise_unary(ctx, spherical_j0_of); }
+/* The Bessel function a row names: its .num = {bessel_kind_t, order, scaled}. */
+typedef enum bessel_kind_e { BESSEL_I, BESSEL_J, BESSEL_Y, BESSEL_K, BESSEL_SPHERICAL_J } bessel_kind_t;
+static ir_value_t bessel_of_row(lower_ctx_t* ctx, ir_value_t x) {
+  int32_t nu = (int32_t)lower_rule_int(ctx, 1);
+  bool scaled = lower_rule_int(ctx, 2) != 0;
+  switch ((bessel_kind_t)lower_rule_int(ctx, 0)) {
+    case BESSEL_I:
+      return bessel_i(ctx, x, nu, scaled);
+    case BESSEL_J:
+      return bessel_jy(ctx, x, nu, false);
+    case BESSEL_Y:
+      return bessel_jy(ctx, x, nu, true);
+    case BESSEL_K:
+      return bessel_k(ctx, x, nu, scaled);
+    case BESSEL_SPHERICAL_J:
+      return spherical_j0_of(ctx, x);
+  }
+  return IR_NONE;
+}
+static tpurt_status_t bessel_row(lower_ctx_t* ctx) { return precise_unary(ctx, bessel_of_row); }
 static tpurt_status_t lower_erfcx(lower_ctx_t* ctx) {
   tpurt_dtype_t dt = float_of(lower_meta(ctx, 0)->dtype);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), precise_dtype(ctx, dt));
@@ -599,22 +594,19 @@ static tpurt_status_t orthogonal_poly(lower_ctx_t* ctx, poly_kind_t kind, bool s
       trig_value = ir_select(f, ir_compare(f, IR_NE, s, k(ctx, s, 0.0)), a, b);
       break;
     }
-    case POLY_V: {
-      ir_value_t odd_v = ir_select(f, even, n2, un(ctx, "stablehlo.negate", n2));
-      unit_value = ir_select(f, pos, one, odd_v);
-      ir_value_t a =
-          dv(ctx, un(ctx, "stablehlo.cosine", mul(ctx, nh, acos_x)), un(ctx, "stablehlo.cosine", half_acos));
-      ir_value_t s = un(ctx, "stablehlo.sine", half_acos);
-      trig_value = ir_select(f, ir_compare(f, IR_NE, s, one), a, odd_v);
-      break;
-    }
+    case POLY_V:
     case POLY_W: {
-      ir_value_t neg_v = ir_select(f, even, one, un(ctx, "stablehlo.negate", one));
-      unit_value = ir_select(f, pos, n2, neg_v);
-      ir_value_t a =
-          dv(ctx, un(ctx, "stablehlo.sine", mul(ctx, nh, acos_x)), un(ctx, "stablehlo.sine", half_acos));
-      ir_value_t c = un(ctx, "stablehlo.cosine", half_acos);
-      trig_value = ir_select(f, ir_compare(f, IR_NE, c, one), a, unit_value);
+      /* V = cos((n + 1/2) t) / cos(t / 2), W the same with sines (t = acos x);
+      ** at x = 1: V 1, W 2n + 1; at x = -1: V (-1)^n (2n + 1), W (-1)^n. The
+      ** ratio is 0/0 where the other half-angle function is 1 (V: x = -1,
+      ** W: x = 1): the value at that edge instead. */
+      bool v = kind == POLY_V;
+      const char* ratio = v ? "stablehlo.cosine" : "stablehlo.sine";
+      ir_value_t at_minus = ir_select(f, even, v ? n2 : one, un(ctx, "stablehlo.negate", v ? n2 : one));
+      unit_value = ir_select(f, pos, v ? one : n2, at_minus);
+      ir_value_t a = dv(ctx, un(ctx, ratio, mul(ctx, nh, acos_x)), un(ctx, ratio, half_acos));
+      ir_value_t other = un(ctx, v ? "stablehlo.sine" : "stablehlo.cosine", half_acos);
+      trig_value = ir_select(f, ir_compare(f, IR_NE, other, one), a, v ? at_minus : unit_value);
       break;
     }
     case POLY_P:
@@ -925,11 +917,7 @@ static ir_value_t igamma_core(lower_ctx_t* ctx, ir_value_t a, ir_value_t x, bool
                         dv(ctx, one, b0)},     /* h */
       args[7], out[7];
   ir_region_op_t w = ir_while_begin(f, init, 7, args);
-  ir_value_t go =
-      ir_binary(f, "stablehlo.and", ir_compare(f, IR_GT, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 0)),
-                ir_compare(f, IR_LT, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, IGAMMA_MAX_ITERS)));
-  ir_region_end(f, &go, 1);
-  ir_while_body(f, &w, args);
+  lower_while_counter_in(ctx, &w, args[0], 1, IGAMMA_MAX_ITERS, args);
   ir_value_t fi = ir_broadcast_in_dim(f, ir_convert(f, args[0], t->dtype), t->rank, t->dims, NULL);
   /* series: term *= x / (a + i) */
   ir_value_t term = mul(ctx, args[2], dv(ctx, x, add(ctx, a, fi)));
@@ -1063,36 +1051,37 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_OUT_FN("aten::xlogy.OutTensor", lower_xlogy),
     LOWER_OUT_FN("aten::xlogy.OutScalar_Other", lower_xlogy),
     LOWER_OUT_FN("aten::xlogy.OutScalar_Self", lower_xlogy),
-    LOWER_FN("aten::i0", lower_i0),
-    LOWER_OUT_FN("aten::i0.out", lower_i0),
-    LOWER_FN("aten::special_i0e", lower_i0e),
-    LOWER_OUT_FN("aten::special_i0e.out", lower_i0e),
-    LOWER_FN("aten::special_i1", lower_i1),
-    LOWER_OUT_FN("aten::special_i1.out", lower_i1),
-    LOWER_FN("aten::special_i1e", lower_i1e),
-    LOWER_OUT_FN("aten::special_i1e.out", lower_i1e),
-    LOWER_FN("aten::special_modified_bessel_i0", lower_i0),
-    LOWER_OUT_FN("aten::special_modified_bessel_i0.out", lower_i0),
-    LOWER_FN("aten::special_modified_bessel_i1", lower_i1),
-    LOWER_OUT_FN("aten::special_modified_bessel_i1.out", lower_i1),
-    LOWER_FN("aten::special_bessel_j0", lower_j0),
-    LOWER_OUT_FN("aten::special_bessel_j0.out", lower_j0),
-    LOWER_FN("aten::special_bessel_j1", lower_j1),
-    LOWER_OUT_FN("aten::special_bessel_j1.out", lower_j1),
-    LOWER_FN("aten::special_bessel_y0", lower_y0),
-    LOWER_OUT_FN("aten::special_bessel_y0.out", lower_y0),
-    LOWER_FN("aten::special_bessel_y1", lower_y1),
-    LOWER_OUT_FN("aten::special_bessel_y1.out", lower_y1),
-    LOWER_FN("aten::special_modified_bessel_k0", lower_k0),
-    LOWER_OUT_FN("aten::special_modified_bessel_k0.out", lower_k0),
-    LOWER_FN("aten::special_modified_bessel_k1", lower_k1),
-    LOWER_OUT_FN("aten::special_modified_bessel_k1.out", lower_k1),
-    LOWER_FN("aten::special_scaled_modified_bessel_k0", lower_k0e),
-    LOWER_OUT_FN("aten::special_scaled_modified_bessel_k0.out", lower_k0e),
-    LOWER_FN("aten::special_scaled_modified_bessel_k1", lower_k1e),
-    LOWER_OUT_FN("aten::special_scaled_modified_bessel_k1.out", lower_k1e),
-    LOWER_FN("aten::special_spherical_bessel_j0", lower_spherical_j0),
-    LOWER_OUT_FN("aten::special_spherical_bessel_j0.out", lower_spherical_j0),
+    LOWER_FN_WITH("aten::i0", bessel_row, .num = {BESSEL_I, 0, false}),
+    LOWER_OUT_FN_WITH("aten::i0.out", bessel_row, .num = {BESSEL_I, 0, false}),
+    LOWER_FN_WITH("aten::special_i0e", bessel_row, .num = {BESSEL_I, 0, true}),
+    LOWER_OUT_FN_WITH("aten::special_i0e.out", bessel_row, .num = {BESSEL_I, 0, true}),
+    LOWER_FN_WITH("aten::special_i1", bessel_row, .num = {BESSEL_I, 1, false}),
+    LOWER_OUT_FN_WITH("aten::special_i1.out", bessel_row, .num = {BESSEL_I, 1, false}),
+    LOWER_FN_WITH("aten::special_i1e", bessel_row, .num = {BESSEL_I, 1, true}),
+    LOWER_OUT_FN_WITH("aten::special_i1e.out", bessel_row, .num = {BESSEL_I, 1, true}),
+    LOWER_FN_WITH("aten::special_modified_bessel_i0", bessel_row, .num = {BESSEL_I, 0, false}),
+    LOWER_OUT_FN_WITH("aten::special_modified_bessel_i0.out", bessel_row, .num = {BESSEL_I, 0, false}),
+    LOWER_FN_WITH("aten::special_modified_bessel_i1", bessel_row, .num = {BESSEL_I, 1, false}),
+    LOWER_OUT_FN_WITH("aten::special_modified_bessel_i1.out", bessel_row, .num = {BESSEL_I, 1, false}),
+    LOWER_FN_WITH("aten::special_bessel_j0", bessel_row, .num = {BESSEL_J, 0, false}),
+    LOWER_OUT_FN_WITH("aten::special_bessel_j0.out", bessel_row, .num = {BESSEL_J, 0, false}),
+    LOWER_FN_WITH("aten::special_bessel_j1", bessel_row, .num = {BESSEL_J, 1, false}),
+    LOWER_OUT_FN_WITH("aten::special_bessel_j1.out", bessel_row, .num = {BESSEL_J, 1, false}),
+    LOWER_FN_WITH("aten::special_bessel_y0", bessel_row, .num = {BESSEL_Y, 0, false}),
+    LOWER_OUT_FN_WITH("aten::special_bessel_y0.out", bessel_row, .num = {BESSEL_Y, 0, false}),
+    LOWER_FN_WITH("aten::special_bessel_y1", bessel_row, .num = {BESSEL_Y, 1, false}),
+    LOWER_OUT_FN_WITH("aten::special_bessel_y1.out", bessel_row, .num = {BESSEL_Y, 1, false}),
+    LOWER_FN_WITH("aten::special_modified_bessel_k0", bessel_row, .num = {BESSEL_K, 0, false}),
+    LOWER_OUT_FN_WITH("aten::special_modified_bessel_k0.out", bessel_row, .num = {BESSEL_K, 0, false}),
+    LOWER_FN_WITH("aten::special_modified_bessel_k1", bessel_row, .num = {BESSEL_K, 1, false}),
+    LOWER_OUT_FN_WITH("aten::special_modified_bessel_k1.out", bessel_row, .num = {BESSEL_K, 1, false}),
+    LOWER_FN_WITH("aten::special_scaled_modified_bessel_k0", bessel_row, .num = {BESSEL_K, 0, true}),
+    LOWER_OUT_FN_WITH("aten::special_scaled_modified_bessel_k0.out", bessel_row, .num = {BESSEL_K, 0, true}),
+    LOWER_FN_WITH("aten::special_scaled_modified_bessel_k1", bessel_row, .num = {BESSEL_K, 1, true}),
+    LOWER_OUT_FN_WITH("aten::special_scaled_modified_bessel_k1.out", bessel_row, .num = {BESSEL_K, 1, true}),
+    LOWER_FN_WITH("aten::special_spherical_bessel_j0", bessel_row, .num = {BESSEL_SPHERICAL_J, 0, false}),
+    LOWER_OUT_FN_WITH("aten::special_spherical_bessel_j0.out", bessel_row,
+                      .num = {BESSEL_SPHERICAL_J, 0, false}),
     LOWER_FN("aten::special_erfcx", lower_erfcx),
     LOWER_OUT_FN("aten::special_erfcx.out", lower_erfcx),
     LOWER_FN("aten::special_chebyshev_polynomial_t", lower_cheb_t),

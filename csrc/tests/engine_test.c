@@ -14,22 +14,6 @@ static tpurt_tensor_t dense(tpurt_storage_t* s, tpurt_dtype_t dtype, int32_t ran
   return t;
 }
 
-/* A new f32 tensor holding |data|. */
-static tpurt_tensor_t upload_f32(const float* data, int32_t rank, const int64_t* sizes) {
-  int64_t n = 1;
-  for (int32_t i = 0; i < rank; ++i) n *= sizes[i];
-  tpurt_storage_t* s = NULL;
-  tpurt_status_t st = tpurt_storage_create(0, (size_t)n * 4, &s);
-  if (st) {
-    fprintf(stderr, "storage_create: %s\n", tpurt_status_message(st));
-    abort();
-  }
-  tpurt_tensor_t t = dense(s, TPURT_DTYPE_F32, rank, sizes);
-  st = tpurt_tensor_write_host(&t, data, (size_t)n * 4);
-  if (st) abort();
-  return t;
-}
-
 static tpurt_arg_t targ(tpurt_tensor_t t) { return (tpurt_arg_t){.kind = TPURT_ARG_TENSOR, .u.tensor = t}; }
 static tpurt_arg_t farg(double v) {
   return (tpurt_arg_t){.kind = TPURT_ARG_SCALAR,
@@ -47,7 +31,7 @@ static tpurt_tensor_t result_tensor(const tpurt_result_t* r) {
 TEST(Engine_AddBroadcast) {
   float a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {10, 20, 30};
   int64_t sa[2] = {2, 3}, sb[1] = {3};
-  tpurt_tensor_t ta = upload_f32(a, 2, sa), tb = upload_f32(b, 1, sb);
+  tpurt_tensor_t ta = test_upload_f32(a, 2, sa), tb = test_upload_f32(b, 1, sb);
   tpurt_arg_t args[3] = {targ(ta), targ(tb), iarg(2)};
   tpurt_result_t call_results[4];
   tpurt_op_call_t call = {
@@ -67,7 +51,7 @@ TEST(Engine_AddBroadcast) {
 TEST(Engine_ScalarIsAParameter) {
   float a[4] = {1, 2, 3, 4};
   int64_t s[1] = {4};
-  tpurt_tensor_t ta = upload_f32(a, 1, s);
+  tpurt_tensor_t ta = test_upload_f32(a, 1, s);
   tpurt_metrics_t before, after;
   tpurt_metrics_get(&before);
   for (int k = 0; k < 50; ++k) {
@@ -91,7 +75,7 @@ TEST(Engine_ScalarIsAParameter) {
 TEST(Engine_InplaceThroughTransposedView) {
   float a[6] = {0, 1, 2, 3, 4, 5};
   int64_t s[2] = {2, 3};
-  tpurt_tensor_t x = upload_f32(a, 2, s);
+  tpurt_tensor_t x = test_upload_f32(a, 2, s);
   tpurt_tensor_t xt = x; /* x.t() */
   xt.sizes[0] = 3, xt.sizes[1] = 2, xt.strides[0] = 1, xt.strides[1] = 3;
   tpurt_arg_t args[3] = {targ(xt), iarg(1), iarg(1)};
@@ -114,7 +98,7 @@ TEST(Engine_InplaceThroughTransposedView) {
 TEST(Engine_ZeroASliceOfAFlatView) {
   float a[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
   int64_t s[2] = {2, 5};
-  tpurt_tensor_t x = upload_f32(a, 2, s);
+  tpurt_tensor_t x = test_upload_f32(a, 2, s);
   tpurt_tensor_t v = x; /* x.view(-1)[3:7] */
   v.rank = 1, v.sizes[0] = 4, v.strides[0] = 1, v.offset = 3;
   tpurt_arg_t args[1] = {targ(v)};
@@ -132,7 +116,7 @@ TEST(Engine_ZeroASliceOfAFlatView) {
 TEST(Engine_WriteAColumn) {
   float a[6] = {0, 0, 0, 0, 0, 0}, col[2] = {7, 8};
   int64_t s[2] = {2, 3}, sc[1] = {2};
-  tpurt_tensor_t x = upload_f32(a, 2, s);
+  tpurt_tensor_t x = test_upload_f32(a, 2, s);
   tpurt_tensor_t c = x; /* x[:, 1] */
   c.rank = 1, c.sizes[0] = 2, c.strides[0] = 3, c.offset = 1;
   ASSERT_OK(tpurt_tensor_write_host(&c, col, sizeof(col)));
@@ -168,7 +152,7 @@ TEST(Engine_EmptyStorageReadsZeros) {
 TEST(Engine_MatmulAndReductions) {
   float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {1, 0, 0, 1, 1, 1};
   int64_t sa[2] = {2, 3}, sb[2] = {3, 2};
-  tpurt_tensor_t ta = upload_f32(a, 2, sa), tb = upload_f32(b, 2, sb);
+  tpurt_tensor_t ta = test_upload_f32(a, 2, sa), tb = test_upload_f32(b, 2, sb);
   tpurt_arg_t args[2] = {targ(ta), targ(tb)};
   tpurt_result_t call_results[4];
   tpurt_op_call_t call = {
@@ -204,7 +188,7 @@ TEST(Engine_MatmulAndReductions) {
 TEST(Engine_ShapeErrorsSayWhatCame) {
   float a[6] = {0}, b[4] = {0};
   int64_t sa[1] = {6}, sb[1] = {4};
-  tpurt_tensor_t ta = upload_f32(a, 1, sa), tb = upload_f32(b, 1, sb);
+  tpurt_tensor_t ta = test_upload_f32(a, 1, sa), tb = test_upload_f32(b, 1, sb);
   tpurt_arg_t args[2] = {targ(ta), targ(tb)};
   tpurt_result_t call_results[4];
   tpurt_op_call_t call = {
@@ -235,7 +219,7 @@ TEST(Engine_DtypeSupportComesFromThePlugin) {
 TEST(Engine_NoLeaksAcrossManyOps) {
   float a[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   int64_t s[1] = {8};
-  tpurt_tensor_t x = upload_f32(a, 1, s);
+  tpurt_tensor_t x = test_upload_f32(a, 1, s);
   for (int k = 0; k < 2000; ++k) {
     tpurt_arg_t args[3] = {targ(x), farg(0.001 * k), iarg(1)};
     args[0].is_write = true;

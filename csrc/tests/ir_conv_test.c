@@ -230,23 +230,6 @@ TEST(IrConv_Run1d) {
 
 /*===--- the conv and resample rules end to end (ASan/UBSan cover them) ---===*/
 
-static tpurt_tensor_t upload(const float* data, int32_t rank, const int64_t* sizes) {
-  tpurt_tensor_t t = {.dtype = F32, .rank = rank};
-  int64_t n = 1;
-  for (int32_t i = rank - 1; i >= 0; --i) {
-    t.sizes[i] = sizes[i];
-    t.strides[i] = n;
-    n *= sizes[i];
-  }
-  tpurt_status_t s = tpurt_storage_create(0, (size_t)n * 4, &t.storage);
-  if (!s) s = tpurt_tensor_write_host(&t, data, (size_t)n * 4);
-  if (s) {
-    fprintf(stderr, "upload: %s\n", tpurt_status_message(s));
-    abort();
-  }
-  return t;
-}
-
 static tpurt_arg_t T_(tpurt_tensor_t t) { return (tpurt_arg_t){.kind = TPURT_ARG_TENSOR, .u.tensor = t}; }
 static tpurt_arg_t INTS(const int64_t* v, int32_t n) {
   return (tpurt_arg_t){.kind = TPURT_ARG_INT_LIST, .u.ints = {v, n}};
@@ -310,10 +293,10 @@ TEST(IrConv_Rules) {
   for (int i = 0; i < (int)(sizeof(xs) / 4); ++i) xs[i] = (float)(i % 7) - 3;
   for (int i = 0; i < (int)(sizeof(ws) / 4); ++i) ws[i] = (float)(i % 5) - 2;
   for (int i = 0; i < (int)(sizeof(gs) / 4); ++i) gs[i] = (float)(i % 3) - 1;
-  tpurt_tensor_t x = upload(xs, 4, (int64_t[]){2, 4, 5, 5});
-  tpurt_tensor_t w = upload(ws, 4, (int64_t[]){4, 3, 3, 3}); /* transposed: [Ci, Co/g, k, k] */
-  tpurt_tensor_t b = upload(bs, 1, (int64_t[]){6});
-  tpurt_tensor_t g = upload(gs, 4, (int64_t[]){2, 6, 11, 11});
+  tpurt_tensor_t x = test_upload_f32(xs, 4, (int64_t[]){2, 4, 5, 5});
+  tpurt_tensor_t w = test_upload_f32(ws, 4, (int64_t[]){4, 3, 3, 3}); /* transposed: [Ci, Co/g, k, k] */
+  tpurt_tensor_t b = test_upload_f32(bs, 1, (int64_t[]){6});
+  tpurt_tensor_t g = test_upload_f32(gs, 4, (int64_t[]){2, 6, 11, 11});
   const int64_t two[2] = {2, 2}, one[2] = {1, 1}, zero[2] = {0, 0}, opad[2] = {1, 1};
   /* conv_transpose2d(x, w, b, stride 2, padding 1, output_padding 1, groups 2): 5 -> 10 */
   tpurt_arg_t conv[9] = {T_(x),        T_(w),    T_(b),         INTS(two, 2), INTS(one, 2),

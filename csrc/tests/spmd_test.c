@@ -15,19 +15,6 @@ __attribute__((constructor)) static void four_devices(void) {
   _exit(127);
 }
 
-static tpurt_tensor_t upload(const float* data, int32_t rank, const int64_t* sizes) {
-  tpurt_tensor_t t = {.dtype = TPURT_DTYPE_F32, .rank = rank};
-  int64_t n = 1;
-  for (int32_t i = rank - 1; i >= 0; --i) {
-    t.sizes[i] = sizes[i];
-    t.strides[i] = n;
-    n *= sizes[i];
-  }
-  if (tpurt_storage_create(0, (size_t)n * 4, &t.storage) || tpurt_tensor_write_host(&t, data, (size_t)n * 4))
-    abort();
-  return t;
-}
-
 static tpurt_arg_t targ(tpurt_tensor_t t) { return (tpurt_arg_t){.kind = TPURT_ARG_TENSOR, .u.tensor = t}; }
 
 static const int kDevices[4] = {0, 1, 2, 3};
@@ -38,7 +25,7 @@ TEST(Spmd_ShardedOpsMatchAndRelease) {
   for (int i = 0; i < 32; ++i) a[i] = (float)i * 0.5f - 4.0f;
   for (int i = 0; i < 12; ++i) b[i] = (float)(i % 5) - 2.0f;
   const int64_t sa[2] = {8, 4}, sb[2] = {4, 3}, mesh[2] = {2, 2};
-  tpurt_tensor_t ta = upload(a, 2, sa), tb = upload(b, 2, sb);
+  tpurt_tensor_t ta = test_upload_f32(a, 2, sa), tb = test_upload_f32(b, 2, sb);
   const int8_t axes[2] = {0, 1};
   const tpurt_sharding_spec_t spec = {4, kDevices, 2, mesh, axes};
   ASSERT_OK(tpurt_tensor_shard(&ta, &spec));
@@ -86,7 +73,7 @@ TEST(Spmd_ShardedOpsMatchAndRelease) {
   const int64_t line[1] = {4};
   const int8_t rows[2] = {0, -1};
   const tpurt_sharding_spec_t other = {4, other_devices, 1, line, rows};
-  tpurt_tensor_t td = upload(a, 2, sa);
+  tpurt_tensor_t td = test_upload_f32(a, 2, sa);
   ASSERT_OK(tpurt_tensor_shard(&td, &other));
   tpurt_arg_t mixed[3] = {
       targ(ta), targ(td), {.kind = TPURT_ARG_SCALAR, .u.scalar = {.dtype = TPURT_DTYPE_I64, .i = 1}}};
@@ -95,7 +82,7 @@ TEST(Spmd_ShardedOpsMatchAndRelease) {
   EXPECT_STATUS(tpurt_op_run(&bad), TPURT_INVALID_ARGUMENT);
   /* a dim not divisible by its axis */
   const int64_t odd[2] = {3, 4};
-  tpurt_tensor_t te = upload(a, 2, odd);
+  tpurt_tensor_t te = test_upload_f32(a, 2, odd);
   EXPECT_STATUS(tpurt_tensor_shard(&te, &other), TPURT_INVALID_ARGUMENT);
   ASSERT_OK(tpurt_synchronize(-1));
   tpurt_storage_release(tc.storage);

@@ -75,6 +75,25 @@ static inline int test_plugin_state(void) {
   return state;
 }
 
+/* A new contiguous f32 tensor of |rank| and |sizes| on device 0 holding
+** |data|; aborts, saying why, when the storage cannot be made or written. */
+static inline tpurt_tensor_t test_upload_f32(const float* data, int32_t rank, const int64_t* sizes) {
+  tpurt_tensor_t t = {.dtype = TPURT_DTYPE_F32, .rank = rank};
+  int64_t n = 1;
+  for (int32_t i = rank - 1; i >= 0; --i) {
+    t.sizes[i] = sizes[i];
+    t.strides[i] = n;
+    n *= sizes[i];
+  }
+  tpurt_status_t s = tpurt_storage_create(0, (size_t)n * 4, &t.storage);
+  if (!s) s = tpurt_tensor_write_host(&t, data, (size_t)n * 4);
+  if (s) {
+    fprintf(stderr, "test_upload_f32: %s\n", tpurt_status_message(s));
+    abort();
+  }
+  return t;
+}
+
 #define TEST_CASE(fn) {#fn, fn}
 
 #define TEST_MAIN(...)                                                  \

@@ -35,6 +35,7 @@ __all__ = [
     "flow_match_scheduler",
     "flux_pipeline",
     "flux_transformer",
+    "flux_transformer_inputs",
     "sd3_transformer",
     "sd_pipeline",
     "t5_encoder",
@@ -46,6 +47,8 @@ __all__ = [
 _CLIP_HIDDEN = {"tiny": 32, "small": 128}
 _T5_D_MODEL = {"tiny": 32, "small": 128}
 _TEXT_VOCAB = 1000  # above both tokenizers' sizes
+# FLUX's latent channels (its transformer takes 2x2 packs of them).
+_FLUX_LATENT = {"tiny": 4, "small": 16}
 
 
 def _check_size(size: str) -> None:
@@ -84,7 +87,7 @@ def flux_transformer(size: Size = "tiny", *, latent_channels: int | None = None)
             num_attention_heads=2,
             axes_dims_rope=(4, 4, 8),
         )
-        latent = latent_channels or 4
+        latent = latent_channels or _FLUX_LATENT[size]
     else:
         cfg = dict(
             patch_size=1,
@@ -94,7 +97,7 @@ def flux_transformer(size: Size = "tiny", *, latent_channels: int | None = None)
             num_attention_heads=4,
             axes_dims_rope=(16, 24, 24),
         )
-        latent = latent_channels or 16
+        latent = latent_channels or _FLUX_LATENT[size]
     cfg.update(
         in_channels=4 * latent,  # 2x2 packed latents
         joint_attention_dim=_T5_D_MODEL[size],
@@ -102,6 +105,27 @@ def flux_transformer(size: Size = "tiny", *, latent_channels: int | None = None)
         guidance_embeds=True,
     )
     return _seeded(1, lambda: _eval(FluxTransformer2DModel(**cfg)))
+
+
+def flux_transformer_inputs(
+    size: Size = "tiny", *, device: str | torch.device = "cpu", seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """Seeded keyword inputs for ``flux_transformer(size)`` on ``device``: 16
+    image tokens (a 4x4 latent, packed), 8 text tokens, timestep 0.5 and
+    guidance 3.5. The random tensors come from one generator seeded with
+    ``seed``, in the order hidden, encoder, pooled."""
+    _check_size(size)
+    g = torch.Generator().manual_seed(seed)
+    inputs = {
+        "hidden_states": torch.randn(1, 16, 4 * _FLUX_LATENT[size], generator=g),
+        "encoder_hidden_states": torch.randn(1, 8, _T5_D_MODEL[size], generator=g),
+        "pooled_projections": torch.randn(1, _CLIP_HIDDEN[size], generator=g),
+        "timestep": torch.tensor([0.5]),
+        "img_ids": torch.zeros(16, 3),
+        "txt_ids": torch.zeros(8, 3),
+        "guidance": torch.tensor([3.5]),
+    }
+    return {k: v.to(device) for k, v in inputs.items()}
 
 
 def sd3_transformer(size: Size = "tiny") -> Any:
