@@ -65,8 +65,9 @@ static ir_value_t reinterpret_flat(ir_func_t* f, ir_value_t flat, tpurt_dtype_t 
     if (!pt) return IR_NONE;
     if (pt->dims[0] % 2 != 0) {
       ir_func_fail_consume(
-          f, tpurt_status_create(TPURT_INVALID_ARGUMENT, "a storage of %lld %s elements cannot be viewed as %s",
-                                 (long long)t.dims[0], tpurt_dtype_name(t.dtype), tpurt_dtype_name(dtype)));
+          f,
+          tpurt_status_create(TPURT_INVALID_ARGUMENT, "a storage of %lld %s elements cannot be viewed as %s",
+                              (long long)t.dims[0], tpurt_dtype_name(t.dtype), tpurt_dtype_name(dtype)));
       return IR_NONE;
     }
     return parts_to_complex(f, parts);

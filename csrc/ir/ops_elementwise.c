@@ -59,8 +59,8 @@ ir_value_t ir_compare(ir_func_t* func, ir_compare_dir_t dir, ir_value_t a, ir_va
   if (!same_type(func, op, "operands", ta, tb)) return IR_NONE;
   /* i1 compares UNSIGNED (false < true); XLA's verifier rejects SIGNED. */
   const char* kind = tpurt_dtype_is_float(ta->dtype) || tpurt_dtype_is_complex(ta->dtype) ? "FLOAT"
-                     : tpurt_dtype_is_signed_int(ta->dtype) ? "SIGNED"
-                                                            : "UNSIGNED";
+                     : tpurt_dtype_is_signed_int(ta->dtype)                               ? "SIGNED"
+                                                                                          : "UNSIGNED";
   char attrs[160];
   snprintf(attrs, sizeof(attrs),
            "comparison_direction = #stablehlo<comparison_direction %s>, compare_type = "

@@ -41,7 +41,9 @@ ir_value_t ir_fft(ir_func_t* func, ir_value_t x, ir_fft_type_t fft_type, const i
     }
     type.dims[first + i] = (real_in && last) ? lengths[i] / 2 + 1 : lengths[i];
   }
-  type.dtype = real_in ? tpurt_dtype_to_complex(t->dtype) : real_out ? tpurt_dtype_to_real(t->dtype) : t->dtype;
+  type.dtype = real_in    ? tpurt_dtype_to_complex(t->dtype)
+               : real_out ? tpurt_dtype_to_real(t->dtype)
+                          : t->dtype;
   tpurt_strbuf_t attrs = {0};
   tpurt_strbuf_printf(&attrs, "fft_type = #stablehlo<fft_type %s>, fft_length = ", kFftTypeNames[fft_type]);
   ir_put_i64_array(&attrs, lengths, num_lengths);

@@ -11,7 +11,8 @@
 static tpurt_status_t join_parts(lower_ctx_t* ctx, const char* op, ir_value_t* re, ir_value_t* im) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
   if (a->dtype != b->dtype)
-    return lower_error(TPURT_INVALID_ARGUMENT, "Expected object of scalar type %s but got scalar type %s for second argument",
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Expected object of scalar type %s but got scalar type %s for second argument",
                        tpurt_dtype_name(a->dtype), tpurt_dtype_name(b->dtype));
   if (a->dtype != TPURT_DTYPE_F32 && a->dtype != TPURT_DTYPE_F64)
     return lower_error(TPURT_INVALID_ARGUMENT, "%s: expected both inputs to be float or double, got %s", op,

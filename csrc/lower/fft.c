@@ -94,91 +94,99 @@ static tpurt_status_t normalize(lower_ctx_t* ctx, ir_value_t* x, int64_t norm, d
       return lower_error(TPURT_INVALID_ARGUMENT, "Invalid normalization mode: %lld", (long long)norm);
   }
   if (xla_inverse) scale *= n;
-  if (scale != 1.0 && n > 0) *x = ir_binary(ctx->func, "stablehlo.multiply", *x, lower_full_like(ctx, *x, scale));
+  if (scale != 1.0 && n > 0)
+    *x = ir_binary(ctx->func, "stablehlo.multiply", *x, lower_full_like(ctx, *x, scale));
   return NULL;
 }
 
-static tpurt_status_t need_dtype(const tpurt_tensor_t* t, bool complex) {
-  bool ok = complex ? tpurt_dtype_is_complex(t->dtype) : (t->dtype == TPURT_DTYPE_F32 || t->dtype == TPURT_DTYPE_F64);
+/* What every FFT rule reads first: self (complex or real, as the op needs),
+** its transformed dims, the product of their sizes, and how many dims the
+** last stablehlo.fft takes (the one-sided one for r2c and c2r). */
+typedef struct fft_args_s {
+  const tpurt_tensor_t* t;
+  int64_t dims[TPURT_MAX_RANK];
+  int32_t n, last_k;
+  double size;
+} fft_args_t;
+
+static tpurt_status_t fft_args(lower_ctx_t* ctx, bool complex, fft_args_t* a) {
+  a->t = lower_meta(ctx, 0);
+  tpurt_dtype_t d = a->t->dtype;
+  bool ok = complex ? tpurt_dtype_is_complex(d) : (d == TPURT_DTYPE_F32 || d == TPURT_DTYPE_F64);
   if (!ok)
     return lower_error(TPURT_INVALID_ARGUMENT, "expected a %s input, got %s",
-                       complex ? "complex64 or complex128" : "float32 or float64", tpurt_dtype_name(t->dtype));
+                       complex ? "complex64 or complex128" : "float32 or float64", tpurt_dtype_name(d));
+  TPURT_RETURN_IF_ERROR(fft_dims(ctx, 1, a->t, a->dims, &a->n));
+  a->size = 1;
+  for (int32_t i = 0; i < a->n; ++i) a->size *= (double)a->t->sizes[a->dims[i]];
+  a->last_k = a->n < FFT_MAX_DIMS_PER_OP ? a->n : FFT_MAX_DIMS_PER_OP;
+  return NULL;
+}
+
+/* The sizes of the last |a->last_k| transformed dims. */
+static void last_lengths(const fft_args_t* a, int64_t* lengths) {
+  for (int32_t i = 0; i < a->last_k; ++i) lengths[i] = a->t->sizes[a->dims[a->n - a->last_k + i]];
+}
+
+/* Scales the result as |normalization| (arg 2) asks and sets it. */
+static tpurt_status_t finish(lower_ctx_t* ctx, ir_value_t x, double size, bool xla_inverse) {
+  TPURT_RETURN_IF_ERROR(normalize(ctx, &x, lower_int(ctx, 2, 0), size, xla_inverse));
+  lower_set_result(ctx, 0, x);
   return NULL;
 }
 
 /* _fft_r2c(self, dim, normalization, onesided): a real input's spectrum,
 ** halved along the last dim when onesided. */
 static tpurt_status_t lower_fft_r2c(lower_ctx_t* ctx) {
-  const tpurt_tensor_t* t = lower_meta(ctx, 0);
-  TPURT_RETURN_IF_ERROR(need_dtype(t, false));
-  int64_t dims[TPURT_MAX_RANK];
-  int32_t n;
-  TPURT_RETURN_IF_ERROR(fft_dims(ctx, 1, t, dims, &n));
-  bool onesided = lower_bool(ctx, 3, true);
-  double size = 1;
-  for (int32_t i = 0; i < n; ++i) size *= (double)t->sizes[dims[i]];
+  fft_args_t a;
+  TPURT_RETURN_IF_ERROR(fft_args(ctx, false, &a));
   ir_value_t x = lower_tensor(ctx, 0);
-  if (onesided) {
+  if (lower_bool(ctx, 3, true)) {
     /* RFFT over the last up to three dims, then full transforms of the rest */
-    int32_t k = n < FFT_MAX_DIMS_PER_OP ? n : FFT_MAX_DIMS_PER_OP;
     int64_t lengths[FFT_MAX_DIMS_PER_OP];
-    for (int32_t i = 0; i < k; ++i) lengths[i] = t->sizes[dims[n - k + i]];
-    x = fft_over(ctx, x, IR_FFT_RFFT, dims + n - k, lengths, k);
-    x = c2c_over(ctx, x, true, dims, n - k);
+    last_lengths(&a, lengths);
+    x = fft_over(ctx, x, IR_FFT_RFFT, a.dims + a.n - a.last_k, lengths, a.last_k);
+    x = c2c_over(ctx, x, true, a.dims, a.n - a.last_k);
   } else {
-    x = c2c_over(ctx, ir_convert(ctx->func, x, tpurt_dtype_to_complex(t->dtype)), true, dims, n);
+    x = c2c_over(ctx, ir_convert(ctx->func, x, tpurt_dtype_to_complex(a.t->dtype)), true, a.dims, a.n);
   }
-  TPURT_RETURN_IF_ERROR(normalize(ctx, &x, lower_int(ctx, 2, 0), size, false));
-  lower_set_result(ctx, 0, x);
-  return NULL;
+  return finish(ctx, x, a.size, false);
 }
 
 /* _fft_c2r(self, dim, normalization, last_dim_size): the real signal of a
 ** half spectrum; the last dim becomes last_dim_size long. */
 static tpurt_status_t lower_fft_c2r(lower_ctx_t* ctx) {
-  const tpurt_tensor_t* t = lower_meta(ctx, 0);
-  TPURT_RETURN_IF_ERROR(need_dtype(t, true));
-  int64_t dims[TPURT_MAX_RANK];
-  int32_t n;
-  TPURT_RETURN_IF_ERROR(fft_dims(ctx, 1, t, dims, &n));
+  fft_args_t a;
+  TPURT_RETURN_IF_ERROR(fft_args(ctx, true, &a));
   int64_t last = lower_int(ctx, 3, 0);
-  if (last < 1) return lower_error(TPURT_INVALID_ARGUMENT, "Invalid number of data points (%lld) specified", (long long)last);
+  if (last < 1)
+    return lower_error(TPURT_INVALID_ARGUMENT, "Invalid number of data points (%lld) specified",
+                       (long long)last);
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_tensor(ctx, 0);
   /* IRFFT reads exactly last/2+1 bins: trim extra ones, zero-pad missing ones */
-  int64_t half = last / 2 + 1, have = t->sizes[dims[n - 1]];
+  int64_t half = last / 2 + 1, have = a.t->sizes[a.dims[a.n - 1]];
   if (have != half) {
     int64_t lo[TPURT_MAX_RANK] = {0}, hi[TPURT_MAX_RANK] = {0}, in[TPURT_MAX_RANK] = {0};
-    hi[dims[n - 1]] = half - have; /* negative: StableHLO's pad trims */
-    x = ir_pad(f, x, ir_constant_f64(f, t->dtype, 0.0), lo, hi, in);
+    hi[a.dims[a.n - 1]] = half - have; /* negative: StableHLO's pad trims */
+    x = ir_pad(f, x, ir_constant_f64(f, a.t->dtype, 0.0), lo, hi, in);
   }
-  int32_t k = n < FFT_MAX_DIMS_PER_OP ? n : FFT_MAX_DIMS_PER_OP;
-  x = c2c_over(ctx, x, false, dims, n - k);
+  x = c2c_over(ctx, x, false, a.dims, a.n - a.last_k);
   int64_t lengths[FFT_MAX_DIMS_PER_OP];
-  double size = (double)last;
-  for (int32_t i = 0; i < k - 1; ++i) lengths[i] = t->sizes[dims[n - k + i]];
-  lengths[k - 1] = last;
-  for (int32_t i = 0; i < n - 1; ++i) size *= (double)t->sizes[dims[i]];
-  x = fft_over(ctx, x, IR_FFT_IRFFT, dims + n - k, lengths, k);
-  TPURT_RETURN_IF_ERROR(normalize(ctx, &x, lower_int(ctx, 2, 0), size, true));
-  lower_set_result(ctx, 0, x);
-  return NULL;
+  last_lengths(&a, lengths);
+  lengths[a.last_k - 1] = last;
+  x = fft_over(ctx, x, IR_FFT_IRFFT, a.dims + a.n - a.last_k, lengths, a.last_k);
+  double size = (double)last; /* the real side's signal size */
+  for (int32_t i = 0; i < a.n - 1; ++i) size *= (double)a.t->sizes[a.dims[i]];
+  return finish(ctx, x, size, true);
 }
 
 /* _fft_c2c(self, dim, normalization, forward) */
 static tpurt_status_t lower_fft_c2c(lower_ctx_t* ctx) {
-  const tpurt_tensor_t* t = lower_meta(ctx, 0);
-  TPURT_RETURN_IF_ERROR(need_dtype(t, true));
-  int64_t dims[TPURT_MAX_RANK];
-  int32_t n;
-  TPURT_RETURN_IF_ERROR(fft_dims(ctx, 1, t, dims, &n));
+  fft_args_t a;
+  TPURT_RETURN_IF_ERROR(fft_args(ctx, true, &a));
   bool forward = lower_bool(ctx, 3, true);
-  double size = 1;
-  for (int32_t i = 0; i < n; ++i) size *= (double)t->sizes[dims[i]];
-  ir_value_t x = c2c_over(ctx, lower_tensor(ctx, 0), forward, dims, n);
-  TPURT_RETURN_IF_ERROR(normalize(ctx, &x, lower_int(ctx, 2, 0), size, !forward));
-  lower_set_result(ctx, 0, x);
-  return NULL;
+  return finish(ctx, c2c_over(ctx, lower_tensor(ctx, 0), forward, a.dims, a.n), a.size, !forward);
 }
 
 const lower_rule_t lower_fft_rules[] = {

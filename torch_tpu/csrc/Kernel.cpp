@@ -89,7 +89,8 @@ struct Call {
       arg.u.scalar.tier =
           t.unsafeGetTensorImpl()->is_wrapped_number() ? TPURT_TIER_WRAPPED : TPURT_TIER_ZERO_DIM;
       const c10::Scalar value = t.item();
-      TORCH_CHECK(!value.isComplex(), name, ": tpu does not support complex scalars (got a 0-d complex cpu tensor)");
+      TORCH_CHECK(!value.isComplex(), name,
+                  ": tpu does not support complex scalars (got a 0-d complex cpu tensor)");
       if (value.isFloatingPoint()) {
         arg.u.scalar.f = value.toDouble();
       } else {
