@@ -23,12 +23,13 @@ def same(actual: torch.Tensor, expected: torch.Tensor, scale: float = 1.0) -> No
     torch.testing.assert_close(actual, expected, rtol=RTOL, atol=ATOL * scale)
 
 
-def run(fn, *inputs):
-    """fn on CPU and on tpu with the CPU fallback off; returns (tpu result, CPU result)."""
-    expected = fn(*inputs)
+def run(fn, *inputs, **kwargs):
+    """fn(*inputs, **kwargs) on CPU and on tpu with the CPU fallback off; returns (tpu result,
+    CPU result)."""
+    expected = fn(*inputs, **kwargs)
     torch_tpu.reset_metrics()
     with torch_tpu.cpu_fallback_mode(False):
-        actual = fn(*(x.to("tpu") for x in inputs))
+        actual = fn(*(x.to("tpu") for x in inputs), **kwargs)
     assert torch_tpu.metrics()["cpu_fallbacks"] == {}
     return actual, expected
 
@@ -153,7 +154,7 @@ def test_rfft_irfft(norm, n, length):
 def test_fft_ifft(norm, dim, complex_in):
     x = complex_input(6, 7, 3) if complex_in else real_input(6, 7, 3)
     for fn in (torch.fft.fft, torch.fft.ifft):
-        actual, expected = run(lambda v: fn(v, dim=dim, norm=norm), x)
+        actual, expected = run(fn, x, dim=dim, norm=norm)
         same(actual, expected, scale=8)
     actual, expected = run(lambda v: torch.fft.fft(v, n=4, dim=dim, norm=norm), x)
     same(actual, expected, scale=8)
@@ -164,10 +165,11 @@ def test_fft_ifft(norm, dim, complex_in):
 def test_two_dim_transforms(norm, dim):
     x, z = real_input(4, 5, 6), complex_input(4, 5, 6)
     for fn, v in ((torch.fft.fft2, z), (torch.fft.ifft2, z), (torch.fft.fft2, x), (torch.fft.rfft2, x)):
-        actual, expected = run(lambda u: fn(u, dim=dim, norm=norm), v)
+        actual, expected = run(fn, v, dim=dim, norm=norm)
         same(actual, expected, scale=30)
     half = torch.fft.rfft2(x, dim=dim)
-    actual, expected = run(lambda u: torch.fft.irfft2(u, s=(4, 6) if dim == (0, 2) else None, dim=dim, norm=norm), half)
+    s = (4, 6) if dim == (0, 2) else None
+    actual, expected = run(torch.fft.irfft2, half, s=s, dim=dim, norm=norm)
     same(actual, expected, scale=30)
 
 
@@ -177,7 +179,7 @@ def test_n_dim_transforms(norm):
     takes, so the rule chains transforms."""
     x, z = real_input(3, 4, 2, 5), complex_input(3, 4, 2, 5)
     for fn, v in ((torch.fft.rfftn, x), (torch.fft.fftn, z), (torch.fft.ifftn, z), (torch.fft.hfftn, z)):
-        actual, expected = run(lambda u: fn(u, norm=norm), v)
+        actual, expected = run(fn, v, norm=norm)
         same(actual, expected, scale=120)
     actual, expected = run(lambda u: torch.fft.irfftn(u, s=(3, 4, 2, 8), norm=norm), z)
     same(actual, expected, scale=120)
@@ -201,9 +203,9 @@ def test_complex32_is_refused_with_the_op_and_dtype():
 def test_bad_fft_input_names_the_op():
     x = torch.randn(4, 3).to("tpu")
     with torch_tpu.cpu_fallback_mode(False):
-        with pytest.raises(RuntimeError, match=r"_fft_c2c.*expected a complex64 or complex128 input, got Float"):
+        with pytest.raises(RuntimeError, match=r"_fft_c2c.*complex64 or complex128 input, got Float"):
             torch.ops.aten._fft_c2c(x, [1], 0, True)
-        with pytest.raises(RuntimeError, match=r"_fft_r2c.*expected a float32 or float64 input, got ComplexFloat"):
+        with pytest.raises(RuntimeError, match=r"_fft_r2c.*float32 or float64 input, got ComplexFloat"):
             torch.ops.aten._fft_r2c(x.to(torch.complex64), [1], 0, True)
         with pytest.raises(RuntimeError, match="complex scalars"):
             x.to(torch.complex64) * 1j
