@@ -131,6 +131,17 @@ def test_elementwise_basics(name):
         assert torch.equal(actual.cpu(), expected)
 
 
+def test_foreach_with_real_number_lists(no_fallback):
+    """A float[] item reaches the device as a real parameter, made complex in the program."""
+    cpu = [complex_input(3), complex_input(2, 2)]
+    tpu = [x.to("tpu") for x in cpu]
+    for xs in (cpu, tpu):
+        torch._foreach_mul_(xs, [2.0, -3.0])
+        torch._foreach_add_(xs, 1.5)
+    for a, e in zip(tpu, cpu):
+        same(a, e)
+
+
 # ---- torch.fft ---------------------------------------------------------------------------------
 
 NORMS = [None, "ortho", "forward"]

@@ -97,6 +97,13 @@ static ir_value_t add_param(lower_ctx_t* ctx, int32_t arg, int32_t kind, tpurt_d
   return ir_param(ctx->func, type);
 }
 
+/* Numbers are real (the glue refuses complex ones), so their parameters
+** are too: for a complex operand the number is a parameter of the part
+** type (|param|), made complex in the program. */
+static ir_value_t to_operand_type(lower_ctx_t* ctx, ir_value_t param, tpurt_dtype_t dtype) {
+  return tpurt_dtype_is_complex(dtype) ? ir_convert(ctx->func, param, dtype) : param;
+}
+
 ir_value_t lower_scalar(lower_ctx_t* ctx, int32_t i, tpurt_dtype_t dtype) {
   const tpurt_arg_t* a = lower_arg(ctx, i);
   if (a->kind != TPURT_ARG_SCALAR && a->kind != TPURT_ARG_FLOAT && a->kind != TPURT_ARG_INT &&
@@ -104,13 +111,8 @@ ir_value_t lower_scalar(lower_ctx_t* ctx, int32_t i, tpurt_dtype_t dtype) {
     ir_func_fail_consume(ctx->func, tpurt_status_create(TPURT_INTERNAL, "argument %d is not a number", i));
     return IR_NONE;
   }
-  /* numbers are real (the glue refuses complex ones): a complex operand
-  ** gets the number in its real type, made complex in the program */
-  if (tpurt_dtype_is_complex(dtype)) {
-    tpurt_dtype_t real = tpurt_dtype_to_real(dtype);
-    return ir_convert(ctx->func, add_param(ctx, i, LOWER_PARAM_SCALAR, real, ir_type_scalar(real)), dtype);
-  }
-  return add_param(ctx, i, LOWER_PARAM_SCALAR, dtype, ir_type_scalar(dtype));
+  tpurt_dtype_t real = tpurt_dtype_to_real(dtype);
+  return to_operand_type(ctx, add_param(ctx, i, LOWER_PARAM_SCALAR, real, ir_type_scalar(real)), dtype);
 }
 
 ir_value_t lower_rng_state(lower_ctx_t* ctx, int32_t i) {
@@ -177,9 +179,10 @@ ir_value_t lower_float_list_item(lower_ctx_t* ctx, int32_t i, int32_t k, tpurt_d
         ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands (max %d)", LOWER_MAX_PARAMS));
     return IR_NONE;
   }
+  tpurt_dtype_t real = tpurt_dtype_to_real(dtype);
   ctx->params[ctx->num_params++] =
-      (lower_param_t){.arg = ctx->arg_index[i], .item = k, .kind = LOWER_PARAM_LIST_ITEM, .dtype = dtype};
-  return ir_param(ctx->func, ir_type_scalar(dtype));
+      (lower_param_t){.arg = ctx->arg_index[i], .item = k, .kind = LOWER_PARAM_LIST_ITEM, .dtype = real};
+  return to_operand_type(ctx, ir_param(ctx->func, ir_type_scalar(real)), dtype);
 }
 
 bool lower_bool_list_item(const lower_ctx_t* ctx, int32_t i, int32_t k, bool if_none) {
