@@ -1479,8 +1479,9 @@ def format_report(dtype, passed, supported, failures):
 
 
 # The shares the all-entries mode must keep (measured 2026-12-01: f32 610/677 = 90.1%, bf16
-# 514/551 = 93.3% of the entries that support bf16; raise them as rules land).
-ALL_ENTRIES_FLOOR = {F32: 0.90, BF16: 0.92}
+# 514/551 = 93.3% of the entries that support bf16; with complex64 and the FFT rules f32 is
+# 634/677 = 93.6%; raise them as rules land).
+ALL_ENTRIES_FLOOR = {F32: 0.93, BF16: 0.92}
 
 
 @pytest.mark.slow
