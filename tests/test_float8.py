@@ -99,6 +99,40 @@ def test_layerwise_casting_module_round_trip(no_fallback):
     assert_same(lin(x.to("tpu")), ref(x))
 
 
+@pytest.mark.parametrize("weight_dtype", [torch.float8_e4m3fn, torch.float8_e5m2, torch.float32])
+def test_conv_backward_with_weight_of_another_dtype(weight_dtype, no_fallback):
+    """diffusers' layerwise casting puts the weight back into float8 storage
+    after the forward, so the backward sees a float8 weight and bf16
+    activations: as on the CPU, the weight is read in the input's dtype and
+    every gradient comes back in the input's dtype."""
+    torch.manual_seed(0)
+    dy = torch.randn(2, 3, 8, 8, dtype=torch.bfloat16)
+    x = torch.randn(2, 2, 8, 8, dtype=torch.bfloat16)
+    w = torch.randn(3, 2, 3, 3).to(weight_dtype)
+    args = ([3], [1, 1], [1, 1], [1, 1], False, [0, 0], 1, [True, True, True])
+    want = torch.ops.aten.convolution_backward(dy, x, w, *args)
+    got = torch.ops.aten.convolution_backward(dy.to("tpu"), x.to("tpu"), w.to("tpu"), *args)
+    assert_same(list(got), list(want))
+
+
+def test_layerwise_casting_conv_training(no_fallback):
+    """The same through autograd, as diffusers' test_layerwise_casting_training:
+    the gradients match the same steps on the CPU."""
+
+    def grads(device):
+        torch.manual_seed(0)
+        conv = torch.nn.Conv2d(2, 3, 3, padding=1).to(device, torch.bfloat16)
+        x = torch.randn(2, 2, 8, 8).to(device, torch.bfloat16).requires_grad_()
+        conv.to(torch.float8_e4m3fn)
+        conv.to(torch.bfloat16)  # the pre-forward cast
+        y = conv(x)
+        conv.to(torch.float8_e4m3fn)  # the post-forward cast: the saved weight is float8 now
+        y.float().square().mean().backward()
+        return [x.grad, conv.weight.grad, conv.bias.grad]
+
+    assert_same(grads("tpu"), grads("cpu"))
+
+
 @pytest.mark.parametrize("start", ["cpu", "tpu"])
 def test_set_data_across_devices(start, no_fallback):
     other = "tpu" if start == "cpu" else "cpu"

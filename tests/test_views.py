@@ -116,6 +116,19 @@ def test_inplace_on_stepped_view(no_fallback):
     both(f)
 
 
+def test_rank8_strided_views(no_fallback):
+    """A rank-8 view that is written or read by scatter/gather (its strides do
+    not nest) needs no rank-9 index tensor: repeat() on a 4-d tensor copies
+    into such a view (diffusers' IP-Adapter-plus image embeddings)."""
+
+    def f(d):
+        x = torch.arange(4 * 32, dtype=torch.float32).reshape(4, 1, 1, 32).to(d)
+        overlapping = torch.arange(16, dtype=torch.float32).to(d).as_strided((2,) * 8, (1,) * 8)
+        return [x.repeat(1, 2, 1, 1), x.repeat(2, 3, 2, 1), overlapping * 1]
+
+    both(f)
+
+
 def test_version_bumps(no_fallback):
     x = torch.zeros(3, device="tpu")
     v0 = x._version

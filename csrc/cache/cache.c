@@ -242,6 +242,69 @@ tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_exe
   return NULL;
 }
 
+/* The alias of a program: the compile options (length first) and then the
+** function's encoding. Identity and version need no place in it: the
+** memory tier lives and dies with this process. */
+static void make_alias(const char* encoding, size_t encoding_size, const char* options, size_t options_size,
+                       tpurt_strbuf_t* out_bytes, cache_key_t* out) {
+  const uint64_t n = options_size;
+  tpurt_strbuf_append(out_bytes, (const char*)&n, sizeof(n));
+  if (options_size) tpurt_strbuf_append(out_bytes, options, options_size);
+  tpurt_strbuf_append(out_bytes, encoding, encoding_size);
+  out->text = out_bytes->data;
+  out->size = out_bytes->size;
+  out->hash = cache_hash64(0x616c6961732d6b79ULL, out->text, out->size);
+  out->digest = 0;
+}
+
+tpurt_status_t cache_get_or_compile_encoded(const char* encoding, size_t encoding_size, cache_print_fn print,
+                                            void* print_ctx, pjrt_executable_t** out_executable,
+                                            bool* out_hit) {
+  *out_executable = NULL;
+  *out_hit = false;
+  TPURT_RETURN_IF_ERROR(pjrt_init());
+  const char* options = NULL;
+  size_t options_size = 0;
+  TPURT_RETURN_IF_ERROR(pjrt_current_compile_options(&options, &options_size, NULL));
+  tpurt_strbuf_t alias_bytes = {0};
+  cache_key_t alias;
+  make_alias(encoding, encoding_size, options, options_size, &alias_bytes, &alias);
+
+  uint64_t charge = 0;
+  bool from_disk = false;
+  pthread_mutex_lock(&g_lock);
+  configure_locked();
+  pjrt_executable_t* exe = memory_find_alias_locked(&alias, &charge, &from_disk);
+  pthread_mutex_unlock(&g_lock);
+  if (exe) {
+    BUMP(requests);
+    BUMP(hits_memory);
+    BUMP(hits_alias);
+    tpurt_strbuf_free(&alias_bytes);
+    *out_hit = true;
+    *out_executable = exe;
+    return NULL;
+  }
+  char* text = NULL;
+  size_t size = 0;
+  tpurt_status_t status = print(print_ctx, &text, &size);
+  cache_entry_info_t info;
+  if (!status) status = cache_get_or_compile_info(text, size, &exe, &info);
+  if (!status) {
+    cache_key_t key;
+    make_key(text, size, options, options_size, &key);
+    pthread_mutex_lock(&g_lock);
+    memory_set_alias_locked(&key, &alias);
+    publish_usage_locked();
+    pthread_mutex_unlock(&g_lock);
+    *out_hit = info.hit;
+    *out_executable = exe;
+  }
+  free(text);
+  tpurt_strbuf_free(&alias_bytes);
+  return status;
+}
+
 void cache_forget(uint64_t hash) {
   pthread_mutex_lock(&g_lock);
   memory_forget_locked(hash);
@@ -254,6 +317,7 @@ void cache_stats(cache_stats_t* out) {
   out->requests = __atomic_load_n(&g_stats.requests, __ATOMIC_RELAXED);
   out->hits_memory = __atomic_load_n(&g_stats.hits_memory, __ATOMIC_RELAXED);
   out->hits_disk = __atomic_load_n(&g_stats.hits_disk, __ATOMIC_RELAXED);
+  out->hits_alias = __atomic_load_n(&g_stats.hits_alias, __ATOMIC_RELAXED);
   out->disk_writes = __atomic_load_n(&g_stats.disk_writes, __ATOMIC_RELAXED);
   out->disk_rejects = __atomic_load_n(&g_stats.disk_rejects, __ATOMIC_RELAXED);
   out->entries = __atomic_load_n(&g_stats.entries, __ATOMIC_RELAXED);
@@ -264,6 +328,7 @@ void cache_reset_counters(void) {
   __atomic_store_n(&g_stats.requests, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&g_stats.hits_memory, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&g_stats.hits_disk, 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_stats.hits_alias, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&g_stats.disk_writes, 0, __ATOMIC_RELAXED);
   __atomic_store_n(&g_stats.disk_rejects, 0, __ATOMIC_RELAXED);
 }

@@ -39,6 +39,18 @@ typedef struct cache_entry_info_s {
 TPURT_MUST_USE tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size,
                                                         pjrt_executable_t** out_executable,
                                                         cache_entry_info_t* out_info);
+/* Prints the module on demand: *out_text is malloc'd, the caller frees it. */
+typedef TPURT_MUST_USE tpurt_status_t (*cache_print_fn)(void* ctx, char** out_text, size_t* out_size);
+/* cache_get_or_compile for a module also known by |encoding| (its exact
+** binary form, ir_func_encode). A program reached through the same encoding
+** under the same compile options comes back from the memory tier without
+** the module being printed; otherwise |print| makes the text, the text
+** goes through cache_get_or_compile, and the program's entry keeps the
+** encoding as its alias. This is how a fused graph that runs every loop
+** step skips the printer and the hash of its text. */
+TPURT_MUST_USE tpurt_status_t cache_get_or_compile_encoded(const char* encoding, size_t encoding_size,
+                                                           cache_print_fn print, void* print_ctx,
+                                                           pjrt_executable_t** out_executable, bool* out_hit);
 /* The memory budget (TORCH_TPU_CACHE_MEMORY_BYTES). The engine's plan cache
 ** keeps its plans within the same budget. */
 uint64_t cache_memory_limit(void);
@@ -50,6 +62,7 @@ void cache_forget(uint64_t hash);
 typedef struct cache_stats_s {
   uint64_t requests;
   uint64_t hits_memory, hits_disk;
+  uint64_t hits_alias; /* of hits_memory, those found by encoding (no text printed) */
   uint64_t disk_writes, disk_rejects;
   uint64_t entries, bytes_memory; /* tier 1 now (not reset) */
 } cache_stats_t;

@@ -41,6 +41,13 @@ pjrt_executable_t* memory_find_locked(const cache_key_t* key, uint64_t* out_char
 ** charge. */
 uint64_t memory_insert_locked(const cache_key_t* key, pjrt_executable_t* executable, uint64_t charge,
                               bool from_disk);
+/* The executable whose entry carries |alias| (compared in full), as
+** memory_find_locked; NULL on a miss. */
+pjrt_executable_t* memory_find_alias_locked(const cache_key_t* alias, uint64_t* out_charge,
+                                            bool* out_from_disk);
+/* Gives |key|'s entry the alias |alias| (copied, charged to the entry, and
+** replacing any alias it had); nothing if the entry is gone. */
+void memory_set_alias_locked(const cache_key_t* key, const cache_key_t* alias);
 /* Drops the entry of key hash |hash|, if any. */
 void memory_forget_locked(uint64_t hash);
 void memory_clear_locked(void);

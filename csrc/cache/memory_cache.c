@@ -13,6 +13,11 @@
 ** was preferred to pinning entries "in use" because the cache cannot see
 ** who uses a program, and to plans looking the program up on every launch
 ** because that would hash the whole module text per op.
+**
+** An entry may also carry an alias: other exact bytes that name the same
+** program (the compile options plus the function's binary encoding,
+** ir_func_encode), in a second table. The fused engine finds a graph it
+** has run before by its alias, without printing the module.
 */
 #include "cache_internal.h"
 
@@ -23,12 +28,17 @@ typedef struct entry_s {
   pjrt_executable_t* executable; /* the table's reference */
   uint64_t charge;               /* bytes counted against the limit */
   bool from_disk;                /* loaded from tier 2, not compiled by this process */
+  uint64_t alias_hash;           /* the alias (NULL: none), compared in full like the text */
+  char* alias;
+  size_t alias_size;
   struct entry_s* next;          /* bucket chain */
+  struct entry_s* next_alias;    /* alias bucket chain */
   struct entry_s *newer, *older; /* LRU list */
 } entry_t;
 
 #define NUM_BUCKETS 4096
 static entry_t* g_buckets[NUM_BUCKETS];
+static entry_t* g_alias_buckets[NUM_BUCKETS];
 static entry_t *g_newest, *g_oldest;
 static uint64_t g_entries, g_bytes;
 static uint64_t g_limit = (uint64_t)1 << 30;
@@ -53,7 +63,20 @@ static void lru_push_newest(entry_t* e) {
   if (!g_oldest) g_oldest = e;
 }
 
+static void unlink_alias(entry_t* e) {
+  if (!e->alias) return;
+  entry_t** link = &g_alias_buckets[e->alias_hash % NUM_BUCKETS];
+  while (*link != e) link = &(*link)->next_alias;
+  *link = e->next_alias;
+  g_bytes -= e->alias_size;
+  e->charge -= e->alias_size;
+  free(e->alias);
+  e->alias = NULL;
+  e->alias_size = 0;
+}
+
 static void remove_entry(entry_t* e) {
+  unlink_alias(e);
   entry_t** link = &g_buckets[e->hash % NUM_BUCKETS];
   while (*link != e) link = &(*link)->next;
   *link = e->next;
@@ -67,26 +90,55 @@ static void remove_entry(entry_t* e) {
 
 void memory_set_limit_locked(uint64_t limit_bytes) { g_limit = limit_bytes; }
 
-pjrt_executable_t* memory_find_locked(const cache_key_t* key, uint64_t* out_charge, bool* out_from_disk) {
-  for (entry_t* e = g_buckets[key->hash % NUM_BUCKETS]; e; e = e->next) {
-    if (e->hash == key->hash && e->size == key->size && memcmp(e->text, key->text, key->size) == 0) {
-      lru_unlink(e);
-      lru_push_newest(e);
-      pjrt_executable_retain(e->executable);
-      *out_charge = e->charge;
-      *out_from_disk = e->from_disk;
-      return e->executable;
-    }
-  }
+static entry_t* find_entry(const cache_key_t* key) {
+  for (entry_t* e = g_buckets[key->hash % NUM_BUCKETS]; e; e = e->next)
+    if (e->hash == key->hash && e->size == key->size && memcmp(e->text, key->text, key->size) == 0) return e;
   return NULL;
+}
+
+static pjrt_executable_t* use_entry(entry_t* e, uint64_t* out_charge, bool* out_from_disk) {
+  lru_unlink(e);
+  lru_push_newest(e);
+  pjrt_executable_retain(e->executable);
+  *out_charge = e->charge;
+  *out_from_disk = e->from_disk;
+  return e->executable;
+}
+
+pjrt_executable_t* memory_find_locked(const cache_key_t* key, uint64_t* out_charge, bool* out_from_disk) {
+  entry_t* e = find_entry(key);
+  return e ? use_entry(e, out_charge, out_from_disk) : NULL;
+}
+
+pjrt_executable_t* memory_find_alias_locked(const cache_key_t* alias, uint64_t* out_charge,
+                                            bool* out_from_disk) {
+  for (entry_t* e = g_alias_buckets[alias->hash % NUM_BUCKETS]; e; e = e->next_alias)
+    if (e->alias_hash == alias->hash && e->alias_size == alias->size &&
+        memcmp(e->alias, alias->text, alias->size) == 0)
+      return use_entry(e, out_charge, out_from_disk);
+  return NULL;
+}
+
+void memory_set_alias_locked(const cache_key_t* key, const cache_key_t* alias) {
+  entry_t* e = find_entry(key);
+  if (!e) return; /* evicted meanwhile: the next request prints again */
+  unlink_alias(e);
+  e->alias = tpurt_xmalloc(alias->size);
+  memcpy(e->alias, alias->text, alias->size);
+  e->alias_size = alias->size;
+  e->alias_hash = alias->hash;
+  e->next_alias = g_alias_buckets[alias->hash % NUM_BUCKETS];
+  g_alias_buckets[alias->hash % NUM_BUCKETS] = e;
+  e->charge += alias->size;
+  g_bytes += alias->size;
+  while (g_bytes > g_limit && g_oldest && g_oldest != e) remove_entry(g_oldest);
 }
 
 uint64_t memory_insert_locked(const cache_key_t* key, pjrt_executable_t* executable, uint64_t charge,
                               bool from_disk) {
   entry_t** bucket = &g_buckets[key->hash % NUM_BUCKETS];
-  for (entry_t* e = *bucket; e; e = e->next)
-    if (e->hash == key->hash && e->size == key->size && memcmp(e->text, key->text, key->size) == 0)
-      return e->charge;
+  entry_t* found = find_entry(key);
+  if (found) return found->charge;
   entry_t* e = tpurt_xcalloc(1, sizeof(*e));
   e->hash = key->hash;
   e->size = key->size;

@@ -434,6 +434,11 @@ static void poison_entry(const graph_t* g, const entry_t* e, tpurt_borrowed_stat
   storage_poison(e->storage, cause, origin);
 }
 
+/* cache_print_fn for a pending graph: its module text, on a cache miss. */
+static TPURT_MUST_USE tpurt_status_t print_graph(void* graph, char** out_text, size_t* out_size) {
+  return ir_func_print(((graph_t*)graph)->func, out_text, out_size);
+}
+
 tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   if (!g || !g->func) return NULL;
   if (g->tracing) return NULL; /* a trace ends only with tpurt_trace_end */
@@ -473,7 +478,6 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   snprintf(label, sizeof(label), "fused graph of %d ops (%.80s ... %.80s)", g->num_ops, g->first_op_name,
            g->last_op);
   tpurt_status_t status = sort_bindings(g);
-  if (!status) status = ir_func_print(g->func, &text, &size);
   int32_t n = g->num_bindings;
   pjrt_buffer_t** args = tpurt_xmalloc(sizeof(void*) * (size_t)(n + 1));
   bool* owned = tpurt_xmalloc(sizeof(bool) * (size_t)(n + 1));
@@ -494,16 +498,26 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
       spmd_result_sharding(mesh, args, n, &result_types[k], g->entries[which[k]].storage->buffer,
                            &result_shardings[k]);
     }
-    status = spmd_get_or_compile(text, mesh, args, n, result_shardings, n_out, &exe);
+    status = ir_func_print(g->func, &text, &size);
+    if (!status) status = spmd_get_or_compile(text, mesh, args, n, result_shardings, n_out, &exe);
   } else if (!status) {
+    /* A step of a loop is the same graph every time: found by its
+    ** encoding, it is not printed again. */
+    char* encoding = NULL;
+    size_t encoding_size = 0;
     bool hit = false;
-    status = cache_get_or_compile(text, size, &exe, &hit);
+    if (tpurt_config()->print_mlir) { /* before compiling: the text helps most when that fails */
+      status = ir_func_print(g->func, &text, &size);
+      if (!status) fprintf(stderr, "// fused graph of %d ops\n%s\n", g->num_ops, text);
+    }
+    if (!status) status = ir_func_encode(g->func, &encoding, &encoding_size);
+    if (!status) status = cache_get_or_compile_encoded(encoding, encoding_size, print_graph, g, &exe, &hit);
+    free(encoding);
     if (status) {
       char context[352];
       snprintf(context, sizeof(context), "compiling the %s", label);
       status = tpurt_status_annotate_consume(status, context);
     }
-    if (tpurt_config()->print_mlir) fprintf(stderr, "// fused graph of %d ops\n%s\n", g->num_ops, text);
   }
   free(text);
   if (!status) {

@@ -134,10 +134,10 @@ static int32_t storage_class(const tpurt_op_call_t* call, int32_t flat) {
   return flat;
 }
 
-/* The two facts of a number the key records (see lower_scalar_is). */
+/* The facts of a number the key records (see lower_number_fact). */
 static uint64_t number_facts(const tpurt_arg_t* a) {
   double v = tpurt_dtype_is_float(a->u.scalar.dtype) ? a->u.scalar.f : (double)a->u.scalar.i;
-  return (uint64_t)(v == 0.0) | ((uint64_t)(v == 1.0) << 1);
+  return lower_number_fact(v, a->u.scalar.tier);
 }
 
 static void build_signature(const tpurt_op_call_t* call, bool numbers_in_key, sig_t* s) {

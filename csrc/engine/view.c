@@ -113,9 +113,11 @@ static ir_value_t flat_range(ir_func_t* f, ir_value_t flat, const tpurt_tensor_t
   return ir_slice(f, flat, &start, &limit, &one);
 }
 
-/* offset + sum_d iota_d * stride_d, shaped [sizes..., 1], as i64. */
+/* offset + sum_d iota_d * stride_d, shaped [sizes...], as i64. Gather and
+** scatter take it with index_vector_dim = rank (an implicit trailing index
+** vector of size 1), so a rank-8 view needs no rank-9 index tensor. */
 static ir_value_t strided_indices(ir_func_t* f, const tpurt_tensor_t* v, ir_value_t offset) {
-  int64_t dims[TPURT_MAX_RANK + 1];
+  int64_t dims[TPURT_MAX_RANK];
   for (int32_t i = 0; i < v->rank; ++i) dims[i] = v->sizes[i];
   ir_type_t t = ir_type_make(TPURT_DTYPE_I64, v->rank, dims);
   ir_value_t idx = ir_broadcast_in_dim(f, offset_value(f, v, offset), v->rank, dims, NULL);
@@ -126,8 +128,7 @@ static ir_value_t strided_indices(ir_func_t* f, const tpurt_tensor_t* v, ir_valu
         ir_broadcast_in_dim(f, ir_constant_i64(f, TPURT_DTYPE_I64, v->strides[d]), v->rank, dims, NULL);
     idx = ir_binary(f, "stablehlo.add", idx, ir_binary(f, "stablehlo.multiply", io, st));
   }
-  dims[v->rank] = 1;
-  return ir_reshape(f, idx, v->rank + 1, dims);
+  return idx;
 }
 
 /* The nested-strides decomposition; IR_NONE (no error) if it does not apply. */

@@ -61,6 +61,12 @@ void ir_func_fail_consume(ir_func_t* func, tpurt_status_t status);
 ** text. The same function always prints to the same bytes. The caller
 ** frees *out_text with free(). */
 TPURT_MUST_USE tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out_size);
+/* The function's exact binary form, for keys of the memory tier: two
+** functions encode to the same bytes iff they print the same text, and
+** encoding costs a fraction of printing (no number formatting). Fails as
+** ir_func_print does. The bytes (malloc'd, the caller frees them) hold
+** native-endian integers and are not meant to outlive the process. */
+TPURT_MUST_USE tpurt_status_t ir_func_encode(const ir_func_t* func, char** out_bytes, size_t* out_size);
 
 /*===------------------------------------------------------------------===*/
 /* Ops. Each infers its result type from its operands and attributes.     */

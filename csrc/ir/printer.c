@@ -1,5 +1,8 @@
-/* printer.c: the MLIR text printer (generic op syntax throughout). The
-** same function always prints to the same bytes. */
+/* printer.c: the MLIR text printer (generic op syntax throughout), and the
+** function's exact binary form (ir_func_encode). The same function always
+** prints to the same bytes. The encoder sits beside the printer because
+** the two must cover the same fields: whatever the printer prints, the
+** encoder writes. */
 #include "ir_internal.h"
 
 /*===------------------------------------------------------------------===*/
@@ -124,5 +127,85 @@ tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out
   tpurt_strbuf_puts(&buf, " -> ()\n  }\n}\n");
   *out_text = buf.data;
   if (out_size) *out_size = buf.size;
+  return NULL;
+}
+
+/*===------------------------------------------------------------------===*/
+/* Encoder                                                                */
+/*===------------------------------------------------------------------===*/
+
+/* Fixed-width fields in native byte order: the encoding lives only in this
+** process (a key of the memory tier), never on disk. */
+static void put_i64(tpurt_strbuf_t* buf, int64_t v) { tpurt_strbuf_append(buf, (const char*)&v, sizeof(v)); }
+
+/* A string with its length first, so that no two sequences of strings
+** encode alike; NULL (no attributes) is length -1. */
+static void put_str(tpurt_strbuf_t* buf, const char* s) {
+  if (!s) {
+    put_i64(buf, -1);
+    return;
+  }
+  size_t n = strlen(s);
+  put_i64(buf, (int64_t)n);
+  tpurt_strbuf_append(buf, s, n);
+}
+
+static void put_type(tpurt_strbuf_t* buf, const ir_type_t* type) {
+  put_i64(buf, (int64_t)type->dtype << 32 | (int64_t)type->rank);
+  tpurt_strbuf_append(buf, (const char*)type->dims, sizeof(int64_t) * (size_t)type->rank);
+}
+
+/* A value as the printer names it: %vN or %vBASE#INDEX. */
+static void put_value(tpurt_strbuf_t* buf, const ir_func_t* func, ir_value_t v) {
+  const ir_value_info_t* info = &func->values[v];
+  put_i64(buf, info->count > 1 ? ((int64_t)info->base << 32 | (int64_t)info->index) : -1 - (int64_t)v);
+}
+
+static void encode_block(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_region_t* block) {
+  put_i64(buf, block->num_ops);
+  for (int32_t i = 0; i < block->num_ops; ++i) {
+    const ir_op_t* op = &func->ops[block->ops[i]];
+    put_i64(buf, (int64_t)op->first_result << 32 | (int64_t)op->num_results);
+    put_str(buf, op->name);
+    put_i64(buf, op->num_operands);
+    for (int32_t k = 0; k < op->num_operands; ++k) {
+      put_value(buf, func, op->operands[k]);
+      put_type(buf, &func->values[op->operands[k]].type);
+    }
+    put_i64(buf, op->num_regions);
+    for (int32_t r = 0; r < op->num_regions; ++r) {
+      const ir_region_t* region = op->regions[r];
+      put_i64(buf, region->num_args);
+      for (int32_t k = 0; k < region->num_args; ++k) {
+        put_value(buf, func, region->args[k]);
+        put_type(buf, &func->values[region->args[k]].type);
+      }
+      encode_block(buf, func, region);
+    }
+    put_str(buf, op->attrs);
+    for (int32_t k = 0; k < op->num_results; ++k) put_type(buf, &func->values[op->first_result + k].type);
+  }
+}
+
+tpurt_status_t ir_func_encode(const ir_func_t* func, char** out_bytes, size_t* out_size) {
+  *out_bytes = NULL;
+  *out_size = 0;
+  /* The printer's refusals, so that a function encodes iff it prints. */
+  char* text = NULL;
+  if (func->status || func->num_open != 1 || func->num_unended != 0) return ir_func_print(func, &text, NULL);
+  tpurt_strbuf_t buf = {0};
+  put_i64(&buf, func->num_params);
+  for (int32_t i = 0; i < func->num_params; ++i) {
+    put_value(&buf, func, func->params[i]);
+    put_type(&buf, &func->values[func->params[i]].type);
+  }
+  put_i64(&buf, func->num_results);
+  for (int32_t i = 0; i < func->num_results; ++i) {
+    put_value(&buf, func, func->results[i]);
+    put_type(&buf, &func->values[func->results[i]].type);
+  }
+  encode_block(&buf, func, &func->body);
+  *out_bytes = buf.data;
+  *out_size = buf.size;
   return NULL;
 }

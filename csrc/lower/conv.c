@@ -343,11 +343,17 @@ static tpurt_status_t conv_backward(lower_ctx_t* ctx) {
   conv_params_t p;
   TPURT_RETURN_IF_ERROR(read_params(ctx, first, w->rank - 2, &p));
   TPURT_RETURN_IF_ERROR(check_forward(in, w, NULL, &p));
-  if (!conv_dtype_ok(in->dtype) || w->dtype != in->dtype || dyt->dtype != in->dtype || dyt->rank != in->rank)
+  /* The weight may be of another float dtype: diffusers' layerwise casting
+  ** stores it as float8 again after the forward, so the tensor autograd saved
+  ** has changed dtype by the backward. As PyTorch on the CPU, it is read in the
+  ** input's dtype, and every gradient comes back in the input's dtype. */
+  if (!conv_dtype_ok(in->dtype) || !tpurt_dtype_is_float(w->dtype) || dyt->dtype != in->dtype ||
+      dyt->rank != in->rank)
     return lower_error(TPURT_UNIMPLEMENTED, "convolution_backward over these dtypes/ranks");
   int32_t mask_arg = first + 6;
   tpurt_dtype_t acc = lower_acc_dtype(in->dtype);
-  ir_value_t dy = lower_tensor(ctx, 0), x = lower_tensor(ctx, 1), k = lower_tensor(ctx, 2);
+  ir_value_t dy = lower_tensor(ctx, 0), x = lower_tensor(ctx, 1);
+  ir_value_t k = lower_cast(ctx, lower_tensor(ctx, 2), in->dtype);
   int64_t in_sizes[CONV_MAX_SPATIAL], k_sizes[CONV_MAX_SPATIAL];
   for (int32_t i = 0; i < p.ns; ++i) in_sizes[i] = in->sizes[2 + i], k_sizes[i] = w->sizes[2 + i];
   /* grad_input */
@@ -369,7 +375,7 @@ static tpurt_status_t conv_backward(lower_ctx_t* ctx) {
       gw = conv_weight_grad(ctx, x, dy, &p, k_sizes, acc);
     else /* the roles of input and output gradient swap */
       gw = conv_weight_grad(ctx, dy, x, &p, k_sizes, acc);
-    lower_set_result(ctx, 1, lower_cast(ctx, gw, w->dtype));
+    lower_set_result(ctx, 1, lower_cast(ctx, gw, in->dtype));
   } else {
     lower_set_undefined(ctx, 1);
   }

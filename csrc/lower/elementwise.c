@@ -149,19 +149,34 @@ static tpurt_status_t modulo(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* x ** y. A Python-number exponent of 1, 2, 3, 0.5, -0.5, -1 or -2 is
+** spelled as PyTorch's CPU kernel does it (copy, x*x, x*x*x, sqrt, rsqrt,
+** 1/x, 1/(x*x)): cheaper than XLA's general power, which calls powf per
+** element, and bit for bit what CPU gives. */
+static ir_value_t power(lower_ctx_t* ctx, ir_value_t x, ir_value_t y, bool float_math) {
+  ir_func_t* f = ctx->func;
+  if (lower_meta(ctx, 1)) return ir_binary(f, "stablehlo.power", x, y);
+  if (lower_scalar_is(ctx, 1, 1.0)) return x;
+  if (lower_scalar_is(ctx, 1, 2.0)) return ir_binary(f, "stablehlo.multiply", x, x);
+  if (lower_scalar_is(ctx, 1, 3.0))
+    return ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.multiply", x, x), x);
+  if (!float_math) return ir_binary(f, "stablehlo.power", x, y);
+  if (lower_scalar_is(ctx, 1, 0.5)) return ir_unary(f, "stablehlo.sqrt", x);
+  if (lower_scalar_is(ctx, 1, -0.5)) return ir_unary(f, "stablehlo.rsqrt", x);
+  if (lower_scalar_is(ctx, 1, -1.0)) return ir_binary(f, "stablehlo.divide", lower_full_like(ctx, x, 1.0), x);
+  if (lower_scalar_is(ctx, 1, -2.0))
+    return ir_binary(f, "stablehlo.divide", lower_full_like(ctx, x, 1.0),
+                     ir_binary(f, "stablehlo.multiply", x, x));
+  return ir_binary(f, "stablehlo.power", x, y);
+}
+
 static tpurt_status_t lower_pow(lower_ctx_t* ctx) {
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   tpurt_dtype_t math = is_float(dt) ? opmath(dt) : dt;
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, math, v));
-  ir_value_t r;
-  if (!lower_meta(ctx, 1) && lower_scalar_is(ctx, 1, 1.0)) {
-    r = v[0];
-  } else {
-    r = ir_binary(ctx->func, "stablehlo.power", v[0], v[1]);
-  }
-  lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
+  lower_set_result(ctx, 0, lower_cast(ctx, power(ctx, v[0], v[1], is_float(dt)), dt));
   return NULL;
 }
 

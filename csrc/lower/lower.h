@@ -170,9 +170,16 @@ ir_value_t lower_rng_state(lower_ctx_t* ctx, int32_t i);
 ** it; using this puts nothing in the cache key, so only use it for checks
 ** (errors) or through lower_scalar_attr. */
 double lower_scalar_value(const lower_ctx_t* ctx, int32_t i);
-/* True if number arg |i| equals |value|, for value 0 or 1 only: the cache
-** key records exactly these two facts of every number, so a rule may skip
-** `alpha * x` when alpha is 1 without baking any other value in. */
+/* Which of a few special values number |value| is, as the cache key
+** records it (0: none of them): 0 and 1 for every number; for a Python
+** number (TPURT_TIER_WRAPPED) also 2, 3, 0.5, -0.5, -1 and -2, the
+** exponents that pow specialises as PyTorch does (x*x, sqrt, rsqrt...). A
+** 0-d CPU tensor gets only 0 and 1: its value is what changes from step to
+** step of a loop (a scheduler's sigma), and each fact is a separate plan. */
+uint64_t lower_number_fact(double value, tpurt_scalar_tier_t tier);
+/* True if number arg |i| equals |value| and the key records that fact (see
+** lower_number_fact), so a rule may skip `alpha * x` when alpha is 1, or
+** square for pow(x, 2), without baking any other value in. */
 bool lower_scalar_is(const lower_ctx_t* ctx, int32_t i, double value);
 
 void lower_set_result(lower_ctx_t* ctx, int32_t k, ir_value_t value);

@@ -191,8 +191,22 @@ bool lower_bool_list_item(const lower_ctx_t* ctx, int32_t i, int32_t k, bool if_
   return a->u.ints.data[k] != 0;
 }
 
+/* 0 and 1 first: the facts every number has. */
+static const double kKeyedNumbers[] = {0.0, 1.0, 2.0, 3.0, 0.5, -0.5, -1.0, -2.0};
+
+uint64_t lower_number_fact(double value, tpurt_scalar_tier_t tier) {
+  const size_t n = tier == TPURT_TIER_WRAPPED ? sizeof(kKeyedNumbers) / sizeof(kKeyedNumbers[0]) : 2;
+  for (size_t k = 0; k < n; ++k)
+    if (value == kKeyedNumbers[k]) return k + 1;
+  return 0;
+}
+
 bool lower_scalar_is(const lower_ctx_t* ctx, int32_t i, double value) {
-  return (value == 0.0 || value == 1.0) && lower_scalar_value(ctx, i) == value;
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  /* INT and BOOL args are in the key whole; numbers by their facts */
+  const bool number = a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT;
+  const tpurt_scalar_tier_t tier = number ? a->u.scalar.tier : TPURT_TIER_WRAPPED;
+  return lower_number_fact(value, tier) != 0 && lower_scalar_value(ctx, i) == value;
 }
 
 void lower_set_result(lower_ctx_t* ctx, int32_t k, ir_value_t value) {

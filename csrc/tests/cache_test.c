@@ -517,6 +517,63 @@ TEST(Cache_LruEvictionKeepsHoldersValid) {
   tpurt_storage_release(tb.storage);
 }
 
+/* The fused engine's path: a program found again by its encoding is not
+** printed again; other compile options or an empty memory tier print. */
+typedef struct counted_print_s {
+  const char* text;
+  int calls;
+} counted_print_t;
+
+static TPURT_MUST_USE tpurt_status_t print_counted(void* ctx, char** out_text, size_t* out_size) {
+  counted_print_t* p = ctx;
+  p->calls++;
+  *out_text = tpurt_xstrdup(p->text);
+  *out_size = strlen(p->text);
+  return NULL;
+}
+
+static void get_encoded(const char* encoding, counted_print_t* print, bool expect_hit) {
+  pjrt_executable_t* exe = NULL;
+  bool hit = !expect_hit;
+  ASSERT_OK(cache_get_or_compile_encoded(encoding, strlen(encoding), print_counted, print, &exe, &hit));
+  EXPECT(hit == expect_hit);
+  float got[4] = {0};
+  ASSERT_OK(run_binary(exe, got));
+  EXPECT(is_add(got));
+  pjrt_executable_release(exe);
+}
+
+TEST(Cache_EncodedSkipsThePrinter) {
+  ASSERT_OK(tpurt_runtime_init());
+  fresh_cache(NULL);
+  counted_print_t print = {binary_module("add", 11), 0};
+  cache_stats_t s0, s1;
+  cache_stats(&s0);
+  get_encoded("graph-1", &print, false); /* compiled */
+  EXPECT(print.calls == 1);
+  get_encoded("graph-1", &print, true); /* by its encoding */
+  get_encoded("graph-1", &print, true);
+  EXPECT(print.calls == 1);
+  cache_stats(&s1);
+  EXPECT(s1.hits_alias == s0.hits_alias + 2);
+
+  /* other options: another key, printed (the text itself is in memory under
+  ** the old options only, so it compiles) */
+  ASSERT_OK(tpurt_set_thread_compile_options("xla_cpu_enable_fast_math=false"));
+  get_encoded("graph-1", &print, false);
+  EXPECT(print.calls == 2);
+  get_encoded("graph-1", &print, true);
+  EXPECT(print.calls == 2);
+  ASSERT_OK(tpurt_set_thread_compile_options(NULL));
+
+  /* a new process as far as tier 1 can tell: printed once, from disk */
+  cache_reset_memory_for_test();
+  get_encoded("graph-1", &print, true);
+  EXPECT(print.calls == 3);
+  get_encoded("graph-1", &print, true);
+  EXPECT(print.calls == 3);
+}
+
 TEST(Cache_DumpDir) {
   ASSERT_OK(tpurt_runtime_init());
   fresh_cache(NULL);
@@ -591,5 +648,5 @@ TEST(Cache_Cleanup) {
 TEST_MAIN(TEST_CASE(Cache_DiskRoundTrip), TEST_CASE(Cache_UntrustedEntriesAreRecompiled),
           TEST_CASE(Cache_ForeignEntryIsIgnored), TEST_CASE(Cache_WarnsOncePerEntry),
           TEST_CASE(Cache_WritableByOthersIsRefused), TEST_CASE(Cache_DisabledAndDefaults),
-          TEST_CASE(Cache_LruEvictionKeepsHoldersValid), TEST_CASE(Cache_DumpDir),
-          TEST_CASE(Cache_ConcurrentWriters), TEST_CASE(Cache_Cleanup))
+          TEST_CASE(Cache_LruEvictionKeepsHoldersValid), TEST_CASE(Cache_EncodedSkipsThePrinter),
+          TEST_CASE(Cache_DumpDir), TEST_CASE(Cache_ConcurrentWriters), TEST_CASE(Cache_Cleanup))

@@ -729,6 +729,60 @@ TEST(Ir_Deterministic) {
   ir_func_free(g);
 }
 
+/* ir_func_encode: the same bytes exactly when the printed text is the same */
+static ir_func_t* build_binary(const char* op, int64_t n, double constant) {
+  ir_func_t* f = ir_func_create();
+  ir_value_t x = ir_param(f, T(F32, 1, n, 0, 0));
+  ir_value_t y = ir_binary(f, op, x, x);
+  ir_value_t c = ir_constant_f64(f, F32, constant);
+  const int64_t dims[1] = {n};
+  ir_value_t r = ir_binary(f, op, y, ir_broadcast_in_dim(f, c, 1, dims, NULL));
+  ir_func_set_results(f, &r, 1);
+  return f;
+}
+
+static bool same_bytes(const char* a, size_t na, const char* b, size_t nb) {
+  return na == nb && memcmp(a, b, na) == 0;
+}
+
+TEST(Ir_EncodingFollowsText) {
+  ir_func_t* funcs[6] = {build_mixed(),
+                         build_mixed(),
+                         build_binary("stablehlo.add", 4, 1.0),
+                         build_binary("stablehlo.multiply", 4, 1.0),
+                         build_binary("stablehlo.add", 5, 1.0),
+                         build_binary("stablehlo.add", 4, 2.0)};
+  char *text[6], *code[6];
+  size_t ntext[6], ncode[6];
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_OK(ir_func_print(funcs[i], &text[i], &ntext[i]));
+    ASSERT_OK(ir_func_encode(funcs[i], &code[i], &ncode[i]));
+    EXPECT(ncode[i] > 0);
+  }
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j)
+      EXPECT(same_bytes(text[i], ntext[i], text[j], ntext[j]) ==
+             same_bytes(code[i], ncode[i], code[j], ncode[j]));
+  EXPECT(same_bytes(code[0], ncode[0], code[1], ncode[1]));
+  for (int i = 0; i < 6; ++i) {
+    free(text[i]);
+    free(code[i]);
+    ir_func_free(funcs[i]);
+  }
+  /* a function that does not print does not encode either */
+  ir_func_t* bad = ir_func_create();
+  ir_value_t x = ir_param(bad, T(F32, 1, 4, 0, 0));
+  ir_value_t y = ir_param(bad, T(F32, 1, 5, 0, 0));
+  ir_value_t r = ir_binary(bad, "stablehlo.add", x, y);
+  ir_func_set_results(bad, &r, 1);
+  char* bytes = NULL;
+  size_t n = 0;
+  tpurt_status_t status = ir_func_encode(bad, &bytes, &n);
+  EXPECT(status != NULL && bytes == NULL);
+  tpurt_status_free(status);
+  ir_func_free(bad);
+}
+
 /* many ops: arrays grow, early type pointers stay valid */
 TEST(Ir_Large) {
   ir_func_t* f = ir_func_create();
@@ -814,5 +868,6 @@ TEST(Ir_RunConstants) {
 TEST_MAIN(TEST_CASE(Ir_Types), TEST_CASE(Ir_Add), TEST_CASE(Ir_BroadcastReshapeTranspose),
           TEST_CASE(Ir_DotGeneral), TEST_CASE(Ir_Reduce), TEST_CASE(Ir_ReduceArgmax), TEST_CASE(Ir_Constants),
           TEST_CASE(Ir_FloatBits), TEST_CASE(Ir_GatherScatter), TEST_CASE(Ir_ShapeOps),
-          TEST_CASE(Ir_StickyError), TEST_CASE(Ir_Errors), TEST_CASE(Ir_Deterministic), TEST_CASE(Ir_Large),
-          TEST_CASE(Ir_RunArgmax), TEST_CASE(Ir_RunConstants))
+          TEST_CASE(Ir_StickyError), TEST_CASE(Ir_Errors), TEST_CASE(Ir_Deterministic),
+          TEST_CASE(Ir_EncodingFollowsText), TEST_CASE(Ir_Large), TEST_CASE(Ir_RunArgmax),
+          TEST_CASE(Ir_RunConstants))
