@@ -33,6 +33,8 @@ static const struct {
     [TPURT_DTYPE_F8E5M2] = {1, "Float8_e5m2"},
     [TPURT_DTYPE_F8E4M3FNUZ] = {1, "Float8_e4m3fnuz"},
     [TPURT_DTYPE_F8E5M2FNUZ] = {1, "Float8_e5m2fnuz"},
+    [TPURT_DTYPE_C64] = {8, "ComplexFloat"},
+    [TPURT_DTYPE_C128] = {16, "ComplexDouble"},
 };
 
 size_t tpurt_dtype_size(tpurt_dtype_t dtype) {
@@ -46,6 +48,21 @@ const char* tpurt_dtype_name(tpurt_dtype_t dtype) {
 bool tpurt_dtype_is_float8(tpurt_dtype_t dtype) {
   return dtype == TPURT_DTYPE_F8E4M3FN || dtype == TPURT_DTYPE_F8E5M2 || dtype == TPURT_DTYPE_F8E4M3FNUZ ||
          dtype == TPURT_DTYPE_F8E5M2FNUZ;
+}
+
+bool tpurt_dtype_is_complex(tpurt_dtype_t dtype) {
+  return dtype == TPURT_DTYPE_C64 || dtype == TPURT_DTYPE_C128;
+}
+
+tpurt_dtype_t tpurt_dtype_to_real(tpurt_dtype_t dtype) {
+  if (dtype == TPURT_DTYPE_C64) return TPURT_DTYPE_F32;
+  if (dtype == TPURT_DTYPE_C128) return TPURT_DTYPE_F64;
+  return dtype;
+}
+
+tpurt_dtype_t tpurt_dtype_to_complex(tpurt_dtype_t dtype) {
+  if (tpurt_dtype_is_complex(dtype)) return dtype;
+  return dtype == TPURT_DTYPE_F64 ? TPURT_DTYPE_C128 : TPURT_DTYPE_C64;
 }
 
 bool tpurt_dtype_is_float(tpurt_dtype_t dtype) {

@@ -22,16 +22,26 @@ static char g_reason[TPURT_DTYPE_COUNT][512];
 ** into |reason|. Returns whether it compiled. */
 static bool probe_compiles(tpurt_dtype_t dtype, char* reason, size_t reason_size) {
   const char* t = ir_dtype_mlir_name(dtype);
+  /* StableHLO converts complex only to complex: a complex type comes back
+  ** to f32 through its real part */
+  char part[128] = "";
+  if (tpurt_dtype_is_complex(dtype)) {
+    const char* r = ir_dtype_mlir_name(tpurt_dtype_to_real(dtype));
+    snprintf(part, sizeof part, "    %%p = \"stablehlo.real\"(%%b) : (tensor<2x%s>) -> tensor<2x%s>\n", t, r);
+  }
+  const char* back = part[0] ? "%p" : "%b";
+  const char* back_t = part[0] ? ir_dtype_mlir_name(tpurt_dtype_to_real(dtype)) : t;
   char mlir[1024];
   int n = snprintf(mlir, sizeof mlir,
                    "module @tpurt_dtype_probe {\n"
                    "  func.func public @main(%%a: tensor<2xf32>) -> (tensor<2xf32>) {\n"
                    "    %%b = \"stablehlo.convert\"(%%a) : (tensor<2xf32>) -> tensor<2x%s>\n"
-                   "    %%c = \"stablehlo.convert\"(%%b) : (tensor<2x%s>) -> tensor<2xf32>\n"
+                   "%s"
+                   "    %%c = \"stablehlo.convert\"(%s) : (tensor<2x%s>) -> tensor<2xf32>\n"
                    "    \"func.return\"(%%c) : (tensor<2xf32>) -> ()\n"
                    "  }\n"
                    "}\n",
-                   t, t);
+                   t, part, back, back_t);
   pjrt_executable_t* exe = NULL;
   bool hit = false;
   tpurt_status_t s = cache_get_or_compile(mlir, (size_t)n, &exe, &hit);

@@ -28,6 +28,29 @@ static ir_value_t flatten(ir_func_t* f, ir_value_t x) {
   return ir_reshape(f, x, 1, &n);
 }
 
+/* A flat complex value as its parts, interleaved (re0, im0, re1, im1...):
+** the elements a real view of a complex storage (view_as_real, .real,
+** .imag) sees. StableHLO cannot bitcast complex values, so the parts are
+** taken apart and joined instead. */
+static ir_value_t complex_to_parts(ir_func_t* f, ir_value_t flat) {
+  int64_t n = ir_value_type(f, flat)->dims[0], column[2] = {n, 1}, total = 2 * n;
+  ir_value_t parts[2] = {ir_reshape(f, ir_complex_part(f, "stablehlo.real", flat), 2, column),
+                         ir_reshape(f, ir_complex_part(f, "stablehlo.imag", flat), 2, column)};
+  return ir_reshape(f, ir_concatenate(f, parts, 2, 1), 1, &total);
+}
+
+/* The reverse: interleaved parts (an even number of them) as complex. */
+static ir_value_t parts_to_complex(ir_func_t* f, ir_value_t parts) {
+  int64_t n = ir_value_type(f, parts)->dims[0] / 2, pairs[2] = {n, 2};
+  ir_value_t x = ir_reshape(f, parts, 2, pairs);
+  int64_t start[2] = {0, 0}, limit[2] = {n, 1}, one[2] = {1, 1};
+  ir_value_t re = ir_reshape(f, ir_slice(f, x, start, limit, one), 1, &n);
+  start[1] = 1;
+  limit[1] = 2;
+  ir_value_t im = ir_reshape(f, ir_slice(f, x, start, limit, one), 1, &n);
+  return ir_complex(f, re, im);
+}
+
 /* Reinterprets a flat value as |dtype|, as PyTorch's tensor.view(dtype) and
 ** byte views of storages do. Element sizes may differ: wider to narrower
 ** splits each element, narrower to wider joins groups of them. */
@@ -35,6 +58,20 @@ static ir_value_t reinterpret_flat(ir_func_t* f, ir_value_t flat, tpurt_dtype_t 
   const ir_type_t* t0 = ir_value_type(f, flat);
   if (!t0 || t0->dtype == dtype) return flat;
   ir_type_t t = *t0;
+  if (tpurt_dtype_is_complex(t.dtype)) return reinterpret_flat(f, complex_to_parts(f, flat), dtype);
+  if (tpurt_dtype_is_complex(dtype)) {
+    ir_value_t parts = reinterpret_flat(f, flat, tpurt_dtype_to_real(dtype));
+    const ir_type_t* pt = ir_value_type(f, parts);
+    if (!pt) return IR_NONE;
+    if (pt->dims[0] % 2 != 0) {
+      ir_func_fail_consume(
+          f,
+          tpurt_status_create(TPURT_INVALID_ARGUMENT, "a storage of %lld %s elements cannot be viewed as %s",
+                              (long long)t.dims[0], tpurt_dtype_name(t.dtype), tpurt_dtype_name(dtype)));
+      return IR_NONE;
+    }
+    return parts_to_complex(f, parts);
+  }
   if (t.dtype == TPURT_DTYPE_BOOL) { /* bool is a byte holding 0 or 1 */
     flat = ir_convert(f, flat, TPURT_DTYPE_U8);
     t.dtype = TPURT_DTYPE_U8;

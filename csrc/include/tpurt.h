@@ -124,6 +124,12 @@ typedef enum tpurt_dtype_e {
   TPURT_DTYPE_F8E5M2,
   TPURT_DTYPE_F8E4M3FNUZ,
   TPURT_DTYPE_F8E5M2FNUZ,
+  /* Complex (PyTorch's complex64 and complex128: PJRT's C64 and C128): a
+  ** pair of f32 or f64, real part first. Not floats to the rules
+  ** (tpurt_dtype_is_float is false); which ones a platform has comes from
+  ** its plugin. */
+  TPURT_DTYPE_C64,
+  TPURT_DTYPE_C128,
   TPURT_DTYPE_COUNT,
 } tpurt_dtype_t;
 
@@ -133,6 +139,13 @@ const char* tpurt_dtype_name(tpurt_dtype_t dtype);
 bool tpurt_dtype_is_float(tpurt_dtype_t dtype);
 bool tpurt_dtype_is_integral(tpurt_dtype_t dtype); /* ints, not bool */
 bool tpurt_dtype_is_float8(tpurt_dtype_t dtype);
+bool tpurt_dtype_is_complex(tpurt_dtype_t dtype);
+/* The real type of a complex type's parts (C64 -> F32, C128 -> F64); any
+** other type is its own. */
+tpurt_dtype_t tpurt_dtype_to_real(tpurt_dtype_t dtype);
+/* The complex type whose parts hold |dtype| (F64 -> C128, other floats and
+** ints -> C64, as PyTorch's toComplexType); a complex type is its own. */
+tpurt_dtype_t tpurt_dtype_to_complex(tpurt_dtype_t dtype);
 /* NULL when the platform has |dtype|, else UNIMPLEMENTED naming the dtype
 ** and the platform. Asks the plugin once per dtype (it compiles a
 ** conversion to the type and back); cheap after that. */

@@ -89,6 +89,10 @@ const char* ir_dtype_mlir_name(tpurt_dtype_t dtype) {
       return "f8E4M3FNUZ";
     case TPURT_DTYPE_F8E5M2FNUZ:
       return "f8E5M2FNUZ";
+    case TPURT_DTYPE_C64:
+      return "complex<f32>";
+    case TPURT_DTYPE_C128:
+      return "complex<f64>";
     default:
       return "invalid";
   }
@@ -371,6 +375,14 @@ static uint16_t f16_bits(double value) {
 ** wrapped to the type's width so the literal is in range. */
 static void put_f64_elem(tpurt_strbuf_t* buf, tpurt_dtype_t dtype, double value) {
   switch (dtype) {
+    case TPURT_DTYPE_C64:
+    case TPURT_DTYPE_C128: /* (real, imag): a real value has no imaginary part */
+      tpurt_strbuf_puts(buf, "(");
+      put_f64_elem(buf, tpurt_dtype_to_real(dtype), value);
+      tpurt_strbuf_puts(buf, ", ");
+      put_f64_elem(buf, tpurt_dtype_to_real(dtype), 0.0);
+      tpurt_strbuf_puts(buf, ")");
+      break;
     case TPURT_DTYPE_F32:
       tpurt_strbuf_printf(buf, "0x%08X", (unsigned)f32_bits((float)value));
       break;
@@ -420,7 +432,7 @@ static void put_i64_elem(tpurt_strbuf_t* buf, tpurt_dtype_t dtype, int64_t value
 }
 
 static void put_elem(tpurt_strbuf_t* buf, tpurt_dtype_t dtype, int64_t value) {
-  if (tpurt_dtype_is_float(dtype))
+  if (tpurt_dtype_is_float(dtype) || tpurt_dtype_is_complex(dtype))
     put_f64_elem(buf, dtype, (double)value);
   else
     put_i64_elem(buf, dtype, value);
@@ -455,7 +467,7 @@ ir_value_t ir_constant_f64(ir_func_t* func, tpurt_dtype_t dtype, double value) {
     ir_failf(func, "stablehlo.constant: invalid element type %d", (int)dtype);
     return IR_NONE;
   }
-  if (!tpurt_dtype_is_float(dtype)) {
+  if (!tpurt_dtype_is_float(dtype) && !tpurt_dtype_is_complex(dtype)) {
     if (dtype == TPURT_DTYPE_BOOL) return ir_constant_i64(func, dtype, value != 0);
     if (!isfinite(value) || value >= 9223372036854775808.0 || value < -9223372036854775808.0) {
       ir_failf(func, "stablehlo.constant: %g does not fit %s", value, ir_dtype_mlir_name(dtype));

@@ -97,6 +97,20 @@ ir_value_t ir_convert(ir_func_t* func, ir_value_t x, tpurt_dtype_t dtype);
 ** shrinks as StableHLO defines). */
 ir_value_t ir_bitcast_convert(ir_func_t* func, ir_value_t x, ir_type_t type);
 
+/* Complex numbers. |op| is "stablehlo.real", "stablehlo.imag" or
+** "stablehlo.abs": a value of the complex operand's real type. stablehlo.complex joins
+** two f32 (or f64) values of one type into complex<f32> (complex<f64>). */
+ir_value_t ir_complex_part(ir_func_t* func, const char* op, ir_value_t x);
+ir_value_t ir_complex(ir_func_t* func, ir_value_t re, ir_value_t im);
+
+/* stablehlo.fft over the last |num_lengths| (1 to 3) dims, whose sizes are
+** |lengths|. FFT and IFFT map complex to complex; RFFT maps f32/f64 to the
+** complex half spectrum (last dim n/2+1); IRFFT maps that half spectrum back
+** to n reals. IFFT and IRFFT divide by the product of the lengths. */
+typedef enum ir_fft_type_e { IR_FFT_FFT, IR_FFT_IFFT, IR_FFT_RFFT, IR_FFT_IRFFT } ir_fft_type_t;
+ir_value_t ir_fft(ir_func_t* func, ir_value_t x, ir_fft_type_t fft_type, const int64_t* lengths,
+                  int32_t num_lengths);
+
 /* Shape ops. */
 ir_value_t ir_broadcast_in_dim(ir_func_t* func, ir_value_t x, int32_t rank, const int64_t* dims,
                                const int64_t* broadcast_dimensions);

@@ -1,5 +1,5 @@
 /* ops_elementwise.c: elementwise ops: unary, binary, compare, select,
-** clamp, convert, bitcast_convert. */
+** clamp, convert, bitcast_convert, and complex numbers' parts. */
 #include "ir_internal.h"
 
 /*===------------------------------------------------------------------===*/
@@ -58,9 +58,9 @@ ir_value_t ir_compare(ir_func_t* func, ir_compare_dir_t dir, ir_value_t a, ir_va
   }
   if (!same_type(func, op, "operands", ta, tb)) return IR_NONE;
   /* i1 compares UNSIGNED (false < true); XLA's verifier rejects SIGNED. */
-  const char* kind = tpurt_dtype_is_float(ta->dtype)        ? "FLOAT"
-                     : tpurt_dtype_is_signed_int(ta->dtype) ? "SIGNED"
-                                                            : "UNSIGNED";
+  const char* kind = tpurt_dtype_is_float(ta->dtype) || tpurt_dtype_is_complex(ta->dtype) ? "FLOAT"
+                     : tpurt_dtype_is_signed_int(ta->dtype)                               ? "SIGNED"
+                                                                                          : "UNSIGNED";
   char attrs[160];
   snprintf(attrs, sizeof(attrs),
            "comparison_direction = #stablehlo<comparison_direction %s>, compare_type = "
@@ -153,4 +153,39 @@ ir_value_t ir_bitcast_convert(ir_func_t* func, ir_value_t x, ir_type_t type) {
     return IR_NONE;
   }
   return ir_emit(func, op, &x, 1, &type, NULL);
+}
+
+/*===------------------------------------------------------------------===*/
+/* Complex numbers                                                        */
+/*===------------------------------------------------------------------===*/
+
+/* real, imag and abs of a complex value: values of its real type */
+ir_value_t ir_complex_part(ir_func_t* func, const char* op, ir_value_t x) {
+  if (!func) return IR_NONE;
+  const ir_type_t* t = ir_operand_type(func, op, x);
+  if (!t) return IR_NONE;
+  if (!tpurt_dtype_is_complex(t->dtype)) {
+    ir_failf(func, "%s: expected a complex operand, got %s", op, ir_type_str(t));
+    return IR_NONE;
+  }
+  ir_type_t type = *t;
+  type.dtype = tpurt_dtype_to_real(t->dtype);
+  return ir_emit(func, op, &x, 1, &type, NULL);
+}
+
+ir_value_t ir_complex(ir_func_t* func, ir_value_t re, ir_value_t im) {
+  const char* op = "stablehlo.complex";
+  if (!func) return IR_NONE;
+  const ir_type_t* tr = ir_operand_type(func, op, re);
+  const ir_type_t* ti = ir_operand_type(func, op, im);
+  if (!tr || !ti) return IR_NONE;
+  if (!same_type(func, op, "operands", tr, ti)) return IR_NONE;
+  if (tr->dtype != TPURT_DTYPE_F32 && tr->dtype != TPURT_DTYPE_F64) {
+    ir_failf(func, "%s: parts must be f32 or f64, got %s", op, ir_type_str(tr));
+    return IR_NONE;
+  }
+  ir_type_t type = *tr;
+  type.dtype = tpurt_dtype_to_complex(tr->dtype);
+  ir_value_t operands[2] = {re, im};
+  return ir_emit(func, op, operands, 2, &type, NULL);
 }

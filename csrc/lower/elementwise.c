@@ -25,7 +25,9 @@ static tpurt_status_t operands(lower_ctx_t* ctx, const int32_t* idx, int32_t n, 
   return NULL;
 }
 
-static bool is_float(tpurt_dtype_t d) { return tpurt_dtype_is_float(d); }
+/* Floats and complex: the types whose math is not integer math (true
+** division, exp, ...; StableHLO's unary math takes complex operands too). */
+static bool is_float(tpurt_dtype_t d) { return tpurt_dtype_is_float(d) || tpurt_dtype_is_complex(d); }
 
 /* Math in f32 for half types, as PyTorch's CPU kernels do (opmath). */
 static tpurt_dtype_t opmath(tpurt_dtype_t d) { return lower_acc_dtype(d); }
@@ -419,6 +421,10 @@ static tpurt_status_t same_unary(lower_ctx_t* ctx) {
         "mask, use the `~` or `logical_not()` operator instead.");
   if (dt == TPURT_DTYPE_BOOL) {
     lower_set_result(ctx, 0, x); /* abs/sign of bool */
+    return NULL;
+  }
+  if (tpurt_dtype_is_complex(dt) && strcmp(op, "stablehlo.abs") == 0) { /* |z| is real */
+    lower_set_result(ctx, 0, ir_complex_part(ctx->func, op, x));
     return NULL;
   }
   lower_set_result(ctx, 0, ir_unary(ctx->func, op, x));

@@ -299,5 +299,9 @@ extern const lower_rule_t lower_search_rules[];
 extern const lower_rule_t lower_loss_rules[];
 extern const lower_rule_t lower_amp_rules[];
 extern const lower_rule_t lower_decomp_rules[];
+extern const lower_rule_t lower_complex_rules[];
+extern const lower_rule_t lower_fft_rules[];
+/* angle of a complex tensor (complex.c), for the real angle rule. */
+tpurt_status_t lower_complex_angle(lower_ctx_t* ctx);
 
 #endif /* TPURT_LOWER_LOWER_H_ */

@@ -97,6 +97,13 @@ static ir_value_t add_param(lower_ctx_t* ctx, int32_t arg, int32_t kind, tpurt_d
   return ir_param(ctx->func, type);
 }
 
+/* Numbers are real (the glue refuses complex ones), so their parameters
+** are too: for a complex operand the number is a parameter of the part
+** type (|param|), made complex in the program. */
+static ir_value_t to_operand_type(lower_ctx_t* ctx, ir_value_t param, tpurt_dtype_t dtype) {
+  return tpurt_dtype_is_complex(dtype) ? ir_convert(ctx->func, param, dtype) : param;
+}
+
 ir_value_t lower_scalar(lower_ctx_t* ctx, int32_t i, tpurt_dtype_t dtype) {
   const tpurt_arg_t* a = lower_arg(ctx, i);
   if (a->kind != TPURT_ARG_SCALAR && a->kind != TPURT_ARG_FLOAT && a->kind != TPURT_ARG_INT &&
@@ -104,7 +111,8 @@ ir_value_t lower_scalar(lower_ctx_t* ctx, int32_t i, tpurt_dtype_t dtype) {
     ir_func_fail_consume(ctx->func, tpurt_status_create(TPURT_INTERNAL, "argument %d is not a number", i));
     return IR_NONE;
   }
-  return add_param(ctx, i, LOWER_PARAM_SCALAR, dtype, ir_type_scalar(dtype));
+  tpurt_dtype_t real = tpurt_dtype_to_real(dtype);
+  return to_operand_type(ctx, add_param(ctx, i, LOWER_PARAM_SCALAR, real, ir_type_scalar(real)), dtype);
 }
 
 ir_value_t lower_rng_state(lower_ctx_t* ctx, int32_t i) {
@@ -171,9 +179,10 @@ ir_value_t lower_float_list_item(lower_ctx_t* ctx, int32_t i, int32_t k, tpurt_d
         ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many operands (max %d)", LOWER_MAX_PARAMS));
     return IR_NONE;
   }
+  tpurt_dtype_t real = tpurt_dtype_to_real(dtype);
   ctx->params[ctx->num_params++] =
-      (lower_param_t){.arg = ctx->arg_index[i], .item = k, .kind = LOWER_PARAM_LIST_ITEM, .dtype = dtype};
-  return ir_param(ctx->func, ir_type_scalar(dtype));
+      (lower_param_t){.arg = ctx->arg_index[i], .item = k, .kind = LOWER_PARAM_LIST_ITEM, .dtype = real};
+  return to_operand_type(ctx, ir_param(ctx->func, ir_type_scalar(real)), dtype);
 }
 
 bool lower_bool_list_item(const lower_ctx_t* ctx, int32_t i, int32_t k, bool if_none) {
@@ -242,6 +251,9 @@ tpurt_dtype_t lower_promote(tpurt_dtype_t a, tpurt_dtype_t b) {
   if (b == TPURT_DTYPE_INVALID) return a;
   if (a == TPURT_DTYPE_BOOL) return b;
   if (b == TPURT_DTYPE_BOOL) return a;
+  /* complex with anything: complex, with the wider of the real parts */
+  if (tpurt_dtype_is_complex(a) || tpurt_dtype_is_complex(b))
+    return tpurt_dtype_to_complex(lower_promote(tpurt_dtype_to_real(a), tpurt_dtype_to_real(b)));
   bool fa = tpurt_dtype_is_float(a), fb = tpurt_dtype_is_float(b);
   if (fa && !fb) return a;
   if (fb && !fa) return b;
@@ -269,15 +281,20 @@ tpurt_dtype_t lower_promote(tpurt_dtype_t a, tpurt_dtype_t b) {
 static int category(tpurt_dtype_t d) {
   if (d == TPURT_DTYPE_INVALID) return -1;
   if (d == TPURT_DTYPE_BOOL) return 0;
+  if (tpurt_dtype_is_complex(d)) return 3;
   if (tpurt_dtype_is_float(d)) return 2;
   return 1;
 }
 
 /* c10's combine_categories: a higher tier wins unless it is of a lower
-** category (bool < int < float) than the lower tier. */
+** category (bool < int < float < complex) than the lower tier. A complex
+** lower tier keeps a float higher tier's width (f64 tensor + complex64
+** 0-d tensor is complex128). */
 static tpurt_dtype_t combine_categories(tpurt_dtype_t higher, tpurt_dtype_t lower) {
   if (higher == TPURT_DTYPE_INVALID) return lower;
   if (lower == TPURT_DTYPE_INVALID) return higher;
+  if (category(higher) == 3) return higher;
+  if (category(lower) == 3) return category(higher) == 2 ? tpurt_dtype_to_complex(higher) : lower;
   if (category(higher) == 2) return higher;
   if (higher == TPURT_DTYPE_BOOL || category(lower) == 2) return lower_promote(higher, lower);
   return higher;
@@ -307,7 +324,8 @@ tpurt_dtype_t lower_result_type(const lower_ctx_t* ctx, const int32_t* args, int
 
 bool lower_can_cast(tpurt_dtype_t from, tpurt_dtype_t to) {
   /* floats may not go to ints, non-bool may not go to bool */
-  if (tpurt_dtype_is_float(from) && !tpurt_dtype_is_float(to)) return false;
+  if (tpurt_dtype_is_complex(from) && !tpurt_dtype_is_complex(to)) return false;
+  if (tpurt_dtype_is_float(from) && !tpurt_dtype_is_float(to) && !tpurt_dtype_is_complex(to)) return false;
   if (from != TPURT_DTYPE_BOOL && to == TPURT_DTYPE_BOOL) return false;
   return true;
 }
@@ -434,14 +452,19 @@ ir_value_t lower_cast(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype) {
     ir_value_t zero = lower_full_like(ctx, x, 0.0);
     return ir_compare(ctx->func, IR_NE, x, zero);
   }
+  /* complex to real keeps the real part, as PyTorch's casts do (StableHLO
+  ** converts complex only to complex) */
+  if (tpurt_dtype_is_complex(t->dtype) && !tpurt_dtype_is_complex(dtype))
+    return lower_cast(ctx, ir_complex_part(ctx->func, "stablehlo.real", x), dtype);
   if (tpurt_dtype_is_float8(dtype)) return cast_to_float8(ctx, x, dtype);
   return ir_convert(ctx->func, x, dtype);
 }
 
 ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
                        double value) {
-  ir_value_t c = tpurt_dtype_is_float(dtype) ? ir_constant_f64(ctx->func, dtype, value)
-                                             : ir_constant_i64(ctx->func, dtype, (int64_t)value);
+  ir_value_t c = tpurt_dtype_is_float(dtype) || tpurt_dtype_is_complex(dtype)
+                     ? ir_constant_f64(ctx->func, dtype, value)
+                     : ir_constant_i64(ctx->func, dtype, (int64_t)value);
   if (rank == 0) return c;
   return ir_broadcast_in_dim(ctx->func, c, rank, dims, NULL);
 }

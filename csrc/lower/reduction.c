@@ -83,7 +83,7 @@ static double highest(tpurt_dtype_t d) {
 
 /* A rank-0 constant; int64 extremes are exact only through the i64 path. */
 static ir_value_t scalar_const(lower_ctx_t* ctx, tpurt_dtype_t d, double v) {
-  if (tpurt_dtype_is_float(d)) return ir_constant_f64(ctx->func, d, v);
+  if (tpurt_dtype_is_float(d) || tpurt_dtype_is_complex(d)) return ir_constant_f64(ctx->func, d, v);
   if (d == TPURT_DTYPE_I64 && v <= (double)INT64_MIN) return ir_constant_i64(ctx->func, d, INT64_MIN);
   if (d == TPURT_DTYPE_I64 && v >= (double)INT64_MAX) return ir_constant_i64(ctx->func, d, INT64_MAX);
   return ir_constant_i64(ctx->func, d, (int64_t)v);
@@ -100,8 +100,10 @@ static tpurt_status_t sum_like(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   tpurt_dtype_t out = lower_dtype(ctx, dtype_arg, TPURT_DTYPE_INVALID);
   if (out == TPURT_DTYPE_INVALID)
-    out = (tpurt_dtype_is_float(t->dtype)) ? t->dtype : (mean ? TPURT_DTYPE_INVALID : TPURT_DTYPE_I64);
-  if (mean && (out == TPURT_DTYPE_INVALID || !tpurt_dtype_is_float(out)))
+    out = (tpurt_dtype_is_float(t->dtype) || tpurt_dtype_is_complex(t->dtype))
+              ? t->dtype
+              : (mean ? TPURT_DTYPE_INVALID : TPURT_DTYPE_I64);
+  if (mean && (out == TPURT_DTYPE_INVALID || !(tpurt_dtype_is_float(out) || tpurt_dtype_is_complex(out))))
     return lower_error(
         TPURT_INVALID_ARGUMENT,
         "mean(): could not infer output dtype. Input dtype must be either a floating point or complex "

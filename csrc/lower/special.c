@@ -800,7 +800,10 @@ static ir_value_t angle_of(lower_ctx_t* ctx, ir_value_t x) {
   ir_value_t r = ir_select(f, ir_compare(f, IR_LT, x, k(ctx, x, 0.0)), k(ctx, x, M_PI), k(ctx, x, 0.0));
   return ir_select(f, is_nan(ctx, x), x, r);
 }
-static tpurt_status_t lower_angle(lower_ctx_t* ctx) { return float_unary(ctx, angle_of); }
+static tpurt_status_t lower_angle(lower_ctx_t* ctx) {
+  if (tpurt_dtype_is_complex(lower_meta(ctx, 0)->dtype)) return lower_complex_angle(ctx);
+  return float_unary(ctx, angle_of);
+}
 
 static tpurt_status_t lower_xlogy(lower_ctx_t* ctx) { return binary(ctx, 0, 1, xlogy_of, true); }
 static tpurt_status_t lower_xlog1py(lower_ctx_t* ctx) { return binary(ctx, 0, 1, xlog1py_of, true); }

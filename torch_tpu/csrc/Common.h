@@ -27,6 +27,11 @@ tpurt_dtype_t to_tpurt_dtype(c10::ScalarType type, std::string_view op);
 c10::ScalarType to_torch_dtype(tpurt_dtype_t dtype);
 // The core's view of a tpu tensor: storage (borrowed), dtype, sizes, strides.
 tpurt_tensor_t describe(const at::Tensor& t, std::string_view op);
+// |t| without PyTorch's lazy conjugate and negative bits (conj(), and the
+// views some ops make of it): the value they stand for, computed on the
+// device. The core reads storages as they are, so every tensor it reads
+// goes through this first; |t| itself when no bit is set.
+at::Tensor resolve_lazy_bits(const at::Tensor& t);
 // Wraps a core result as a dense tpu tensor; consumes its storage reference.
 at::Tensor tensor_from_result_consume(const tpurt_result_t& result);
 

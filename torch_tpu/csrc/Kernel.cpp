@@ -70,9 +70,13 @@ struct Call {
   }
 
   // A tensor argument; a 0-d CPU tensor becomes a SCALAR when |scalar_ok|.
-  void add_tensor(const at::Tensor& t, bool is_write, bool scalar_ok) {
+  void add_tensor(const at::Tensor& given, bool is_write, bool scalar_ok) {
     tpurt_arg_t arg{};
     arg.is_write = is_write;
+    TORCH_CHECK(!is_write || !given.defined() || !(given.is_conj() || given.is_neg()), name,
+                ": tpu cannot write through a lazily conjugated or negated view; call resolve_conj() / "
+                "resolve_neg() first");
+    const at::Tensor t = given.defined() && given.device().type() == kTpu ? resolve_lazy_bits(given) : given;
     if (!t.defined()) {
       arg.kind = TPURT_ARG_NONE;
     } else if (t.device().type() == kTpu) {
@@ -85,6 +89,8 @@ struct Call {
       arg.u.scalar.tier =
           t.unsafeGetTensorImpl()->is_wrapped_number() ? TPURT_TIER_WRAPPED : TPURT_TIER_ZERO_DIM;
       const c10::Scalar value = t.item();
+      TORCH_CHECK(!value.isComplex(), name,
+                  ": tpu does not support complex scalars (got a 0-d complex cpu tensor)");
       if (value.isFloatingPoint()) {
         arg.u.scalar.f = value.toDouble();
       } else {

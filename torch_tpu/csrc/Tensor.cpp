@@ -1,6 +1,10 @@
 // Tensor.cpp: dtypes both ways, a tpu tensor as the core sees it, and a core
 // result as a PyTorch tensor.
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/ops/_conj.h>
+#include <ATen/ops/_conj_physical.h>
+#include <ATen/ops/_neg_view.h>
+#include <ATen/ops/neg.h>
 #include <c10/core/TensorImpl.h>
 
 #include "Common.h"
@@ -43,6 +47,10 @@ std::optional<tpurt_dtype_t> to_tpurt_dtype(c10::ScalarType type) {
       return TPURT_DTYPE_F8E4M3FNUZ;
     case c10::kFloat8_e5m2fnuz:
       return TPURT_DTYPE_F8E5M2FNUZ;
+    case c10::kComplexFloat:
+      return TPURT_DTYPE_C64;
+    case c10::kComplexDouble:
+      return TPURT_DTYPE_C128;
     default:
       return std::nullopt;
   }
@@ -90,6 +98,10 @@ c10::ScalarType to_torch_dtype(tpurt_dtype_t dtype) {
       return c10::kFloat8_e4m3fnuz;
     case TPURT_DTYPE_F8E5M2FNUZ:
       return c10::kFloat8_e5m2fnuz;
+    case TPURT_DTYPE_C64:
+      return c10::kComplexFloat;
+    case TPURT_DTYPE_C128:
+      return c10::kComplexDouble;
     default:
       TORCH_CHECK(false, "tpu: the core returned an invalid dtype (", static_cast<int>(dtype), ")");
   }
@@ -108,6 +120,15 @@ tpurt_tensor_t describe(const at::Tensor& t, std::string_view op) {
   }
   view.offset = t.storage_offset();
   return view;
+}
+
+at::Tensor resolve_lazy_bits(const at::Tensor& t) {
+  at::Tensor r = t;
+  // _conj and _neg_view flip the bit back: the storage's own values, which
+  // the device then conjugates (the _conj_physical rule) or negates
+  if (r.is_conj()) r = at::_conj_physical(at::_conj(r));
+  if (r.is_neg()) r = at::neg(at::_neg_view(r));
+  return r;
 }
 
 at::Tensor tensor_from_result_consume(const tpurt_result_t& result) {

@@ -4,11 +4,15 @@
 #include <ATen/EmptyTensor.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
+#include <ATen/ops/_conj.h>
 #include <ATen/ops/_local_scalar_dense_native.h>
+#include <ATen/ops/_neg_view.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -103,6 +107,21 @@ at::Tensor& set_empty_(at::Tensor& self) {
 at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   constexpr std::string_view op = "aten::_copy_from";
   if (dst.numel() == 0) return dst;
+  if (dst.is_conj() || dst.is_neg()) {
+    // a lazily conjugated (negated) destination: its storage takes the
+    // conjugate (negation) of the value; flipping both bits says just that
+    at::Tensor storage_view = dst, value = self;
+    if (dst.is_conj()) {
+      storage_view = at::_conj(storage_view);
+      value = at::_conj(value);
+    }
+    if (dst.is_neg()) {
+      storage_view = at::_neg_view(storage_view);
+      value = at::_neg_view(value);
+    }
+    copy_from(value, storage_view, non_blocking);
+    return dst;
+  }
   if (dst.device().type() == kTpu && self.device().type() == kTpu) {
     const c10::DeviceGuard guard(dst.device());
     // as PyTorch's copy_ on the CPU: no write through an expanded view, no
@@ -110,7 +129,8 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
     at::assert_no_internal_overlap(dst);
     at::assert_no_partial_overlap(dst, self);
     const tpurt_tensor_t to = describe(dst, op);
-    const tpurt_tensor_t from = describe(self.expand_as(dst), op);
+    const at::Tensor source = resolve_lazy_bits(self).expand_as(dst);
+    const tpurt_tensor_t from = describe(source, op);
     check_consume(tpurt_tensor_copy(&to, &from), op);
   } else if (dst.device().type() == kTpu) {
     TORCH_CHECK(self.is_cpu(), op, ": cannot copy from ", self.device(), " to ", dst.device());
@@ -122,9 +142,10 @@ at::Tensor copy_from(const at::Tensor& self, const at::Tensor& dst, bool non_blo
   } else {
     TORCH_CHECK(dst.is_cpu(), op, ": cannot copy from ", self.device(), " to ", dst.device());
     const c10::DeviceGuard guard(self.device());
-    const tpurt_tensor_t from = describe(self, op);
-    const bool direct =
-        dst.is_contiguous() && dst.scalar_type() == self.scalar_type() && dst.sizes() == self.sizes();
+    const at::Tensor source = resolve_lazy_bits(self);
+    const tpurt_tensor_t from = describe(source, op);
+    const bool direct = dst.is_contiguous() && dst.scalar_type() == self.scalar_type() &&
+                        dst.sizes() == self.sizes() && !dst.is_conj() && !dst.is_neg();
     // non_blocking into pinned memory: queued on the device, complete at the
     // next event or synchronize (as CUDA). Anywhere else it waits.
     if (non_blocking && direct && tpurt_host_contains(dst.const_data_ptr())) {
@@ -178,6 +199,12 @@ void record_stream(at::Tensor& self, c10::Stream stream) {
 
 // Registered above autograd: the op is CompositeImplicitAutograd, whose
 // kernel would otherwise answer before the backend key is reached.
+// _copy_from sees the conjugate and negative bits itself (copy_from resolves
+// a source's and flips a destination's): PyTorch's fallback for those keys
+// would copy a lazily conjugated destination first and write into the copy.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+TORCH_LIBRARY_IMPL(aten, Negative, m) { m.impl("_copy_from", torch::CppFunction::makeFallthrough()); }
+
 TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
   m.impl("_has_compatible_shallow_copy_type", TORCH_FN(torch_tpu::has_compatible_shallow_copy_type));
 }
@@ -189,6 +216,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("view", TORCH_FN(at::native::view));
   m.impl("_reshape_alias", TORCH_FN(at::native::_reshape_alias));
   m.impl("unfold", TORCH_FN(at::native::unfold));
+  // complex <-> (..., 2) real views of one storage; the engine reads and
+  // writes a complex storage through a real view by its parts (view.c)
+  m.impl("view_as_real", TORCH_FN(at::native::view_as_real));
+  m.impl("view_as_complex", TORCH_FN(at::native::view_as_complex));
   m.impl("empty.memory_format", TORCH_FN(empty_memory_format));
   m.impl("empty_strided", TORCH_FN(empty_strided));
   m.impl("resize_", TORCH_FN(resize_));
