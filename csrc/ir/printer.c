@@ -138,6 +138,12 @@ tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out
 ** process (a key of the memory tier), never on disk. */
 static void put_i64(tpurt_strbuf_t* buf, int64_t v) { tpurt_strbuf_append(buf, (const char*)&v, sizeof(v)); }
 
+/* Two 32-bit fields in one (either may be -1: an op without results). */
+static void put_pair(tpurt_strbuf_t* buf, int32_t hi, int32_t lo) {
+  const uint64_t v = (uint64_t)(uint32_t)hi << 32 | (uint32_t)lo;
+  tpurt_strbuf_append(buf, (const char*)&v, sizeof(v));
+}
+
 /* A string with its length first, so that no two sequences of strings
 ** encode alike; NULL (no attributes) is length -1. */
 static void put_str(tpurt_strbuf_t* buf, const char* s) {
@@ -151,21 +157,24 @@ static void put_str(tpurt_strbuf_t* buf, const char* s) {
 }
 
 static void put_type(tpurt_strbuf_t* buf, const ir_type_t* type) {
-  put_i64(buf, (int64_t)type->dtype << 32 | (int64_t)type->rank);
+  put_pair(buf, (int32_t)type->dtype, type->rank);
   tpurt_strbuf_append(buf, (const char*)type->dims, sizeof(int64_t) * (size_t)type->rank);
 }
 
 /* A value as the printer names it: %vN or %vBASE#INDEX. */
 static void put_value(tpurt_strbuf_t* buf, const ir_func_t* func, ir_value_t v) {
   const ir_value_info_t* info = &func->values[v];
-  put_i64(buf, info->count > 1 ? ((int64_t)info->base << 32 | (int64_t)info->index) : -1 - (int64_t)v);
+  if (info->count > 1)
+    put_pair(buf, info->base, info->index);
+  else
+    put_pair(buf, -1, v);
 }
 
 static void encode_block(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_region_t* block) {
   put_i64(buf, block->num_ops);
   for (int32_t i = 0; i < block->num_ops; ++i) {
     const ir_op_t* op = &func->ops[block->ops[i]];
-    put_i64(buf, (int64_t)op->first_result << 32 | (int64_t)op->num_results);
+    put_pair(buf, op->first_result, op->num_results);
     put_str(buf, op->name);
     put_i64(buf, op->num_operands);
     for (int32_t k = 0; k < op->num_operands; ++k) {
