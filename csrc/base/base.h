@@ -63,6 +63,10 @@ void* tpurt_xmalloc(size_t size);
 void* tpurt_xcalloc(size_t count, size_t size);
 void* tpurt_xrealloc(void* ptr, size_t size);
 char* tpurt_xstrdup(const char* s);
+/* Copies |src| (NULL reads as "") into |dst| of |cap| > 0 bytes, cut to fit
+** and always NUL-terminated. For names copied on every op, where snprintf's
+** format parsing was a visible cost. */
+void tpurt_copy_str(char* dst, size_t cap, const char* src);
 
 /* A growable NUL-terminated string. Zero-initialise, append, free data. */
 typedef struct tpurt_strbuf_s {

@@ -99,6 +99,11 @@ void* tpurt_xcalloc(size_t count, size_t size) {
   return check_alloc(calloc(count ? count : 1, size ? size : 1), count * size);
 }
 void* tpurt_xrealloc(void* ptr, size_t size) { return check_alloc(realloc(ptr, size ? size : 1), size); }
+void tpurt_copy_str(char* dst, size_t cap, const char* src) {
+  size_t n = src ? strnlen(src, cap - 1) : 0;
+  if (n) memcpy(dst, src, n);
+  dst[n] = '\0';
+}
 char* tpurt_xstrdup(const char* s) {
   size_t n = strlen(s) + 1;
   return memcpy(tpurt_xmalloc(n), s, n);

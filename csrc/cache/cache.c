@@ -352,14 +352,13 @@ void cache_reconfigure_for_test(void) {
   pthread_mutex_unlock(&g_lock);
 }
 
-static void copy_text(char* dst, size_t cap, const char* src) { snprintf(dst, cap, "%s", src ? src : ""); }
 
 void tpurt_cache_info(tpurt_cache_info_t* out) {
   memset(out, 0, sizeof(*out));
   pthread_mutex_lock(&g_lock);
   configure_locked();
-  copy_text(out->dir, sizeof(out->dir), g_disk.dir);
-  copy_text(out->refused, sizeof(out->refused), g_disk.refused);
+  tpurt_copy_str(out->dir, sizeof(out->dir), g_disk.dir);
+  tpurt_copy_str(out->refused, sizeof(out->refused), g_disk.refused);
   out->disk_enabled = g_disk.dirfd >= 0;
   memory_usage_locked(&out->memory_entries, &out->memory_bytes);
   out->memory_limit_bytes = g_memory_limit;

@@ -256,7 +256,7 @@ void graph_set_storage_value(graph_t* g, tpurt_storage_t* s, ir_value_t value) {
   e->value = value;
   e->written = true;
   e->writer = g->num_ops - 1; /* graph_note_op came first */
-  snprintf(e->writer_name, sizeof(e->writer_name), "%s", g->last_op);
+  tpurt_copy_str(e->writer_name, sizeof(e->writer_name), g->last_op);
 }
 
 tpurt_storage_t* graph_new_result(graph_t* g, ir_value_t value) {
@@ -326,16 +326,16 @@ bool graph_repeats(graph_t* g, uint64_t fp) {
 static void note_ir_error(graph_t* g) {
   if (g->ir_error_op || g->num_ops == 0 || !ir_func_status(g->func)) return;
   g->ir_error_op = g->num_ops;
-  snprintf(g->ir_error_op_name, sizeof(g->ir_error_op_name), "%s", g->last_op);
+  tpurt_copy_str(g->ir_error_op_name, sizeof(g->ir_error_op_name), g->last_op);
 }
 
 void graph_note_op(graph_t* g, const char* name, uint64_t sig) {
   note_ir_error(g);
   if (g->num_ops == 0) {
     g->first_op = sig;
-    snprintf(g->first_op_name, sizeof(g->first_op_name), "%s", name);
+    tpurt_copy_str(g->first_op_name, sizeof(g->first_op_name), name);
   }
-  snprintf(g->last_op, sizeof(g->last_op), "%s", name);
+  tpurt_copy_str(g->last_op, sizeof(g->last_op), name);
   int32_t n = g->num_ops;
   if (n == g->cap_history) {
     g->cap_history = g->cap_history ? g->cap_history * 2 : 256;

@@ -215,7 +215,14 @@ void lower_set_result(lower_ctx_t* ctx, int32_t k, ir_value_t value) {
                                                         LOWER_MAX_FLAT_ARGS));
     return;
   }
+  /* results past num_results are not initialised (see lower_op): a result
+  ** skipped over reads as value 0, as it always has */
+  for (int32_t j = ctx->num_results; j < k; ++j) {
+    ctx->results[j] = 0;
+    if (j < TPURT_MAX_RESULTS) ctx->result_permuted[j] = false;
+  }
   ctx->results[k] = value;
+  if (k < TPURT_MAX_RESULTS) ctx->result_permuted[k] = false;
   if (k + 1 > ctx->num_results) ctx->num_results = k + 1;
 }
 

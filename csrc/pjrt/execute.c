@@ -272,7 +272,7 @@ static void complete_locked(pjrt_launch_t* launch, uint64_t now) {
   if (now > g_device_free_ns[launch->device]) g_device_free_ns[launch->device] = now;
   __atomic_store_n(&launch->done_ns, now, __ATOMIC_RELEASE);
   tpurt_launch_record_t* r = &g_log[g_log_next++ % LOG_SIZE];
-  snprintf(r->name, sizeof(r->name), "%s", launch->op_name);
+  tpurt_copy_str(r->name, sizeof(r->name), launch->op_name);
   r->device = launch->device;
   r->num_ops = launch->num_ops;
   r->is_copy = launch->is_copy;
@@ -285,7 +285,7 @@ static void complete_locked(pjrt_launch_t* launch, uint64_t now) {
   uint64_t h = hash_name(r->name);
   for (size_t probe = 0; probe < PROGRAM_SLOTS; ++probe) {
     tpurt_program_stats_t* p = &g_programs[(h + probe) % PROGRAM_SLOTS];
-    if (p->runs == 0) snprintf(p->name, sizeof(p->name), "%s", r->name);
+    if (p->runs == 0) tpurt_copy_str(p->name, sizeof(p->name), r->name);
     if (strcmp(p->name, r->name) != 0) continue;
     p->runs++;
     p->device_ns += now - start;
