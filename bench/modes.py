@@ -206,7 +206,8 @@ def main() -> None:
     print()
     head = (
         f"{'mode':<8}{'s/image':>9}{'vs strict':>10}{'ms/step':>9}{'vs strict':>10}{'s/synced':>9}"
-        f"{'exec/image':>11}{'1st call s':>11}{'1st compiles':>13}{'compile s':>10}{'later compiles':>15}  fallbacks"
+        f"{'exec/image':>11}{'1st call s':>11}{'1st compiles':>13}{'compile s':>10}{'later compiles':>15}"
+        "  fallbacks"
     )
     print(head)
     print("-" * len(head))
