@@ -352,7 +352,6 @@ void cache_reconfigure_for_test(void) {
   pthread_mutex_unlock(&g_lock);
 }
 
-
 void tpurt_cache_info(tpurt_cache_info_t* out) {
   memset(out, 0, sizeof(*out));
   pthread_mutex_lock(&g_lock);
