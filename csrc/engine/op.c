@@ -550,17 +550,10 @@ static TPURT_MUST_USE tpurt_status_t spmd_compile(const char* text, const pjrt_s
 static TPURT_MUST_USE tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, graph_t* graph,
                                               plan_t** out_plan) {
   *out_plan = NULL;
-  /* Not calloc: the context is ~45 KB of arrays that are read only below
-  ** counts starting at 0 (args, results, params), and zeroing all of it was a
-  ** visible share of recording one op in fused eager. The header is zeroed;
-  ** the per-arg entries are set in the loop below, results as they are set. */
+  /* Not calloc (see lower_ctx_clear); the per-arg arrays are set below. */
   engine_ctx_t* e = tpurt_xmalloc(sizeof(*e));
   lower_ctx_t* ctx = &e->lower;
-  memset(ctx, 0, offsetof(lower_ctx_t, tensor_values));
-  ctx->num_results = 0;
-  memset(ctx->result_permuted, 0, sizeof(ctx->result_permuted));
-  ctx->num_params = 0;
-  ctx->rule = NULL;
+  lower_ctx_clear(ctx);
   e->call = call;
   e->graph = graph;
   ctx->func = graph ? graph_func(graph) : ir_func_create();

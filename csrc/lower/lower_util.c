@@ -1,7 +1,9 @@
 /* lower_util.c: the rule context accessors and the helpers every family
 ** shares: type promotion, broadcasting, casts, dims, messages. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "../base/base.h"
 #include "lower.h"
@@ -209,14 +211,25 @@ bool lower_scalar_is(const lower_ctx_t* ctx, int32_t i, double value) {
   return lower_number_fact(value, tier) != 0 && lower_scalar_value(ctx, i) == value;
 }
 
+void lower_ctx_clear(lower_ctx_t* ctx) {
+  memset(ctx, 0, offsetof(lower_ctx_t, tensor_values));
+  ctx->num_results = 0;
+  memset(ctx->result_permuted, 0, sizeof(ctx->result_permuted));
+  ctx->num_params = 0;
+  ctx->platform = NULL;
+  ctx->rule = NULL;
+  ctx->engine = NULL;
+  ctx->read_tensor = NULL;
+}
+
 void lower_set_result(lower_ctx_t* ctx, int32_t k, ir_value_t value) {
   if (k < 0 || k >= LOWER_MAX_FLAT_ARGS) {
     ir_func_fail_consume(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many results (max %d)",
                                                         LOWER_MAX_FLAT_ARGS));
     return;
   }
-  /* results past num_results are not initialised (see lower_op): a result
-  ** skipped over reads as value 0, as it always has */
+  /* results past num_results are not initialised (lower_ctx_clear): a
+  ** result skipped over reads as value 0 */
   for (int32_t j = ctx->num_results; j < k; ++j) {
     ctx->results[j] = 0;
     if (j < TPURT_MAX_RESULTS) ctx->result_permuted[j] = false;
