@@ -76,6 +76,10 @@ typedef struct tpurt_strbuf_s {
 } tpurt_strbuf_t;
 void tpurt_strbuf_append(tpurt_strbuf_t* buf, const char* s, size_t n);
 void tpurt_strbuf_puts(tpurt_strbuf_t* buf, const char* s);
+/* "%lld" and "%0*llX" (|digits| upper-case hex digits, zero-padded) without
+** printf: the IR builder writes several numbers into every op it builds. */
+void tpurt_strbuf_put_i64(tpurt_strbuf_t* buf, int64_t value);
+void tpurt_strbuf_put_hex(tpurt_strbuf_t* buf, uint64_t value, int32_t digits);
 void tpurt_strbuf_printf(tpurt_strbuf_t* buf, const char* fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

@@ -125,6 +125,25 @@ void tpurt_strbuf_append(tpurt_strbuf_t* buf, const char* s, size_t n) {
 
 void tpurt_strbuf_puts(tpurt_strbuf_t* buf, const char* s) { tpurt_strbuf_append(buf, s, strlen(s)); }
 
+void tpurt_strbuf_put_i64(tpurt_strbuf_t* buf, int64_t value) {
+  char text[24], *end = text + sizeof(text), *p = end;
+  uint64_t u = value < 0 ? 0 - (uint64_t)value : (uint64_t)value;
+  do {
+    *--p = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (value < 0) *--p = '-';
+  tpurt_strbuf_append(buf, p, (size_t)(end - p));
+}
+
+void tpurt_strbuf_put_hex(tpurt_strbuf_t* buf, uint64_t value, int32_t digits) {
+  char text[16];
+  if (digits < 1) digits = 1;
+  if (digits > 16) digits = 16;
+  for (int32_t i = digits - 1; i >= 0; --i, value >>= 4) text[i] = "0123456789ABCDEF"[value & 15];
+  tpurt_strbuf_append(buf, text, (size_t)digits);
+}
+
 void tpurt_strbuf_printf(tpurt_strbuf_t* buf, const char* fmt, ...) {
   char small[256];
   va_list ap;

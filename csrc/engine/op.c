@@ -550,8 +550,12 @@ static TPURT_MUST_USE tpurt_status_t spmd_compile(const char* text, const pjrt_s
 static TPURT_MUST_USE tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, graph_t* graph,
                                               plan_t** out_plan) {
   *out_plan = NULL;
-  /* Not calloc (see lower_ctx_clear); the per-arg arrays are set below. */
-  engine_ctx_t* e = tpurt_xmalloc(sizeof(*e));
+  /* On the stack, like |outputs| below: a heap block of this size per op
+  ** took the allocator's lock against the plugin's threads and consolidated
+  ** free chunks on every op of fused eager. Not zeroed (lower_ctx_clear);
+  ** the per-arg arrays are set below. */
+  engine_ctx_t e_storage;
+  engine_ctx_t* e = &e_storage;
   lower_ctx_t* ctx = &e->lower;
   lower_ctx_clear(ctx);
   e->call = call;
@@ -737,7 +741,6 @@ done:
   } else {
     ir_func_free(ctx->func);
   }
-  free(e);
   return status;
 }
 

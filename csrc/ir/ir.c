@@ -103,7 +103,10 @@ bool ir_dtype_valid(tpurt_dtype_t dtype) { return dtype > TPURT_DTYPE_INVALID &&
 /* tensor<2x3xbf16> */
 void ir_print_type(tpurt_strbuf_t* buf, const ir_type_t* type) {
   tpurt_strbuf_puts(buf, "tensor<");
-  for (int32_t i = 0; i < type->rank; ++i) tpurt_strbuf_printf(buf, "%lldx", (long long)type->dims[i]);
+  for (int32_t i = 0; i < type->rank; ++i) {
+    tpurt_strbuf_put_i64(buf, type->dims[i]);
+    tpurt_strbuf_append(buf, "x", 1);
+  }
   tpurt_strbuf_puts(buf, ir_dtype_mlir_name(type->dtype));
   tpurt_strbuf_puts(buf, ">");
 }
@@ -290,22 +293,32 @@ ir_value_t ir_emit_buf(ir_func_t* func, const char* name, const ir_value_t* oper
 /*===------------------------------------------------------------------===*/
 
 /* array<i64: 1, 2> (array<i64> when empty) */
+/* 1, 2, 3 */
+static void put_i64_items(tpurt_strbuf_t* buf, const int64_t* values, int32_t count) {
+  for (int32_t i = 0; i < count; ++i) {
+    if (i) tpurt_strbuf_append(buf, ", ", 2);
+    tpurt_strbuf_put_i64(buf, values[i]);
+  }
+}
+
 void ir_put_i64_array(tpurt_strbuf_t* buf, const int64_t* values, int32_t count) {
   tpurt_strbuf_puts(buf, count ? "array<i64: " : "array<i64");
-  for (int32_t i = 0; i < count; ++i) tpurt_strbuf_printf(buf, "%s%lld", i ? ", " : "", (long long)values[i]);
+  put_i64_items(buf, values, count);
   tpurt_strbuf_puts(buf, ">");
 }
 
 /* [1, 2] ([] when empty) */
 void ir_put_list(tpurt_strbuf_t* buf, const int64_t* values, int32_t count) {
   tpurt_strbuf_puts(buf, "[");
-  for (int32_t i = 0; i < count; ++i) tpurt_strbuf_printf(buf, "%s%lld", i ? ", " : "", (long long)values[i]);
+  put_i64_items(buf, values, count);
   tpurt_strbuf_puts(buf, "]");
 }
 
 void ir_put_named_array(tpurt_strbuf_t* buf, const char* sep, const char* name, const int64_t* values,
                         int32_t count) {
-  tpurt_strbuf_printf(buf, "%s%s = ", sep, name);
+  tpurt_strbuf_puts(buf, sep);
+  tpurt_strbuf_puts(buf, name);
+  tpurt_strbuf_append(buf, " = ", 3);
   ir_put_i64_array(buf, values, count);
 }
 
@@ -384,16 +397,20 @@ static void put_f64_elem(tpurt_strbuf_t* buf, tpurt_dtype_t dtype, double value)
       tpurt_strbuf_puts(buf, ")");
       break;
     case TPURT_DTYPE_F32:
-      tpurt_strbuf_printf(buf, "0x%08X", (unsigned)f32_bits((float)value));
+      tpurt_strbuf_append(buf, "0x", 2);
+      tpurt_strbuf_put_hex(buf, f32_bits((float)value), 8);
       break;
     case TPURT_DTYPE_BF16:
-      tpurt_strbuf_printf(buf, "0x%04X", (unsigned)bf16_bits(value));
+      tpurt_strbuf_append(buf, "0x", 2);
+      tpurt_strbuf_put_hex(buf, bf16_bits(value), 4);
       break;
     case TPURT_DTYPE_F16:
-      tpurt_strbuf_printf(buf, "0x%04X", (unsigned)f16_bits(value));
+      tpurt_strbuf_append(buf, "0x", 2);
+      tpurt_strbuf_put_hex(buf, f16_bits(value), 4);
       break;
     default:
-      tpurt_strbuf_printf(buf, "0x%016llX", (unsigned long long)f64_bits(value));
+      tpurt_strbuf_append(buf, "0x", 2);
+      tpurt_strbuf_put_hex(buf, f64_bits(value), 16);
       break;
   }
 }
@@ -405,25 +422,25 @@ static void put_i64_elem(tpurt_strbuf_t* buf, tpurt_dtype_t dtype, int64_t value
       tpurt_strbuf_puts(buf, value ? "true" : "false");
       break;
     case TPURT_DTYPE_I8:
-      tpurt_strbuf_printf(buf, "%d", (int)(int8_t)(uint8_t)u);
+      tpurt_strbuf_put_i64(buf, (int8_t)(uint8_t)u);
       break;
     case TPURT_DTYPE_I16:
-      tpurt_strbuf_printf(buf, "%d", (int)(int16_t)(uint16_t)u);
+      tpurt_strbuf_put_i64(buf, (int16_t)(uint16_t)u);
       break;
     case TPURT_DTYPE_I32:
-      tpurt_strbuf_printf(buf, "%ld", (long)(int32_t)(uint32_t)u);
+      tpurt_strbuf_put_i64(buf, (int32_t)(uint32_t)u);
       break;
     case TPURT_DTYPE_I64:
-      tpurt_strbuf_printf(buf, "%lld", (long long)value);
+      tpurt_strbuf_put_i64(buf, value);
       break;
     case TPURT_DTYPE_U8:
-      tpurt_strbuf_printf(buf, "%u", (unsigned)(uint8_t)u);
+      tpurt_strbuf_put_i64(buf, (uint8_t)u);
       break;
     case TPURT_DTYPE_U16:
-      tpurt_strbuf_printf(buf, "%u", (unsigned)(uint16_t)u);
+      tpurt_strbuf_put_i64(buf, (uint16_t)u);
       break;
     case TPURT_DTYPE_U32:
-      tpurt_strbuf_printf(buf, "%lu", (unsigned long)(uint32_t)u);
+      tpurt_strbuf_put_i64(buf, (uint32_t)u);
       break;
     default:
       tpurt_strbuf_printf(buf, "%llu", (unsigned long long)u);
@@ -455,7 +472,9 @@ static void put_nested(tpurt_strbuf_t* buf, const ir_type_t* type, int32_t dim, 
 
 static ir_value_t emit_constant(ir_func_t* func, const ir_type_t* type, tpurt_strbuf_t* literal) {
   tpurt_strbuf_t attrs = {0};
-  tpurt_strbuf_printf(&attrs, "value = dense<%s> : ", literal->data ? literal->data : "");
+  tpurt_strbuf_puts(&attrs, "value = dense<");
+  if (literal->data) tpurt_strbuf_append(&attrs, literal->data, literal->size);
+  tpurt_strbuf_append(&attrs, "> : ", 4);
   ir_print_type(&attrs, type);
   tpurt_strbuf_free(literal);
   return ir_emit_buf(func, "stablehlo.constant", NULL, 0, type, &attrs);

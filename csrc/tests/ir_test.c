@@ -290,6 +290,31 @@ TEST(Ir_ReduceArgmax) {
       "}\n");
 }
 
+/* The builder's number writers print what printf's %lld and %0*llX print. */
+TEST(Ir_NumbersPrintAsPrintf) {
+  const int64_t ints[] = {0, 1, -1, 9, 10, -10, 1234567, INT64_MAX, INT64_MIN, (int64_t)INT32_MIN - 1};
+  for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); ++i) {
+    char want[32];
+    snprintf(want, sizeof(want), "%lld", (long long)ints[i]);
+    tpurt_strbuf_t buf = {0};
+    tpurt_strbuf_put_i64(&buf, ints[i]);
+    EXPECT(buf.data && strcmp(buf.data, want) == 0);
+    tpurt_strbuf_free(&buf);
+  }
+  const uint64_t bits[] = {0, 0x3F800000u, 0xFFFFu, 0x7FC00000u, 0x8000000000000001ull, UINT64_MAX};
+  const int32_t digits[] = {4, 8, 16};
+  for (size_t i = 0; i < sizeof(bits) / sizeof(bits[0]); ++i)
+    for (size_t d = 0; d < 3; ++d) {
+      uint64_t v = digits[d] == 16 ? bits[i] : bits[i] & ((1ull << (4 * digits[d])) - 1);
+      char want[32];
+      snprintf(want, sizeof(want), "%0*llX", (int)digits[d], (unsigned long long)v);
+      tpurt_strbuf_t buf = {0};
+      tpurt_strbuf_put_hex(&buf, v, digits[d]);
+      EXPECT(buf.data && strcmp(buf.data, want) == 0);
+      tpurt_strbuf_free(&buf);
+    }
+}
+
 TEST(Ir_Constants) {
   ir_func_t* f = ir_func_create();
   ir_value_t vs[16];
@@ -866,8 +891,8 @@ TEST(Ir_RunConstants) {
 }
 
 TEST_MAIN(TEST_CASE(Ir_Types), TEST_CASE(Ir_Add), TEST_CASE(Ir_BroadcastReshapeTranspose),
-          TEST_CASE(Ir_DotGeneral), TEST_CASE(Ir_Reduce), TEST_CASE(Ir_ReduceArgmax), TEST_CASE(Ir_Constants),
-          TEST_CASE(Ir_FloatBits), TEST_CASE(Ir_GatherScatter), TEST_CASE(Ir_ShapeOps),
-          TEST_CASE(Ir_StickyError), TEST_CASE(Ir_Errors), TEST_CASE(Ir_Deterministic),
-          TEST_CASE(Ir_EncodingFollowsText), TEST_CASE(Ir_Large), TEST_CASE(Ir_RunArgmax),
-          TEST_CASE(Ir_RunConstants))
+          TEST_CASE(Ir_DotGeneral), TEST_CASE(Ir_Reduce), TEST_CASE(Ir_ReduceArgmax),
+          TEST_CASE(Ir_NumbersPrintAsPrintf), TEST_CASE(Ir_Constants), TEST_CASE(Ir_FloatBits),
+          TEST_CASE(Ir_GatherScatter), TEST_CASE(Ir_ShapeOps), TEST_CASE(Ir_StickyError),
+          TEST_CASE(Ir_Errors), TEST_CASE(Ir_Deterministic), TEST_CASE(Ir_EncodingFollowsText),
+          TEST_CASE(Ir_Large), TEST_CASE(Ir_RunArgmax), TEST_CASE(Ir_RunConstants))
