@@ -4,7 +4,7 @@ Part 1, in this process: ``tiny.flux_pipeline("tiny")`` with the transformer
 and the VAE on "tpu" and the text encoders on the CPU (split placement), run
 for ``--steps`` denoising steps in strict eager (``DEFER_NEVER``), fused eager
 (``DEFER_AND_FUSE``) and debug eager (``DEFER_NEVER_AND_LAUNCH_BLOCKING``).
-After one warm-up call per mode, the median of ``--reps`` whole images, made as
+After one warm-up call per mode, the median of ``--image-reps`` whole images, made as
 a user makes them (nothing waits for the device until the image reaches the
 host); this is the number the fused-vs-strict target reads. Separately, the steps of
 ``--reps`` more calls are timestamped by a ``callback_on_step_end`` that waits
@@ -124,7 +124,7 @@ def run_mode(pipe, mode: EagerMode, args) -> dict[str, object]:
         generate(pipe, args)  # its warm-up: graphs end elsewhere without the step syncs
         before = torch_tpu.metrics()["compiles"]
         images: list[float] = []
-        for _ in range(args.reps):
+        for _ in range(args.image_reps):
             t0 = time.perf_counter()
             generate(pipe, args)
             images.append(time.perf_counter() - t0)
@@ -184,12 +184,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--max-sequence-length", type=int, default=128, help="T5 tokens")
     parser.add_argument("--reps", type=int, default=None, help="timed calls per mode")
+    parser.add_argument(
+        "--image-reps", type=int, default=None, help="timed whole images per mode (default 10)"
+    )
     parser.add_argument("--quick", action="store_true", help="32x32, 1 timed call per mode")
     parser.add_argument("--skip-cold-warm", action="store_true")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     args.size = args.size or (32 if args.quick else 64)
     args.reps = args.reps or (1 if args.quick else 3)
+    args.image_reps = args.image_reps or (1 if args.quick else 10)
     if args.child:
         child(args)
         return

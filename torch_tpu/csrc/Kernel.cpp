@@ -11,9 +11,10 @@
 
 #include <array>
 #include <atomic>
-#include <deque>
 #include <mutex>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 #include "Common.h"
 
@@ -54,13 +55,15 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const s
 
 // One op call being assembled: args for the core, and what keeps them alive.
 struct Call {
-  std::string name;
+  std::string_view name;  // NUL-terminated: it views a whole OpFacts::name
   c10::DeviceIndex device = 0;
   std::vector<tpurt_arg_t> args;
   std::vector<at::Tensor> tensors;  // parallel to args: the tensor behind a TENSOR arg
   std::vector<at::Tensor> writes;   // the is_write tensors, in order
-  std::deque<std::vector<int64_t>> int_lists;
-  std::deque<std::vector<double>> float_lists;
+  // args point into these lists' buffers, which a move of the inner vector
+  // keeps (a std::deque would too, but allocates even when no op uses it)
+  std::vector<std::vector<int64_t>> int_lists;
+  std::vector<std::vector<double>> float_lists;
   at::Generator generator;
   std::unique_lock<std::mutex> generator_lock;
 
@@ -575,11 +578,40 @@ void match_meta_strides(const c10::OperatorHandle& op, const std::vector<c10::IV
 
 // ---- the kernel ---------------------------------------------------------------
 
+// An operator's "name.overload" and whether the core has a rule for it,
+// worked out once per operator and thread: building the string and looking
+// the rule up on every call was a visible share of recording an op.
+struct OpFacts {
+  std::string name;
+  bool supported = false;
+};
+
+bool names(const std::string& name, const c10::FunctionSchema& schema) {
+  const std::string &base = schema.name(), &overload = schema.overload_name();
+  if (name.compare(0, base.size(), base) != 0) return false;
+  if (overload.empty()) return name.size() == base.size();
+  return name.size() == base.size() + 1 + overload.size() && name[base.size()] == '.' &&
+         name.compare(base.size() + 1, overload.size(), overload) == 0;
+}
+
+const OpFacts& op_facts(const c10::FunctionSchema& schema) {
+  thread_local std::unordered_map<const c10::FunctionSchema*, OpFacts> known;
+  OpFacts& facts = known[&schema];
+  // An address can come back for another operator once one is deregistered
+  // (a torch.library fragment that went away), so the name is checked too.
+  if (facts.name.empty() || !names(facts.name, schema)) {
+    facts.name = schema.name();
+    if (!schema.overload_name().empty()) facts.name += "." + schema.overload_name();
+    facts.supported = tpurt_op_supported(facts.name.c_str());
+  }
+  return facts;
+}
+
 void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
-  std::string name = schema.name();
-  if (!schema.overload_name().empty()) name += "." + schema.overload_name();
-  if (!tpurt_op_supported(name.c_str())) return run_on_cpu(op, stack, name);
+  const OpFacts& facts = op_facts(schema);
+  const std::string& name = facts.name;
+  if (!facts.supported) return run_on_cpu(op, stack, name);
 
   const size_t num_inputs = schema.arguments().size();
   const auto inputs = torch::jit::last(*stack, num_inputs);
@@ -594,6 +626,8 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   Call call;
   call.name = name;
   call.device = call_device(inputs);
+  call.args.reserve(num_inputs + 1);
+  call.tensors.reserve(num_inputs + 1);
   const c10::DeviceGuard guard(c10::Device(kTpu, call.device));
   for (size_t i = 0; i < num_inputs; ++i) call.add(schema.arguments()[i], inputs[i]);
   // Random ops whose schema has no Generator draw from the device's default
@@ -604,7 +638,7 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   std::array<tpurt_result_t, TPURT_MAX_RESULTS> inline_results;
   std::vector<tpurt_result_t> many_results;
   tpurt_op_call_t run{};
-  run.name = call.name.c_str();
+  run.name = call.name.data();
   run.args = call.args.data();
   run.num_args = static_cast<int32_t>(call.args.size());
   run.device = call.device;
