@@ -41,13 +41,24 @@ pjrt_executable_t* memory_find_locked(const cache_key_t* key, uint64_t* out_char
 ** charge. */
 uint64_t memory_insert_locked(const cache_key_t* key, pjrt_executable_t* executable, uint64_t charge,
                               bool from_disk);
+/* An alias: the bytes of |head| then those of |body|, named by |hash|. In
+** two parts so that a lookup reads the caller's buffers where they are: a
+** fused step's encoding is tens of KB and is looked up on every step. */
+typedef struct cache_alias_s {
+  const char* head;
+  size_t head_size;
+  const char* body;
+  size_t body_size;
+  uint64_t hash;
+} cache_alias_t;
+
 /* The executable whose entry carries |alias| (compared in full), as
 ** memory_find_locked; NULL on a miss. */
-pjrt_executable_t* memory_find_alias_locked(const cache_key_t* alias, uint64_t* out_charge,
+pjrt_executable_t* memory_find_alias_locked(const cache_alias_t* alias, uint64_t* out_charge,
                                             bool* out_from_disk);
 /* Gives |key|'s entry the alias |alias| (copied, charged to the entry, and
 ** replacing any alias it had); nothing if the entry is gone. */
-void memory_set_alias_locked(const cache_key_t* key, const cache_key_t* alias);
+void memory_set_alias_locked(const cache_key_t* key, const cache_alias_t* alias);
 /* Drops the entry of key hash |hash|, if any. */
 void memory_forget_locked(uint64_t hash);
 void memory_clear_locked(void);

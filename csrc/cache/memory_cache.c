@@ -110,27 +110,31 @@ pjrt_executable_t* memory_find_locked(const cache_key_t* key, uint64_t* out_char
   return e ? use_entry(e, out_charge, out_from_disk) : NULL;
 }
 
-pjrt_executable_t* memory_find_alias_locked(const cache_key_t* alias, uint64_t* out_charge,
+pjrt_executable_t* memory_find_alias_locked(const cache_alias_t* alias, uint64_t* out_charge,
                                             bool* out_from_disk) {
+  const size_t size = alias->head_size + alias->body_size;
   for (entry_t* e = g_alias_buckets[alias->hash % NUM_BUCKETS]; e; e = e->next_alias)
-    if (e->alias_hash == alias->hash && e->alias_size == alias->size &&
-        memcmp(e->alias, alias->text, alias->size) == 0)
+    if (e->alias_hash == alias->hash && e->alias_size == size &&
+        memcmp(e->alias, alias->head, alias->head_size) == 0 &&
+        memcmp(e->alias + alias->head_size, alias->body, alias->body_size) == 0)
       return use_entry(e, out_charge, out_from_disk);
   return NULL;
 }
 
-void memory_set_alias_locked(const cache_key_t* key, const cache_key_t* alias) {
+void memory_set_alias_locked(const cache_key_t* key, const cache_alias_t* alias) {
   entry_t* e = find_entry(key);
   if (!e) return; /* evicted meanwhile: the next request prints again */
   unlink_alias(e);
-  e->alias = tpurt_xmalloc(alias->size);
-  memcpy(e->alias, alias->text, alias->size);
-  e->alias_size = alias->size;
+  const size_t size = alias->head_size + alias->body_size;
+  e->alias = tpurt_xmalloc(size);
+  memcpy(e->alias, alias->head, alias->head_size);
+  memcpy(e->alias + alias->head_size, alias->body, alias->body_size);
+  e->alias_size = size;
   e->alias_hash = alias->hash;
   e->next_alias = g_alias_buckets[alias->hash % NUM_BUCKETS];
   g_alias_buckets[alias->hash % NUM_BUCKETS] = e;
-  e->charge += alias->size;
-  g_bytes += alias->size;
+  e->charge += size;
+  g_bytes += size;
   while (g_bytes > g_limit && g_oldest && g_oldest != e) remove_entry(g_oldest);
 }
 
