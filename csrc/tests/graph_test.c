@@ -71,6 +71,33 @@ TEST(Graph_FusedStepsShareOneProgram) {
   tpurt_storage_release(x.storage);
 }
 
+/* A number a step binds twice is uploaded once: a step whose two numbers
+** are equal sends fewer bytes to the device than one whose numbers differ,
+** and both compute the right values. */
+TEST(Graph_RepeatedNumbersUploadOnce) {
+  float a[4] = {1, 2, 3, 4};
+  tpurt_tensor_t x = upload(a, 4);
+  ASSERT_OK(tpurt_set_eager_mode(TPURT_MODE_DEFER_AND_FUSE));
+  uint64_t sent[2] = {0, 0};
+  for (int step = 0; step < 4; ++step) {
+    const double mul = 2.0, add = step % 2 ? 3.0 : 2.0;
+    tpurt_metrics_t m0, m1;
+    tpurt_metrics_get(&m0);
+    tpurt_tensor_t y;
+    ASSERT_OK(mul_add(x, mul, add, &y));
+    float out[4];
+    ASSERT_OK(tpurt_tensor_read_host(&y, out, sizeof(out)));
+    tpurt_metrics_get(&m1);
+    for (int i = 0; i < 4; ++i) EXPECT(out[i] == a[i] * 2.0f + (float)add);
+    sent[step % 2] = m1.bytes_to_device - m0.bytes_to_device;
+    tpurt_storage_release(y.storage);
+  }
+  EXPECT(sent[0] > 0);
+  EXPECT(sent[0] < sent[1]); /* 2.0 twice: one upload; 2.0 and 3.0: two */
+  ASSERT_OK(tpurt_set_eager_mode(TPURT_MODE_DEFER_NEVER));
+  tpurt_storage_release(x.storage);
+}
+
 TEST(Graph_InplaceAndModeSwitchFlush) {
   float a[3] = {1, 2, 3};
   tpurt_tensor_t x = upload(a, 3);
@@ -162,5 +189,6 @@ TEST(Graph_NoLeaks) {
   EXPECT(m.live_buffers == 0);
 }
 
-TEST_MAIN(TEST_CASE(Graph_FusedStepsShareOneProgram), TEST_CASE(Graph_InplaceAndModeSwitchFlush),
-          TEST_CASE(Graph_TraceOnceRunTwice), TEST_CASE(Graph_ErrorNamesTheOp), TEST_CASE(Graph_NoLeaks))
+TEST_MAIN(TEST_CASE(Graph_FusedStepsShareOneProgram), TEST_CASE(Graph_RepeatedNumbersUploadOnce),
+          TEST_CASE(Graph_InplaceAndModeSwitchFlush), TEST_CASE(Graph_TraceOnceRunTwice),
+          TEST_CASE(Graph_ErrorNamesTheOp), TEST_CASE(Graph_NoLeaks))
