@@ -144,13 +144,13 @@ def time_images(pipe, args, rows: dict[str, dict[str, object]]) -> None:
             rows[name]["compiles"] += torch_tpu.metrics()["compiles"] - before
 
     turns = [(name, mode) for name, mode in MODES if name != "debug"]
+    alone = [(name, mode) for name, mode in MODES if name == "debug"]
     for _ in range(args.image_reps):
         for name, mode in turns:
             one(name, mode)
-    for name, mode in MODES:
-        if name == "debug":
-            for _ in range(args.image_reps):
-                one(name, mode)
+    for name, mode in alone:
+        for _ in range(args.image_reps):
+            one(name, mode)
     for name, _ in MODES:
         rows[name]["image_s"] = statistics.median(images[name])
 

@@ -43,7 +43,8 @@ uint64_t memory_insert_locked(const cache_key_t* key, pjrt_executable_t* executa
                               bool from_disk);
 /* An alias: the bytes of |head| then those of |body|, named by |hash|. In
 ** two parts so that a lookup reads the caller's buffers where they are: a
-** fused step's encoding is tens of KB and is looked up on every step. */
+** fused step's encoding (135 KB for a step of the tiny FLUX pipeline) is
+** looked up on every step. */
 typedef struct cache_alias_s {
   const char* head;
   size_t head_size;

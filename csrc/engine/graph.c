@@ -373,43 +373,54 @@ static void graph_clear(graph_t* g) {
 
 void graph_discard(graph_t* g) { graph_clear(g); }
 
+/* Host numbers already uploaded for one launch, by value: most numbers of a
+** step repeat (1.0, an epsilon, a size: a step of the tiny FLUX pipeline
+** binds 80, 22 distinct), and each upload is a plugin call of about a
+** microsecond. So a value is uploaded once and its buffer passed for every
+** parameter that holds it (no program donates an argument). Open
+** addressing over a fixed table: when it fills, later values are simply
+** uploaded each time. */
+#define SEEN_SLOTS 256 /* power of two */
+
+typedef struct seen_numbers_s {
+  int32_t at[SEEN_SLOTS]; /* binding index + 1; 0: empty */
+} seen_numbers_t;
+
+static bool same_number(const binding_t* a, const binding_t* b) {
+  return a->type.dtype == b->type.dtype && memcmp(a->bytes, b->bytes, tpurt_dtype_size(a->type.dtype)) == 0;
+}
+
+/* The slot for |b|'s value: one holding an equal number, or an empty one;
+** NULL when the table is full. Only scalars (what numbers are) take part. */
+static int32_t* seen_slot(seen_numbers_t* seen, const binding_t* bindings, const binding_t* b) {
+  if (b->kind != BIND_HOST || b->type.rank != 0) return NULL;
+  uint64_t h = tpurt_hash_u64(tpurt_hash_u64(TPURT_HASH_SEED, (uint64_t)b->type.dtype), b->bytes[0]);
+  for (uint32_t probe = 0, i = (uint32_t)h & (SEEN_SLOTS - 1); probe < SEEN_SLOTS;
+       ++probe, i = (i + 1) & (SEEN_SLOTS - 1)) {
+    int32_t at = seen->at[i];
+    if (at == 0 || same_number(&bindings[at - 1], b)) return &seen->at[i];
+  }
+  return NULL;
+}
+
 /* Uploads host bindings and collects the launch arguments. |inputs| supply
 ** placeholders (may be NULL when there are none); |rng| (NULL in fused eager)
 ** the generator's (seed, offset) from which a program's RNG states are drawn. */
-/* The index of an earlier host binding among the first |n| with |b|'s type
-** and bytes, or -1. */
-static int32_t same_host_binding(const binding_t* bindings, int32_t n, const binding_t* b) {
-  size_t size = tpurt_dtype_size(b->type.dtype) * (size_t)ir_type_numel(&b->type);
-  if (size > sizeof(b->bytes)) return -1;
-  for (int32_t j = 0; j < n; ++j) {
-    const binding_t* c = &bindings[j];
-    if (c->kind == BIND_HOST && c->type.dtype == b->type.dtype && c->type.rank == b->type.rank &&
-        memcmp(c->type.dims, b->type.dims, sizeof(int64_t) * (size_t)b->type.rank) == 0 &&
-        memcmp(c->bytes, b->bytes, size) == 0)
-      return j;
-  }
-  return -1;
-}
-
 static TPURT_MUST_USE tpurt_status_t bind_args(const binding_t* bindings, int32_t n, int device,
                                                pjrt_buffer_t* const* inputs, const uint64_t* rng,
                                                pjrt_buffer_t** args, bool* owned) {
+  seen_numbers_t seen = {{0}};
   for (int32_t i = 0; i < n; ++i) {
     const binding_t* b = &bindings[i];
     owned[i] = false;
     args[i] = NULL;
-    int32_t same = -1;
+    int32_t* slot = NULL;
     if (b->kind == BIND_BUFFER) {
       args[i] = b->buffer;
     } else if (b->kind == BIND_PLACEHOLDER) {
       args[i] = inputs[b->input];
-    } else if (b->kind == BIND_HOST && (same = same_host_binding(bindings, i, b)) >= 0) {
-      /* Most numbers of a step repeat (1.0, an epsilon, a size: a step of
-      ** the tiny FLUX pipeline binds 80, 22 distinct), and each upload is
-      ** a plugin call of about a microsecond: upload a value once and pass
-      ** its buffer for every parameter that holds it (no program donates
-      ** an argument). */
-      args[i] = args[same];
+    } else if ((slot = seen_slot(&seen, bindings, b)) && *slot) {
+      args[i] = args[*slot - 1];
     } else {
       owned[i] = true;
       uint64_t fresh[2];
@@ -425,6 +436,7 @@ static TPURT_MUST_USE tpurt_status_t bind_args(const binding_t* bindings, int32_
           if (owned[j]) pjrt_buffer_release(args[j]);
         return st;
       }
+      if (slot) *slot = i + 1;
     }
   }
   return NULL;

@@ -179,7 +179,7 @@ static void encode_block(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_re
     /* Operands by name only: a value's type is fixed where it is defined
     ** (a parameter, a region argument or an op's result, all encoded with
     ** their types), so the operand types the printer repeats are already
-    ** determined; leaving them out halves a step's encoding. */
+    ** determined; leaving them out took a fifth off a step's encoding. */
     put_i64(buf, op->num_operands);
     for (int32_t k = 0; k < op->num_operands; ++k) put_value(buf, func, op->operands[k]);
     put_i64(buf, op->num_regions);
