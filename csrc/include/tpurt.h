@@ -628,6 +628,62 @@ uint64_t tpurt_memory_allocated(int device);
 uint64_t tpurt_max_memory_allocated(int device);
 void tpurt_reset_peak_memory(int device);
 
+/*===------------------------------------------------------------------===*/
+/* Compile-only targets (pjrt/target.c, cache/shadow.c)                   */
+/*===------------------------------------------------------------------===*/
+
+/* A target is a PJRT plugin plus a topology name ("v6e:1x1", "v5e:2x2"):
+** programs compile for it through PJRT_Compile with no client and no
+** device, so nothing compiled for it runs here. It tells the compiler's
+** verdict, cost analysis and memory needs. Thread-safe (one compile at a
+** time per target). */
+typedef struct tpurt_target_s tpurt_target_t;
+
+/* Loads |plugin_path| (initialising it once per process) and makes the
+** topology |topology|. A name the plugin does not know is its error. */
+TPURT_MUST_USE tpurt_status_t tpurt_target_create(const char* plugin_path, const char* topology,
+                                                  tpurt_target_t** out_target);
+void tpurt_target_free(tpurt_target_t* target);
+
+typedef struct tpurt_target_info_s {
+  const char* plugin_path;
+  int api_major, api_minor;
+  const char* topology;         /* the name it was made from */
+  const char* platform_name;    /* "tpu" */
+  const char* platform_version; /* free text from the plugin */
+  const char* device_kind;      /* "TPU v6 lite" */
+  int num_devices;              /* chips (or cores) in the topology */
+  const char* identity;         /* plugin, api, platform and topology: a cache key part */
+} tpurt_target_info_t;
+/* Borrowed strings that live as long as |target|. */
+void tpurt_target_info(const tpurt_target_t* target, tpurt_target_info_t* out_info);
+/* The global id of the topology's |index|th device (-1: no such device),
+** for device assignments of SPMD programs. */
+int64_t tpurt_target_device_id(const tpurt_target_t* target, int index);
+
+/* What compiling one program for a target told. The figures are the
+** compiler's: flops and bytes from its cost analysis, estimated_seconds its
+** own model of the run time (an estimate, never a measurement; the compiler
+** gives none for some programs, e.g. with while loops: has_estimate false).
+** Memory is the chip's (HBM) need of one device. */
+typedef struct tpurt_target_program_s {
+  double compile_seconds;
+  bool has_cost, has_estimate, has_memory;
+  double flops, transcendentals, bytes_accessed;
+  double estimated_seconds; /* 0 unless has_estimate */
+  int64_t argument_bytes, output_bytes, alias_bytes, temp_bytes, generated_code_bytes;
+  int64_t host_temp_bytes;
+  int64_t serialized_bytes;
+  char fingerprint[80];
+} tpurt_target_program_t;
+
+/* Compiles StableHLO text |mlir| for |target| with CompileOptionsProto bytes
+** |options| (NULL: this thread's compile options, as the runtime uses).
+** A compiler refusal is its error, naming the target. */
+TPURT_MUST_USE tpurt_status_t tpurt_target_compile(tpurt_target_t* target, const char* mlir, size_t mlir_size,
+                                                   const char* options, size_t options_size,
+                                                   tpurt_target_program_t* out_program);
+
 #ifdef __cplusplus
 }
 #endif

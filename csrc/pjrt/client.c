@@ -160,9 +160,7 @@ static TPURT_MUST_USE tpurt_status_t init_runtime(void) {
   tpurt_status_t status = pjrt_api_load(path, &pjrt_g.api);
   free(path);
   if (status) return status;
-  PJRT_ARGS(pjrt_abi_plugin_initialize_args_t, init);
-  TPURT_RETURN_IF_ERROR(tpurt_status_annotate_consume(
-      PJRT_CALL(PJRTABI_PLUGIN_INITIALIZE, "Plugin_Initialize", &init), "initialising the PJRT plugin"));
+  TPURT_RETURN_IF_ERROR(pjrt_api_initialize_once(&pjrt_g.api));
   TPURT_RETURN_IF_ERROR(create_client());
   TPURT_RETURN_IF_ERROR(
       client_string(PJRTABI_CLIENT_PLATFORM_NAME, "Client_PlatformName", &pjrt_g.platform_name));

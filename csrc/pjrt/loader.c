@@ -47,6 +47,27 @@ tpurt_status_t pjrt_api_load(const char* path, pjrt_api_t* out_api) {
   return NULL;
 }
 
+/* The plugin tables initialised so far; a process loads very few. */
+#define MAX_INITIALISED 8
+static pthread_mutex_t g_init_lock = PTHREAD_MUTEX_INITIALIZER;
+static const unsigned char* g_initialised[MAX_INITIALISED];
+static int g_num_initialised;
+
+tpurt_status_t pjrt_api_initialize_once(const pjrt_api_t* api) {
+  pthread_mutex_lock(&g_init_lock);
+  for (int i = 0; i < g_num_initialised; ++i) {
+    if (g_initialised[i] == api->table) {
+      pthread_mutex_unlock(&g_init_lock);
+      return NULL;
+    }
+  }
+  pjrt_abi_plugin_initialize_args_t a = {.struct_size = pjrt_abi_plugin_initialize_args_t_SIZE};
+  tpurt_status_t status = pjrt_api_call(api, PJRTABI_PLUGIN_INITIALIZE, "Plugin_Initialize", &a);
+  if (!status && g_num_initialised < MAX_INITIALISED) g_initialised[g_num_initialised++] = api->table;
+  pthread_mutex_unlock(&g_init_lock);
+  return tpurt_status_annotate_consume(status, "initialising the PJRT plugin");
+}
+
 void* pjrt_api_slot(const pjrt_api_t* api, int slot) {
   size_t offset = PJRTABI_SLOT_OFFSET(slot);
   if (!api->table || offset + 8 > api->size) return NULL;

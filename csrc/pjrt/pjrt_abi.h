@@ -509,4 +509,118 @@ enum { pjrt_abi_device_memory_stats_args_t_SIZE = 201 };
 _Static_assert(offsetof(pjrt_abi_device_memory_stats_args_t, peak_allocated_bytes) + 9 == 201,
                "Device_MemoryStats has the 0.114 size");
 
+/*===--- compile-only targets (pjrt/target.c) ---===
+** A topology made from a name compiles with no client and no device
+** (PJRT_Compile), and its executable reports the compiler's cost analysis
+** and memory needs. Slots 82..96 exist from 0.4x on; each is gated by the
+** plugin's table size like every other slot. */
+
+typedef struct pjrt_abi_topology_s pjrt_abi_topology_t;
+
+enum {
+  PJRTABI_EXECUTABLE_NAME = 41,
+  PJRTABI_EXECUTABLE_GET_COST_ANALYSIS = 46,
+  PJRTABI_TOPOLOGY_CREATE = 82,
+  PJRTABI_TOPOLOGY_DESTROY = 83,
+  PJRTABI_TOPOLOGY_PLATFORM_NAME = 84,
+  PJRTABI_TOPOLOGY_PLATFORM_VERSION = 85,
+  PJRTABI_TOPOLOGY_GET_DEVICE_DESCRIPTIONS = 86,
+  PJRTABI_COMPILE = 89,
+  PJRTABI_EXECUTABLE_FINGERPRINT = 94,
+  PJRTABI_EXECUTABLE_GET_COMPILED_MEMORY_STATS = 96,
+};
+
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  const char* topology_name;
+  size_t topology_name_size;
+  const pjrt_abi_named_value_t* create_options;
+  size_t num_options;
+  pjrt_abi_topology_t* topology; /* out; TopologyDescription_Destroy it */
+} pjrt_abi_topology_create_args_t;
+PJRTABI_DEFINE_SIZE(pjrt_abi_topology_create_args_t, topology, 56);
+
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  pjrt_abi_topology_t* topology;
+} pjrt_abi_topology_destroy_args_t;
+PJRTABI_DEFINE_SIZE(pjrt_abi_topology_destroy_args_t, topology, 24);
+
+/* TopologyDescription_PlatformName and _PlatformVersion share this shape. */
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  pjrt_abi_topology_t* topology;
+  const char* text; /* out; owned by the topology */
+  size_t text_size; /* out */
+} pjrt_abi_topology_string_args_t;
+PJRTABI_DEFINE_SIZE(pjrt_abi_topology_string_args_t, text_size, 40);
+
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  pjrt_abi_topology_t* topology;
+  pjrt_abi_device_description_t* const* descriptions; /* out; owned by the topology */
+  size_t num_descriptions;                            /* out */
+} pjrt_abi_topology_device_descriptions_args_t;
+PJRTABI_DEFINE_SIZE(pjrt_abi_topology_device_descriptions_args_t, num_descriptions, 40);
+
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  const pjrt_abi_topology_t* topology;
+  const pjrt_abi_program_t* program;
+  const char* compile_options; /* serialized CompileOptionsProto */
+  size_t compile_options_size;
+  pjrt_abi_client_t* client;         /* NULL: compile only */
+  pjrt_abi_executable_t* executable; /* out; Executable_Destroy it */
+} pjrt_abi_compile_args_t;
+PJRTABI_DEFINE_SIZE(pjrt_abi_compile_args_t, executable, 64);
+
+/* Executable_Name and Executable_Fingerprint share this shape. */
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  pjrt_abi_executable_t* executable;
+  const char* text; /* out; owned by the executable */
+  size_t text_size; /* out */
+} pjrt_abi_executable_string_args_t;
+PJRTABI_DEFINE_SIZE(pjrt_abi_executable_string_args_t, text_size, 40);
+
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  pjrt_abi_executable_t* executable;
+  size_t num_properties;                    /* out */
+  const pjrt_abi_named_value_t* properties; /* out; owned by the executable */
+} pjrt_abi_executable_cost_analysis_args_t;
+PJRTABI_DEFINE_SIZE(pjrt_abi_executable_cost_analysis_args_t, properties, 40);
+
+/* Mirrors the compiler's memory stats: device (HBM) bytes, then host
+** bytes; the last two fields are newer than some plugins, which leave them
+** zero (we zero the struct). */
+typedef struct {
+  size_t struct_size;
+  void* extension_start;
+  pjrt_abi_executable_t* executable;
+  int64_t generated_code_size_in_bytes; /* out, all of them */
+  int64_t argument_size_in_bytes;
+  int64_t output_size_in_bytes;
+  int64_t alias_size_in_bytes;
+  int64_t temp_size_in_bytes;
+  int64_t host_generated_code_size_in_bytes;
+  int64_t host_argument_size_in_bytes;
+  int64_t host_output_size_in_bytes;
+  int64_t host_alias_size_in_bytes;
+  int64_t host_temp_size_in_bytes;
+  int64_t peak_memory_in_bytes;
+  int64_t total_size_in_bytes;
+} pjrt_abi_compiled_memory_stats_args_t;
+PJRTABI_CHECK_OFFSET(pjrt_abi_compiled_memory_stats_args_t, host_temp_size_in_bytes, 96);
+PJRTABI_DEFINE_SIZE(pjrt_abi_compiled_memory_stats_args_t, total_size_in_bytes, 120);
+
+/*===--- end of compile-only targets ---===*/
+
 #endif /* TPURT_PJRT_PJRT_ABI_H_ */

@@ -25,6 +25,9 @@ typedef struct pjrt_api_s {
 /* Loads |path| and checks its api table (version, size). Does not
 ** initialise the plugin. Never dlcloses. */
 TPURT_MUST_USE tpurt_status_t pjrt_api_load(const char* path, pjrt_api_t* out_api);
+/* Calls Plugin_Initialize on |api| unless this process already did for
+** the same plugin table (the runtime and a target may share a plugin). */
+TPURT_MUST_USE tpurt_status_t pjrt_api_initialize_once(const pjrt_api_t* api);
 /* The function in |slot|, or NULL if the plugin's table lacks it. */
 void* pjrt_api_slot(const pjrt_api_t* api, int slot);
 /* Calls slot |slot| (named |name| in messages, e.g. "Client_Compile") with

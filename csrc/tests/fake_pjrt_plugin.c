@@ -1,8 +1,12 @@
-/* fake_pjrt_plugin.c: a PJRT "plugin" that only validates client options,
-** built as build/tests/fake_pjrt_plugin.so for options_test.c. Like the CUDA
-** plugin, it knows a fixed set of option names and types and refuses the
-** rest; it never creates a client. Its errors say what it received, so the
-** test sees that each value crossed the ABI with its type. */
+/* fake_pjrt_plugin.c: a PJRT "plugin" built as build/tests/fake_pjrt_plugin.so.
+** For options_test.c it only validates client options: like the CUDA plugin,
+** it knows a fixed set of option names and types and refuses the rest; it
+** never creates a client. Its errors say what it received, so the test sees
+** that each value crossed the ABI with its type.
+** For target_test.c it is a compile-only plugin: topologies "fake:1x1" (one
+** chip) and "fake:2x2" (four), a compiler that refuses any module naming
+** "stablehlo.fft", and executables whose cost and memory are computed from
+** the program text, so the test can check every figure that crosses. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -110,8 +114,157 @@ static pjrt_abi_error_t* client_create(void* p) {
   return make_error(12, text);
 }
 
+/*===--- compile-only: topology, compile, cost, memory ---===*/
+
+struct pjrt_abi_topology_s {
+  int num_devices;
+};
+struct pjrt_abi_device_description_s {
+  int id;
+};
+struct pjrt_abi_executable_s {
+  double ops, while_ops;
+  int64_t code_size;
+  pjrt_abi_named_value_t cost[4];
+  char fingerprint[32];
+};
+
+static pjrt_abi_device_description_t g_descriptions[4] = {{0}, {1}, {2}, {3}};
+static pjrt_abi_device_description_t* const g_description_list[4] = {&g_descriptions[0], &g_descriptions[1],
+                                                                     &g_descriptions[2], &g_descriptions[3]};
+
+static pjrt_abi_error_t* topology_create(void* p) {
+  pjrt_abi_topology_create_args_t* a = p;
+  if (a->struct_size < pjrt_abi_topology_create_args_t_SIZE) return make_error(3, "fake: short struct");
+  int n = 0;
+  if (a->topology_name_size == 8 && memcmp(a->topology_name, "fake:1x1", 8) == 0) n = 1;
+  if (a->topology_name_size == 8 && memcmp(a->topology_name, "fake:2x2", 8) == 0) n = 4;
+  if (!n) {
+    char text[128];
+    snprintf(text, sizeof text, "fake: unknown topology '%.*s'", (int)a->topology_name_size,
+             a->topology_name);
+    return make_error(3, text);
+  }
+  a->topology = calloc(1, sizeof(*a->topology));
+  if (!a->topology) abort();
+  a->topology->num_devices = n;
+  return NULL;
+}
+
+static pjrt_abi_error_t* topology_destroy(void* p) {
+  free(((pjrt_abi_topology_destroy_args_t*)p)->topology);
+  return NULL;
+}
+
+static pjrt_abi_error_t* topology_platform_name(void* p) {
+  pjrt_abi_topology_string_args_t* a = p;
+  a->text = "fake";
+  a->text_size = 4;
+  return NULL;
+}
+
+static pjrt_abi_error_t* topology_platform_version(void* p) {
+  pjrt_abi_topology_string_args_t* a = p;
+  a->text = "fake 1.0";
+  a->text_size = 8;
+  return NULL;
+}
+
+static pjrt_abi_error_t* topology_devices(void* p) {
+  pjrt_abi_topology_device_descriptions_args_t* a = p;
+  a->descriptions = g_description_list;
+  a->num_descriptions = (size_t)a->topology->num_devices;
+  return NULL;
+}
+
+static pjrt_abi_error_t* description_id(void* p) {
+  pjrt_abi_device_description_id_args_t* a = p;
+  a->id = a->device_description->id;
+  return NULL;
+}
+
+static pjrt_abi_error_t* description_kind(void* p) {
+  pjrt_abi_device_description_kind_args_t* a = p;
+  a->device_kind = "Fake TPU";
+  a->device_kind_size = 8;
+  return NULL;
+}
+
+static double count_text(const char* code, size_t size, const char* word) {
+  size_t n = strlen(word);
+  double count = 0;
+  for (size_t i = 0; i + n <= size; ++i)
+    if (memcmp(code + i, word, n) == 0) ++count;
+  return count;
+}
+
+static void set_float(pjrt_abi_named_value_t* v, const char* name, float value) {
+  *v = (pjrt_abi_named_value_t){.struct_size = pjrt_abi_named_value_t_SIZE,
+                                .name = name,
+                                .name_size = strlen(name),
+                                .type = PJRTABI_NAMED_VALUE_FLOAT,
+                                .value.float_value = value,
+                                .value_size = 1};
+}
+
+/* Cost model of the fake compiler: 1000 flops and 64 bytes per StableHLO
+** op, 1 us per op; no estimate (-1) for a program with a while loop, as the
+** TPU compiler does. */
+static pjrt_abi_error_t* compile(void* p) {
+  pjrt_abi_compile_args_t* a = p;
+  if (a->struct_size < pjrt_abi_compile_args_t_SIZE) return make_error(3, "fake: short struct");
+  if (!a->topology) return make_error(3, "fake: compile needs a topology");
+  if (a->client) return make_error(3, "fake: compile-only, no client expected");
+  if (!a->compile_options || a->compile_options_size == 0) return make_error(3, "fake: no compile options");
+  const char* code = a->program->code;
+  size_t size = a->program->code_size;
+  if (count_text(code, size, "stablehlo.fft")) return make_error(3, "fake compiler: FFT is not supported");
+  pjrt_abi_executable_t* e = calloc(1, sizeof(*e));
+  if (!e) abort();
+  e->ops = count_text(code, size, "stablehlo.");
+  e->while_ops = count_text(code, size, "stablehlo.while");
+  e->code_size = (int64_t)size;
+  set_float(&e->cost[0], "flops", (float)(1000 * e->ops));
+  set_float(&e->cost[1], "bytes accessed", (float)(64 * e->ops));
+  set_float(&e->cost[2], "transcendentals", 0.0f);
+  set_float(&e->cost[3], "optimal_seconds", e->while_ops ? -1.0f : (float)(1e-6 * e->ops));
+  snprintf(e->fingerprint, sizeof e->fingerprint, "fake-%lld", (long long)size);
+  a->executable = e;
+  return NULL;
+}
+
+static pjrt_abi_error_t* executable_destroy(void* p) {
+  free(((pjrt_abi_executable_destroy_args_t*)p)->executable);
+  return NULL;
+}
+
+static pjrt_abi_error_t* cost_analysis(void* p) {
+  pjrt_abi_executable_cost_analysis_args_t* a = p;
+  a->properties = a->executable->cost;
+  a->num_properties = 4;
+  return NULL;
+}
+
+/* Arguments 4 KiB, temporaries 16 bytes per byte of program text. */
+static pjrt_abi_error_t* memory_stats(void* p) {
+  pjrt_abi_compiled_memory_stats_args_t* a = p;
+  if (a->struct_size < pjrt_abi_compiled_memory_stats_args_t_SIZE) return make_error(3, "fake: short struct");
+  a->argument_size_in_bytes = 4096;
+  a->output_size_in_bytes = 1024;
+  a->temp_size_in_bytes = 16 * a->executable->code_size;
+  a->generated_code_size_in_bytes = 100;
+  return NULL;
+}
+
+static pjrt_abi_error_t* fingerprint(void* p) {
+  pjrt_abi_executable_string_args_t* a = p;
+  a->text = a->executable->fingerprint;
+  a->text_size = strlen(a->executable->fingerprint);
+  return NULL;
+}
+
 static union {
-  unsigned char bytes[PJRTABI_SLOT_OFFSET(PJRTABI_CLIENT_CREATE + 1)];
+  unsigned char bytes[PJRTABI_SLOT_OFFSET(PJRTABI_EXECUTABLE_GET_COMPILED_MEMORY_STATS + 1)];
   pjrt_abi_api_head_t head;
 } g_api;
 
@@ -121,11 +274,24 @@ __attribute__((visibility("default"))) const void* GetPjrtApi(void) {
     g_api.head.version.struct_size = sizeof(pjrt_abi_version_t);
     g_api.head.version.major = 0;
     g_api.head.version.minor = 81;
-    void* slots[][2] = {{(void*)error_destroy, (void*)(uintptr_t)PJRTABI_ERROR_DESTROY},
-                        {(void*)error_message, (void*)(uintptr_t)PJRTABI_ERROR_MESSAGE},
-                        {(void*)error_get_code, (void*)(uintptr_t)PJRTABI_ERROR_GET_CODE},
-                        {(void*)plugin_initialize, (void*)(uintptr_t)PJRTABI_PLUGIN_INITIALIZE},
-                        {(void*)client_create, (void*)(uintptr_t)PJRTABI_CLIENT_CREATE}};
+    void* slots[][2] = {
+        {(void*)error_destroy, (void*)(uintptr_t)PJRTABI_ERROR_DESTROY},
+        {(void*)error_message, (void*)(uintptr_t)PJRTABI_ERROR_MESSAGE},
+        {(void*)error_get_code, (void*)(uintptr_t)PJRTABI_ERROR_GET_CODE},
+        {(void*)plugin_initialize, (void*)(uintptr_t)PJRTABI_PLUGIN_INITIALIZE},
+        {(void*)client_create, (void*)(uintptr_t)PJRTABI_CLIENT_CREATE},
+        {(void*)description_id, (void*)(uintptr_t)PJRTABI_DEVICE_DESCRIPTION_ID},
+        {(void*)description_kind, (void*)(uintptr_t)PJRTABI_DEVICE_DESCRIPTION_KIND},
+        {(void*)executable_destroy, (void*)(uintptr_t)PJRTABI_EXECUTABLE_DESTROY},
+        {(void*)cost_analysis, (void*)(uintptr_t)PJRTABI_EXECUTABLE_GET_COST_ANALYSIS},
+        {(void*)topology_create, (void*)(uintptr_t)PJRTABI_TOPOLOGY_CREATE},
+        {(void*)topology_destroy, (void*)(uintptr_t)PJRTABI_TOPOLOGY_DESTROY},
+        {(void*)topology_platform_name, (void*)(uintptr_t)PJRTABI_TOPOLOGY_PLATFORM_NAME},
+        {(void*)topology_platform_version, (void*)(uintptr_t)PJRTABI_TOPOLOGY_PLATFORM_VERSION},
+        {(void*)topology_devices, (void*)(uintptr_t)PJRTABI_TOPOLOGY_GET_DEVICE_DESCRIPTIONS},
+        {(void*)compile, (void*)(uintptr_t)PJRTABI_COMPILE},
+        {(void*)fingerprint, (void*)(uintptr_t)PJRTABI_EXECUTABLE_FINGERPRINT},
+        {(void*)memory_stats, (void*)(uintptr_t)PJRTABI_EXECUTABLE_GET_COMPILED_MEMORY_STATS}};
     for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); ++i)
       memcpy(g_api.bytes + PJRTABI_SLOT_OFFSET((uintptr_t)slots[i][1]), &slots[i][0], sizeof(void*));
   }
