@@ -39,12 +39,14 @@ except ImportError as _error:
 from torch_tpu import amp  # noqa: E402
 from torch_tpu import device as _device_module  # noqa: E402
 from torch_tpu import diffusers as _diffusers  # noqa: E402,F401 (an import hook: never imports diffusers)
+from torch_tpu import _discovery  # noqa: E402
 from torch_tpu._discovery import find_plugin  # noqa: E402
 from torch_tpu._safetensors import install_lazily as _install_safetensors  # noqa: E402
 from torch_tpu._version import __version__  # noqa: E402
 from torch_tpu.compile import TpuBackend  # noqa: E402
 from torch_tpu.metrics import metrics, metrics_report, reset_metrics  # noqa: E402
 from torch_tpu.modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
+from torch_tpu.targets import get_target, reset_target_report, set_target, target, target_report  # noqa: E402
 
 _install_safetensors()  # load_file(device="tpu"), as for built-in devices (an import hook)
 
@@ -55,10 +57,15 @@ __all__ = [
     "cpu_fallback_mode",
     "eager_mode",
     "get_eager_mode",
+    "get_target",
     "metrics",
     "metrics_report",
     "reset_metrics",
+    "reset_target_report",
     "set_eager_mode",
+    "set_target",
+    "target",
+    "target_report",
 ]
 
 
@@ -128,6 +135,7 @@ def _register() -> None:
     # float16, so pass dtype= there (or torch.tpu.set_autocast_dtype).
     torch.set_autocast_dtype("tpu", torch.bfloat16)
     _route_default_compile()
+    _discovery.prepare_plugin_env()
     try:
         _C._set_default_plugin(find_plugin())
     except RuntimeError as error:  # import must not fail: report at first device use
@@ -135,3 +143,6 @@ def _register() -> None:
 
 
 _register()
+# TORCH_TPU_TARGET=v6e:1x1: shadow-compile this process's programs for that target from the start.
+if os.environ.get("TORCH_TPU_TARGET"):
+    set_target(os.environ["TORCH_TPU_TARGET"])

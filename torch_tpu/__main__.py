@@ -1,4 +1,4 @@
-"""python -m torch_tpu {info,demo,bench}"""
+"""python -m torch_tpu {info,demo,bench,target}"""
 
 from __future__ import annotations
 
@@ -13,7 +13,29 @@ import torch
 import torch_tpu
 
 
+def _no_chip_line(rt_error: BaseException | None = None) -> str | None:
+    """One line for a plugin that can only compile here (libtpu on a host with no TPU)."""
+    from torch_tpu import _discovery, targets
+
+    plugin = os.environ.get("TORCH_TPU_PJRT_PLUGIN") or ""
+    libtpu = _discovery.libtpu_path()
+    is_libtpu = bool(plugin) and (plugin == libtpu or os.path.basename(plugin).startswith("libtpu"))
+    if not is_libtpu or _discovery.has_tpu_chips():
+        return None
+    avail = targets.available_topologies(plugin)
+    listed = ", ".join(avail) if avail else "none (the plugin made no topology)"
+    return (
+        f"torch_tpu: no TPU is attached to this host (no /dev/accel*, no /dev/vfio TPU), so {plugin} cannot "
+        f"run programs here; compile-only targets available: {listed} "
+        f"(TORCH_TPU_TARGET=v6e:1x1, or python -m torch_tpu target --target v6e:1x1 script.py)"
+    )
+
+
 def info() -> None:
+    line = _no_chip_line()
+    if line:
+        print(line)
+        return
     torch.tpu._lazy_init()
     rt = torch_tpu._C._runtime_info()
     major, minor = rt["api_version"]
@@ -230,9 +252,39 @@ def demo() -> None:
     diffusers_demo()
 
 
+def run_under_target(topology: str, script: str, script_args: list[str]) -> None:
+    """Runs |script| on this process's plugin with every program shadow-compiled for |topology|,
+    then prints the target report."""
+    import runpy
+    import sys
+
+    torch_tpu.set_target(topology)
+    sys.argv = [script, *script_args]
+    try:
+        runpy.run_path(script, run_name="__main__")
+    finally:
+        torch.tpu.synchronize()
+        print(torch_tpu.target_report())
+
+
 def main() -> None:
+    import sys
+
+    if len(sys.argv) > 1 and sys.argv[1] == "target":
+        tp = argparse.ArgumentParser(prog="python -m torch_tpu target", description=run_under_target.__doc__)
+        tp.add_argument("--target", required=True, help="topology name, e.g. v6e:1x1 or v5e:2x2")
+        tp.add_argument("script")
+        tp.add_argument("args", nargs=argparse.REMAINDER)
+        targs = tp.parse_args(sys.argv[2:])
+        try:
+            run_under_target(targs.target, targs.script, targs.args)
+        except RuntimeError as e:
+            if "target" in str(e):
+                raise SystemExit(f"torch_tpu: {e}") from None
+            raise
+        return
     parser = argparse.ArgumentParser(prog="python -m torch_tpu", description=__doc__)
-    parser.add_argument("command", choices=["info", "demo", "bench"])
+    parser.add_argument("command", choices=["info", "demo", "bench", "target"])
     args = parser.parse_args()
     if args.command == "info":
         try:

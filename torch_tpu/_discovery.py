@@ -38,6 +38,27 @@ def _has_tpu_chips() -> bool:
     return bool(glob.glob("/dev/accel*") or glob.glob("/dev/vfio/[0-9]*"))
 
 
+def has_tpu_chips() -> bool:
+    """Whether a TPU chip is attached to this host (its device nodes exist), as JAX checks."""
+    return _has_tpu_chips()
+
+
+def prepare_plugin_env() -> None:
+    """Off a TPU VM, libtpu queries the cloud metadata server (30 tries per key, minutes) unless
+    TPU_SKIP_MDS_QUERY is set, as JAX sets it; without a worker list and host bounds it also
+    warns on stderr. Only libtpu reads these variables; we set them (never overriding the
+    user's) whenever no chip is attached: one host, nothing to query."""
+    if not _has_tpu_chips():
+        os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+        os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+        os.environ.setdefault("TPU_HOST_BOUNDS", "1,1,1")
+
+
+def libtpu_path() -> str | None:
+    """libtpu's .so if the package is installed (whether or not a chip is attached)."""
+    return _libtpu()
+
+
 def _libtpu() -> str | None:
     try:
         import libtpu  # type: ignore[import-not-found]

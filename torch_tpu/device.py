@@ -28,11 +28,30 @@ def _lazy_init() -> None:
             return
         if _discovery_error is not None:
             raise RuntimeError(str(_discovery_error))
-        _C._init()
+        try:
+            _C._init()
+        except RuntimeError as error:
+            raise RuntimeError(_missing_chip_message(error)) from None
         _initialized = True
         from torch_tpu._internal import autograd_exit
 
         autograd_exit.register()
+
+
+def _missing_chip_message(error: RuntimeError) -> str:
+    """libtpu with no TPU attached cannot create a client: say so in one line, not libtpu's."""
+    import os
+
+    from torch_tpu import _discovery
+
+    plugin = os.environ.get("TORCH_TPU_PJRT_PLUGIN") or ""
+    if _discovery.has_tpu_chips() or not os.path.basename(plugin).startswith("libtpu"):
+        return str(error)
+    return (
+        f"torch_tpu: no TPU chip is attached to this host (no /dev/accel*, no /dev/vfio TPU): {plugin} can "
+        "compile for a TPU here but not run on one; run on another plugin with a compile-only target "
+        "(TORCH_TPU_TARGET=v6e:1x1, torch_tpu.set_target) instead"
+    )
 
 
 def is_initialized() -> bool:

@@ -25,11 +25,15 @@ static tpurt_config_t g_config;
 static char* g_error; /* the first bad variable's message, or NULL */
 
 static const char* const kKnown[] = {
-    "TORCH_TPU_PJRT_PLUGIN",        "TORCH_TPU_NUM_DEVICES",      "TORCH_TPU_CPU_FALLBACK",
-    "TORCH_TPU_LAUNCH_BLOCKING",    "TORCH_TPU_DEFER_AND_FUSE",   "TORCH_TPU_FUSE_MAX_OPS",
-    "TORCH_TPU_PRINT_MLIR",         "TORCH_TPU_DUMP_DIR",         "TORCH_TPU_CACHE_DIR",
-    "TORCH_TPU_CACHE_MEMORY_BYTES", "TORCH_TPU_CACHE_DISK_BYTES", "TORCH_TPU_SDPA_BLOCK_BYTES",
-    "TORCH_TPU_CUDNN_SDPA",         "TORCH_TPU_PJRT_OPTIONS",     "TORCH_TPU_XLA_OPTIONS",
+    "TORCH_TPU_PJRT_PLUGIN",      "TORCH_TPU_NUM_DEVICES",
+    "TORCH_TPU_CPU_FALLBACK",     "TORCH_TPU_LAUNCH_BLOCKING",
+    "TORCH_TPU_DEFER_AND_FUSE",   "TORCH_TPU_FUSE_MAX_OPS",
+    "TORCH_TPU_PRINT_MLIR",       "TORCH_TPU_DUMP_DIR",
+    "TORCH_TPU_CACHE_DIR",        "TORCH_TPU_CACHE_MEMORY_BYTES",
+    "TORCH_TPU_CACHE_DISK_BYTES", "TORCH_TPU_SDPA_BLOCK_BYTES",
+    "TORCH_TPU_CUDNN_SDPA",       "TORCH_TPU_PJRT_OPTIONS",
+    "TORCH_TPU_XLA_OPTIONS",      "TORCH_TPU_TARGET",
+    "TORCH_TPU_TARGET_PLUGIN",
 };
 
 static void fail(const char* name, const char* value, const char* accepts) {

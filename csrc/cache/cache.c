@@ -192,6 +192,7 @@ tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_exe
   if (exe) {
     BUMP(hits_memory);
     out_info->hit = true;
+    cache_shadow_program(mlir, size, options, options_size, 1, exe);
     *out_executable = exe;
     return NULL;
   }
@@ -238,6 +239,7 @@ tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_exe
   out_info->charge = memory_insert_locked(&key, exe, charge, out_info->from_disk);
   publish_usage_locked();
   pthread_mutex_unlock(&g_lock);
+  cache_shadow_program(mlir, size, options, options_size, 1, exe);
   *out_executable = exe;
   return NULL;
 }
@@ -296,6 +298,11 @@ tpurt_status_t cache_get_or_compile_encoded(const char* encoding, size_t encodin
   configure_locked();
   pjrt_executable_t* exe = memory_find_alias_locked(&alias, &charge, &from_disk);
   pthread_mutex_unlock(&g_lock);
+  if (exe && !pjrt_executable_shadowed(exe)) {
+    /* a shadow target was set since: the target needs the text */
+    pjrt_executable_release(exe);
+    exe = NULL;
+  }
   if (exe) {
     BUMP(requests);
     BUMP(hits_memory);
@@ -370,6 +377,14 @@ void cache_reconfigure_for_test(void) {
   g_warned_dump = false;
   disk_reset_warnings();
   pthread_mutex_unlock(&g_lock);
+}
+
+int cache_disk_dirfd(void) {
+  pthread_mutex_lock(&g_lock);
+  configure_locked();
+  int fd = g_disk.dirfd;
+  pthread_mutex_unlock(&g_lock);
+  return fd;
 }
 
 void tpurt_cache_info(tpurt_cache_info_t* out) {

@@ -77,4 +77,16 @@ void cache_reset_memory_for_test(void);
 ** warns afresh. */
 void cache_reconfigure_for_test(void);
 
+/* Shadow compilation (shadow.c). The label this thread's next programs are
+** recorded under (the aten op, the fused graph); borrowed until the next
+** call. */
+void cache_shadow_label(const char* label);
+/* Compiles |text| for the shadow target if one is set and |exe| (may be
+** NULL) was not yet shadowed under it, with the runtime's compile options
+** |options| (for SPMD programs, |num_partitions| > 1, the target's own
+** device assignment), and records the verdict. Never fails: a refusal is
+** the record's verdict. */
+void cache_shadow_program(const char* text, size_t size, const char* options, size_t options_size,
+                          int32_t num_partitions, pjrt_executable_t* exe);
+
 #endif /* TPURT_CACHE_CACHE_H_ */

@@ -107,6 +107,8 @@ TPURT_MUST_USE tpurt_status_t disk_write_atomic(int dirfd, const char* name, con
                                                 size_t head_size, const void* body, size_t body_size);
 /* mkdir -p |path|, each created level with |mode|. */
 TPURT_MUST_USE tpurt_status_t disk_mkdirs(const char* path, unsigned mode);
+/* The tier-2 directory (configured on first use), or -1 when it is off. */
+int cache_disk_dirfd(void);
 /* Forgets which entries and failures were warned about (tests). */
 void disk_reset_warnings(void);
 

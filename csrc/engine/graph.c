@@ -512,6 +512,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   char label[320];
   snprintf(label, sizeof(label), "fused graph of %d ops (%.80s ... %.80s)", g->num_ops, g->first_op_name,
            g->last_op);
+  cache_shadow_label(label);
   tpurt_status_t status = sort_bindings(g);
   int32_t n = g->num_bindings;
   pjrt_buffer_t** args = tpurt_xmalloc(sizeof(void*) * (size_t)(n + 1));
@@ -680,6 +681,7 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
   if (!status) status = ir_func_print(g->func, &text, &size);
   if (!status) {
     bool hit = false;
+    cache_shadow_label("compiled program");
     status = cache_get_or_compile(text, size, &exe, &hit);
   }
   if (!status) {

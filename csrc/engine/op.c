@@ -450,8 +450,15 @@ static void finish_graph_op(engine_ctx_t* e, const lower_rule_t* rule, tpurt_op_
   call->num_results = ctx->num_results;
 }
 
-/* The client's platform name for the lowering context ("" before init). */
-static const char* platform_name(void) {
+/* The platform name for the lowering context: the shadow target's, else
+** the client's ("" before init). */
+const char* tpurt_lowering_platform(void) {
+  const tpurt_target_t* target = tpurt_shadow_target();
+  if (target) {
+    tpurt_target_info_t t;
+    tpurt_target_info(target, &t);
+    return t.platform_name;
+  }
   tpurt_runtime_info_t info;
   tpurt_status_t s = pjrt_info(&info);
   if (s) {
@@ -542,6 +549,7 @@ static TPURT_MUST_USE tpurt_status_t spmd_compile(const char* text, const pjrt_s
   if (status) return status;
   if (tpurt_config()->print_mlir) fprintf(stderr, "// %s (SPMD)\n%s\n", call->name, annotated);
   status = pjrt_compile_spmd(annotated, size, mesh->num_devices, mesh->devices, out_executable);
+  if (!status) cache_shadow_program(annotated, size, "", 0, mesh->num_devices, *out_executable);
   free(annotated);
   if (!status) ++engine_spmd_compiles;
   return status;
@@ -567,7 +575,7 @@ static TPURT_MUST_USE tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op
                         : call->matmul_precision == TPURT_MATMUL_PRECISION_HIGH ? IR_PRECISION_HIGH
                                                                                 : IR_PRECISION_HIGHEST);
   ctx->op_name = call->name;
-  ctx->platform = platform_name();
+  ctx->platform = tpurt_lowering_platform();
   ctx->args = call->args;
   ctx->engine = e;
   ctx->read_tensor = engine_read_tensor;
@@ -705,6 +713,7 @@ static TPURT_MUST_USE tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op
   if (!status && mesh) {
     status = spmd_compile(text, mesh, call, ctx->params, ctx->num_params, output_shardings, n_program, &exe);
   } else if (!status) {
+    cache_shadow_label(call->name);
     status = cache_get_or_compile_info(text, size, &exe, &info);
   }
   if (status) {

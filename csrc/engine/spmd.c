@@ -6,6 +6,7 @@
 #include <stdio.h>
 
 #include "../base/base.h"
+#include "../cache/cache.h"
 #include "engine.h"
 
 /* Appends the comma-separated items of [begin, end) ("%0: tensor<4xf32>",
@@ -148,6 +149,7 @@ tpurt_status_t spmd_get_or_compile(const char* text, const pjrt_sharding_t* mesh
   for (int32_t i = 0; i < SPMD_CACHE_SIZE; ++i) {
     spmd_entry_t* e = &g_spmd_cache[i];
     if (e->executable && e->hash == h && strcmp(e->text, annotated) == 0) {
+      cache_shadow_program(annotated, size, "", 0, mesh->num_devices, e->executable);
       pjrt_executable_retain(e->executable);
       *out_executable = e->executable;
       free(annotated);
@@ -161,6 +163,7 @@ tpurt_status_t spmd_get_or_compile(const char* text, const pjrt_sharding_t* mesh
     return status;
   }
   ++engine_spmd_compiles;
+  cache_shadow_program(annotated, size, "", 0, mesh->num_devices, *out_executable);
   spmd_entry_t* e = &g_spmd_cache[g_spmd_next];
   g_spmd_next = (g_spmd_next + 1) % SPMD_CACHE_SIZE;
   free(e->text);

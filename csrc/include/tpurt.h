@@ -684,6 +684,35 @@ TPURT_MUST_USE tpurt_status_t tpurt_target_compile(tpurt_target_t* target, const
                                                    const char* options, size_t options_size,
                                                    tpurt_target_program_t* out_program);
 
+/* Shadow compilation: with a target set, every program this process
+** compiles or takes from the cache for its own plugin (strict-eager plans,
+** fused graphs, traced programs, SPMD programs) is also compiled for the
+** target, once per distinct program, and recorded. Lowering decisions that
+** depend on the platform ask the target (tpurt_lowering_platform). Takes
+** ownership of |target|; NULL turns shadowing off. Records start empty. */
+TPURT_MUST_USE tpurt_status_t tpurt_shadow_set_consume(tpurt_target_t* target);
+/* The current target (borrowed), or NULL. */
+const tpurt_target_t* tpurt_shadow_target(void);
+/* Forgets the records (and their run counts) of the current target. */
+void tpurt_shadow_reset(void);
+
+typedef struct tpurt_shadow_record_s {
+  const char* label; /* the aten op, or the fused graph / program it came from */
+  const char* error; /* NULL: the target compiled it; else the compiler's refusal */
+  uint64_t runs;     /* launches on this process's plugin since it was recorded */
+  int32_t num_partitions;
+  bool from_disk; /* the figures came from the persistent cache (not compiled now) */
+  uint64_t hash;
+  tpurt_target_program_t program;
+} tpurt_shadow_record_t;
+/* Copies up to |max| records into |out| (strings live for the process) and
+** returns how many there are. */
+size_t tpurt_shadow_records(tpurt_shadow_record_t* out, size_t max);
+/* The platform lowering rules see: the shadow target's when one is set
+** (programs are lowered for the chip they are meant for), else the
+** runtime's; "" before init. */
+const char* tpurt_lowering_platform(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -150,6 +150,11 @@ static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_
 ** L) the loop would be all overhead, so the call stays one block. */
 static int64_t loop_rows(const lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p, bool backward) {
   const uint64_t set = tpurt_config()->sdpa_block_bytes; /* TORCH_TPU_SDPA_BLOCK_BYTES */
+  /* The loop is a choice for the CPU's caches (measured there). A TPU's
+  ** compiler tiles one block itself and gives no run-time estimate for a
+  ** while loop, so a TPU program (a TPU plugin, or a shadow target) stays
+  ** one block unless the variable asks for blocks. */
+  if (!set && ctx->platform && strcmp(ctx->platform, "tpu") == 0) return 0;
   uint64_t budget = set ? set : SDPA_BLOCK_BYTES;
   uint64_t threshold = set ? set : backward ? SDPA_BACKWARD_LOOP_BYTES : SDPA_FORWARD_LOOP_BYTES;
   uint64_t row_bytes = (uint64_t)p->g * (uint64_t)p->s * 4;

@@ -13,7 +13,31 @@ struct pjrt_executable_s {
   bool compiled_here;        /* compiled in this process (not loaded from the disk cache) */
   int32_t num_ops;           /* StableHLO ops in the module (0: loaded, unknown) */
   uint64_t launches;         /* lock held */
+  uint64_t* shadow_runs;     /* the shadow record's run counter (atomic), or NULL */
+  uint32_t shadow_gen;       /* the shadow generation it was recorded under */
 };
+
+uint32_t pjrt_shadow_gen_now;
+
+void pjrt_executable_set_shadow(pjrt_executable_t* executable, uint64_t* runs, uint32_t gen) {
+  __atomic_store_n(&executable->shadow_runs, runs, __ATOMIC_RELEASE);
+  __atomic_store_n(&executable->shadow_gen, gen, __ATOMIC_RELEASE);
+}
+
+uint32_t pjrt_executable_shadow_gen(const pjrt_executable_t* executable) {
+  return __atomic_load_n(&executable->shadow_gen, __ATOMIC_ACQUIRE);
+}
+
+bool pjrt_executable_shadowed(const pjrt_executable_t* executable) {
+  uint32_t now = __atomic_load_n(&pjrt_shadow_gen_now, __ATOMIC_ACQUIRE);
+  return now == 0 || pjrt_executable_shadow_gen(executable) == now;
+}
+
+/* One launch of |executable| for its shadow record, if it has one. */
+static void count_shadow_run(pjrt_executable_t* executable) {
+  uint64_t* runs = __atomic_load_n(&executable->shadow_runs, __ATOMIC_ACQUIRE);
+  if (runs && pjrt_executable_shadowed(executable)) __atomic_add_fetch(runs, 1, __ATOMIC_RELAXED);
+}
 
 /* StableHLO ops in |mlir|: the launch log reports it per program. */
 static int32_t count_ops(const char* mlir, size_t size) {
@@ -673,6 +697,7 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
     }
     launch->first_run = executable->compiled_here && executable->launches == 0;
     executable->launches++;
+    count_shadow_run(executable);
     if (done[0]) {
       watch_locked(launch, done[0]);
       oldest = add_pending_locked((pending_t){done[0], launch, NULL, NULL, 0});
@@ -802,6 +827,7 @@ tpurt_status_t pjrt_execute_spmd(pjrt_executable_t* executable, int32_t num_devi
       }
     }
     executable->launches++;
+    count_shadow_run(executable);
   }
   pthread_mutex_unlock(&pjrt_g.lock);
   drain_released();

@@ -92,6 +92,15 @@ void pjrt_executable_note_module(pjrt_executable_t* executable, const char* mlir
 TPURT_MUST_USE tpurt_status_t pjrt_compile_with_options(const char* mlir, size_t mlir_size,
                                                         const char* options, size_t options_size,
                                                         pjrt_executable_t** out_executable);
+/* Shadow compilation: |runs| (atomic, outlives the executable) counts each
+** launch from now on; |gen| is the shadow generation it was recorded under. */
+void pjrt_executable_set_shadow(pjrt_executable_t* executable, uint64_t* runs, uint32_t gen);
+uint32_t pjrt_executable_shadow_gen(const pjrt_executable_t* executable);
+/* False when a shadow target is set and |executable| was not yet compiled
+** for it (cache/shadow.c answers through pjrt_shadow_gen_now). */
+bool pjrt_executable_shadowed(const pjrt_executable_t* executable);
+/* The current shadow generation, 0 when no target is set (set by cache/). */
+extern uint32_t pjrt_shadow_gen_now;
 void pjrt_executable_retain(pjrt_executable_t* executable);
 void pjrt_executable_release(pjrt_executable_t* executable);
 size_t pjrt_executable_num_outputs(const pjrt_executable_t* executable);

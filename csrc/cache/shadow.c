@@ -1,0 +1,268 @@
+/* shadow.c: shadow compilation. With a target set (tpurt_shadow_set_consume),
+** every program the process gets from the cache (strict-eager plans, fused
+** graphs, traced programs) and every SPMD program is also compiled for the
+** target, once per distinct program, and what the target's compiler said
+** is kept as a record: verdict, compile seconds, cost analysis, memory.
+** Executables carry a pointer to their record's run counter
+** (pjrt_executable_set_shadow), so each launch counts a run and the report
+** can sum runs x estimate.
+**
+** Records persist in the executable cache's directory as <hash>.tpuest
+** files, keyed by the target's identity (plugin, api, platform, topology),
+** the compile options, the core version and the module text: a second run
+** of the same script compiles nothing for the target. A record is a
+** measurement, not code, so a malformed file is simply ignored. */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "../pjrt/pjrt.h"
+#include "cache_internal.h"
+
+#define SHADOW_BUCKETS 4096
+#define SHADOW_MAGIC "TPURTEST"
+#define SHADOW_FORMAT 1u
+
+typedef struct shadow_record_s {
+  struct shadow_record_s* next; /* bucket chain */
+  struct shadow_record_s* all;  /* every record ever made (they are never freed) */
+  uint64_t hash;
+  tpurt_shadow_record_t pub; /* label and error point into this record */
+  uint64_t runs;             /* atomic */
+  char label[128];
+  char* error;
+} shadow_record_t;
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static tpurt_target_t* g_target; /* the current target, or NULL */
+static uint32_t g_gen;           /* bumped at each set/reset: executables re-shadow */
+static shadow_record_t* g_buckets[SHADOW_BUCKETS];
+static shadow_record_t** g_order; /* records in the order they were made */
+static shadow_record_t* g_all;
+static size_t g_count, g_capacity;
+/* Targets and records replaced by a later set/reset stay alive: a compile
+** on another thread, or an executable's run counter, may still point at
+** them. A process sets a target a few times at most. */
+static tpurt_target_t* g_retired_targets[64];
+static int g_num_retired;
+static _Thread_local const char* t_label;
+
+void cache_shadow_label(const char* label) { t_label = label; }
+
+const tpurt_target_t* tpurt_shadow_target(void) {
+  pthread_mutex_lock(&g_lock);
+  const tpurt_target_t* t = g_target;
+  pthread_mutex_unlock(&g_lock);
+  return t;
+}
+
+static void forget_records_locked(void) {
+  /* not freed: run counters of live executables point into them */
+  memset(g_buckets, 0, sizeof g_buckets);
+  g_count = 0;
+  ++g_gen;
+  __atomic_store_n(&pjrt_shadow_gen_now, g_target ? g_gen : 0u, __ATOMIC_RELEASE);
+}
+
+tpurt_status_t tpurt_shadow_set_consume(tpurt_target_t* target) {
+  pthread_mutex_lock(&g_lock);
+  if (g_target) {
+    if (g_num_retired == (int)(sizeof g_retired_targets / sizeof g_retired_targets[0])) {
+      pthread_mutex_unlock(&g_lock);
+      tpurt_target_free(target);
+      return tpurt_status_create(TPURT_RESOURCE_EXHAUSTED, "too many shadow targets set in one process (64)");
+    }
+    g_retired_targets[g_num_retired++] = g_target;
+  }
+  g_target = target;
+  forget_records_locked();
+  pthread_mutex_unlock(&g_lock);
+  return NULL;
+}
+
+void tpurt_shadow_reset(void) {
+  pthread_mutex_lock(&g_lock);
+  forget_records_locked();
+  pthread_mutex_unlock(&g_lock);
+}
+
+size_t tpurt_shadow_records(tpurt_shadow_record_t* out, size_t max) {
+  pthread_mutex_lock(&g_lock);
+  size_t n = g_count < max ? g_count : max;
+  for (size_t i = 0; i < n; ++i) {
+    out[i] = g_order[i]->pub;
+    out[i].runs = __atomic_load_n(&g_order[i]->runs, __ATOMIC_RELAXED);
+  }
+  size_t total = g_count;
+  pthread_mutex_unlock(&g_lock);
+  return total;
+}
+
+static shadow_record_t* find_locked(uint64_t hash) {
+  for (shadow_record_t* r = g_buckets[hash % SHADOW_BUCKETS]; r; r = r->next)
+    if (r->hash == hash) return r;
+  return NULL;
+}
+
+static void add_locked(shadow_record_t* r) {
+  shadow_record_t** b = &g_buckets[r->hash % SHADOW_BUCKETS];
+  r->next = *b;
+  *b = r;
+  r->all = g_all;
+  g_all = r;
+  if (g_count == g_capacity) {
+    g_capacity = g_capacity ? 2 * g_capacity : 256;
+    g_order = tpurt_xrealloc(g_order, g_capacity * sizeof(*g_order));
+  }
+  g_order[g_count++] = r;
+}
+
+/*===--- the persistent record ---===*/
+
+/* File: magic, format, hash, then the program's figures, the error length
+** and text. Native layout: the key includes the core version. */
+typedef struct {
+  char magic[8];
+  uint32_t format;
+  uint32_t error_size; /* 0: it compiled */
+  uint64_t hash;
+  tpurt_target_program_t program;
+} shadow_file_t;
+
+static void file_name(uint64_t hash, char* out, size_t size) {
+  snprintf(out, size, "%016" PRIx64 ".tpuest", hash);
+}
+
+static bool load_record(int dirfd, uint64_t hash, shadow_record_t* r) {
+  if (dirfd < 0) return false;
+  char name[40];
+  file_name(hash, name, sizeof name);
+  int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return false;
+  shadow_file_t f;
+  bool ok = read(fd, &f, sizeof f) == (ssize_t)sizeof f && memcmp(f.magic, SHADOW_MAGIC, 8) == 0 &&
+            f.format == SHADOW_FORMAT && f.hash == hash && f.error_size < (1u << 20);
+  if (ok && f.error_size) {
+    r->error = tpurt_xmalloc(f.error_size + 1);
+    ok = read(fd, r->error, f.error_size) == (ssize_t)f.error_size;
+    r->error[ok ? f.error_size : 0] = '\0';
+  }
+  close(fd);
+  if (!ok) {
+    free(r->error);
+    r->error = NULL;
+    return false;
+  }
+  f.program.fingerprint[sizeof f.program.fingerprint - 1] = '\0';
+  r->pub.program = f.program;
+  return true;
+}
+
+static void store_record(int dirfd, const shadow_record_t* r) {
+  if (dirfd < 0) return;
+  shadow_file_t f;
+  memset(&f, 0, sizeof f);
+  memcpy(f.magic, SHADOW_MAGIC, 8);
+  f.format = SHADOW_FORMAT;
+  f.hash = r->hash;
+  f.error_size = r->error ? (uint32_t)strlen(r->error) : 0;
+  f.program = r->pub.program;
+  char name[40];
+  file_name(r->hash, name, sizeof name);
+  /* a record that cannot be written is compiled again next time */
+  tpurt_status_ignore(disk_write_atomic(dirfd, name, &f, sizeof f, r->error, f.error_size));
+}
+
+/*===--- compiling for the target ---===*/
+
+static uint64_t record_hash(const tpurt_target_t* t, const char* options, size_t options_size,
+                            const char* text, size_t size, int32_t num_partitions) {
+  tpurt_target_info_t info;
+  tpurt_target_info(t, &info);
+  uint64_t h = cache_hash64(0x7368616477746774ULL, info.identity, strlen(info.identity) + 1);
+  h = cache_hash64(h, tpurt_version(), strlen(tpurt_version()) + 1);
+  h = cache_hash64(h, &num_partitions, sizeof num_partitions);
+  h = cache_hash64(h, options, options_size);
+  return cache_hash64(h, text, size);
+}
+
+/* The options for the target: the runtime's own for a one-device program;
+** for an SPMD one, the same partitioning over the target's device ids. */
+static TPURT_MUST_USE tpurt_status_t target_options(tpurt_target_t* t, int32_t num_partitions,
+                                                    const char* runtime_options, size_t runtime_size,
+                                                    char** out_owned, const char** out, size_t* out_size) {
+  *out_owned = NULL;
+  *out = runtime_options;
+  *out_size = runtime_size;
+  if (num_partitions <= 1) return NULL;
+  tpurt_target_info_t info;
+  tpurt_target_info(t, &info);
+  if (num_partitions > info.num_devices) {
+    return tpurt_status_create(TPURT_FAILED_PRECONDITION,
+                               "the program spans %d devices; target %s has %d (name a topology with "
+                               "at least %d chips, e.g. v5e:2x2 for 4)",
+                               num_partitions, info.topology, info.num_devices, num_partitions);
+  }
+  int64_t ids[256];
+  for (int32_t i = 0; i < num_partitions; ++i) ids[i] = tpurt_target_device_id(t, i);
+  TPURT_RETURN_IF_ERROR(pjrt_spmd_compile_options(num_partitions, ids, out_owned, out_size));
+  *out = *out_owned;
+  return NULL;
+}
+
+void cache_shadow_program(const char* text, size_t size, const char* options, size_t options_size,
+                          int32_t num_partitions, pjrt_executable_t* exe) {
+  pthread_mutex_lock(&g_lock);
+  tpurt_target_t* t = g_target;
+  uint32_t gen = g_gen;
+  pthread_mutex_unlock(&g_lock);
+  if (!t || (exe && pjrt_executable_shadow_gen(exe) == gen)) return;
+  const uint64_t hash = record_hash(t, options, options_size, text, size, num_partitions);
+
+  pthread_mutex_lock(&g_lock);
+  shadow_record_t* r = gen == g_gen ? find_locked(hash) : NULL;
+  pthread_mutex_unlock(&g_lock);
+  if (!r) {
+    r = tpurt_xcalloc(1, sizeof(*r));
+    r->hash = hash;
+    snprintf(r->label, sizeof r->label, "%s", t_label ? t_label : "program");
+    r->pub.label = r->label;
+    r->pub.num_partitions = num_partitions;
+    r->pub.hash = hash;
+    int dirfd = cache_disk_dirfd();
+    if (load_record(dirfd, hash, r)) {
+      r->pub.from_disk = true;
+    } else {
+      char* owned = NULL;
+      const char* topts = NULL;
+      size_t topts_size = 0;
+      tpurt_status_t s =
+          target_options(t, num_partitions, options, options_size, &owned, &topts, &topts_size);
+      if (!s) s = tpurt_target_compile(t, text, size, topts, topts_size, &r->pub.program);
+      free(owned);
+      if (s) {
+        r->error = tpurt_xstrdup(tpurt_status_message(s));
+        tpurt_status_free(s);
+      }
+      store_record(dirfd, r);
+    }
+    r->pub.error = r->error;
+    pthread_mutex_lock(&g_lock);
+    shadow_record_t* other = gen == g_gen ? find_locked(hash) : NULL;
+    if (other || gen != g_gen) {
+      /* another thread made it meanwhile (keep theirs), or the target
+      ** changed under us (the executable re-shadows at its next use) */
+      free(r->error);
+      free(r);
+      r = other;
+    } else {
+      add_locked(r);
+    }
+    pthread_mutex_unlock(&g_lock);
+    if (!r) return;
+  }
+  if (exe) pjrt_executable_set_shadow(exe, &r->runs, gen);
+}
