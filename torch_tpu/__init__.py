@@ -36,10 +36,9 @@ except ImportError as _error:
     if _explained is None:
         raise
     raise _explained from _error
-from torch_tpu import amp  # noqa: E402
+from torch_tpu import _discovery, amp  # noqa: E402
 from torch_tpu import device as _device_module  # noqa: E402
 from torch_tpu import diffusers as _diffusers  # noqa: E402,F401 (an import hook: never imports diffusers)
-from torch_tpu import _discovery  # noqa: E402
 from torch_tpu._discovery import find_plugin  # noqa: E402
 from torch_tpu._safetensors import install_lazily as _install_safetensors  # noqa: E402
 from torch_tpu._version import __version__  # noqa: E402

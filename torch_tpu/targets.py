@@ -127,9 +127,8 @@ def hbm_need(record: dict[str, Any]) -> int | None:
     m = record.get("memory")
     if not m:
         return None
-    return (
-        m["argument_bytes"] + m["output_bytes"] - m["alias_bytes"] + m["temp_bytes"] + m["generated_code_bytes"]
-    )
+    held = m["argument_bytes"] + m["output_bytes"] - m["alias_bytes"]
+    return held + m["temp_bytes"] + m["generated_code_bytes"]
 
 
 def _short_reason(error: str) -> str:
@@ -188,25 +187,30 @@ class TargetReport:
             return "torch_tpu target report: no target set (TORCH_TPU_TARGET or torch_tpu.set_target)"
         t = self.target
         chip = self.chip
+        major, minor = t["api_version"]
+        cached = sum(1 for p in self.programs if p["from_cache"])
         lines = [
             f"target {t['topology']}: {t['num_devices']} x {t['device_kind']} "
-            f"(compile only, via {os.path.basename(t['plugin_path'])} {t['api_version'][0]}.{t['api_version'][1]})",
-            f"  programs: {len(self.programs)} distinct, {len(self.compiled)} compile, {len(self.failed)} refused"
-            f" ({sum(1 for p in self.programs if p['from_cache'])} from the persistent cache)",
+            f"(compile only, via {os.path.basename(t['plugin_path'])} {major}.{minor})",
+            f"  programs: {len(self.programs)} distinct, {len(self.compiled)} compile, "
+            f"{len(self.failed)} refused ({cached} from the persistent cache)",
         ]
         for reason, labels in sorted(self.failures_by_reason().items(), key=lambda kv: -len(kv[1])):
             ops = Counter(labels).most_common(5)
             lines.append(f"    refused x{len(labels)}: {reason}  [{', '.join(f'{o} x{n}' for o, n in ops)}]")
         runs = sum(p["runs"] for p in self.compiled)
         no_est = self.runs_without_estimate
+        est_ms = self.estimated_device_seconds * 1e3
         lines.append(
-            f"  estimated device time (compiler's estimate, not measured): {self.estimated_device_seconds * 1e3:.3f} ms"
+            f"  estimated device time (the compiler's estimate, not measured): {est_ms:.3f} ms"
             f" over {runs - no_est} runs" + (f"; {no_est} runs have no estimate" if no_est else "")
         )
         big = self.largest
         if big is not None:
             need = hbm_need(big) or 0
-            cap = f" of {chip.hbm_bytes / GiB:.0f} GiB HBM ({100 * need / chip.hbm_bytes:.1f}%)" if chip else ""
+            cap = ""
+            if chip:
+                cap = f" of {chip.hbm_bytes / GiB:.0f} GiB HBM ({100 * need / chip.hbm_bytes:.1f}%)"
             lines.append(f"  largest program: {need / GiB:.3f} GiB per chip{cap}: {big['label'][:80]}")
         lines.append(f"  compile time for the target: {self.compile_seconds:.2f} s")
         return "\n".join(lines)
