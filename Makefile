@@ -44,7 +44,7 @@ ASAN_BINS  := $(TEST_SRCS:csrc/tests/%.c=build/asan-tests/%)
 # The C tests find the CPU plugin the same way the Python package does.
 PLUGIN = $(shell $(PY) torch_tpu/_discovery.py 2>/dev/null)
 
-.PHONY: demo test test-plugin dist lib ctest ctest-asan pytest diffusers-tests venv build dev format lint clean
+.PHONY: opinfo-target demo test test-plugin dist lib ctest ctest-asan pytest diffusers-tests venv build dev format lint clean
 
 demo: build
 	@$(PY) -m torch_tpu demo
@@ -143,6 +143,14 @@ pytest: build
 # "tpu", with passed/failed/skipped per file. Slow, so not part of `make test`.
 # DIFFUSERS_SRC: a checkout of diffusers at the installed version's tag (the
 # sdist has no model tests); it is only read. DIFFUSERS_K: a pytest -k filter.
+# op_db (tests/test_opinfo.py, f32 and bf16) shadow-compiled for a TPU target through libtpu:
+# the session ends with the target report and the share of programs that compile for it. Slow
+# (each distinct program also compiles for the TPU); TARGET=v5e:1x1 etc., OPINFO_K=-k filter.
+TARGET ?= v6e:1x1
+opinfo-target: build
+	TORCH_TPU_TARGET=$(TARGET) TORCH_TPU_TARGET_REPORT=build/opinfo-target.json \
+	  $(PY) -m pytest -q -s tests/test_opinfo.py $(if $(OPINFO_K),-k "$(OPINFO_K)")
+
 diffusers-tests: build
 	@test -n "$(DIFFUSERS_SRC)" || { echo "usage: make diffusers-tests DIFFUSERS_SRC=/path/to/diffusers"; exit 2; }
 	$(PY) tools/diffusers_tests.py "$(DIFFUSERS_SRC)" $(if $(DIFFUSERS_K),-k "$(DIFFUSERS_K)")

@@ -95,3 +95,22 @@ def assert_same(actual, expected, **kw):
     tol = dict(TOL.get(expected.dtype, dict(rtol=0, atol=0)))
     tol.update(kw)
     torch.testing.assert_close(actual, expected, equal_nan=True, **tol)
+
+
+def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001
+    """Under a shadow target (TORCH_TPU_TARGET), print the target report of the whole session and,
+    if TORCH_TPU_TARGET_REPORT names a file, write the records there as JSON."""
+    if torch_tpu.get_target() is None:
+        return
+    import json
+
+    torch.tpu.synchronize()
+    report = torch_tpu.target_report()
+    ran = [p for p in report.programs if p["runs"] > 0 or p["error"]]
+    ok = sum(1 for p in ran if p["error"] is None)
+    share = 100.0 * ok / len(ran) if ran else 100.0
+    print(f"\n{report}\n  programs that ran here: {ok}/{len(ran)} compile for the target ({share:.2f}%)")
+    path = os.environ.get("TORCH_TPU_TARGET_REPORT")
+    if path:
+        with open(path, "w") as f:
+            json.dump({"target": report.target, "programs": report.programs}, f, default=str)

@@ -4,6 +4,7 @@
 ** estimate, and the errors (unknown topology, refused program, no plugin). */
 #include <unistd.h>
 
+#include "../cache/cache.h"
 #include "test.h"
 
 static const char* fake_plugin(void) {
@@ -125,6 +126,55 @@ TEST(Target_RefusedProgramNamesTheTarget) {
   tpurt_target_free(t);
 }
 
+/* Shadow compilation through the cache: with the fake target set, a
+** program compiled for this process's plugin is recorded once with the
+** target's figures, the label in force, and a second request adds no
+** record; a program the target refuses runs here anyway and its record
+** holds the refusal. Needs the CPU plugin (make ctest names it). */
+TEST(Shadow_RecordsEachProgramOnce) {
+  NEED_FAKE();
+  if (test_plugin_state() != 1) {
+    printf("  skipped: needs TORCH_TPU_PJRT_PLUGIN\n");
+    return;
+  }
+  tpurt_target_t* t = NULL;
+  ASSERT_OK(tpurt_target_create(fake_plugin(), "fake:1x1", &t));
+  ASSERT_OK(tpurt_shadow_set_consume(t));
+  EXPECT(strcmp(tpurt_lowering_platform(), "fake") == 0);
+  cache_shadow_label("test::two");
+  pjrt_executable_t* exe = NULL;
+  bool hit = false;
+  ASSERT_OK(cache_get_or_compile(kTwoOps, strlen(kTwoOps), &exe, &hit));
+  pjrt_executable_t* again = NULL;
+  ASSERT_OK(cache_get_or_compile(kTwoOps, strlen(kTwoOps), &again, &hit));
+  EXPECT(hit);
+  tpurt_shadow_record_t r[4];
+  EXPECT(tpurt_shadow_records(r, 4) == 1);
+  EXPECT(strcmp(r[0].label, "test::two") == 0 && r[0].error == NULL && r[0].num_partitions == 1);
+  EXPECT(r[0].program.flops == 2000.0 && r[0].program.has_estimate && r[0].program.argument_bytes == 4096);
+
+  static const char kFft[] =
+      "module @f {\n"
+      "  func.func public @main(%a: tensor<8xf32>) -> (tensor<5xcomplex<f32>>) {\n"
+      "    %b = \"stablehlo.fft\"(%a) {fft_type = #stablehlo<fft_type RFFT>, fft_length = array<i64: 8>} : "
+      "(tensor<8xf32>) -> tensor<5xcomplex<f32>>\n"
+      "    \"func.return\"(%b) : (tensor<5xcomplex<f32>>) -> ()\n"
+      "  }\n"
+      "}\n";
+  cache_shadow_label("test::fft");
+  pjrt_executable_t* fft = NULL;
+  ASSERT_OK(cache_get_or_compile(kFft, strlen(kFft), &fft, &hit)); /* this plugin compiles it */
+  EXPECT(tpurt_shadow_records(r, 4) == 2);
+  EXPECT(strcmp(r[1].label, "test::fft") == 0 && r[1].error && strstr(r[1].error, "FFT is not supported"));
+  tpurt_shadow_reset();
+  EXPECT(tpurt_shadow_records(r, 4) == 0);
+  pjrt_executable_release(exe);
+  pjrt_executable_release(again);
+  pjrt_executable_release(fft);
+  ASSERT_OK(tpurt_shadow_set_consume(NULL));
+  EXPECT(tpurt_shadow_target() == NULL);
+}
+
 TEST_MAIN(TEST_CASE(Target_Topology), TEST_CASE(Target_UnknownTopologyIsThePluginsError),
           TEST_CASE(Target_CompileReadsCostAndMemory), TEST_CASE(Target_WhileLoopHasNoEstimate),
-          TEST_CASE(Target_RefusedProgramNamesTheTarget))
+          TEST_CASE(Target_RefusedProgramNamesTheTarget), TEST_CASE(Shadow_RecordsEachProgramOnce))
