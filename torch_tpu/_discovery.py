@@ -46,12 +46,15 @@ def has_tpu_chips() -> bool:
 def prepare_plugin_env() -> None:
     """Off a TPU VM, libtpu queries the cloud metadata server (30 tries per key, minutes) unless
     TPU_SKIP_MDS_QUERY is set, as JAX sets it; without a worker list and host bounds it also
-    warns on stderr. Only libtpu reads these variables; we set them (never overriding the
+    warns on stderr, and a second process loading it fails on its lockfile. Only libtpu reads
+    these variables; we set them (never overriding the
     user's) whenever no chip is attached: one host, nothing to query."""
     if not _has_tpu_chips():
         os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
         os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
         os.environ.setdefault("TPU_HOST_BOUNDS", "1,1,1")
+        # with no chip to guard, libtpu's one-process lockfile only stops a second compiler
+        os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
 
 
 def libtpu_path() -> str | None:
