@@ -34,7 +34,7 @@ def _image_estimate(before: dict[int, dict[str, Any]], after: dict[int, dict[str
         runs = p["runs"] - (before[h]["runs"] if h in before else 0)
         if runs > 0:
             used.append((p, runs))
-    est = sum(runs * p["estimated_seconds"] for p, runs in used if p["error"] is None and p["estimated_seconds"])
+    est = sum(r * p["estimated_seconds"] for p, r in used if p["error"] is None and p["estimated_seconds"])
     return {
         "programs": len(used),
         "launches": sum(r for _, r in used),
@@ -76,7 +76,8 @@ def main() -> None:
     image("compiled", lambda: pipe(PROMPT, **call))
 
     print(f"tiny FLUX {args.size}x{args.size}, {args.steps} steps, shadow target {args.target}")
-    print(f"{'mode':<14} {'programs':>8} {'launches':>8} {'refused':>7} {'no-est runs':>11} {'est ms/image':>12}")
+    head = f"{'mode':<14} {'programs':>8} {'launches':>8} {'refused':>7}"
+    print(f"{head} {'no-est runs':>11} {'est ms/image':>12}")
     for mode, r in results.items():
         print(
             f"{mode:<14} {r['programs']:>8} {r['launches']:>8} {r['refused']:>7} {r['no_estimate_runs']:>11}"

@@ -186,3 +186,29 @@ def test_info_with_libtpu_and_no_tpu_is_one_line_within_10s():
         timeout=60,
     )
     assert run.returncode != 0 and "no TPU chip is attached" in run.stderr.strip().splitlines()[-1]
+
+
+@needs_fake
+def test_refuse_stops_what_the_target_cannot_compile():
+    """TORCH_TPU_TARGET_REFUSE=1: the refused program never runs; the error names the op, the
+    target and the compiler's words. What the target compiles still runs."""
+    script = (
+        "import torch, torch_tpu\n"
+        "x = torch.randn(64, device='tpu')\n"
+        "assert torch.allclose((x + 1).cpu(), x.cpu() + 1)\n"
+        "try:\n"
+        "    torch.fft.rfft(x).cpu()\n"
+        "except RuntimeError as e:\n"
+        "    print('REFUSED', str(e).splitlines()[0])\n"
+    )
+    env = {
+        **os.environ,
+        "TORCH_TPU_TARGET": "fake:1x1",
+        "TORCH_TPU_TARGET_PLUGIN": str(FAKE),
+        "TORCH_TPU_TARGET_REFUSE": "1",
+    }
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = next(ln for ln in out.stdout.splitlines() if ln.startswith("REFUSED"))
+    assert "_fft_r2c" in line and "refused before it runs" in line, line
+    assert "fake:1x1 (Fake TPU)" in line and "FFT is not supported" in line, line

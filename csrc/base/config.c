@@ -137,6 +137,7 @@ static void parse(void) {
   c->cache_disk_bytes = parse_bytes("TORCH_TPU_CACHE_DISK_BYTES", (uint64_t)2 << 30);
   c->sdpa_block_bytes = parse_bytes("TORCH_TPU_SDPA_BLOCK_BYTES", 0);
   c->cudnn_sdpa = parse_flag("TORCH_TPU_CUDNN_SDPA", true);
+  c->target_refuse = parse_flag("TORCH_TPU_TARGET_REFUSE", false);
   c->pjrt_options = copy_of("TORCH_TPU_PJRT_OPTIONS");
   c->xla_options = copy_of("TORCH_TPU_XLA_OPTIONS");
   warn_unknown();

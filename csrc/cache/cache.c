@@ -192,7 +192,11 @@ tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_exe
   if (exe) {
     BUMP(hits_memory);
     out_info->hit = true;
-    cache_shadow_program(mlir, size, options, options_size, 1, exe);
+    tpurt_status_t refused = cache_shadow_program(mlir, size, options, options_size, 1, exe);
+    if (refused) {
+      pjrt_executable_release(exe);
+      return refused;
+    }
     *out_executable = exe;
     return NULL;
   }
@@ -239,7 +243,11 @@ tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_exe
   out_info->charge = memory_insert_locked(&key, exe, charge, out_info->from_disk);
   publish_usage_locked();
   pthread_mutex_unlock(&g_lock);
-  cache_shadow_program(mlir, size, options, options_size, 1, exe);
+  tpurt_status_t refused = cache_shadow_program(mlir, size, options, options_size, 1, exe);
+  if (refused) {
+    pjrt_executable_release(exe);
+    return refused;
+  }
   *out_executable = exe;
   return NULL;
 }

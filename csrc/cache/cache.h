@@ -84,9 +84,12 @@ void cache_shadow_label(const char* label);
 /* Compiles |text| for the shadow target if one is set and |exe| (may be
 ** NULL) was not yet shadowed under it, with the runtime's compile options
 ** |options| (for SPMD programs, |num_partitions| > 1, the target's own
-** device assignment), and records the verdict. Never fails: a refusal is
-** the record's verdict. */
-void cache_shadow_program(const char* text, size_t size, const char* options, size_t options_size,
-                          int32_t num_partitions, pjrt_executable_t* exe);
+** device assignment), and records the verdict. A refusal is the record's
+** verdict; under TORCH_TPU_TARGET_REFUSE it is also returned (naming the
+** target, its chip and the compiler's words), so the program is refused
+** before it runs here. */
+TPURT_MUST_USE tpurt_status_t cache_shadow_program(const char* text, size_t size, const char* options,
+                                                   size_t options_size, int32_t num_partitions,
+                                                   pjrt_executable_t* exe);
 
 #endif /* TPURT_CACHE_CACHE_H_ */

@@ -213,13 +213,20 @@ static TPURT_MUST_USE tpurt_status_t target_options(tpurt_target_t* t, int32_t n
   return NULL;
 }
 
-void cache_shadow_program(const char* text, size_t size, const char* options, size_t options_size,
-                          int32_t num_partitions, pjrt_executable_t* exe) {
+/* The refusal of record |r| as an error, under TORCH_TPU_TARGET_REFUSE. */
+static tpurt_status_t refusal(const shadow_record_t* r) {
+  if (!r->error || !tpurt_config()->target_refuse) return NULL;
+  return tpurt_status_create(TPURT_UNIMPLEMENTED, "refused before it runs (TORCH_TPU_TARGET_REFUSE=1): %s",
+                             r->error);
+}
+
+tpurt_status_t cache_shadow_program(const char* text, size_t size, const char* options, size_t options_size,
+                                    int32_t num_partitions, pjrt_executable_t* exe) {
   pthread_mutex_lock(&g_lock);
   tpurt_target_t* t = g_target;
   uint32_t gen = g_gen;
   pthread_mutex_unlock(&g_lock);
-  if (!t || (exe && pjrt_executable_shadow_gen(exe) == gen)) return;
+  if (exe && pjrt_executable_shadow_gen(exe) == gen && !tpurt_config()->target_refuse) return NULL;
   const uint64_t hash = record_hash(t, options, options_size, text, size, num_partitions);
 
   pthread_mutex_lock(&g_lock);
@@ -262,7 +269,8 @@ void cache_shadow_program(const char* text, size_t size, const char* options, si
       add_locked(r);
     }
     pthread_mutex_unlock(&g_lock);
-    if (!r) return;
+    if (!r) return NULL;
   }
   if (exe) pjrt_executable_set_shadow(exe, &r->runs, gen);
+  return refusal(r);
 }

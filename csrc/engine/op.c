@@ -549,7 +549,11 @@ static TPURT_MUST_USE tpurt_status_t spmd_compile(const char* text, const pjrt_s
   if (status) return status;
   if (tpurt_config()->print_mlir) fprintf(stderr, "// %s (SPMD)\n%s\n", call->name, annotated);
   status = pjrt_compile_spmd(annotated, size, mesh->num_devices, mesh->devices, out_executable);
-  if (!status) cache_shadow_program(annotated, size, "", 0, mesh->num_devices, *out_executable);
+  if (!status) status = cache_shadow_program(annotated, size, "", 0, mesh->num_devices, *out_executable);
+  if (status && *out_executable) {
+    pjrt_executable_release(*out_executable);
+    *out_executable = NULL;
+  }
   free(annotated);
   if (!status) ++engine_spmd_compiles;
   return status;

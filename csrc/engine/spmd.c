@@ -149,7 +149,11 @@ tpurt_status_t spmd_get_or_compile(const char* text, const pjrt_sharding_t* mesh
   for (int32_t i = 0; i < SPMD_CACHE_SIZE; ++i) {
     spmd_entry_t* e = &g_spmd_cache[i];
     if (e->executable && e->hash == h && strcmp(e->text, annotated) == 0) {
-      cache_shadow_program(annotated, size, "", 0, mesh->num_devices, e->executable);
+      status = cache_shadow_program(annotated, size, "", 0, mesh->num_devices, e->executable);
+      if (status) {
+        free(annotated);
+        return status;
+      }
       pjrt_executable_retain(e->executable);
       *out_executable = e->executable;
       free(annotated);
@@ -163,7 +167,13 @@ tpurt_status_t spmd_get_or_compile(const char* text, const pjrt_sharding_t* mesh
     return status;
   }
   ++engine_spmd_compiles;
-  cache_shadow_program(annotated, size, "", 0, mesh->num_devices, *out_executable);
+  status = cache_shadow_program(annotated, size, "", 0, mesh->num_devices, *out_executable);
+  if (status) {
+    free(annotated);
+    pjrt_executable_release(*out_executable);
+    *out_executable = NULL;
+    return status;
+  }
   spmd_entry_t* e = &g_spmd_cache[g_spmd_next];
   g_spmd_next = (g_spmd_next + 1) % SPMD_CACHE_SIZE;
   free(e->text);

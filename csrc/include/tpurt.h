@@ -176,6 +176,7 @@ typedef struct tpurt_config_s {
   bool cudnn_sdpa;             /* TORCH_TPU_CUDNN_SDPA: cuDNN attention on a CUDA plugin, default on */
   const char* pjrt_options;    /* TORCH_TPU_PJRT_OPTIONS (client options; parsed by the pjrt room), or NULL */
   const char* xla_options;     /* TORCH_TPU_XLA_OPTIONS (compile options; parsed by the pjrt room), or NULL */
+  bool target_refuse;          /* TORCH_TPU_TARGET_REFUSE: a program the shadow target refuses is not run */
 } tpurt_config_t;
 
 /* The configuration; a variable whose value does not parse reads as its

@@ -166,6 +166,20 @@ TEST(Shadow_RecordsEachProgramOnce) {
   ASSERT_OK(cache_get_or_compile(kFft, strlen(kFft), &fft, &hit)); /* this plugin compiles it */
   EXPECT(tpurt_shadow_records(r, 4) == 2);
   EXPECT(strcmp(r[1].label, "test::fft") == 0 && r[1].error && strstr(r[1].error, "FFT is not supported"));
+  /* TORCH_TPU_TARGET_REFUSE: the same program is refused before it runs */
+  setenv("TORCH_TPU_TARGET_REFUSE", "1", 1);
+  tpurt_config_reload_for_test();
+  pjrt_executable_t* refused = NULL;
+  tpurt_status_t s = cache_get_or_compile(kFft, strlen(kFft), &refused, &hit);
+  EXPECT(tpurt_status_code(s) == TPURT_UNIMPLEMENTED && refused == NULL);
+  EXPECT(strstr(tpurt_status_message(s), "refused before it runs") &&
+         strstr(tpurt_status_message(s), "compiling for target fake:1x1 (Fake TPU)"));
+  tpurt_status_free(s);
+  pjrt_executable_t* fine = NULL;
+  ASSERT_OK(cache_get_or_compile(kTwoOps, strlen(kTwoOps), &fine, &hit)); /* what it compiles still runs */
+  pjrt_executable_release(fine);
+  unsetenv("TORCH_TPU_TARGET_REFUSE");
+  tpurt_config_reload_for_test();
   tpurt_shadow_reset();
   EXPECT(tpurt_shadow_records(r, 4) == 0);
   pjrt_executable_release(exe);
