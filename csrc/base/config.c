@@ -33,7 +33,8 @@ static const char* const kKnown[] = {
     "TORCH_TPU_CACHE_DISK_BYTES", "TORCH_TPU_SDPA_BLOCK_BYTES",
     "TORCH_TPU_CUDNN_SDPA",       "TORCH_TPU_PJRT_OPTIONS",
     "TORCH_TPU_XLA_OPTIONS",      "TORCH_TPU_TARGET",
-    "TORCH_TPU_TARGET_PLUGIN",
+    "TORCH_TPU_TARGET_PLUGIN",    "TORCH_TPU_TARGET_REPORT",
+    "TORCH_TPU_TARGET_REFUSE",
 };
 
 static void fail(const char* name, const char* value, const char* accepts) {

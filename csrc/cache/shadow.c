@@ -213,11 +213,12 @@ static TPURT_MUST_USE tpurt_status_t target_options(tpurt_target_t* t, int32_t n
   return NULL;
 }
 
-/* The refusal of record |r| as an error, under TORCH_TPU_TARGET_REFUSE. */
+/* The refusal of record |r| as an error, under TORCH_TPU_TARGET_REFUSE. Not
+** UNIMPLEMENTED: that would send the op to the CPU fallback, which runs it. */
 static tpurt_status_t refusal(const shadow_record_t* r) {
   if (!r->error || !tpurt_config()->target_refuse) return NULL;
-  return tpurt_status_create(TPURT_UNIMPLEMENTED, "refused before it runs (TORCH_TPU_TARGET_REFUSE=1): %s",
-                             r->error);
+  return tpurt_status_create(TPURT_FAILED_PRECONDITION,
+                             "refused before it runs (TORCH_TPU_TARGET_REFUSE=1): %s", r->error);
 }
 
 tpurt_status_t cache_shadow_program(const char* text, size_t size, const char* options, size_t options_size,

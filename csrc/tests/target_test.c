@@ -171,7 +171,7 @@ TEST(Shadow_RecordsEachProgramOnce) {
   tpurt_config_reload_for_test();
   pjrt_executable_t* refused = NULL;
   tpurt_status_t s = cache_get_or_compile(kFft, strlen(kFft), &refused, &hit);
-  EXPECT(tpurt_status_code(s) == TPURT_UNIMPLEMENTED && refused == NULL);
+  EXPECT(tpurt_status_code(s) == TPURT_FAILED_PRECONDITION && refused == NULL);
   EXPECT(strstr(tpurt_status_message(s), "refused before it runs") &&
          strstr(tpurt_status_message(s), "compiling for target fake:1x1 (Fake TPU)"));
   tpurt_status_free(s);
