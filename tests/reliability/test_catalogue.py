@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.catalogue import CASES, DIFFERENCES, QUICK
+from tests.reliability.catalogue import CASES, DIFFERENCES, QUICK, VALUE_DIFFERENCES
 
 HERE = Path(__file__).parent
 MODES = ("strict", "debug", "fused")
@@ -51,17 +51,46 @@ def run_batch(mode: str, names: list[str]) -> list[dict]:
     return records
 
 
+def _close(a, b) -> bool:
+    """Results' summaries (run_cases.summary) equal: dtype, shape and values,
+    NaN equal to NaN, floats within a small tolerance (half types looser)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        if a["dtype"] != b["dtype"] or a["shape"] != b["shape"] or len(a["values"]) != len(b["values"]):
+            return False
+        half = any(t in a["dtype"] for t in ("float16", "bfloat16", "float8"))
+        return all(_close_number(x, y, 1e-2 if half else 1e-5) for x, y in zip(a["values"], b["values"]))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    return _close_number(a, b, 1e-5)
+
+
+def _close_number(x, y, rtol: float) -> bool:
+    if isinstance(x, list) and isinstance(y, list):  # complex: [re, im]
+        return len(x) == len(y) and all(_close_number(p, q, rtol) for p, q in zip(x, y))
+    if isinstance(x, str) or isinstance(y, str) or isinstance(x, bool) or isinstance(y, bool):
+        return x == y or (x in ("nan", "-nan") and y in ("nan", "-nan"))
+    if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+        return x == y or abs(x - y) <= rtol * max(abs(x), abs(y)) + 1e-30
+    return x == y
+
+
 def check(records: list[dict]) -> None:
     differences = {name: diff for name, _, diff in CASES}
     wrong = []
     for rec in records:
         cpu_raised, tpu_raised = rec["cpu"] is not None, rec["tpu"] is not None
-        if cpu_raised == tpu_raised:
-            continue
         diff = differences[rec["case"]]
-        if diff is not None and rec["mode"] in DIFFERENCES[diff]:
+        documented = diff is not None and rec["mode"] in DIFFERENCES[diff]
+        if cpu_raised != tpu_raised:
+            if not documented:
+                wrong.append(f"{rec['case']} ({rec['mode']}): cpu {rec['cpu']}, tpu {rec['tpu']}")
             continue
-        wrong.append(f"{rec['case']} ({rec['mode']}): cpu {rec['cpu']}, tpu {rec['tpu']}")
+        # both computed: the same value, unless a documented row says otherwise
+        if not cpu_raised and diff not in VALUE_DIFFERENCES and not _close(rec["cpu_value"], rec["tpu_value"]):
+            wrong.append(
+                f"{rec['case']} ({rec['mode']}): a different value: cpu {str(rec['cpu_value'])[:300]}, "
+                f"tpu {str(rec['tpu_value'])[:300]}"
+            )
     assert not wrong, "silent or undocumented differences from CPU:\n" + "\n".join(wrong)
 
 
