@@ -222,6 +222,11 @@ static ir_value_t power(lower_ctx_t* ctx, ir_value_t x, ir_value_t y, bool float
 static tpurt_status_t lower_pow(lower_ctx_t* ctx) {
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  /* PyTorch refuses a negative number exponent of an integer tensor (a
+  ** negative exponent in a tensor is data and computes) */
+  if (!is_float(dt) && dt != TPURT_DTYPE_BOOL && lower_meta(ctx, 0) && !lower_meta(ctx, 1) &&
+      lower_scalar_value(ctx, 1) < 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "Integers to negative integer powers are not allowed.");
   tpurt_dtype_t math = is_float(dt) ? opmath(dt) : dt;
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, math, v));
@@ -352,6 +357,10 @@ static tpurt_status_t compare(lower_ctx_t* ctx) {
   ir_compare_dir_t dir = lower_rule_int(ctx, 0);
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  /* complex numbers have no order; PyTorch has no kernel for it */
+  if (tpurt_dtype_is_complex(dt) && dir != IR_EQ && dir != IR_NE)
+    return lower_error(TPURT_UNIMPLEMENTED, "not implemented for %s: complex numbers have no order",
+                       lower_dtype_cpp_name(dt));
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
   lower_set_result(ctx, 0, ir_compare(ctx->func, dir, v[0], v[1]));
