@@ -478,8 +478,8 @@ static bool call_is_dead(const recorded_call_t* r) {
 ** as strict eager runs them, so that every value that does not depend on
 ** the op that fails is computed and kept, as strict eager keeps it. That
 ** op's writes, and everything computed from them, are marked lost with its
-** error, which names it. Returns that error, or NULL if every op ran (the
-** graph failed as a whole, e.g. out of memory, but its ops fit one by one). */
+** error, which names it. Returns that error; if every op ran, NULL for a
+** graph that was out of memory as a whole, else |cause| (annotated). */
 static TPURT_MUST_USE tpurt_status_t replay_calls(recorded_call_t* calls, int32_t n, tpurt_status_t cause) {
   tpurt_status_t first = NULL;
   for (int32_t i = 0; i < n; ++i) {
@@ -491,7 +491,8 @@ static TPURT_MUST_USE tpurt_status_t replay_calls(recorded_call_t* calls, int32_
         if (r->results[k].storage) storage_poison_copy(r->results[k].storage, lost);
       for (int32_t j = 0; j < r->call.num_args; ++j) {
         const tpurt_arg_t* a = &r->call.args[j];
-        if (a->kind == TPURT_ARG_TENSOR && a->is_write && a->u.tensor.storage && a->u.tensor.storage->poison != lost)
+        if (a->kind == TPURT_ARG_TENSOR && a->is_write && a->u.tensor.storage &&
+            a->u.tensor.storage->poison != lost)
           storage_poison_copy(a->u.tensor.storage, lost);
       }
       continue;
@@ -505,14 +506,25 @@ static TPURT_MUST_USE tpurt_status_t replay_calls(recorded_call_t* calls, int32_
     poison_writes(r, st, origin);
     if (!first) {
       char context[160];
-      snprintf(context, sizeof(context), "%s (op %d of %d in a fused graph)", r->call.name, (int)i + 1, (int)n);
+      snprintf(context, sizeof(context), "%s (op %d of %d in a fused graph)", r->call.name, (int)i + 1,
+               (int)n);
       first = tpurt_status_annotate_consume(st, context);
     } else {
       tpurt_status_free(st);
     }
   }
-  tpurt_status_free(cause);
-  return first;
+  if (first) {
+    tpurt_status_free(cause);
+    return first;
+  }
+  /* Every op ran alone. A graph too big as a whole (out of memory) is no
+  ** error any more; any other failure of the graph (an internal error in
+  ** its lowering or compile) is still reported, though no value was lost. */
+  if (tpurt_status_code(cause) == TPURT_RESOURCE_EXHAUSTED) {
+    tpurt_status_free(cause);
+    return NULL;
+  }
+  return tpurt_status_annotate_consume(cause, "the fused graph failed; its ops ran again one by one");
 }
 
 /*===--- running ---===*/

@@ -1072,7 +1072,7 @@ tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call) {
 }
 
 tpurt_status_t engine_op_replay_locked(const tpurt_op_call_t* recorded, tpurt_result_t* results,
-                                      int32_t num_results) {
+                                       int32_t num_results) {
   tpurt_op_call_t call = *recorded;
   tpurt_result_t* fresh = tpurt_xcalloc((size_t)call.max_results + 1, sizeof(tpurt_result_t));
   call.results = fresh;

@@ -89,8 +89,9 @@ static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
     int64_t sum = (int64_t)((uint64_t)e - (uint64_t)s + (uint64_t)st - (uint64_t)(st > 0 ? 1 : -1));
     n = sum / st;
     if (n < 0)
-      return lower_error(TPURT_INVALID_ARGUMENT, "invalid size, possible overflow? (arange from %lld to %lld)",
-                         (long long)s, (long long)e);
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "invalid size, possible overflow? (arange from %lld to %lld)", (long long)s,
+                         (long long)e);
   }
   tpurt_dtype_t math = tpurt_dtype_is_float(dt) ? (dt == TPURT_DTYPE_F64 ? TPURT_DTYPE_F64 : TPURT_DTYPE_F32)
                                                 : TPURT_DTYPE_I64;

@@ -37,7 +37,9 @@ def child(code: str, **env: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("mode", list(EAGER))
-@pytest.mark.parametrize("args", [(2**60, 2**60 + 10, 3), (-(2**62), -(2**62) + 5, 1), (2**62, 2**62 - 7, -2)])
+@pytest.mark.parametrize(
+    "args", [(2**60, 2**60 + 10, 3), (-(2**62), -(2**62) + 5, 1), (2**62, 2**62 - 7, -2)]
+)
 def test_arange_large_int64_is_exact(mode, args):
     want = torch.arange(*args)
     with torch_tpu.eager_mode(EAGER[mode]):
@@ -110,13 +112,13 @@ def test_failed_fused_graph_keeps_independent_values():
         y = torch.empty(1 << 38, device="tpu") + 1
         z = y * 2
         v = w + 1
-        with pytest.raises(Exception) as err:
+        with pytest.raises(torch.OutOfMemoryError) as err:
             z.sum().cpu()
         assert "aten::add" in str(err.value)
         assert w.cpu().tolist() == [0, 10, 20, 30]
         assert v.cpu().tolist() == [1, 11, 21, 31]
         for lost in (y, z):
-            with pytest.raises(Exception, match="aten::add"):
+            with pytest.raises(torch.OutOfMemoryError, match="was lost .*aten::add"):
                 lost[:2].cpu()
         # the device is usable afterwards, in the same mode
         assert (w * 2).cpu().tolist() == [0, 20, 40, 60]
@@ -128,7 +130,7 @@ def test_failed_fused_graph_keeps_in_place_writes_before_the_failure():
         x.add_(5)
         y = torch.empty(1 << 38, device="tpu") + 1
         x.mul_(2)  # independent of y: kept
-        with pytest.raises(Exception):
+        with pytest.raises(torch.OutOfMemoryError):
             y[:1].cpu()
         assert x.cpu().tolist() == [10, 10, 10]
 
@@ -137,14 +139,19 @@ def test_failed_fused_graph_keeps_in_place_writes_before_the_failure():
 
 
 def test_index_reduce_prod_float16_does_not_crash():
+    # the SIGSEGV did not reproduce on this tree (PyTorch's
+    # test_index_reduce loop and op_db's samples pass in every mode): a guard
     out = child(
         "import torch, torch_tpu\n"
         "for dt in (torch.float16, torch.bfloat16, torch.float32):\n"
-        "    x = torch.ones(5, 3, dtype=dt); idx = torch.tensor([0, 4, 0, 2]); src = torch.full((4, 3), 2.0, dtype=dt)\n"
+        "    x = torch.ones(5, 3, dtype=dt)\n"
+        "    idx = torch.tensor([0, 4, 0, 2])\n"
+        "    src = torch.full((4, 3), 2.0, dtype=dt)\n"
         "    for incl in (True, False):\n"
         "        want = x.clone().index_reduce_(0, idx, src, 'prod', include_self=incl)\n"
-        "        got = x.to('tpu').index_reduce_(0, idx.to('tpu'), src.to('tpu'), 'prod', include_self=incl).cpu()\n"
-        "        assert torch.equal(got, want), (dt, incl, got, want)\n"
+        "        d = x.to('tpu')\n"
+        "        got = d.index_reduce_(0, idx.to('tpu'), src.to('tpu'), 'prod', include_self=incl)\n"
+        "        assert torch.equal(got.cpu(), want), (dt, incl, got, want)\n"
         "print('ok')\n"
     )
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr[-3000:]
@@ -192,11 +199,14 @@ def test_channels_last_conv_keeps_channels_last(mode):
         assert plain.is_contiguous()
 
 
-@pytest.mark.parametrize("value, devices", [(" 2", 2), ("2 ", 2), ("+2", 2), ("\t2\n", 2), ("2 x", None), (" ", None)])
+@pytest.mark.parametrize(
+    "value, devices", [(" 2", 2), ("2 ", 2), ("+2", 2), ("\t2\n", 2), ("2 x", None), (" ", None)]
+)
 def test_num_devices_whitespace_is_consistent(value, devices):
     out = child(
         "import torch, torch_tpu\n"
-        "try:\n    print('count', torch.tpu.device_count())\nexcept RuntimeError as e:\n    print('error', e)\n",
+        "try:\n    print('count', torch.tpu.device_count())\n"
+        "except RuntimeError as e:\n    print('error', e)\n",
         TORCH_TPU_NUM_DEVICES=value,
     )
     if devices is None:
