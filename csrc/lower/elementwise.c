@@ -359,7 +359,7 @@ static tpurt_status_t compare(lower_ctx_t* ctx) {
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   /* complex numbers have no order; PyTorch has no kernel for it */
   if (tpurt_dtype_is_complex(dt) && dir != IR_EQ && dir != IR_NE)
-    return lower_error(TPURT_UNIMPLEMENTED, "not implemented for %s: complex numbers have no order",
+    return lower_error(TPURT_INVALID_ARGUMENT, "not implemented for %s: complex numbers have no order",
                        lower_dtype_cpp_name(dt));
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));

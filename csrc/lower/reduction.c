@@ -135,7 +135,7 @@ static tpurt_status_t sum_like(lower_ctx_t* ctx) {
 /* max/min/amax/amin of complex values: no order, and no PyTorch kernel. */
 static tpurt_status_t refuse_complex(const tpurt_tensor_t* t) {
   if (!tpurt_dtype_is_complex(t->dtype)) return NULL;
-  return lower_error(TPURT_UNIMPLEMENTED, "not implemented for %s: complex numbers have no order",
+  return lower_error(TPURT_INVALID_ARGUMENT, "not implemented for %s: complex numbers have no order",
                      lower_dtype_cpp_name(t->dtype));
 }
 

@@ -213,3 +213,35 @@ def test_num_devices_whitespace_is_consistent(value, devices):
         assert "expected an integer" in out.stdout + out.stderr, out.stdout + out.stderr
     else:
         assert f"count {devices}" in out.stdout, out.stdout + out.stderr
+
+
+# --- found by the catalogue's new cases ---
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_float8_fill_and_ones(mode):
+    # a float8 number reached the device as an integer's bytes: ones read 2**-9
+    with torch_tpu.eager_mode(EAGER[mode]):
+        for dt in (torch.float8_e4m3fn, torch.float8_e5m2):
+            got = [
+                torch.ones(3, dtype=dt, device="tpu").cpu(),
+                torch.full((2,), -2.5, dtype=dt, device="tpu").cpu(),
+            ]
+            want = [torch.ones(3, dtype=dt), torch.full((2,), -2.5, dtype=dt)]
+            for g, w in zip(got, want):
+                assert torch.equal(g.view(torch.uint8), w.view(torch.uint8)), (dt, g, w)
+
+
+def test_refusals_match_the_cpu():
+    t = torch.tensor([1 + 1j], device="tpu")
+    with pytest.raises(RuntimeError, match="complex numbers have no order"):
+        (t < t).cpu()
+    with pytest.raises(RuntimeError, match="complex numbers have no order"):
+        t.max().cpu()
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers are not allowed"):
+        (torch.tensor([2], device="tpu") ** -1).cpu()
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype"):
+        a = torch.ones(2, 2, device="tpu")
+        torch.mm(a, a, out=torch.empty(2, 2, dtype=torch.float64, device="tpu"))
+    with pytest.raises(IndexError, match="tensors used as indices must be long, int, byte or bool"):
+        torch.arange(4.0, device="tpu")[torch.tensor([1], dtype=torch.int8, device="tpu")].cpu()
