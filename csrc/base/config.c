@@ -69,14 +69,17 @@ static bool parse_flag(const char* name, bool fallback) {
   return fallback;
 }
 
-/* A decimal integer in [lo, hi]. */
+/* A decimal integer in [lo, hi], with an optional sign and surrounding
+** whitespace (strtoll takes the leading part; ' 4', '4 ' and '+2' alike). */
 static int64_t parse_int(const char* name, int64_t lo, int64_t hi, int64_t fallback) {
   const char* v = value_of(name);
   if (!v) return fallback;
   char* end = NULL;
   errno = 0;
   long long x = strtoll(v, &end, 10);
-  if (end == v || *end != '\0' || errno || x < lo || x > hi) {
+  const char* rest = end;
+  while (rest && (*rest == ' ' || *rest == '\t' || *rest == '\n' || *rest == '\r')) ++rest;
+  if (end == v || *rest != '\0' || errno || x < lo || x > hi) {
     char accepts[96];
     snprintf(accepts, sizeof(accepts), "expected an integer from %lld to %lld", (long long)lo, (long long)hi);
     fail(name, v, accepts);

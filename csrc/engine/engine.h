@@ -50,6 +50,9 @@ void storage_set_buffer_consume(tpurt_storage_t* storage, pjrt_buffer_t* buffer)
 ** by aten::mul.Tensor, op 2 of 5 in a fused graph". */
 void storage_poison(tpurt_storage_t* storage, tpurt_borrowed_status_t cause, const char* origin);
 /* NULL, or a new status repeating the error that lost the storage's value. */
+/* Marks |storage| lost with another storage's |poison| as it is (a value
+** computed from a lost one names the op that failed). */
+void storage_poison_copy(tpurt_storage_t* storage, tpurt_borrowed_status_t poison);
 TPURT_MUST_USE tpurt_status_t storage_check_poison(const tpurt_storage_t* storage);
 /* A new storage holding |buffer| (consumed). */
 tpurt_storage_t* storage_wrap_buffer_consume(pjrt_buffer_t* buffer);
@@ -147,6 +150,15 @@ TPURT_MUST_USE tpurt_status_t graph_flush_locked(int reason);
 TPURT_MUST_USE tpurt_status_t graph_flush_graph_locked(graph_t* graph, int reason);
 /* Drops the open graph without running it. */
 void graph_discard(graph_t* graph);
+/* Keeps a copy of |call| (just lowered into |graph|, fused eager only), so
+** that if the graph fails its ops can be replayed one by one. */
+void graph_record_call(graph_t* graph, const tpurt_op_call_t* call);
+/* Runs one op of a failed fused graph again, as strict eager would
+** (op.c): a functional op's new values go into |results|, the storages its
+** fused recording gave the caller. An operand a failed op lost makes it
+** fail with that loss. */
+TPURT_MUST_USE tpurt_status_t engine_op_replay_locked(const tpurt_op_call_t* call, tpurt_result_t* results,
+                                                      int32_t num_results);
 bool graph_is_tracing(const graph_t* graph);
 bool graph_has_storage(const graph_t* graph, const tpurt_storage_t* storage);
 const char* graph_flush_reason_name(int reason);

@@ -45,10 +45,22 @@ typedef struct entry_s {
   bool written;             /* an op wrote it (else it only was read) */
   int32_t writer;           /* written: the index of the op that wrote it last */
   char writer_name[96];     /* and its name, for the error when the value is lost */
+  int32_t recorded;         /* references held by recorded calls (not the user's) */
 } entry_t;
+
+/* An op of a fused graph as it was called, kept for a replay when the graph
+** fails: one allocation holds the args, their lists and strings, the name
+** and the results; tensor storages (args and results) are retained. */
+typedef struct recorded_call_s {
+  tpurt_op_call_t call;
+  tpurt_result_t* results; /* the results the caller got (storages retained) */
+  int32_t num_results;
+} recorded_call_t;
 
 struct graph_s {
   ir_func_t* func;
+  recorded_call_t* calls; /* fused eager: every op recorded, in order */
+  int32_t num_calls, cap_calls;
   int device;
   uint32_t epoch;
   int32_t num_ops;
@@ -351,10 +363,175 @@ void graph_note_op(graph_t* g, const char* name, uint64_t sig) {
 
 uint64_t graph_first_op(const graph_t* g) { return g->first_op; }
 
+/*===--- recorded calls: the replay of a failed graph ---===*/
+
+static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
+
+/* A recording's reference to |s|, counted on its entry so that the flush
+** still sees which values only recordings hold (temporaries that died). */
+static void retain_recorded(graph_t* g, tpurt_storage_t* s) {
+  if (!s) return;
+  tpurt_storage_retain(s);
+  entry_t* e = entry_of(g, s);
+  if (e) ++e->recorded;
+}
+
+void graph_record_call(graph_t* g, const tpurt_op_call_t* call) {
+  if (g->num_calls == g->cap_calls) {
+    g->cap_calls = g->cap_calls ? g->cap_calls * 2 : 64;
+    g->calls = tpurt_xrealloc(g->calls, sizeof(recorded_call_t) * (size_t)g->cap_calls);
+  }
+  int32_t num_results = call->num_results < call->max_results ? call->num_results : call->max_results;
+  if (num_results < 0) num_results = 0;
+  size_t size = align8(sizeof(tpurt_arg_t) * (size_t)call->num_args) +
+                align8(sizeof(tpurt_result_t) * (size_t)num_results) + align8(strlen(call->name) + 1);
+  for (int32_t i = 0; i < call->num_args; ++i) {
+    const tpurt_arg_t* a = &call->args[i];
+    if (a->kind == TPURT_ARG_INT_LIST) size += align8(sizeof(int64_t) * (size_t)a->u.ints.len);
+    if (a->kind == TPURT_ARG_FLOAT_LIST) size += align8(sizeof(double) * (size_t)a->u.floats.len);
+    if (a->kind == TPURT_ARG_STRING && a->u.str) size += align8(strlen(a->u.str) + 1);
+  }
+  char* block = tpurt_xmalloc(size + 8);
+  tpurt_arg_t* args = (tpurt_arg_t*)block;
+  char* at = block + align8(sizeof(tpurt_arg_t) * (size_t)call->num_args);
+  tpurt_result_t* results = (tpurt_result_t*)at;
+  at += align8(sizeof(tpurt_result_t) * (size_t)num_results);
+  memcpy(args, call->args, sizeof(tpurt_arg_t) * (size_t)call->num_args);
+  for (int32_t i = 0; i < call->num_args; ++i) {
+    tpurt_arg_t* a = &args[i];
+    if (a->kind == TPURT_ARG_TENSOR) {
+      retain_recorded(g, a->u.tensor.storage);
+    } else if (a->kind == TPURT_ARG_INT_LIST && a->u.ints.len > 0) {
+      memcpy(at, a->u.ints.data, sizeof(int64_t) * (size_t)a->u.ints.len);
+      a->u.ints.data = (const int64_t*)at;
+      at += align8(sizeof(int64_t) * (size_t)a->u.ints.len);
+    } else if (a->kind == TPURT_ARG_FLOAT_LIST && a->u.floats.len > 0) {
+      memcpy(at, a->u.floats.data, sizeof(double) * (size_t)a->u.floats.len);
+      a->u.floats.data = (const double*)at;
+      at += align8(sizeof(double) * (size_t)a->u.floats.len);
+    } else if (a->kind == TPURT_ARG_STRING && a->u.str) {
+      size_t n = strlen(a->u.str) + 1;
+      memcpy(at, a->u.str, n);
+      a->u.str = at;
+      at += align8(n);
+    }
+  }
+  memcpy(at, call->name, strlen(call->name) + 1);
+  for (int32_t k = 0; k < num_results; ++k) {
+    results[k] = call->results[k];
+    retain_recorded(g, results[k].storage);
+  }
+  recorded_call_t* r = &g->calls[g->num_calls++];
+  r->call = *call;
+  r->call.name = at;
+  r->call.args = args;
+  r->call.results = NULL;
+  r->call.num_results = 0;
+  r->results = results;
+  r->num_results = num_results;
+}
+
+static void free_calls(recorded_call_t* calls, int32_t n) {
+  for (int32_t i = 0; i < n; ++i) {
+    recorded_call_t* r = &calls[i];
+    for (int32_t j = 0; j < r->call.num_args; ++j)
+      if (r->call.args[j].kind == TPURT_ARG_TENSOR) tpurt_storage_release(r->call.args[j].u.tensor.storage);
+    for (int32_t k = 0; k < r->num_results; ++k) tpurt_storage_release(r->results[k].storage);
+    free((void*)r->call.args); /* the block */
+  }
+  free(calls);
+}
+
+/* The storages |r| writes: its results and its Tensor(a!) args. */
+static void poison_writes(const recorded_call_t* r, tpurt_borrowed_status_t cause, const char* origin) {
+  for (int32_t k = 0; k < r->num_results; ++k)
+    if (r->results[k].storage) storage_poison(r->results[k].storage, cause, origin);
+  for (int32_t j = 0; j < r->call.num_args; ++j) {
+    const tpurt_arg_t* a = &r->call.args[j];
+    if (a->kind == TPURT_ARG_TENSOR && a->is_write && a->u.tensor.storage)
+      storage_poison(a->u.tensor.storage, cause, origin);
+  }
+}
+
+/* The poison of the first operand of |r| that a failed op lost, or NULL. */
+static tpurt_borrowed_status_t lost_operand(const recorded_call_t* r) {
+  for (int32_t j = 0; j < r->call.num_args; ++j) {
+    const tpurt_arg_t* a = &r->call.args[j];
+    if (a->kind == TPURT_ARG_TENSOR && a->u.tensor.storage && a->u.tensor.storage->poison)
+      return a->u.tensor.storage->poison;
+  }
+  return NULL;
+}
+
+/* A recorded op whose every value died with the graph (a temporary whose
+** only holders are recordings) is skipped, as the fused program would skip
+** it. Another recording that reads it holds a reference too. */
+static bool call_is_dead(const recorded_call_t* r) {
+  for (int32_t j = 0; j < r->call.num_args; ++j)
+    if (r->call.args[j].kind == TPURT_ARG_TENSOR && r->call.args[j].is_write) return false;
+  for (int32_t k = 0; k < r->num_results; ++k)
+    if (r->results[k].storage && tpurt_refcount_get(&r->results[k].storage->refcount) > 1) return false;
+  return r->num_results > 0;
+}
+
+/* A fused graph failed with |cause| (consumed): its ops run again one by one
+** as strict eager runs them, so that every value that does not depend on
+** the op that fails is computed and kept, as strict eager keeps it. That
+** op's writes, and everything computed from them, are marked lost with its
+** error, which names it. Returns that error; if every op ran, NULL for a
+** graph that was out of memory as a whole, else |cause| (annotated). */
+static TPURT_MUST_USE tpurt_status_t replay_calls(recorded_call_t* calls, int32_t n, tpurt_status_t cause) {
+  tpurt_status_t first = NULL;
+  for (int32_t i = 0; i < n; ++i) {
+    recorded_call_t* r = &calls[i];
+    tpurt_borrowed_status_t lost = lost_operand(r);
+    if (lost) {
+      /* the same loss, naming the op that failed, not a loss of a loss */
+      for (int32_t k = 0; k < r->num_results; ++k)
+        if (r->results[k].storage) storage_poison_copy(r->results[k].storage, lost);
+      for (int32_t j = 0; j < r->call.num_args; ++j) {
+        const tpurt_arg_t* a = &r->call.args[j];
+        if (a->kind == TPURT_ARG_TENSOR && a->is_write && a->u.tensor.storage &&
+            a->u.tensor.storage->poison != lost)
+          storage_poison_copy(a->u.tensor.storage, lost);
+      }
+      continue;
+    }
+    if (call_is_dead(r)) continue;
+    tpurt_status_t st = engine_op_replay_locked(&r->call, r->results, r->num_results);
+    if (!st) continue;
+    char origin[160];
+    snprintf(origin, sizeof(origin), "computed by %s, op %d of %d in a fused graph", r->call.name, (int)i + 1,
+             (int)n);
+    poison_writes(r, st, origin);
+    if (!first) {
+      char context[160];
+      snprintf(context, sizeof(context), "%s (op %d of %d in a fused graph)", r->call.name, (int)i + 1,
+               (int)n);
+      first = tpurt_status_annotate_consume(st, context);
+    } else {
+      tpurt_status_free(st);
+    }
+  }
+  if (first) {
+    tpurt_status_free(cause);
+    return first;
+  }
+  /* Every op ran alone. A graph too big as a whole (out of memory) is no
+  ** error any more; any other failure of the graph (an internal error in
+  ** its lowering or compile) is still reported, though no value was lost. */
+  if (tpurt_status_code(cause) == TPURT_RESOURCE_EXHAUSTED) {
+    tpurt_status_free(cause);
+    return NULL;
+  }
+  return tpurt_status_annotate_consume(cause, "the fused graph failed; its ops ran again one by one");
+}
+
 /*===--- running ---===*/
 
 static void graph_clear(graph_t* g) {
   graph_t* next = g->next_thread;
+  free_calls(g->calls, g->num_calls);
   for (int32_t i = 0; i < g->num_entries; ++i) {
     tpurt_storage_t* s = g->entries[i].storage;
     if (s->graph_epoch == g->epoch) s->graph_epoch = 0; /* else another graph read it since */
@@ -469,6 +646,28 @@ static void poison_entry(const graph_t* g, const entry_t* e, tpurt_borrowed_stat
   storage_poison(e->storage, cause, origin);
 }
 
+/* |g| failed with |cause| (consumed): the graph is closed, then its ops run
+** again one by one (replay_calls). A graph that recorded no calls (e.g. one
+** whose op list was cut short) loses the values it was to compute: they
+** are marked, so that a later read raises this error instead of seeing
+** zeros or the value from before the graph. */
+static TPURT_MUST_USE tpurt_status_t replay_failed_graph(graph_t* g, tpurt_status_t cause) {
+  recorded_call_t* calls = g->calls;
+  int32_t n = g->num_calls;
+  if (n == 0) {
+    for (int32_t i = 0; i < g->num_entries; ++i)
+      if (g->entries[i].written) poison_entry(g, &g->entries[i], cause);
+    graph_clear(g);
+    return cause;
+  }
+  g->calls = NULL;
+  g->num_calls = g->cap_calls = 0;
+  graph_clear(g);
+  tpurt_status_t status = replay_calls(calls, n, cause);
+  free_calls(calls, n);
+  return status;
+}
+
 /* cache_print_fn for a pending graph: its module text, on a cache miss. */
 static TPURT_MUST_USE tpurt_status_t print_graph(void* graph, char** out_text, size_t* out_size) {
   return ir_func_print(((graph_t*)graph)->func, out_text, out_size);
@@ -485,10 +684,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
     tpurt_status_t status = tpurt_status_create(
         TPURT_INTERNAL, "internal error in the pending graph, in %s (op %d of %d): %s", g->ir_error_op_name,
         (int)g->ir_error_op, (int)g->num_ops, tpurt_status_message(ir_error));
-    for (int32_t i = 0; i < g->num_entries; ++i)
-      if (g->entries[i].written) poison_entry(g, &g->entries[i], status);
-    graph_clear(g);
-    return status;
+    return replay_failed_graph(g, status);
   }
   /* Outputs: written storages that someone outside the graph still holds. */
   int32_t n_out = 0;
@@ -496,7 +692,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   ir_value_t* values = tpurt_xmalloc(sizeof(ir_value_t) * (size_t)(g->num_entries + 1));
   for (int32_t i = 0; i < g->num_entries; ++i) {
     entry_t* e = &g->entries[i];
-    if (!e->written || tpurt_refcount_get(&e->storage->refcount) <= 1) continue;
+    if (!e->written || tpurt_refcount_get(&e->storage->refcount) - e->recorded <= 1) continue;
     which[n_out] = i;
     values[n_out++] = e->value;
   }
@@ -565,19 +761,17 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   if (bound) release_args(args, owned, n);
   free(result_shardings);
   free(result_types);
-  /* A graph that fails loses the values it was to compute: mark them, so
-  ** that a later read raises this error instead of seeing zeros or the
-  ** value from before the graph. */
-  if (status)
-    for (int32_t k = 0; k < n_out; ++k) poison_entry(g, &g->entries[which[k]], status);
   pjrt_executable_release(exe); /* the cache keeps its own reference */
   free(args);
   free(owned);
   free(outs);
   free(which);
   free(values);
+  /* A graph that fails is replayed op by op: what does not depend on the
+  ** failing op is kept, the rest is marked lost with its error. */
+  if (status) return replay_failed_graph(g, status);
   graph_clear(g);
-  return status;
+  return NULL;
 }
 
 tpurt_status_t tpurt_flush(void) {

@@ -1047,6 +1047,7 @@ static TPURT_MUST_USE tpurt_status_t record_op(const lower_rule_t* rule, tpurt_o
   graph_note_op(g, call->name, fp);
   plan_t* unused = NULL;
   tpurt_status_t status = lower_op(rule, call, g, &unused);
+  if (!status && fuse && !graph_is_tracing(g)) graph_record_call(g, call);
   if (!status && fuse && !graph_is_tracing(g) && graph_num_ops(g) >= tpurt_config()->fuse_max_ops)
     status = graph_flush_locked(GRAPH_FLUSH_SIZE_LIMIT);
   return status;
@@ -1081,6 +1082,25 @@ tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call) {
   TPURT_RETURN_IF_ERROR(prepare_call(call, &scratch, &rule));
   if (try_share_copy(call)) return NULL;
   return rule->count_arg >= 0 ? run_counted(rule, call) : run_rule(rule, call);
+}
+
+tpurt_status_t engine_op_replay_locked(const tpurt_op_call_t* recorded, tpurt_result_t* results,
+                                       int32_t num_results) {
+  tpurt_op_call_t call = *recorded;
+  tpurt_result_t* fresh = tpurt_xcalloc((size_t)call.max_results + 1, sizeof(tpurt_result_t));
+  call.results = fresh;
+  call.num_results = 0;
+  tpurt_status_t status = engine_op_run_now_locked(&call);
+  for (int32_t k = 0; k < call.num_results && k < call.max_results; ++k) {
+    tpurt_storage_t* s = fresh[k].storage;
+    if (!status && s && k < num_results && results[k].storage && s->buffer) {
+      pjrt_buffer_retain(s->buffer);
+      storage_set_buffer_consume(results[k].storage, s->buffer);
+    }
+    tpurt_storage_release(s);
+  }
+  free(fresh);
+  return status;
 }
 
 tpurt_status_t engine_view_materialize_locked(const tpurt_tensor_t* view, tpurt_storage_t** out_dense) {

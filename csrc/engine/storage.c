@@ -69,6 +69,12 @@ void storage_poison(tpurt_storage_t* storage, tpurt_borrowed_status_t cause, con
       origin ? " (" : "", origin ? origin : "", origin ? ")" : "", tpurt_status_message(cause));
 }
 
+void storage_poison_copy(tpurt_storage_t* storage, tpurt_borrowed_status_t poison) {
+  tpurt_status_t copy = tpurt_status_clone(poison);
+  tpurt_status_free(storage->poison);
+  storage->poison = copy;
+}
+
 tpurt_status_t storage_check_poison(const tpurt_storage_t* storage) {
   return tpurt_status_clone(storage->poison);
 }
@@ -145,6 +151,10 @@ int64_t view_numel(const tpurt_tensor_t* v) {
 }
 
 bool view_is_contiguous(const tpurt_tensor_t* v) {
+  /* an empty tensor is contiguous whatever its strides, as in PyTorch
+  ** (ones(4, 0) has strides (1, 1)) */
+  for (int32_t i = 0; i < v->rank; ++i)
+    if (v->sizes[i] == 0) return true;
   int64_t expected = 1;
   for (int32_t i = v->rank - 1; i >= 0; --i) {
     if (v->sizes[i] == 1) continue;

@@ -29,10 +29,19 @@ static tpurt_status_t operands(lower_ctx_t* ctx, const int32_t* idx, int32_t n, 
 ** division, exp, ...; StableHLO's unary math takes complex operands too). */
 static bool is_float(tpurt_dtype_t d) { return tpurt_dtype_is_float(d) || tpurt_dtype_is_complex(d); }
 
-/* Math in f32 for half types, as PyTorch's CPU kernels do (opmath). */
-static tpurt_dtype_t opmath(tpurt_dtype_t d) { return lower_acc_dtype(d); }
+/* Math in f32 for half and float8 types, as PyTorch's CPU kernels do
+** (opmath); results go back through lower_cast, which saturates e4m3fn. */
+static tpurt_dtype_t opmath(tpurt_dtype_t d) {
+  return tpurt_dtype_is_float8(d) ? TPURT_DTYPE_F32 : lower_acc_dtype(d);
+}
 
 /*===--- binary arithmetic ---===*/
+
+/* float8 arithmetic computes in f32 and rounds through the saturating cast,
+** as PyTorch's CPU kernels do: an e4m3fn product past 448 is 448, where
+** XLA's float8 math rounds it to NaN. Other types compute as they are
+** (half types round the same either way for add/sub/mul). */
+static tpurt_dtype_t f8_math(tpurt_dtype_t d) { return tpurt_dtype_is_float8(d) ? TPURT_DTYPE_F32 : d; }
 
 static tpurt_status_t arith(lower_ctx_t* ctx) {
   const char* op = lower_rule_str(ctx);
@@ -44,34 +53,35 @@ static tpurt_status_t arith(lower_ctx_t* ctx) {
         TPURT_INVALID_ARGUMENT,
         "Subtraction, the `-` operator, with two bool tensors is not supported. Use the `^` or "
         "`logical_xor()` operator instead.");
+  tpurt_dtype_t math = f8_math(dt);
   ir_value_t v[2];
-  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
+  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, math, v));
   if (alpha_arg >= 0 && !lower_is_none(ctx, alpha_arg) && !lower_scalar_is(ctx, alpha_arg, 1.0)) {
     if (!is_float(dt) && is_float(lower_arg(ctx, alpha_arg)->u.scalar.dtype))
       return lower_error(TPURT_INVALID_ARGUMENT,
                          "For integral input tensors, argument alpha must not be a floating point number.");
     ir_value_t alpha =
-        lower_broadcast_to(ctx, lower_scalar(ctx, alpha_arg, dt), ir_value_type(ctx->func, v[1])->rank,
+        lower_broadcast_to(ctx, lower_scalar(ctx, alpha_arg, math), ir_value_type(ctx->func, v[1])->rank,
                            ir_value_type(ctx->func, v[1])->dims);
     v[1] = ir_binary(ctx->func, dt == TPURT_DTYPE_BOOL ? "stablehlo.and" : "stablehlo.multiply", v[1], alpha);
   }
   if (dt == TPURT_DTYPE_BOOL) op = strcmp(op, "stablehlo.add") == 0 ? "stablehlo.or" : "stablehlo.and";
-  lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(ctx->func, op, v[0], v[1]), dt));
   return NULL;
 }
 
 /* rsub(self, other, alpha) = other - alpha * self */
 static tpurt_status_t lower_rsub(lower_ctx_t* ctx) {
   int32_t idx[2] = {1, 0};
-  tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  tpurt_dtype_t dt = lower_result_type(ctx, idx, 2), math = f8_math(dt);
   ir_value_t v[2];
-  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
+  TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, math, v));
   if (!lower_is_none(ctx, 2) && !lower_scalar_is(ctx, 2, 1.0)) {
     const ir_type_t* t = ir_value_type(ctx->func, v[1]);
     v[1] = ir_binary(ctx->func, "stablehlo.multiply", v[1],
-                     lower_broadcast_to(ctx, lower_scalar(ctx, 2, dt), t->rank, t->dims));
+                     lower_broadcast_to(ctx, lower_scalar(ctx, 2, math), t->rank, t->dims));
   }
-  lower_set_result(ctx, 0, ir_binary(ctx->func, "stablehlo.subtract", v[0], v[1]));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(ctx->func, "stablehlo.subtract", v[0], v[1]), dt));
   return NULL;
 }
 
@@ -95,6 +105,43 @@ static ir_value_t int_floor_div(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   return ir_select(f, fix, ir_binary(f, "stablehlo.subtract", q, lower_full_like(ctx, q, 1.0)), q);
 }
 
+/* Complex true division (a + bi) / (c + di) by Smith's scaling, the
+** algorithm of PyTorch's scalar complex division: the larger of |c|, |d|
+** divides first, and a zero divisor gives a / |c| + (b / |d|) i (inf or nan
+** parts, as on the CPU). Written out on the parts, so that the result does
+** not depend on how XLA divides complex values: its runtime and its constant
+** folder disagree on a divisor known to be zero (inf + inf i against
+** nan + nan i), which made fused eager differ from strict. */
+static ir_value_t complex_divide(lower_ctx_t* ctx, ir_value_t x, ir_value_t y) {
+  ir_func_t* f = ctx->func;
+  ir_value_t a = ir_complex_part(f, "stablehlo.real", x), b = ir_complex_part(f, "stablehlo.imag", x);
+  ir_value_t c = ir_complex_part(f, "stablehlo.real", y), d = ir_complex_part(f, "stablehlo.imag", y);
+#define MUL(p, q) ir_binary(f, "stablehlo.multiply", p, q)
+#define ADD(p, q) ir_binary(f, "stablehlo.add", p, q)
+#define SUB(p, q) ir_binary(f, "stablehlo.subtract", p, q)
+#define DIV(p, q) ir_binary(f, "stablehlo.divide", p, q)
+  ir_value_t abs_c = ir_unary(f, "stablehlo.abs", c), abs_d = ir_unary(f, "stablehlo.abs", d);
+  ir_value_t one = lower_full_like(ctx, c, 1.0), zero = lower_full_like(ctx, c, 0.0);
+  /* |c| >= |d|: rat = d / c, scl = 1 / (c + d rat) */
+  ir_value_t rat1 = DIV(d, c), scl1 = DIV(one, ADD(c, MUL(d, rat1)));
+  ir_value_t re1 = MUL(ADD(a, MUL(b, rat1)), scl1), im1 = MUL(SUB(b, MUL(a, rat1)), scl1);
+  /* |c| < |d|: rat = c / d, scl = 1 / (d + c rat) */
+  ir_value_t rat2 = DIV(c, d), scl2 = DIV(one, ADD(d, MUL(c, rat2)));
+  ir_value_t re2 = MUL(ADD(MUL(a, rat2), b), scl2), im2 = MUL(SUB(MUL(b, rat2), a), scl2);
+  /* both zero */
+  ir_value_t re0 = DIV(a, abs_c), im0 = DIV(b, abs_d);
+#undef MUL
+#undef ADD
+#undef SUB
+#undef DIV
+  ir_value_t c_wins = ir_compare(f, IR_GE, abs_c, abs_d);
+  ir_value_t both_zero =
+      ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, abs_c, zero), ir_compare(f, IR_EQ, abs_d, zero));
+  ir_value_t re = ir_select(f, c_wins, ir_select(f, both_zero, re0, re1), re2);
+  ir_value_t im = ir_select(f, c_wins, ir_select(f, both_zero, im0, im1), im2);
+  return ir_complex(f, re, im);
+}
+
 /* div(self, other, rounding_mode=None|"trunc"|"floor") */
 static tpurt_status_t div_mode(lower_ctx_t* ctx, const char* mode) {
   int32_t idx[2] = {0, 1};
@@ -104,7 +151,9 @@ static tpurt_status_t div_mode(lower_ctx_t* ctx, const char* mode) {
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, math, v));
   ir_value_t q;
-  if (!mode) {
+  if (!mode && tpurt_dtype_is_complex(math)) {
+    q = complex_divide(ctx, v[0], v[1]);
+  } else if (!mode) {
     q = ir_binary(ctx->func, "stablehlo.divide", v[0], v[1]);
   } else if (strcmp(mode, "trunc") == 0) {
     q = ir_binary(ctx->func, "stablehlo.divide", v[0], v[1]);
@@ -173,6 +222,11 @@ static ir_value_t power(lower_ctx_t* ctx, ir_value_t x, ir_value_t y, bool float
 static tpurt_status_t lower_pow(lower_ctx_t* ctx) {
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  /* PyTorch refuses a negative number exponent of an integer tensor (a
+  ** negative exponent in a tensor is data and computes) */
+  if (!is_float(dt) && dt != TPURT_DTYPE_BOOL && lower_meta(ctx, 0) && !lower_meta(ctx, 1) &&
+      lower_scalar_value(ctx, 1) < 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "Integers to negative integer powers are not allowed.");
   tpurt_dtype_t math = is_float(dt) ? opmath(dt) : dt;
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, math, v));
@@ -303,6 +357,10 @@ static tpurt_status_t compare(lower_ctx_t* ctx) {
   ir_compare_dir_t dir = lower_rule_int(ctx, 0);
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
+  /* complex numbers have no order; PyTorch has no kernel for it */
+  if (tpurt_dtype_is_complex(dt) && dir != IR_EQ && dir != IR_NE)
+    return lower_error(TPURT_INVALID_ARGUMENT, "not implemented for %s: complex numbers have no order",
+                       lower_dtype_cpp_name(dt));
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
   lower_set_result(ctx, 0, ir_compare(ctx->func, dir, v[0], v[1]));

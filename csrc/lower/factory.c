@@ -47,6 +47,17 @@ static tpurt_status_t lower_copy(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* A bound or step of an int64 range, exactly: integer numbers as they
+** came, float ones truncated (PyTorch's Scalar::to<int64_t>). */
+static int64_t arange_int64(const lower_ctx_t* ctx, int32_t i) {
+  const tpurt_arg_t* a = lower_arg(ctx, i);
+  if ((a->kind == TPURT_ARG_SCALAR || a->kind == TPURT_ARG_FLOAT) && !tpurt_dtype_is_float(a->u.scalar.dtype))
+    return a->u.scalar.i;
+  if (a->kind == TPURT_ARG_INT || a->kind == TPURT_ARG_BOOL) return a->u.i;
+  double v = lower_scalar_value(ctx, i);
+  return v >= 0x1p63 ? INT64_MAX : v < -0x1p63 ? INT64_MIN : (int64_t)v;
+}
+
 /* arange.start_out(start, end, step, *, out): the length depends on the
 ** values, so this row keys on them; start and step still enter as values. */
 static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
@@ -62,14 +73,26 @@ static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
   tpurt_dtype_t dt = out->kind == TPURT_ARG_TENSOR ? out->u.tensor.dtype : TPURT_DTYPE_I64;
   int64_t n;
   /* PyTorch sizes an int64 range from the truncated int64 bounds and step,
-  ** every other dtype from the double values. */
-  if (dt != TPURT_DTYPE_I64)
+  ** every other dtype from the double values. The int64 bounds are read as
+  ** integers, not through doubles: 2**60 + 10 is 2**60 as a double. */
+  if (dt != TPURT_DTYPE_I64) {
     n = (int64_t)ceil((end - start) / step);
-  else {
-    int64_t s = (int64_t)start, e = (int64_t)end, st = (int64_t)step;
-    n = (e - s + st + (st > 0 ? -1 : 1)) / st;
+    if (n < 0) n = 0;
+  } else {
+    int64_t s = arange_int64(ctx, 0), e = arange_int64(ctx, 1), st = arange_int64(ctx, 2);
+    if (st == 0) return lower_error(TPURT_INVALID_ARGUMENT, "step must be nonzero");
+    if ((st > 0 && e < s) || (st < 0 && e > s))
+      return lower_error(TPURT_INVALID_ARGUMENT, "upper bound and larger bound inconsistent with step sign");
+    /* (e - s + st - sign) / st in int64, as PyTorch computes it; the sum
+    ** wraps (two's complement) where it overflows, and a length that comes
+    ** out negative is refused as PyTorch refuses it. */
+    int64_t sum = (int64_t)((uint64_t)e - (uint64_t)s + (uint64_t)st - (uint64_t)(st > 0 ? 1 : -1));
+    n = sum / st;
+    if (n < 0)
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "invalid size, possible overflow? (arange from %lld to %lld)", (long long)s,
+                         (long long)e);
   }
-  if (n < 0) n = 0;
   tpurt_dtype_t math = tpurt_dtype_is_float(dt) ? (dt == TPURT_DTYPE_F64 ? TPURT_DTYPE_F64 : TPURT_DTYPE_F32)
                                                 : TPURT_DTYPE_I64;
   ir_func_t* f = ctx->func;

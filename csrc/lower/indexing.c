@@ -733,7 +733,7 @@ static tpurt_status_t adv_plan(lower_ctx_t* ctx, int32_t list_arg, adv_t* a) {
           TPURT_UNIMPLEMENTED,
           "indexing with a boolean mask needs nonzero (a data-dependent shape), which tpu programs "
           "cannot express");
-    if (!is_index_dtype(it->dtype) && it->dtype != TPURT_DTYPE_I8 && it->dtype != TPURT_DTYPE_I16)
+    if (!is_index_dtype(it->dtype)) /* int8 and int16 too, as PyTorch refuses them */
       return lower_error(TPURT_OUT_OF_RANGE,
                          "tensors used as indices must be long, int, byte or bool tensors");
     TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(a->b, a->bshape, it->rank, it->sizes, &a->b, a->bshape));

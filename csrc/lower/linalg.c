@@ -49,9 +49,20 @@ static tpurt_status_t check_bmm(const tpurt_tensor_t* a, const tpurt_tensor_t* b
   return same_dtype(a, b);
 }
 
+/* The out= forms of the matmuls take only an out tensor of the result's
+** dtype, as PyTorch's do (the elementwise ops cast instead). */
+static tpurt_status_t check_out_dtype(const lower_ctx_t* ctx, tpurt_dtype_t dtype) {
+  if (!ctx->rule || ctx->rule->variant != LOWER_OUT) return NULL;
+  const tpurt_arg_t* out = &ctx->args[ctx->arg_index[ctx->num_args]];
+  if (out->kind != TPURT_ARG_TENSOR || out->u.tensor.dtype == dtype) return NULL;
+  return lower_error(TPURT_INVALID_ARGUMENT, "Expected out tensor to have dtype %s, but got %s instead",
+                     lower_dtype_cpp_name(dtype), lower_dtype_cpp_name(out->u.tensor.dtype));
+}
+
 static tpurt_status_t lower_mm(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
   TPURT_RETURN_IF_ERROR(check_mm(a, b));
+  TPURT_RETURN_IF_ERROR(check_out_dtype(ctx, a->dtype));
   lower_set_result(ctx, 0, matmul(ctx, lower_tensor(ctx, 0), lower_tensor(ctx, 1), 0, a->dtype));
   return NULL;
 }
@@ -59,6 +70,7 @@ static tpurt_status_t lower_mm(lower_ctx_t* ctx) {
 static tpurt_status_t lower_bmm(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
   TPURT_RETURN_IF_ERROR(check_bmm(a, b));
+  TPURT_RETURN_IF_ERROR(check_out_dtype(ctx, a->dtype));
   lower_set_result(ctx, 0, matmul(ctx, lower_tensor(ctx, 0), lower_tensor(ctx, 1), 1, a->dtype));
   return NULL;
 }

@@ -113,6 +113,11 @@ ir_value_t lower_scalar(lower_ctx_t* ctx, int32_t i, tpurt_dtype_t dtype) {
     ir_func_fail_consume(ctx->func, tpurt_status_create(TPURT_INTERNAL, "argument %d is not a number", i));
     return IR_NONE;
   }
+  /* A float8 number is an f32 parameter cast in the program (the host has
+  ** no float8 conversion: its bytes would be an integer's). */
+  if (tpurt_dtype_is_float8(dtype))
+    return lower_cast(
+        ctx, add_param(ctx, i, LOWER_PARAM_SCALAR, TPURT_DTYPE_F32, ir_type_scalar(TPURT_DTYPE_F32)), dtype);
   tpurt_dtype_t real = tpurt_dtype_to_real(dtype);
   return to_operand_type(ctx, add_param(ctx, i, LOWER_PARAM_SCALAR, real, ir_type_scalar(real)), dtype);
 }

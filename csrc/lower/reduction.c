@@ -132,8 +132,16 @@ static tpurt_status_t sum_like(lower_ctx_t* ctx) {
 
 /*===--- amax / amin / max / min / any / all ---===*/
 
+/* max/min/amax/amin of complex values: no order, and no PyTorch kernel. */
+static tpurt_status_t refuse_complex(const tpurt_tensor_t* t) {
+  if (!tpurt_dtype_is_complex(t->dtype)) return NULL;
+  return lower_error(TPURT_INVALID_ARGUMENT, "not implemented for %s: complex numbers have no order",
+                     lower_dtype_cpp_name(t->dtype));
+}
+
 static tpurt_status_t extreme(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_arg, bool is_max) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  TPURT_RETURN_IF_ERROR(refuse_complex(t));
   bool mask[TPURT_MAX_RANK];
   int64_t dims[TPURT_MAX_RANK];
   int32_t n = 0;
@@ -165,6 +173,7 @@ static tpurt_status_t extreme_row(lower_ctx_t* ctx) {
 static tpurt_status_t full_extreme(lower_ctx_t* ctx) {
   bool is_max = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  TPURT_RETURN_IF_ERROR(refuse_complex(t));
   int64_t numel = 1;
   for (int32_t i = 0; i < t->rank; ++i) numel *= t->sizes[i];
   if (numel == 0)
@@ -273,6 +282,7 @@ static tpurt_status_t arg_extreme(lower_ctx_t* ctx) {
 static tpurt_status_t extreme_dim(lower_ctx_t* ctx) {
   bool is_max = lower_rule_int(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  TPURT_RETURN_IF_ERROR(refuse_complex(t));
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   bool keep = lower_bool(ctx, 2, false);
