@@ -1,5 +1,6 @@
-"""README.md's Python code blocks run, in order, in one process (as a reader
-would paste them one after another)."""
+"""README.md's Python code blocks run: each alone in a fresh process (a reader
+copies one block), and all in order in one process (a reader pastes them one
+after another)."""
 
 from __future__ import annotations
 
@@ -22,15 +23,18 @@ def test_readme_has_blocks() -> None:
     assert len(python_blocks()) >= 5
 
 
+def _env() -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_TPU_CACHE_DIR": "0"}
+
+
 def run_blocks(blocks: list[str], tmp_path) -> None:
     # Each block is announced on stderr, so a failure names the block.
     script = "\n".join(
         f"import sys as _sys; print('--- README block {i}', file=_sys.stderr, flush=True)\n{block}"
         for i, block in enumerate(blocks, 1)
     )
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TORCH_TPU_CACHE_DIR": "0"}
     proc = subprocess.run(
-        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1800
+        [sys.executable, "-c", script], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=1800
     )
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert "EagerMode.DEFER_AND_FUSE" in proc.stdout  # a mode prints by name
@@ -47,3 +51,25 @@ def test_readme_all_python_blocks_run_in_order(tmp_path) -> None:
     pytest.importorskip("diffusers")
     pytest.importorskip("transformers")
     run_blocks(python_blocks(), tmp_path)
+
+
+def _block_params() -> list:
+    """One param per block; the diffusers pipeline (minutes) is slow."""
+    params = []
+    for i, block in enumerate(python_blocks(), 1):
+        marks = [pytest.mark.slow] if "diffusers" in block else []
+        params.append(pytest.param(block, id=f"block{i}", marks=marks))
+    return params
+
+
+@pytest.mark.parametrize("block", _block_params())
+def test_readme_python_block_runs_alone(block: str, tmp_path) -> None:
+    """A block copied on its own runs in a fresh process: it imports and
+    defines what it uses (no NameError from an earlier block)."""
+    if "diffusers" in block:
+        pytest.importorskip("diffusers")
+        pytest.importorskip("transformers")
+    proc = subprocess.run(
+        [sys.executable, "-c", block], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=1800
+    )
+    assert proc.returncode == 0, f"block:\n{block}\nstderr:\n{proc.stderr[-4000:]}"

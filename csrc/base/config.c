@@ -30,6 +30,7 @@ static const char* const kKnown[] = {
     "TORCH_TPU_PRINT_MLIR",         "TORCH_TPU_DUMP_DIR",         "TORCH_TPU_CACHE_DIR",
     "TORCH_TPU_CACHE_MEMORY_BYTES", "TORCH_TPU_CACHE_DISK_BYTES", "TORCH_TPU_SDPA_BLOCK_BYTES",
     "TORCH_TPU_CUDNN_SDPA",         "TORCH_TPU_PJRT_OPTIONS",     "TORCH_TPU_XLA_OPTIONS",
+    "TORCH_TPU_COMPILE_NOTICE_MS",
 };
 
 static void fail(const char* name, const char* value, const char* accepts) {
@@ -135,6 +136,7 @@ static void parse(void) {
   c->cudnn_sdpa = parse_flag("TORCH_TPU_CUDNN_SDPA", true);
   c->pjrt_options = copy_of("TORCH_TPU_PJRT_OPTIONS");
   c->xla_options = copy_of("TORCH_TPU_XLA_OPTIONS");
+  c->compile_notice_ms = parse_int("TORCH_TPU_COMPILE_NOTICE_MS", 0, INT32_MAX, 5000);
   warn_unknown();
 }
 
