@@ -53,23 +53,44 @@ def test_readme_all_python_blocks_run_in_order(tmp_path) -> None:
     run_blocks(python_blocks(), tmp_path)
 
 
-def _block_params() -> list:
-    """One param per block; the diffusers pipeline (minutes) is slow."""
-    params = []
-    for i, block in enumerate(python_blocks(), 1):
-        marks = [pytest.mark.slow] if "diffusers" in block else []
-        params.append(pytest.param(block, id=f"block{i}", marks=marks))
-    return params
+def _run_alone(blocks: list[str], tmp_path) -> None:
+    """Each block in a fresh process of its own, all started at once (a block
+    mostly waits on its imports and compiles); failures name their blocks."""
+    procs = []
+    for i, block in blocks:
+        cwd = tmp_path / f"block{i}"
+        cwd.mkdir()
+        procs.append(
+            (
+                i,
+                block,
+                subprocess.Popen(
+                    [sys.executable, "-c", block],
+                    cwd=cwd,
+                    env=_env(),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                ),
+            )
+        )
+    failures = []
+    for i, block, proc in procs:
+        _, err = proc.communicate(timeout=1800)
+        if proc.returncode != 0:
+            failures.append(f"--- README block {i} failed alone:\n{block}\nstderr:\n{err[-3000:]}")
+    assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("block", _block_params())
-def test_readme_python_block_runs_alone(block: str, tmp_path) -> None:
+def test_readme_python_blocks_run_alone(tmp_path) -> None:
     """A block copied on its own runs in a fresh process: it imports and
-    defines what it uses (no NameError from an earlier block)."""
-    if "diffusers" in block:
-        pytest.importorskip("diffusers")
-        pytest.importorskip("transformers")
-    proc = subprocess.run(
-        [sys.executable, "-c", block], cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=1800
-    )
-    assert proc.returncode == 0, f"block:\n{block}\nstderr:\n{proc.stderr[-4000:]}"
+    defines what it uses (no NameError from an earlier block). The diffusers
+    pipeline block is the slow test below."""
+    _run_alone([(i, b) for i, b in enumerate(python_blocks(), 1) if "diffusers" not in b], tmp_path)
+
+
+@pytest.mark.slow
+def test_readme_diffusers_blocks_run_alone(tmp_path) -> None:
+    pytest.importorskip("diffusers")
+    pytest.importorskip("transformers")
+    _run_alone([(i, b) for i, b in enumerate(python_blocks(), 1) if "diffusers" in b], tmp_path)
