@@ -41,6 +41,7 @@ def run_blocks(blocks: list[str], tmp_path) -> None:
     assert f"--- README block {len(blocks)}" in proc.stderr
 
 
+@pytest.mark.slow  # test_readme_python_blocks_run_alone runs every one of these blocks, each afresh
 def test_readme_python_blocks_run_in_order(tmp_path) -> None:
     """Every block but the diffusers pipeline (minutes: the slow test below)."""
     run_blocks([b for b in python_blocks() if "diffusers" not in b], tmp_path)
@@ -82,15 +83,19 @@ def _run_alone(blocks: list[str], tmp_path) -> None:
     assert not failures, "\n".join(failures)
 
 
+def _imports_diffusers(block: str) -> bool:
+    return "from diffusers" in block or "import diffusers" in block
+
+
 def test_readme_python_blocks_run_alone(tmp_path) -> None:
     """A block copied on its own runs in a fresh process: it imports and
     defines what it uses (no NameError from an earlier block). The diffusers
     pipeline block is the slow test below."""
-    _run_alone([(i, b) for i, b in enumerate(python_blocks(), 1) if "diffusers" not in b], tmp_path)
+    _run_alone([(i, b) for i, b in enumerate(python_blocks(), 1) if not _imports_diffusers(b)], tmp_path)
 
 
 @pytest.mark.slow
 def test_readme_diffusers_blocks_run_alone(tmp_path) -> None:
     pytest.importorskip("diffusers")
     pytest.importorskip("transformers")
-    _run_alone([(i, b) for i, b in enumerate(python_blocks(), 1) if "diffusers" in b], tmp_path)
+    _run_alone([(i, b) for i, b in enumerate(python_blocks(), 1) if _imports_diffusers(b)], tmp_path)
