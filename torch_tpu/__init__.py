@@ -87,6 +87,8 @@ class cpu_fallback_mode:  # noqa: N801 (a function to users, also a context mana
 
 
 _compile_note_given = False
+# One backend for the routed default compile (see tpu_backend in compile.py).
+_default_compile_backend: TpuBackend | None = None
 
 
 def _route_default_compile() -> None:
@@ -106,7 +108,7 @@ def _route_default_compile() -> None:
     inductor_call = wrapper.__call__
 
     def __call__(self: Any, model_: Any, inputs_: Any, *args: Any, **kwargs: Any) -> Any:
-        global _compile_note_given
+        global _compile_note_given, _default_compile_backend
         if not any(isinstance(x, torch.Tensor) and x.device.type == "tpu" for x in inputs_):
             return inductor_call(self, model_, inputs_, *args, **kwargs)
         if not _compile_note_given:
@@ -115,7 +117,11 @@ def _route_default_compile() -> None:
                 "torch_tpu: torch.compile without a backend on tpu inputs uses TpuBackend "
                 "(backend='tpu'); inductor's tpu code generator is for JAX/Pallas"
             )
-        return TpuBackend(fallback_dynamic=True)(model_, inputs_)
+        if _default_compile_backend is None:
+            # dynamic=None makes a changed size symbolic: each new size is
+            # then compiled as a static program of its own.
+            _default_compile_backend = TpuBackend(specialize_dynamic=True)
+        return _default_compile_backend(model_, inputs_)
 
     __call__._tpu_routed = True  # type: ignore[attr-defined]
     wrapper.__call__ = __call__

@@ -94,6 +94,7 @@ class _CompiledGraph:
         backend: TpuBackend,
         name: str | None = None,
         input_names: Sequence[str] | None = None,
+        frame: int | None = None,
     ) -> None:
         self.gm = gm
         self.kind = kind
@@ -102,9 +103,11 @@ class _CompiledGraph:
         # The fast path: the last program, when every argument is a tpu
         # tensor (then the C++ side checks them, and nothing else can differ).
         self.last: tuple[Any, list, int] | None = None
-        compile_id = torch._guards.CompileContext.current_compile_id()
+        if frame is None:
+            compile_id = torch._guards.CompileContext.current_compile_id()
+            frame = compile_id.frame_id if compile_id is not None else id(gm)
         # the frame dynamo compiles: its recompiles share this id
-        self.frame = compile_id.frame_id if compile_id is not None else id(gm)
+        self.frame = frame
         self.name = name or getattr(gm, "_tpu_name", None) or f"frame {self.frame}"
         self.input_names = list(input_names) if input_names is not None else None
         if backend.debug:
@@ -191,10 +194,12 @@ class _CompiledGraph:
                     else:
                         layout.append(("value", out))
                 _C._set_compile_options(self.backend.xla_options or None)
+                _C._set_compile_label(f"{self.name} ({self.kind} graph)")  # the long-compile notice
                 try:
                     program = _C._trace_end(traced, placeholders, device)
                 finally:
                     _C._set_compile_options(None)
+                    _C._set_compile_label(None)
             except BaseException:
                 _C._trace_abort()
                 raise
@@ -231,10 +236,27 @@ class _CompiledGraph:
         return out
 
 
+def _change(name: str, old: str, new: str) -> str:
+    """One changed input in a recompile message. A host (CPU) tensor input,
+    such as a scheduler's timestep, is part of the tpu program (its shape,
+    and its values, which are baked in), so its change is a cause: said as
+    ``t (host tensor): float32[1] -> float32[2]``."""
+    old_host, new_host = old.endswith(_HOST), new.endswith(_HOST)
+    old, new = old.removesuffix(_HOST), new.removesuffix(_HOST)
+    if old_host and new_host:
+        return f"{name} (host tensor): {old} -> {new}"
+    if old_host or new_host:
+        return f"{name}: {old}{' on the host' * old_host} -> {new}{' on the host' * new_host}"
+    return f"{name}: {old} -> {new}"
+
+
+_HOST = "@host"
+
+
 def _describe_input(x: Any) -> str:
-    """An input in a recompile message: ``float32[4, 32]`` (``@cpu`` for host tensors)."""
+    """An input in a recompile message: ``float32[4, 32]`` (marked for host tensors: _change)."""
     if isinstance(x, torch.Tensor):
-        where = "" if x.device.type == "tpu" else f"@{x.device}"
+        where = "" if x.device.type == "tpu" else _HOST
         return f"{str(x.dtype).removeprefix('torch.')}{list(x.shape)}{where}"
     return repr(x)
 
@@ -288,7 +310,12 @@ class TpuBackend:
             (then the function's name is appended: ``transformer.forward``) or a
             full ``"vae.decode"``; by default the function's qualified name.
         fallback_dynamic: run graphs with symbolic sizes eagerly instead of
-            raising (the default ``torch.compile`` route uses this).
+            raising.
+        specialize_dynamic: compile a graph with symbolic sizes once per
+            concrete input shape, as ``dynamic=False`` would, instead of
+            raising (the default ``torch.compile`` route uses this: after a
+            shape change dynamo makes sizes symbolic, and each new size then
+            gets its own static program, logged as a recompile).
         enable_serialization: programs go through the executable cache, whose
             persistent tier (``TORCH_TPU_CACHE_DIR``) serves later processes.
         **compile_options: XLA options by name (DebugOptions fields such as
@@ -305,9 +332,11 @@ class TpuBackend:
         enable_serialization: bool = True,
         name: str | None = None,
         fallback_dynamic: bool = False,
+        specialize_dynamic: bool = False,
         **compile_options: Any,
     ) -> None:
         self.name = name
+        self.specialize_dynamic = specialize_dynamic
         # Graphs with symbolic sizes run eagerly on the tpu instead of raising
         # (the default torch.compile, whose dynamic=None turns dims symbolic
         # after a shape change).
@@ -335,7 +364,7 @@ class TpuBackend:
         if previous is None or previous == inputs:
             return
         changed = [
-            f"{name}: {previous[name]} -> {desc}"
+            _change(name, previous[name], desc)
             for name, desc in inputs.items()
             if name in previous and previous[name] != desc
         ]
@@ -348,10 +377,8 @@ class TpuBackend:
         log.warning("torch_tpu: recompiling %s (compile took %.3f s)", cause, seconds)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
-        from functorch.compile import make_boxed_func
-        from torch._dynamo.backends.common import aot_autograd
-
-        if any(_is_symbolic(x) for x in example_inputs):
+        symbolic = any(_is_symbolic(x) for x in example_inputs)
+        if symbolic and not self.specialize_dynamic:
             if self.fallback_dynamic:
                 log.warning(
                     "torch_tpu: a graph with symbolic sizes runs eagerly on tpu; "
@@ -368,6 +395,24 @@ class TpuBackend:
         else:
             label = frame
         input_names = [_source_name(n) for n in gm.graph.nodes if n.op == "placeholder"]
+        compile_id = torch._guards.CompileContext.current_compile_id()
+        frame = compile_id.frame_id if compile_id is not None else id(gm)
+        if symbolic:
+            return _Specialized(self, gm, label, input_names, frame)
+        return self._aot(gm, example_inputs, label, input_names, frame)
+
+    def _aot(
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[Any],
+        label: str | None,
+        input_names: list[str],
+        frame: int,
+    ) -> Callable[..., Any]:
+        """aot_autograd over |gm| with static example inputs; each graph it
+        produces becomes a _CompiledGraph of frame |frame|."""
+        from functorch.compile import make_boxed_func
+        from torch._dynamo.backends.common import aot_autograd
 
         def compiler(kind: str) -> Callable[..., Any]:
             def compile_graph(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
@@ -376,7 +421,7 @@ class TpuBackend:
                 # The forward graph takes dynamo's inputs in order; the
                 # backward's (saved values, gradients) have no user names.
                 names = input_names if kind == "forward" else None
-                compiled = _CompiledGraph(graph, kind, self, name=label, input_names=names)
+                compiled = _CompiledGraph(graph, kind, self, name=label, input_names=names, frame=frame)
                 return make_boxed_func(compiled)
 
             return compile_graph
@@ -385,6 +430,58 @@ class TpuBackend:
         return backend(gm, example_inputs)
 
 
+class _Specialized:
+    """A dynamo graph with symbolic sizes, compiled per concrete input shape.
+
+    Dynamo's default (``dynamic=None``) marks a size symbolic once it changes.
+    XLA programs are static, so each call's concrete inputs (their shapes, and
+    the values of the symbolic ints) pick a static program: the first call
+    with new ones runs aot_autograd over the graph with those inputs, exactly
+    as ``dynamic=False`` would have (one program per shape, the change logged
+    as a recompile), and later calls reuse it."""
+
+    def __init__(
+        self,
+        backend: TpuBackend,
+        gm: torch.fx.GraphModule,
+        label: str | None,
+        input_names: list[str],
+        frame: int,
+    ) -> None:
+        self.backend = backend
+        self.gm = gm
+        self.label = label
+        self.input_names = input_names
+        self.frame = frame
+        self.compiled: dict[tuple, Callable[..., Any]] = {}
+
+    @staticmethod
+    def key(args: Sequence[Any]) -> tuple:
+        parts: list[Any] = []
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                parts.append((a.device, a.dtype, tuple(a.shape), a.stride(), a.requires_grad))
+            else:
+                parts.append(("value", type(a), a if isinstance(a, (int, float, bool)) else repr(a)))
+        return tuple(parts)
+
+    def __call__(self, *args: Any) -> Any:
+        key = self.key(args)
+        fn = self.compiled.get(key)
+        if fn is None:
+            fn = self.backend._aot(self.gm, list(args), self.label, self.input_names, self.frame)
+            self.compiled[key] = fn
+        return fn(*args)
+
+
+# backend="tpu" names one backend for the process (as a TpuBackend() object
+# would be one), so a frame's recompiles are seen as such: logged and counted.
+_named_backend: TpuBackend | None = None
+
+
 def tpu_backend(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
     """``torch.compile(model, backend="tpu")``: a TpuBackend with default options."""
-    return TpuBackend()(gm, example_inputs)
+    global _named_backend
+    if _named_backend is None:
+        _named_backend = TpuBackend()
+    return _named_backend(gm, example_inputs)

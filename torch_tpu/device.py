@@ -189,14 +189,38 @@ def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class TpuDeviceProperties:
-    name: str  # the PJRT device kind: "cpu", "TPU v5 lite"...
+    name: str  # what the device is: "TPU v5 lite", "XLA:CPU (PJRT CPU plugin)" (get_device_name)
     platform: str  # the PJRT platform: "cpu", "tpu", "cuda"
     total_memory: int = 0  # bytes; 0 when the plugin does not say
+    device_kind: str = ""  # the PJRT device kind as the plugin reports it: "TPU v5 lite", "cpu"
+    major: int = 0  # no CUDA compute capability (see get_device_capability)
+    minor: int = 0
+
+
+def _device_name(platform: str, kind: str) -> str:
+    """The chip when the plugin's device kind names one (``TPU v6 lite``,
+    ``NVIDIA H100 80GB HBM3``); a kind that only repeats the platform's name
+    (the CPU plugin says ``cpu`` for both) names the platform and its plugin."""
+    if kind and kind.casefold() != platform.casefold():
+        return kind
+    upper = (platform or kind or "unknown").upper()
+    return f"XLA:{upper} (PJRT {upper} plugin)"
 
 
 def get_device_name(device: DeviceLike = None) -> str:
+    """The platform and chip, from the PJRT plugin: ``"TPU v6 lite"`` on a
+    TPU, ``"XLA:CPU (PJRT CPU plugin)"`` on the CPU plugin."""
     _lazy_init()
-    return _C._device_kind(_index(device))
+    return _device_name(_C._runtime_info()["platform_name"], _C._device_kind(_index(device)))
+
+
+def get_device_capability(device: DeviceLike = None) -> tuple[int, int]:
+    """``(major, minor)``, as ``torch.cuda.get_device_capability`` returns it:
+    ``(0, 0)``, since a PJRT device has no CUDA compute capability (checks
+    such as ``capability >= (8, 0)`` are false, as for any non-CUDA device).
+    What the device supports: ``torch.accelerator.get_device_capability``."""
+    props = get_device_properties(device)
+    return props.major, props.minor
 
 
 def _device_memory(device: DeviceLike) -> dict[str, Any]:
@@ -209,8 +233,12 @@ def get_device_properties(device: DeviceLike = None) -> TpuDeviceProperties:
     _lazy_init()
     info = _C._runtime_info()
     limit = _device_memory(device)["bytes_limit"]
+    kind = _C._device_kind(_index(device))
     return TpuDeviceProperties(
-        name=_C._device_kind(_index(device)), platform=info["platform_name"], total_memory=max(limit, 0)
+        name=_device_name(info["platform_name"], kind),
+        platform=info["platform_name"],
+        total_memory=max(limit, 0),
+        device_kind=kind,
     )
 
 
@@ -319,6 +347,11 @@ class Event(torch.Event):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass
+
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        """Milliseconds from this event to |end_event| (both recorded). torch.Event's
+        own method takes only an exact torch.Event, so the glue times subclasses."""
+        return _C._event_elapsed_ms(self, end_event)
 
 
 _current_streams = threading.local()

@@ -92,8 +92,30 @@ def _dtype_of(module: torch.nn.Module) -> torch.dtype | None:
     return None
 
 
+def _offload_device(module: Any, *, model_offload_only: bool = False) -> torch.device | None:
+    """The execution device of an accelerate hook on |module| (model CPU
+    offload's ``CpuOffload``, a device map's ``AlignDevicesHook``), or None
+    (no hook, or one without a device, such as sequential offload's outer
+    hook). |model_offload_only|: ``CpuOffload`` hooks only, the one kind that
+    leaves inputs where they are once the module is on its device."""
+    hook = getattr(module, "_hf_hook", None)
+    for h in [hook, *getattr(hook, "hooks", ())]:
+        if model_offload_only and type(h).__name__ != "CpuOffload":
+            continue
+        device = getattr(h, "execution_device", None)
+        if device is not None:
+            device = torch.device("tpu", device) if isinstance(device, int) else torch.device(device)
+            if device.type == "tpu" and device.index is None:
+                device = torch.device("tpu", torch.tpu.current_device())
+            return device
+    return None
+
+
 def _on_tpu(module: Any) -> bool:
-    device = _device_of(module) if isinstance(module, torch.nn.Module) else None
+    """Weights on "tpu", or moved there by an offload hook when it runs."""
+    if not isinstance(module, torch.nn.Module):
+        return False
+    device = _offload_device(module) or _device_of(module)
     return device is not None and device.type == "tpu"
 
 
@@ -124,10 +146,19 @@ def _tensors(value: Any) -> Iterable[torch.Tensor]:
 
 
 def _inputs_to_module_device(module: torch.nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
-    """Forward pre-hook of encoders and denoisers: tensor inputs go to the module's device."""
+    """Forward pre-hook of encoders and denoisers: tensor inputs go to the module's device.
+
+    Under model CPU offload that is the hook's execution device: accelerate's
+    ``CpuOffload`` moves the inputs only on the call that moves the module,
+    and later calls (the next denoising steps) would bring the host-side
+    timestep along as it is. Other accelerate hooks place inputs themselves
+    (a device map's also brings the outputs back to where the inputs were)."""
     if hasattr(module, "_hf_hook"):
-        return None  # accelerate offloading places the inputs itself
-    device = _device_of(module)
+        device = _offload_device(module, model_offload_only=True)
+        if device is None:
+            return None  # sequential offload, a device map: accelerate places the inputs itself
+    else:
+        device = _device_of(module)
     if device is None:
         return None
     moves = [t for t in _tensors((args, kwargs)) if t.device != device]
@@ -280,7 +311,7 @@ def enable_tpu_compile(
     compiled: list[str] = []
     for name in names:
         component = components[name]
-        if _is_compiled(component):
+        if _is_compiled(component) or getattr(component, _COMPILED, False):
             continue
         if swap_attention_processors:
             _swap_legacy_attention(component)
@@ -292,12 +323,42 @@ def enable_tpu_compile(
             return kwargs
 
         for method in ("encode", "decode"):
-            fn = getattr(component, method, None) if hasattr(component, "decode") else None
-            if callable(fn):
-                object.__setattr__(component, method, torch.compile(fn, **options(method)))
-        setattr(self, name, torch.compile(component, **options("forward")))
+            if hasattr(component, "decode") and callable(getattr(component, method, None)):
+                object.__setattr__(component, method, _compiled_method(component, method, options(method)))
+        if hasattr(component, "_hf_hook") and hasattr(component, "_old_forward"):
+            # An accelerate hook (model CPU offload) wraps forward: compile the
+            # forward inside it, so the hook's device moves stay eager; the
+            # component stays itself, so offload can re-hook it after a call.
+            component._old_forward = torch.compile(component._old_forward, **options("forward"))
+            object.__setattr__(component, _COMPILED, True)
+        else:
+            setattr(self, name, torch.compile(component, **options("forward")))
         compiled.append(name)
     return compiled
+
+
+_COMPILED = "_torch_tpu_compiled"
+
+
+def _compiled_method(component: torch.nn.Module, method: str, options: dict[str, Any]) -> Any:
+    """``component.<method>`` compiled. diffusers wraps an autoencoder's
+    ``encode``/``decode`` in ``apply_forward_hook``, which runs an offload
+    hook's ``pre_forward`` (moving the weights): that part stays eager, around
+    the compiled undecorated method."""
+    bound = getattr(component, method)
+    inner = getattr(getattr(type(component), method, None), "__wrapped__", None)
+    if inner is None:
+        return torch.compile(bound, **options)
+    compiled = torch.compile(inner.__get__(component), **options)
+
+    @functools.wraps(bound)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        hook = getattr(component, "_hf_hook", None)
+        if hook is not None and hasattr(hook, "pre_forward"):
+            hook.pre_forward(component)
+        return compiled(*args, **kwargs)
+
+    return call
 
 
 def tpu_warmup(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -337,9 +398,66 @@ def install() -> bool:
     return True
 
 
+def _trace_version_checks_quietly(import_utils: Any) -> None:
+    """diffusers' ``is_torch_version`` is ``functools.cache``-wrapped, and the
+    VAE's ``Upsample2D.forward`` calls it, so every compile of a VAE (ours or
+    inductor's) printed dynamo's multi-line lru_cache warning, which a user
+    cannot act on. The function compares the installed torch's version with
+    a constant: tracing through its cache is exact, so it goes on dynamo's
+    own list of wrappers it traces without warning (as dynamo does for
+    einops)."""
+    try:
+        import torch._dynamo.utils as dynamo_utils
+    except ImportError:
+        return
+    allow = getattr(dynamo_utils, "allow_lru_cache_wrapper_trace_without_warning", None)
+    fn = getattr(import_utils, "is_torch_version", None)
+    if allow is not None and fn is not None and hasattr(fn, "cache_info"):
+        allow(fn)
+
+
+def _balanced_over_tpu(get_final_device_map: Any) -> Any:
+    """``from_pretrained(..., device_map="balanced")`` over the "tpu" devices.
+
+    diffusers asks accelerate's ``get_max_memory`` for the accelerators'
+    free memory; accelerate knows CUDA, XPU, NPU, MLU, MUSA and the like by
+    name, not "tpu", so it reported none and every component silently
+    stayed on the CPU (``hf_device_map`` None). When accelerate finds no
+    accelerator and "tpu" devices exist, the map is made from theirs
+    (``torch.tpu.mem_get_info``); diffusers then spreads the components over
+    them as it does over GPUs, and accelerate's dispatch hooks move each
+    component's inputs to its device."""
+    if getattr(get_final_device_map, "_tpu_balanced", False):
+        return get_final_device_map
+
+    @functools.wraps(get_final_device_map)
+    def balanced(device_map: Any, *args: Any, **kwargs: Any) -> Any:
+        if device_map != "balanced" or kwargs.get("max_memory") is not None:
+            return get_final_device_map(device_map, *args, **kwargs)
+        from diffusers.pipelines import pipeline_loading_utils as loading
+
+        known = loading.get_max_memory()
+        count = torch.tpu.device_count() if not any(k not in ("cpu", "disk", "mps") for k in known) else 0
+        if count == 0:
+            return get_final_device_map(device_map, *args, **kwargs)
+        free = {f"tpu:{i}": torch.tpu.mem_get_info(i)[0] for i in range(count)}
+        saved = loading.get_max_memory
+        loading.get_max_memory = lambda max_memory=None: dict(free)
+        try:
+            return get_final_device_map(device_map, *args, **kwargs)
+        finally:
+            loading.get_max_memory = saved
+
+    balanced._tpu_balanced = True  # type: ignore[attr-defined]
+    return balanced
+
+
 def _install_on(cls: Any) -> None:
     if getattr(cls, "enable_tpu_compile", None) is enable_tpu_compile:
         return
+    module = sys.modules.get(cls.__module__)
+    if module is not None and hasattr(module, "_get_final_device_map"):
+        module._get_final_device_map = _balanced_over_tpu(module._get_final_device_map)
     cls.enable_tpu_compile = enable_tpu_compile
     cls.tpu_warmup = tpu_warmup
     original = cls.__dict__.get("_execution_device")
@@ -362,6 +480,12 @@ def _install_lazily() -> None:
         _TARGET,
         lambda module: hasattr(module, "DiffusionPipeline"),
         lambda module: _install_on(module.DiffusionPipeline),
+    )
+    # A bare model (from diffusers import AutoencoderKL) imports no pipeline.
+    after_import(
+        "diffusers.utils.import_utils",
+        lambda module: hasattr(module, "is_torch_version"),
+        _trace_version_checks_quietly,
     )
 
 

@@ -50,14 +50,20 @@ def metrics_report() -> str:
     """The metrics as readable text, one item per line."""
     m = metrics()
     lines = ["torch_tpu metrics"]
+    # Values start in one column, at least one blank after the longest label.
+    width = max(24, *(len(label) + 2 for label in _LABELS.values()))
+
+    def row(label: str, text: str) -> str:
+        return f"  {label + ':':<{width}}{text}"
+
     for key, label in _LABELS.items():
         value = m.get(key, 0)
         text = f"{value:.3f}" if isinstance(value, float) else f"{value:,}"
-        lines.append(f"  {label + ':':<24}{text}")
+        lines.append(row(label, text))
     flushes: dict[str, int] = m.get("flushes", {})
     if flushes:
         text = ", ".join(f"{k} {v:,}" for k, v in sorted(flushes.items()))
-        lines.append(f"  fused graph flushes:    {text}")
+        lines.append(row("fused graph flushes", text))
     programs: dict[str, dict[str, Any]] = m.get("programs", {})
     if programs:
         lines.append("  top programs by device time:")
@@ -66,7 +72,7 @@ def metrics_report() -> str:
             lines.append(f"    {p['seconds'] * 1e3:>10.3f} ms {p['runs']:>7} runs  {name[:90]}")
     per_device: list[int] = m.get("bytes_per_device", [])
     if len(per_device) > 1:
-        lines.append(f"  bytes per device:       {', '.join(f'{b:,}' for b in per_device)}")
+        lines.append(row("bytes per device", ", ".join(f"{b:,}" for b in per_device)))
     for cause in m.get("recompiles", []):
         lines.append(f"  recompile: {cause}")
     fallbacks: dict[str, int] = m.get("cpu_fallbacks", {})
@@ -75,5 +81,5 @@ def metrics_report() -> str:
         for op, count in sorted(fallbacks.items(), key=lambda kv: (-kv[1], kv[0])):
             lines.append(f"    {op:<40}{count:>8}")
     else:
-        lines.append("  CPU fallbacks:          none")
+        lines.append(row("CPU fallbacks", "none"))
     return "\n".join(lines)

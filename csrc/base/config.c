@@ -34,7 +34,7 @@ static const char* const kKnown[] = {
     "TORCH_TPU_CUDNN_SDPA",       "TORCH_TPU_PJRT_OPTIONS",
     "TORCH_TPU_XLA_OPTIONS",      "TORCH_TPU_TARGET",
     "TORCH_TPU_TARGET_PLUGIN",    "TORCH_TPU_TARGET_REPORT",
-    "TORCH_TPU_TARGET_REFUSE",
+    "TORCH_TPU_TARGET_REFUSE",    "TORCH_TPU_COMPILE_NOTICE_MS",
 };
 
 static void fail(const char* name, const char* value, const char* accepts) {
@@ -144,6 +144,7 @@ static void parse(void) {
   c->target_refuse = parse_flag("TORCH_TPU_TARGET_REFUSE", false);
   c->pjrt_options = copy_of("TORCH_TPU_PJRT_OPTIONS");
   c->xla_options = copy_of("TORCH_TPU_XLA_OPTIONS");
+  c->compile_notice_ms = parse_int("TORCH_TPU_COMPILE_NOTICE_MS", 0, INT32_MAX, 5000);
   warn_unknown();
 }
 

@@ -722,6 +722,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   pjrt_sharding_t* result_shardings = NULL;
   ir_type_t* result_types = NULL;
   pjrt_executable_t* exe = NULL;
+  const char* previous_label = pjrt_swap_compile_label(label); /* the long-compile notice */
   if (!status && mesh) {
     result_shardings = tpurt_xcalloc((size_t)n_out, sizeof(pjrt_sharding_t));
     result_types = tpurt_xcalloc((size_t)n_out, sizeof(ir_type_t));
@@ -751,6 +752,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
       status = tpurt_status_annotate_consume(status, context);
     }
   }
+  (void)pjrt_swap_compile_label(previous_label);
   free(text);
   if (!status) {
     status = mesh ? spmd_run(exe, mesh, args, n, result_shardings, result_types, n_out, outs, label)

@@ -714,12 +714,14 @@ static TPURT_MUST_USE tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op
   cache_entry_info_t info = {0};
   pjrt_sharding_t *mesh = NULL, *output_shardings = NULL;
   status = spmd_plan(call, ctx->params, ctx->num_params, outputs, n_out, &mesh, &output_shardings);
+  const char* previous_label = pjrt_swap_compile_label(call->name); /* the long-compile notice */
   if (!status && mesh) {
     status = spmd_compile(text, mesh, call, ctx->params, ctx->num_params, output_shardings, n_program, &exe);
   } else if (!status) {
     cache_shadow_label(call->name);
     status = cache_get_or_compile_info(text, size, &exe, &info);
   }
+  (void)pjrt_swap_compile_label(previous_label);
   if (status) {
     status = tpurt_status_annotate_consume(status, "compiling the lowered program failed");
     free(text);

@@ -42,6 +42,10 @@ double tpurt_event_elapsed_ms(tpurt_event_t* start, tpurt_event_t* end) {
 
 uint64_t tpurt_now_ns(void) { return pjrt_now_ns(); }
 
+void tpurt_set_launch_correlation(uint64_t id) { pjrt_set_launch_correlation(id); }
+
+void tpurt_set_compile_label(const char* label) { (void)pjrt_swap_compile_label(label); }
+
 void tpurt_wait_idle(void) { pjrt_wait_idle(); }
 
 int tpurt_launch_log(uint64_t since, tpurt_launch_record_t* out, int max, uint64_t* out_next) {

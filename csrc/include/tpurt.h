@@ -177,6 +177,7 @@ typedef struct tpurt_config_s {
   const char* pjrt_options;    /* TORCH_TPU_PJRT_OPTIONS (client options; parsed by the pjrt room), or NULL */
   const char* xla_options;     /* TORCH_TPU_XLA_OPTIONS (compile options; parsed by the pjrt room), or NULL */
   bool target_refuse;          /* TORCH_TPU_TARGET_REFUSE: a program the shadow target refuses is not run */
+  int64_t compile_notice_ms;   /* TORCH_TPU_COMPILE_NOTICE_MS: a compile burst this long says so; 0: never */
 } tpurt_config_t;
 
 /* The configuration; a variable whose value does not parse reads as its
@@ -580,8 +581,17 @@ typedef struct tpurt_launch_record_s {
   bool is_copy;    /* a device -> host copy */
   bool compiled;   /* first run after a compile (else a cache hit) */
   uint64_t launch_ns, start_ns, end_ns;
+  uint64_t correlation; /* the launching thread's tpurt_set_launch_correlation id (0: none) */
 } tpurt_launch_record_t;
 uint64_t tpurt_now_ns(void);
+/* Tags the launches this thread queues from now on with |id| (a profiler's
+** correlation id of the op being run; 0: none), so that a trace can link a
+** launch's device time to the op that queued it. */
+void tpurt_set_launch_correlation(uint64_t id);
+/* Names the programs this thread compiles from now on (|label| must live
+** until the next call; NULL: the op or graph names them). The long-compile
+** notice says what is compiling with it. */
+void tpurt_set_compile_label(const char* label);
 /* Waits for every launch queued so far (all devices) without reporting or
 ** clearing asynchronous errors: they still surface at the next
 ** synchronize. Never initialises the runtime. */

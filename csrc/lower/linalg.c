@@ -1,5 +1,9 @@
 /* linalg.c: mm, bmm, addmm, baddbmm, dot through dot_general. Half types
-** accumulate in f32 and round once, as PyTorch's CPU kernels do. */
+** accumulate in f32 and round once, as PyTorch's CPU kernels do. Bad
+** operands raise PyTorch's own words for each op, checked in its order
+** (tests and users match on them): mm's "expected m1 and m2 ...", addmm's
+** "self and mat2 ..." then "mat1 and mat2 ...", bmm's "expected scalar
+** type", baddbmm's "Input dtypes must be the same", addmv's three dtypes. */
 #include <math.h>
 
 #include "../base/base.h"
@@ -9,6 +13,18 @@ static tpurt_status_t same_dtype(const tpurt_tensor_t* a, const tpurt_tensor_t* 
   if (a->dtype != b->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT, "expected m1 and m2 to have the same dtype, but got: %s != %s",
                        lower_dtype_cpp_name(a->dtype), lower_dtype_cpp_name(b->dtype));
+  return NULL;
+}
+
+/* addmm's and addbmm's dtype checks, before any shape check. */
+static tpurt_status_t addmm_dtypes(const tpurt_tensor_t* self, const tpurt_tensor_t* a,
+                                   const tpurt_tensor_t* b) {
+  if (self->dtype != b->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT, "self and mat2 must have the same dtype, but got %s and %s",
+                       tpurt_dtype_name(self->dtype), tpurt_dtype_name(b->dtype));
+  if (a->dtype != b->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT, "mat1 and mat2 must have the same dtype, but got %s and %s",
+                       tpurt_dtype_name(a->dtype), tpurt_dtype_name(b->dtype));
   return NULL;
 }
 
@@ -37,7 +53,8 @@ static tpurt_status_t check_mm(const tpurt_tensor_t* a, const tpurt_tensor_t* b)
   return same_dtype(a, b);
 }
 
-static tpurt_status_t check_bmm(const tpurt_tensor_t* a, const tpurt_tensor_t* b) {
+/* The bmm family's shape checks (dtypes are each op's own). */
+static tpurt_status_t check_bmm_shapes(const tpurt_tensor_t* a, const tpurt_tensor_t* b) {
   if (a->rank != 3) return lower_error(TPURT_INVALID_ARGUMENT, "batch1 must be a 3D tensor");
   if (b->rank != 3) return lower_error(TPURT_INVALID_ARGUMENT, "batch2 must be a 3D tensor");
   if (b->sizes[0] != a->sizes[0] || b->sizes[1] != a->sizes[2])
@@ -46,7 +63,15 @@ static tpurt_status_t check_bmm(const tpurt_tensor_t* a, const tpurt_tensor_t* b
         "Expected size for first two dimensions of batch2 tensor to be: [%lld, %lld] but got: [%lld, "
         "%lld].",
         (long long)a->sizes[0], (long long)a->sizes[2], (long long)b->sizes[0], (long long)b->sizes[1]);
-  return same_dtype(a, b);
+  return NULL;
+}
+
+static tpurt_status_t check_bmm(const tpurt_tensor_t* a, const tpurt_tensor_t* b) {
+  TPURT_RETURN_IF_ERROR(check_bmm_shapes(a, b));
+  if (a->dtype != b->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT, "expected scalar type %s but found %s",
+                       tpurt_dtype_name(a->dtype), tpurt_dtype_name(b->dtype));
+  return NULL;
 }
 
 /* The out= forms of the matmuls take only an out tensor of the result's
@@ -110,18 +135,24 @@ static tpurt_status_t scaled_sum(lower_ctx_t* ctx, ir_value_t product, tpurt_dty
 /* addmm(self, mat1, mat2, *, beta=1, alpha=1) */
 static tpurt_status_t lower_addmm(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 1), *b = lower_meta(ctx, 2);
+  TPURT_RETURN_IF_ERROR(addmm_dtypes(lower_meta(ctx, 0), a, b));
+  if (a->rank != 2)
+    return lower_error(TPURT_INVALID_ARGUMENT, "mat1 must be a matrix, got %d-D tensor", a->rank);
+  if (b->rank != 2)
+    return lower_error(TPURT_INVALID_ARGUMENT, "mat2 must be a matrix, got %d-D tensor", b->rank);
   TPURT_RETURN_IF_ERROR(check_mm(a, b));
-  if (lower_meta(ctx, 0)->dtype != a->dtype)
-    return lower_error(TPURT_INVALID_ARGUMENT, "self and mat2 must have the same dtype, but got %s and %s",
-                       tpurt_dtype_name(lower_meta(ctx, 0)->dtype), tpurt_dtype_name(a->dtype));
   ir_value_t p = matmul_acc(ctx, lower_tensor(ctx, 1), lower_tensor(ctx, 2), 0, a->dtype);
   return scaled_sum(ctx, p, a->dtype, 3, 4);
 }
 
 /* baddbmm(self, batch1, batch2, *, beta=1, alpha=1) */
 static tpurt_status_t lower_baddbmm(lower_ctx_t* ctx) {
-  const tpurt_tensor_t *a = lower_meta(ctx, 1), *b = lower_meta(ctx, 2);
-  TPURT_RETURN_IF_ERROR(check_bmm(a, b));
+  const tpurt_tensor_t *self = lower_meta(ctx, 0), *a = lower_meta(ctx, 1), *b = lower_meta(ctx, 2);
+  if (self->dtype != a->dtype || a->dtype != b->dtype)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT, "Input dtypes must be the same, got: input %s, batch1: %s, batch2: %s",
+        lower_dtype_cpp_name(self->dtype), lower_dtype_cpp_name(a->dtype), lower_dtype_cpp_name(b->dtype));
+  TPURT_RETURN_IF_ERROR(check_bmm_shapes(a, b));
   ir_value_t p = matmul_acc(ctx, lower_tensor(ctx, 1), lower_tensor(ctx, 2), 1, a->dtype);
   return scaled_sum(ctx, p, a->dtype, 3, 4);
 }
@@ -138,9 +169,9 @@ static tpurt_status_t lower_addmv(lower_ctx_t* ctx) {
                        (long long)(lower_meta(ctx, 0)->rank ? lower_meta(ctx, 0)->sizes[0] : 1),
                        (long long)m->sizes[0], (long long)m->sizes[1], (long long)v->sizes[0]);
   if (m->dtype != v->dtype || lower_meta(ctx, 0)->dtype != m->dtype)
-    return lower_error(TPURT_INVALID_ARGUMENT, "expected scalar type %s but found %s",
-                       tpurt_dtype_name(m->dtype),
-                       tpurt_dtype_name(m->dtype != v->dtype ? v->dtype : lower_meta(ctx, 0)->dtype));
+    return lower_error(
+        TPURT_INVALID_ARGUMENT, "addmv input tensors must have the same dtype, but got %s, %s, and %s",
+        tpurt_dtype_name(lower_meta(ctx, 0)->dtype), tpurt_dtype_name(m->dtype), tpurt_dtype_name(v->dtype));
   ir_value_t p = matmul_acc(ctx, lower_tensor(ctx, 1), lower_tensor(ctx, 2), 0, m->dtype);
   return scaled_sum(ctx, p, m->dtype, 3, 4);
 }
@@ -175,7 +206,8 @@ static tpurt_status_t lower_dot(lower_ctx_t* ctx) {
 ** reduction. */
 static tpurt_status_t lower_addbmm(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 1), *b = lower_meta(ctx, 2);
-  TPURT_RETURN_IF_ERROR(check_bmm(a, b));
+  TPURT_RETURN_IF_ERROR(addmm_dtypes(lower_meta(ctx, 0), a, b));
+  TPURT_RETURN_IF_ERROR(check_bmm_shapes(a, b));
   ir_func_t* f = ctx->func;
   tpurt_dtype_t acc = lower_acc_dtype(a->dtype);
   ir_value_t p = matmul_acc(ctx, lower_tensor(ctx, 1), lower_tensor(ctx, 2), 1, a->dtype);

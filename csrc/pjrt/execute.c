@@ -53,12 +53,6 @@ static int32_t count_ops(const char* mlir, size_t size) {
   return count;
 }
 
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 uint64_t pjrt_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -110,6 +104,62 @@ static TPURT_MUST_USE tpurt_status_t wrap_executable_locked(pjrt_abi_loaded_exec
   return NULL;
 }
 
+/*===--- the long-compile notice ---===*/
+/* A first call at new shapes compiles many programs (a tiny FLUX image in
+** strict eager: about a hundred, over 10 s) while the user's progress bar
+** stands still. Compiles less than kBurstGapNs apart are one burst; when a
+** burst's compile time passes TORCH_TPU_COMPILE_NOTICE_MS (default 5 s),
+** one line on stderr says what is compiling and for how long, once per
+** burst. A single compile longer than that is reported when it ends (the
+** plugin's compile call cannot be interrupted to say so). */
+
+static _Thread_local const char* t_compile_label;
+static _Thread_local uint64_t t_correlation;
+
+const char* pjrt_swap_compile_label(const char* label) {
+  const char* previous = t_compile_label;
+  t_compile_label = label;
+  return previous;
+}
+
+void pjrt_set_launch_correlation(uint64_t id) { t_correlation = id; }
+
+enum { kBurstGapNs = 2000000000 };
+
+static struct {
+  uint64_t last_end_ns; /* when the burst's latest compile ended */
+  double seconds;       /* compile time in the burst */
+  uint64_t count;
+  bool noticed;
+  double longest_s;
+  char longest[128];
+} g_burst; /* pjrt_g.lock held */
+
+static void note_compile_locked(uint64_t start_ns, uint64_t end_ns) {
+  const int64_t notice_ms = tpurt_config()->compile_notice_ms;
+  if (notice_ms <= 0) return;
+  if (g_burst.count == 0 || start_ns > g_burst.last_end_ns + (uint64_t)kBurstGapNs)
+    memset(&g_burst, 0, sizeof(g_burst));
+  const double seconds = (double)(end_ns - start_ns) / 1e9;
+  g_burst.last_end_ns = end_ns;
+  g_burst.seconds += seconds;
+  g_burst.count++;
+  if (seconds > g_burst.longest_s) {
+    g_burst.longest_s = seconds;
+    tpurt_copy_str(g_burst.longest, sizeof(g_burst.longest), t_compile_label ? t_compile_label : "a program");
+  }
+  if (g_burst.noticed || g_burst.seconds * 1e3 < (double)notice_ms) return;
+  g_burst.noticed = true;
+  if (g_burst.count == 1)
+    fprintf(stderr, "torch_tpu: compiling %s took %.1f s; it is compiled once and cached for these shapes\n",
+            g_burst.longest, g_burst.seconds);
+  else
+    fprintf(stderr,
+            "torch_tpu: compiling for new shapes: %llu programs in %.1f s so far (longest: %s, %.1f s); "
+            "each is compiled once and cached, later calls at these shapes reuse them\n",
+            (unsigned long long)g_burst.count, g_burst.seconds, g_burst.longest, g_burst.longest_s);
+}
+
 tpurt_status_t pjrt_compile(const char* mlir, size_t mlir_size, pjrt_executable_t** out_executable) {
   *out_executable = NULL;
   const char* options = NULL;
@@ -135,10 +185,12 @@ tpurt_status_t pjrt_compile_with_options(const char* mlir, size_t mlir_size, con
   a.compile_options = options;
   a.compile_options_size = options_size;
   pthread_mutex_lock(&pjrt_g.lock);
-  double start = now_seconds();
+  const uint64_t start = pjrt_now_ns();
   tpurt_status_t status = PJRT_CALL(PJRTABI_CLIENT_COMPILE, "Client_Compile", &a);
-  pjrt_g.counters.compile_seconds += now_seconds() - start;
+  const uint64_t end = pjrt_now_ns();
+  pjrt_g.counters.compile_seconds += (double)(end - start) / 1e9;
   pjrt_g.counters.compiles++;
+  if (!status) note_compile_locked(start, end);
   if (!status) status = wrap_executable_locked(a.executable, out_executable);
   if (!status) {
     (*out_executable)->compiled_here = true;
@@ -304,6 +356,7 @@ static void complete_locked(pjrt_launch_t* launch, uint64_t now) {
   r->launch_ns = launch->launch_ns;
   r->start_ns = start;
   r->end_ns = now;
+  r->correlation = launch->correlation;
   g_device_ns_total += now - start;
   g_completed_total++;
   uint64_t h = hash_name(r->name);
@@ -468,6 +521,7 @@ static pjrt_launch_t* launch_create(int device, const char* op_name) {
   tpurt_refcount_init(&launch->refcount); /* the pending entry's */
   launch->device = device;
   launch->launch_ns = pjrt_now_ns();
+  launch->correlation = t_correlation;
   memcpy(launch->op_name, op_name, name_size);
   return launch;
 }

@@ -171,6 +171,11 @@ TPURT_MUST_USE tpurt_status_t pjrt_synchronize(int device);
 
 /* The host monotonic clock in nanoseconds (the clock of every time below). */
 uint64_t pjrt_now_ns(void);
+/* This thread's launches carry |id| into the launch log (0: none). */
+void pjrt_set_launch_correlation(uint64_t id);
+/* What this thread's compiles are called in the long-compile notice (NULL:
+** "a program"); returns the previous label. |label| must outlive its use. */
+const char* pjrt_swap_compile_label(const char* label);
 
 /* Device -> host without waiting: the copy is queued like a launch and
 ** completes at the device's next event or synchronize. |dst| must stay

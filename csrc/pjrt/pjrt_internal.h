@@ -53,12 +53,13 @@ TPURT_MUST_USE tpurt_status_t pjrt_api_event_await(const pjrt_api_t* api, pjrt_a
 typedef struct pjrt_launch_s {
   tpurt_refcount_t refcount;
   int device;
-  bool is_copy;       /* a device -> host copy, not a program */
-  bool first_run;     /* the executable's first launch after it was compiled */
-  bool has_callback;  /* Event_OnReady will set done_ns */
-  int32_t num_ops;    /* StableHLO ops of the program (0: unknown) */
-  uint64_t launch_ns; /* host monotonic clock when it was queued */
-  uint64_t done_ns;   /* when its completion event fired; 0 before (atomic) */
+  bool is_copy;         /* a device -> host copy, not a program */
+  bool first_run;       /* the executable's first launch after it was compiled */
+  bool has_callback;    /* Event_OnReady will set done_ns */
+  int32_t num_ops;      /* StableHLO ops of the program (0: unknown) */
+  uint64_t launch_ns;   /* host monotonic clock when it was queued */
+  uint64_t done_ns;     /* when its completion event fired; 0 before (atomic) */
+  uint64_t correlation; /* the launching thread's profiler correlation id (0: none) */
   char op_name[];
 } pjrt_launch_t;
 void pjrt_launch_retain(pjrt_launch_t* launch);

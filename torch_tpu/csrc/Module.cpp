@@ -1,4 +1,5 @@
 // Module.cpp: torch_tpu._C, the Python face of the runtime and the glue.
+#include <torch/csrc/Event.h>
 #include <torch/csrc/Generator.h>
 #include <torch/extension.h>
 
@@ -62,6 +63,28 @@ py::dict runtime_info() {
   d["device_kind"] = info.device_kind ? info.device_kind : "";
   d["device_count"] = info.device_count;
   return d;
+}
+
+// torch.tpu.Event.elapsed_time: torch.Event's own method accepts only an
+// exact torch.Event as |end| (a type check on the Python object), so a
+// subclass such as torch.tpu.Event times through here: the same
+// c10::Event::elapsedTime, i.e. the guard's elapsedTime over the core's
+// events.
+double event_elapsed_ms(const py::object& start, const py::object& end) {
+  for (const py::object* e : {&start, &end})
+    TORCH_CHECK_TYPE(THPEvent_Check(e->ptr()), "elapsed_time: expected a torch.Event, got ",
+                     py::str(py::type::of(*e)).cast<std::string>());
+  const c10::Event& a = reinterpret_cast<THPEvent*>(start.ptr())->event;
+  const c10::Event& b = reinterpret_cast<THPEvent*>(end.ptr())->event;
+  return a.elapsedTime(b);
+}
+
+// The name the long-compile notice gives this thread's compiles (a
+// torch.compile graph: "transformer.forward"); the core keeps the pointer.
+void set_compile_label(const std::optional<std::string>& label) {
+  thread_local std::string held;
+  held = label ? *label : std::string();
+  tpurt_set_compile_label(label ? held.c_str() : nullptr);
 }
 
 std::string device_kind(int device) {
@@ -232,6 +255,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_set_compile_options", [](const std::optional<std::string>& spec) {
     check_consume(tpurt_set_thread_compile_options(spec ? spec->c_str() : nullptr), "XLA compile options");
   });
+  m.def("_event_elapsed_ms", &event_elapsed_ms);
+  m.def("_set_compile_label", &set_compile_label);
   m.def("_mark_sharding", &mark_sharding);
   m.def("_num_shards", &num_shards);
   m.def("_op_supported", [](const std::string& name) { return tpurt_op_supported(name.c_str()); });

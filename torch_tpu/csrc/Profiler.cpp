@@ -3,7 +3,12 @@
 // reads the core's launch log (every program launch and asynchronous copy,
 // with the device time measured from PJRT completion events) for the span of
 // the trace and logs one device activity per launch: its name, op count, and
-// whether it was compiled or a cache hit.
+// whether it was compiled or a cache hit. Each launch is linked to the op
+// that queued it: the profiler pushes every op's correlation id to the
+// session (on the op's thread), the core stamps the innermost one on the
+// launches that thread queues, and Kineto's lookup by that id gives the op's
+// activity, so key_averages() shows the device time in the op's "Self TPU"
+// column (a fused-eager graph is linked to the op that flushed it).
 // Kineto formats trace metadata with fmt, which libtorch does not export:
 // compile the few fmt functions it needs into this file.
 #define FMT_HEADER_ONLY 1
@@ -28,6 +33,9 @@
 
 namespace torch_tpu {
 namespace {
+
+// The open ops' correlation ids on this thread, innermost last.
+thread_local std::vector<uint64_t> t_correlations;
 
 int64_t system_now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -63,7 +71,19 @@ class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
 
   std::vector<std::string> errors() override { return {}; }
 
-  void processTrace(libkineto::ActivityLogger& logger) override {
+  void pushCorrelationId(uint64_t id) override {
+    t_correlations.push_back(id);
+    tpurt_set_launch_correlation(id);
+  }
+  void popCorrelationId() override {
+    if (!t_correlations.empty()) t_correlations.pop_back();
+    tpurt_set_launch_correlation(t_correlations.empty() ? 0 : t_correlations.back());
+  }
+
+  void processTrace(libkineto::ActivityLogger& logger) override { processTrace(logger, nullptr, 0, 0); }
+
+  void processTrace(libkineto::ActivityLogger& logger, libkineto::getLinkedActivityCallback linked, int64_t,
+                    int64_t) override {
     // The core's times are on the monotonic clock; traces use the epoch.
     const int64_t offset = system_now_ns() - static_cast<int64_t>(tpurt_now_ns());
     span_ = std::make_unique<libkineto::TraceSpan>(static_cast<int64_t>(start_ns_) + offset,
@@ -76,6 +96,7 @@ class TpuProfilerSession final : public libkineto::IActivityProfilerSession {
       a.device = r.device;
       a.resource = 0;
       a.id = static_cast<int64_t>(activities_.size());
+      if (linked && r.correlation) a.linked = linked(static_cast<int32_t>(r.correlation));
       a.addMetadataQuoted("program", r.name);
       a.addMetadata("ops", r.num_ops);
       a.addMetadataQuoted("kind", r.is_copy ? "copy to host" : (r.compiled ? "compile" : "cache hit"));
