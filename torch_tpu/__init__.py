@@ -128,6 +128,9 @@ def _register() -> None:
     # float16, so pass dtype= there (or torch.tpu.set_autocast_dtype).
     torch.set_autocast_dtype("tpu", torch.bfloat16)
     _route_default_compile()
+    from torch_tpu import _c10d
+
+    _c10d.register()  # torch.distributed's "tpu" backend (torch.distributed is imported by torch)
     try:
         _C._set_default_plugin(find_plugin())
     except RuntimeError as error:  # import must not fail: report at first device use

@@ -21,6 +21,8 @@ namespace torch_tpu {
 
 // Modes.cpp: eager modes and tracing for torch.compile.
 void register_mode_bindings(py::module& m);
+// ProcessGroup.cpp: the c10d backend of tpu tensors.
+void register_process_group_bindings(py::module& m);
 
 namespace {
 
@@ -191,6 +193,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("_built_torch_version") = TORCH_TPU_BUILT_TORCH_VERSION;
   register_core_ops();
   register_mode_bindings(m);
+  register_process_group_bindings(m);
   m.def("_init", &init);
   m.def("_set_default_plugin",
         [](const std::string& path) { tpurt_runtime_set_default_plugin(path.c_str()); });
