@@ -108,6 +108,26 @@ def test_numbers(two) -> None:
     expect(two, "bench_all_reduce")
 
 
+@pytest.fixture(scope="module")
+def diffusers_two(tmp_path_factory) -> dict:
+    pytest.importorskip("diffusers")
+    ranks = torchrun(tmp_path_factory.mktemp("dist_diffusers"), 2, "diffusers")
+    print("numbers (rank 0):", json.dumps(ranks[0]["numbers"]))
+    return ranks
+
+
+@pytest.mark.parametrize("what", ["tp", "ulysses"])
+def test_diffusers_enable_parallelism(diffusers_two, what: str) -> None:
+    """Tiny FLUX transformer, TP 2 / Ulysses 2 == 1 process within 1e-4."""
+    expect(diffusers_two, f"diffusers_{what}")
+
+
+def test_diffusers_pipeline_tp_compiled(diffusers_two) -> None:
+    """The FLUX pipeline, transformer TP over 2 processes, enable_tpu_compile + tpu_warmup:
+    the 1-process image within 1e-4; the compiled graph is split at its collectives."""
+    expect(diffusers_two, "diffusers_pipeline_tp_compiled")
+
+
 @pytest.mark.slow
 def test_collectives_four_processes(tmp_path) -> None:
     ranks = torchrun(tmp_path, 4, "default_init,collectives,libraries,reinit", timeout=600)
