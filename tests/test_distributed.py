@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +136,114 @@ def test_collectives_four_processes(tmp_path) -> None:
     for name in ranks[0]["results"]:
         if not name.startswith("bench"):
             expect(ranks, name)
+
+
+# ---- two "hosts" on this machine ---------------------------------------------
+
+
+@pytest.mark.slow
+def test_two_hosts_ddp(tmp_path) -> None:
+    """torchrun --nnodes 2 --node-rank i on localhost, 2 processes each: DDP and the rest."""
+    port = free_port()
+    env = dict(os.environ, TORCH_TPU_NUM_DEVICES="1", OMP_NUM_THREADS="1", TORCH_TPU_CACHE_DIR="0")
+    nodes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--nnodes=2",
+                f"--node-rank={i}",
+                "--nproc-per-node=2",
+                "--rdzv-backend=c10d",
+                f"--rdzv-endpoint=127.0.0.1:{port}",
+                str(WORKER),
+                str(tmp_path),
+                "libraries",
+            ],
+            env=env,
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        for i in range(2)
+    ]
+    logs = [p.communicate(timeout=600)[0] for p in nodes]
+    ranks = {
+        r: json.loads((tmp_path / f"rank{r}.json").read_text())
+        for r in range(4)
+        if (tmp_path / f"rank{r}.json").exists()
+    }
+    assert len(ranks) == 4, "\n".join(log[-3000:] for log in logs)
+    for name in ("ddp", "fsdp2", "dtensor", "dtensor_2d", "checkpoint"):
+        expect(ranks, name)
+
+
+# ---- failures: an error on every surviving rank, never a hang ----------------
+
+FAIL = ROOT / "tests" / "_dist_fail.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch_failing(mode: str, world: int = 2) -> list[tuple[int, str]]:
+    port = free_port()
+    procs = []
+    for r in range(1 if mode == "missing" else world):
+        env = dict(os.environ, RANK=str(r), WORLD_SIZE=str(world), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), TORCH_TPU_NUM_DEVICES="1", OMP_NUM_THREADS="1")  # fmt: skip
+        procs.append(subprocess.Popen([sys.executable, str(FAIL), mode], env=env, cwd=ROOT,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))  # fmt: skip
+    out = []
+    for p in procs:
+        try:
+            stdout, stderr = p.communicate(timeout=60)  # the process group's timeout is 10 s
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"{mode}: a rank hung past 60 s")
+        out.append((p.returncode, stdout + stderr[-2000:]))
+    return out
+
+
+def test_mismatched_shapes_raise_on_every_rank() -> None:
+    results = launch_failing("mismatch")
+    for rank, (code, text) in enumerate(results):
+        assert code == 3, f"rank {rank} exit {code}: {text}"
+        assert "all_reduce on tpu: the ranks' shapes or dtypes differ" in text and "Float[4]" in text, text
+        assert "Float[5]" in text, text
+
+
+def test_killed_rank_is_an_error_on_the_survivor() -> None:
+    (code, text), (killed, _) = launch_failing("kill")
+    assert killed == 9
+    assert code == 3 and "ERROR" in text, text
+
+
+def test_missing_rank_is_an_error_within_the_timeout() -> None:
+    ((code, text),) = launch_failing("missing")
+    assert code == 3 and "ERROR" in text and "1/2 clients joined" in text, text
+
+
+@pytest.mark.slow
+def test_readme_torchrun_example(tmp_path) -> None:
+    """README's torchrun block (```python torchrun), as the README says to run it."""
+    import re
+
+    text = (ROOT / "README.md").read_text()
+    (block,) = re.findall(r"^```python torchrun\n(.*?)^```", text, flags=re.S | re.M)
+    script = tmp_path / "tp.py"
+    script.write_text(block)
+    env = dict(os.environ, TORCH_TPU_NUM_DEVICES="1", OMP_NUM_THREADS="1", TORCH_TPU_CACHE_DIR="0")
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2", str(script)],
+        env=env, capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = [line for line in proc.stdout.splitlines() if line.endswith("tpu:0")]
+    assert sorted(line.split()[0] for line in lines) == ["0", "1"], proc.stdout

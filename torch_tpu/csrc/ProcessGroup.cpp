@@ -12,7 +12,12 @@
 #include <ATen/core/ivalue.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 #include <utility>
@@ -175,6 +180,7 @@ class TpuHostBackend : public Backend {
   c10::intrusive_ptr<Backend> host() const { return host_; }
 
   WorkPtr broadcast(Tensors& tensors, const c10d::BroadcastOptions& opts) override {
+    agree("broadcast", tensors, true);
     Staging s;
     Tensors h = s.in_list(tensors, true);
     WorkPtr work = host_->broadcast(h, opts);
@@ -182,6 +188,7 @@ class TpuHostBackend : public Backend {
   }
 
   WorkPtr allreduce(Tensors& tensors, const c10d::AllreduceOptions& opts) override {
+    agree("all_reduce", tensors, true);
     Staging s;
     Tensors h = s.in_list(tensors, true);
     WorkPtr work = host_->allreduce(h, host_options(opts, s));
@@ -198,6 +205,7 @@ class TpuHostBackend : public Backend {
   }
 
   WorkPtr reduce(Tensors& tensors, const c10d::ReduceOptions& opts) override {
+    agree("reduce", tensors, true);
     Staging s;
     Tensors h = s.in_list(tensors, true);
     c10d::ReduceOptions o = opts;
@@ -208,6 +216,7 @@ class TpuHostBackend : public Backend {
 
   WorkPtr allgather(std::vector<Tensors>& outputs, Tensors& inputs,
                     const c10d::AllgatherOptions& opts) override {
+    agree("all_gather", inputs, true);
     Staging s;
     Tensors hin = s.in_list(inputs, false);
     std::vector<Tensors> hout;
@@ -218,6 +227,7 @@ class TpuHostBackend : public Backend {
 
   WorkPtr _allgather_base(at::Tensor& output, at::Tensor& input,
                           const c10d::AllgatherOptions& opts) override {
+    agree("all_gather_into_tensor", {input}, true);
     Staging s;
     at::Tensor hin = s.in(input, false);
     at::Tensor hout = s.out(output);
@@ -264,6 +274,7 @@ class TpuHostBackend : public Backend {
 
   WorkPtr reduce_scatter(Tensors& outputs, std::vector<Tensors>& inputs,
                          const c10d::ReduceScatterOptions& opts) override {
+    agree("reduce_scatter", outputs, true);
     Staging s;
     std::vector<Tensors> hin;
     for (auto& l : inputs) hin.push_back(s.in_list(l, false));
@@ -274,6 +285,7 @@ class TpuHostBackend : public Backend {
 
   WorkPtr _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                const c10d::ReduceScatterOptions& opts) override {
+    agree("reduce_scatter_tensor", {input}, true);
     Staging s;
     at::Tensor hin = s.in(input, false);
     at::Tensor hout = s.out(output);
@@ -292,6 +304,7 @@ class TpuHostBackend : public Backend {
 
   WorkPtr alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
                         std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) override {
+    agree("all_to_all_single", {input}, false);
     Staging s;
     at::Tensor hin = s.in(input, false);
     at::Tensor hout = s.out(output);
@@ -344,6 +357,46 @@ class TpuHostBackend : public Backend {
   void shutdown() override { host_->shutdown(); }
 
  private:
+  // Ranks that pass different shapes or dtypes to one collective would make
+  // gloo abort the process (a size mismatch in its transport) or hang. So the
+  // ranks first gather a small descriptor of their operands (op, dtype, dims)
+  // and every rank raises the same error naming the op and each rank's
+  // operand. One small host all-gather per collective;
+  // TORCH_TPU_DIST_CHECK=0 skips it.
+  void agree(const char* op, const Tensors& tensors, bool with_shape) {
+    if (!check_ || tensors.empty() || getSize() == 1) return;
+    constexpr int64_t kDims = 8, kWidth = 4 + kDims;
+    const at::Tensor& t = tensors[0];
+    std::vector<int64_t> mine(kWidth, -1);
+    mine[0] = static_cast<int64_t>(std::hash<std::string_view>{}(op) & 0x7fffffff);
+    mine[1] = static_cast<int64_t>(t.scalar_type());
+    mine[2] = static_cast<int64_t>(tensors.size());
+    mine[3] = with_shape ? t.dim() : -1;
+    for (int64_t i = 0; with_shape && i < std::min<int64_t>(t.dim(), kDims); ++i) mine[4 + i] = t.size(i);
+    at::Tensor local = at::tensor(mine, at::kLong);
+    at::Tensor all = at::empty({getSize() * kWidth}, at::kLong);
+    host_->_allgather_base(all, local)->wait();
+    const int64_t* a = all.data_ptr<int64_t>();
+    bool same = true;
+    for (int64_t r = 1; r < getSize() && same; ++r) same = std::equal(a, a + kWidth, a + r * kWidth);
+    if (same) return;
+    std::string ranks;
+    for (int64_t r = 0; r < getSize(); ++r) {
+      const int64_t* d = a + r * kWidth;
+      ranks += c10::str(r ? ", " : "", "rank ", r, ": ", d[0] == mine[0] ? "" : "another collective, ",
+                        c10::toString(static_cast<at::ScalarType>(d[1])));
+      if (d[3] >= 0) {
+        ranks += "[";
+        for (int64_t i = 0; i < std::min(d[3], kDims); ++i) ranks += c10::str(i ? ", " : "", d[4 + i]);
+        ranks += "]";
+      }
+      if (d[2] != 1) ranks += c10::str(" x", d[2]);
+    }
+    TORCH_CHECK(false, "torch.distributed ", op, " on tpu: the ranks' ",
+                with_shape ? "shapes or dtypes" : "dtypes", " differ (", ranks,
+                "); every rank must pass the same");
+  }
+
   // AVG -> SUM on the host, divided by the group size afterwards.
   void average(c10d::ReduceOp& op, Staging& s) const {
     if (op.op_ == c10d::ReduceOp::AVG) {
@@ -359,6 +412,10 @@ class TpuHostBackend : public Backend {
   }
 
   c10::intrusive_ptr<Backend> host_;
+  bool check_ = [] {
+    const char* v = std::getenv("TORCH_TPU_DIST_CHECK");
+    return !(v && std::string_view(v) == "0");
+  }();
 };
 
 }  // namespace
