@@ -117,21 +117,28 @@ $(FAKE_PLUGIN): csrc/tests/fake_pjrt_plugin.c csrc/pjrt/pjrt_abi.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -shared $< -o $@
 
+# A "plugin" that uses the distributed create options and key-value
+# callbacks as a multi-process plugin does (kv_store_test.c).
+FAKE_KV_PLUGIN := build/tests/fake_kv_plugin.so
+$(FAKE_KV_PLUGIN): csrc/tests/fake_kv_plugin.c csrc/pjrt/pjrt_abi.h csrc/pjrt/kv_store.h
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CFLAGS) -shared $< -o $@
+
 build/asan-tests/%: csrc/tests/%.c csrc/tests/test.h csrc/tests/ir_check.h build/libtpurt-asan.a
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -O1 $(SANFLAGS) $< build/libtpurt-asan.a -o $@ $(LDLIBS)
 
-ctest: venv $(TEST_BINS) $(FAKE_PLUGIN)
+ctest: venv $(TEST_BINS) $(FAKE_PLUGIN) $(FAKE_KV_PLUGIN)
 	@set -e; for t in $(TEST_BINS); do \
 	  TORCH_TPU_CACHE_DIR=0 TORCH_TPU_PJRT_PLUGIN=$(PLUGIN) TPURT_TEST_DATA=csrc/tests/data \
-	  TPURT_FAKE_PLUGIN=$(FAKE_PLUGIN) $$t; done
+	  TPURT_FAKE_PLUGIN=$(FAKE_PLUGIN) TPURT_FAKE_KV_PLUGIN=$(FAKE_KV_PLUGIN) $$t; done
 
 # The plugin is a large C++ library built without sanitizers: leak checking
 # covers our allocations only (suppressions for the plugin's own).
-ctest-asan: venv $(ASAN_BINS) $(FAKE_PLUGIN)
+ctest-asan: venv $(ASAN_BINS) $(FAKE_PLUGIN) $(FAKE_KV_PLUGIN)
 	@set -e; for t in $(ASAN_BINS); do \
 	  TORCH_TPU_CACHE_DIR=0 TORCH_TPU_PJRT_PLUGIN=$(PLUGIN) TPURT_TEST_DATA=csrc/tests/data \
-	  TPURT_FAKE_PLUGIN=$(FAKE_PLUGIN) \
+	  TPURT_FAKE_PLUGIN=$(FAKE_PLUGIN) TPURT_FAKE_KV_PLUGIN=$(FAKE_KV_PLUGIN) \
 	  ASAN_OPTIONS=detect_leaks=1:detect_odr_violation=0 \
 	  LSAN_OPTIONS=suppressions=csrc/tests/lsan.supp:print_suppressions=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1 $$t; done

@@ -141,6 +141,9 @@ def _register() -> None:
     torch.set_autocast_dtype("tpu", torch.bfloat16)
     _route_default_compile()
     _discovery.prepare_plugin_env()
+    from torch_tpu import _c10d
+
+    _c10d.register()  # torch.distributed's "tpu" backend (torch.distributed is imported by torch)
     try:
         _C._set_default_plugin(find_plugin())
     except RuntimeError as error:  # import must not fail: report at first device use

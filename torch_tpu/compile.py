@@ -251,6 +251,60 @@ def _change(name: str, old: str, new: str) -> str:
 
 
 _HOST = "@host"
+# Collectives in a traced graph: DTensor's and the functional collectives'
+# ops. On the host engine (gloo) a collective reads its buffers on the host,
+# which a program being traced cannot do, so the graph is split at them.
+_COLLECTIVE_NAMESPACES = ("_c10d_functional", "c10d", "_c10d_functional_autograd")
+
+
+def _is_collective(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and getattr(node.target, "namespace", None) in _COLLECTIVE_NAMESPACES
+
+
+class _CompiledPart(torch.nn.Module):
+    """A compiled piece of a split graph, returning what its FX piece returned."""
+
+    def __init__(self, graph: _CompiledGraph, single: bool) -> None:
+        super().__init__()
+        self.graph = graph
+        self.single = single
+
+    def forward(self, *args: Any) -> Any:
+        out = self.graph(*args)
+        return out[0] if self.single else tuple(out)
+
+
+def _split_at_collectives(
+    gm: torch.fx.GraphModule, compile_part: Callable[[torch.fx.GraphModule], Any]
+) -> Any:
+    """The graph as compiled pieces with each run of collective ops between
+    them, run eagerly (each collective is the c10d backend's own). Returns the
+    split module (a callable over the graph's inputs) and the piece counts."""
+    from torch.fx.passes.split_module import split_module
+
+    part, last, eager = {}, None, set()
+    index = 0
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        kind = _is_collective(node)
+        if last is not None and kind != last:
+            index += 1
+        last = kind
+        part[node] = index
+        if kind:
+            eager.add(index)
+    split = split_module(gm, gm, lambda node: part[node], keep_original_order=True)
+    compiled = 0
+    for name, sub in list(split.named_children()):
+        if not name.startswith("submod_") or int(name[len("submod_") :]) in eager:
+            continue
+        output = next(n for n in sub.graph.nodes if n.op == "output")
+        single = not isinstance(output.args[0], (tuple, list))
+        delattr(split, name)
+        setattr(split, name, _CompiledPart(compile_part(sub), single))
+        compiled += 1
+    return split, compiled, len(eager)
 
 
 def _describe_input(x: Any) -> str:
@@ -346,6 +400,8 @@ class TpuBackend:
         self.compile_options = dict(compile_options)
         self.xla_options = xla_options_spec(self.compile_options)
         self.compiles = 0
+        # graphs split at their collectives (torch.distributed on the host engine)
+        self.collective_splits = 0
         self.recompiles: list[str] = []
         # Input signatures of the graphs compiled so far, by (dynamo frame,
         # graph kind): a second signature for the same frame is a recompile.
@@ -422,6 +478,18 @@ class TpuBackend:
                 # backward's (saved values, gradients) have no user names.
                 names = input_names if kind == "forward" else None
                 compiled = _CompiledGraph(graph, kind, self, name=label, input_names=names, frame=frame)
+                if any(_is_collective(n) for n in graph.graph.nodes):
+                    split, compiled_parts, eager_parts = _split_at_collectives(
+                        graph, lambda sub: _CompiledGraph(sub, kind, self, name=label)
+                    )
+                    log.info(
+                        "torch_tpu: %s graph of %s split at its collectives: %d compiled pieces, "
+                        "%d runs of collectives on the c10d backend",
+                        kind, label, compiled_parts, eager_parts,
+                    )  # fmt: skip
+                    self.collective_splits += 1
+                    return make_boxed_func(split)
+                compiled = _CompiledGraph(graph, kind, self, name=label, input_names=names)
                 return make_boxed_func(compiled)
 
             return compile_graph

@@ -1,0 +1,118 @@
+/* fake_kv_plugin.c: a PJRT "plugin" whose Client_Create does what a
+** multi-process plugin does with its distributed options (kv_store_test.c):
+** reads node_id and num_nodes, publishes its address under
+** "fake/node/<id>" through kv_put, then reads every peer's through kv_get
+** (1 s timeout). It creates no client: it answers UNIMPLEMENTED (12) with
+** what it saw, or the callback's error as it came back. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../pjrt/kv_store.h"
+
+struct pjrt_abi_error_s {
+  int code;
+  char message[512];
+};
+
+static pjrt_abi_error_t* make_error(int code, const char* text, size_t size) {
+  pjrt_abi_error_t* e = calloc(1, sizeof(*e));
+  if (!e) abort();
+  e->code = code;
+  snprintf(e->message, sizeof(e->message), "%.*s", (int)size, text);
+  return e;
+}
+
+/* What the callbacks call to make a plugin error (a PJRT_CallbackError). */
+static pjrt_abi_error_t* make_error_cb(int code, const char* message, size_t size) {
+  return make_error(code, message, size);
+}
+
+static void error_destroy(void* p) { free(((pjrt_abi_error_destroy_args_t*)p)->error); }
+
+static void error_message(void* p) {
+  pjrt_abi_error_message_args_t* a = p;
+  a->message = a->error->message;
+  a->message_size = strlen(a->error->message);
+}
+
+static pjrt_abi_error_t* error_get_code(void* p) {
+  pjrt_abi_error_get_code_args_t* a = p;
+  a->code = a->error->code;
+  return NULL;
+}
+
+static pjrt_abi_error_t* plugin_initialize(void* p) {
+  (void)p;
+  return NULL;
+}
+
+static pjrt_abi_error_t* client_create(void* p) {
+  pjrt_abi_client_create_args_t* a = p;
+  long long node = -1, nodes = -1;
+  for (size_t i = 0; i < a->num_options; ++i) {
+    const pjrt_abi_named_value_t* v = &a->create_options[i];
+    if (v->type != PJRTABI_NAMED_VALUE_INT64) continue;
+    if (v->name_size == 7 && memcmp(v->name, "node_id", 7) == 0) node = v->value.int64_value;
+    if (v->name_size == 9 && memcmp(v->name, "num_nodes", 9) == 0) nodes = v->value.int64_value;
+  }
+  if (!a->kv_get_callback || !a->kv_put_callback || node < 0 || nodes < 1) {
+    char text[128];
+    int n = snprintf(text, sizeof(text), "fake kv plugin: one process (node %lld of %lld, callbacks %s)",
+                     node, nodes, a->kv_get_callback ? "set" : "unset");
+    return make_error(12, text, (size_t)n);
+  }
+  char key[64], value[64];
+  int key_size = snprintf(key, sizeof(key), "fake/node/%lld", node);
+  int value_size = snprintf(value, sizeof(value), "addr-%lld", node);
+  pjrt_abi_kv_put_args_t put = {.struct_size = pjrt_abi_kv_put_args_t_SIZE,
+                                .key = key,
+                                .key_size = (size_t)key_size,
+                                .value = value,
+                                .value_size = (size_t)value_size,
+                                .callback_error = make_error_cb,
+                                .user_arg = a->kv_put_user_arg};
+  pjrt_abi_error_t* e = ((pjrt_abi_kv_put_fn_t)a->kv_put_callback)(&put);
+  if (e) return e;
+  char seen[300] = "";
+  size_t used = 0;
+  for (long long peer = 0; peer < nodes; ++peer) {
+    key_size = snprintf(key, sizeof(key), "fake/node/%lld", peer);
+    pjrt_abi_kv_get_args_t get = {.struct_size = pjrt_abi_kv_get_args_t_SIZE,
+                                  .key = key,
+                                  .key_size = (size_t)key_size,
+                                  .timeout_in_ms = 1000,
+                                  .callback_error = make_error_cb,
+                                  .user_arg = a->kv_get_user_arg};
+    e = ((pjrt_abi_kv_get_fn_t)a->kv_get_callback)(&get);
+    if (e) return e;
+    int n = snprintf(seen + used, sizeof(seen) - used, " %.*s", (int)get.value_size, get.value);
+    if (n > 0 && (size_t)n < sizeof(seen) - used) used += (size_t)n;
+    get.value_deleter_callback(get.value);
+  }
+  char text[400];
+  int n = snprintf(text, sizeof(text), "fake kv plugin: node %lld of %lld; peers:%s", node, nodes, seen);
+  return make_error(12, text, (size_t)n);
+}
+
+static union {
+  unsigned char bytes[PJRTABI_SLOT_OFFSET(PJRTABI_CLIENT_CREATE + 1)];
+  pjrt_abi_api_head_t head;
+} g_api;
+
+__attribute__((visibility("default"))) const void* GetPjrtApi(void) {
+  if (g_api.head.struct_size == 0) {
+    g_api.head.struct_size = sizeof(g_api.bytes);
+    g_api.head.version.struct_size = sizeof(pjrt_abi_version_t);
+    g_api.head.version.major = 0;
+    g_api.head.version.minor = 81;
+    void* slots[][2] = {{(void*)error_destroy, (void*)(uintptr_t)PJRTABI_ERROR_DESTROY},
+                        {(void*)error_message, (void*)(uintptr_t)PJRTABI_ERROR_MESSAGE},
+                        {(void*)error_get_code, (void*)(uintptr_t)PJRTABI_ERROR_GET_CODE},
+                        {(void*)plugin_initialize, (void*)(uintptr_t)PJRTABI_PLUGIN_INITIALIZE},
+                        {(void*)client_create, (void*)(uintptr_t)PJRTABI_CLIENT_CREATE}};
+    for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); ++i)
+      memcpy(g_api.bytes + PJRTABI_SLOT_OFFSET((uintptr_t)slots[i][1]), &slots[i][0], sizeof(void*));
+  }
+  return g_api.bytes;
+}
