@@ -227,6 +227,7 @@ tpurt_status_t cache_shadow_program(const char* text, size_t size, const char* o
   tpurt_target_t* t = g_target;
   uint32_t gen = g_gen;
   pthread_mutex_unlock(&g_lock);
+  if (!t) return NULL;
   if (exe && pjrt_executable_shadow_gen(exe) == gen && !tpurt_config()->target_refuse) return NULL;
   const uint64_t hash = record_hash(t, options, options_size, text, size, num_partitions);
 

@@ -187,6 +187,13 @@ TEST(Shadow_RecordsEachProgramOnce) {
   pjrt_executable_release(fft);
   ASSERT_OK(tpurt_shadow_set_consume(NULL));
   EXPECT(tpurt_shadow_target() == NULL);
+  /* with the target gone, programs (new and cached) compile as before */
+  pjrt_executable_t* after = NULL;
+  ASSERT_OK(cache_get_or_compile(kTwoOps, strlen(kTwoOps), &after, &hit));
+  pjrt_executable_release(after);
+  ASSERT_OK(cache_get_or_compile(kFft, strlen(kFft), &after, &hit));
+  pjrt_executable_release(after);
+  EXPECT(tpurt_shadow_records(r, 4) == 0);
 }
 
 TEST_MAIN(TEST_CASE(Target_Topology), TEST_CASE(Target_UnknownTopologyIsThePluginsError),

@@ -14,7 +14,8 @@ py::dict program_dict(const tpurt_target_program_t& p) {
   d["transcendentals"] = p.has_cost ? py::object(py::float_(p.transcendentals)) : py::object(py::none());
   d["bytes_accessed"] = p.has_cost ? py::object(py::float_(p.bytes_accessed)) : py::object(py::none());
   // the compiler's estimate, or None where it gives none (never a negative number)
-  d["estimated_seconds"] = p.has_estimate ? py::object(py::float_(p.estimated_seconds)) : py::object(py::none());
+  d["estimated_seconds"] =
+      p.has_estimate ? py::object(py::float_(p.estimated_seconds)) : py::object(py::none());
   if (p.has_memory) {
     py::dict m;
     m["argument_bytes"] = p.argument_bytes;
@@ -81,14 +82,17 @@ void register_target_bindings(py::module& m) {
     check_consume(s, "target");
     return h;
   });
-  m.def("_shadow_set", [](std::shared_ptr<TargetHandle> h) {
-    tpurt_target_t* t = nullptr;
-    if (h) {
-      t = h->get();
-      h->target = nullptr;  // the core owns it now
-    }
-    check_consume(tpurt_shadow_set_consume(t), "set_target");
-  }, py::arg("target").none(true));
+  m.def(
+      "_shadow_set",
+      [](std::shared_ptr<TargetHandle> h) {
+        tpurt_target_t* t = nullptr;
+        if (h) {
+          t = h->get();
+          h->target = nullptr;  // the core owns it now
+        }
+        check_consume(tpurt_shadow_set_consume(t), "set_target");
+      },
+      py::arg("target").none(true));
   m.def("_shadow_info", []() -> py::object {
     const tpurt_target_t* t = tpurt_shadow_target();
     return t ? py::object(info_dict(t)) : py::object(py::none());
