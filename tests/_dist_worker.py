@@ -13,6 +13,7 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
@@ -20,6 +21,9 @@ import torch.distributed as dist
 import torch_tpu  # noqa: F401
 
 RESULTS: dict[str, str] = {}
+# A check that fails on one rank leaves the others waiting in a collective:
+# the group's timeout turns that into errors instead of a hang.
+TIMEOUT = timedelta(seconds=90)
 NUMBERS: dict[str, float] = {}
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16, "i64": torch.int64}
 
@@ -91,11 +95,11 @@ def ensure_group() -> None:
         # re-init on the same store is checked by reinit_same_store.
         store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
         dist.init_process_group(
-            "cpu:gloo,tpu:tpu", store=dist.PrefixStore("second", store),
+            "cpu:gloo,tpu:tpu", store=dist.PrefixStore("second", store), timeout=TIMEOUT,
             rank=int(os.environ["RANK"]), world_size=int(os.environ["WORLD_SIZE"]),
         )  # fmt: skip
     else:
-        dist.init_process_group("cpu:gloo,tpu:tpu")
+        dist.init_process_group("cpu:gloo,tpu:tpu", timeout=TIMEOUT)
 
 
 def reinit_same_store() -> None:
@@ -445,10 +449,10 @@ def libraries() -> None:
 
         mesh = init_device_mesh("tpu", (world,))
         g = torch.Generator().manual_seed(3)
-        a, b = torch.randn(4 * world, 6, generator=g), torch.randn(6, 2 * world, generator=g)
+        a, b = torch.randn(4 * world, 2 * world, generator=g), torch.randn(2 * world, 2 * world, generator=g)
         da = distribute_tensor(a.to("tpu"), mesh, [Shard(0)])
         db = distribute_tensor(b.to("tpu"), mesh, [Replicate()])
-        assert da.to_local().device.type == "tpu" and da.to_local().shape == (4, 6)
+        assert da.to_local().device.type == "tpu" and da.to_local().shape == (4, 2 * world)
         c = (da @ db).full_tensor()
         same(c, a @ b, "DTensor matmul", 1e-5)
         dbs = distribute_tensor(b.to("tpu"), mesh, [Shard(1)])
@@ -461,7 +465,7 @@ def libraries() -> None:
             1e-6,
         )
         ln = torch.nn.functional.layer_norm
-        same(ln(da, (6,)).full_tensor(), ln(a, (6,)), "layer_norm", 1e-5)
+        same(ln(da, (2 * world,)).full_tensor(), ln(a, (2 * world,)), "layer_norm", 1e-5)
         same(da.redistribute(mesh, [Shard(1)]).full_tensor(), a, "Shard(0) -> Shard(1)")
         r = da.redistribute(mesh, [Replicate()])
         same(r.to_local(), a, "Shard -> Replicate")
