@@ -1,4 +1,4 @@
-"""python -m torch_tpu {info,demo,bench}"""
+"""python -m torch_tpu {info,demo,bench,cache import DIR}"""
 
 from __future__ import annotations
 
@@ -230,11 +230,29 @@ def demo() -> None:
     diffusers_demo()
 
 
+def cache_import(source: str) -> None:
+    """Imports a cache copied from elsewhere: each entry must check under the source's
+    own key (its mac.key) and load in the plugin, and is rewritten under this cache's key."""
+    ci = torch_tpu._C._cache_info()
+    result = torch_tpu._C._cache_import(source)
+    print(f"imported {result['imported']} programs into {ci['dir']}; refused {result['refused']}")
+    if result["refused"]:
+        raise SystemExit(1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m torch_tpu", description=__doc__)
-    parser.add_argument("command", choices=["info", "demo", "bench"])
+    parser.add_argument("command", choices=["info", "demo", "bench", "cache"])
+    parser.add_argument("args", nargs="*", help="cache: import DIR")
     args = parser.parse_args()
-    if args.command == "info":
+    if args.command == "cache":
+        if len(args.args) != 2 or args.args[0] != "import":
+            parser.error("usage: python -m torch_tpu cache import DIR")
+        try:
+            cache_import(args.args[1])
+        except RuntimeError as e:
+            raise SystemExit(f"torch_tpu: {e}") from None
+    elif args.command == "info":
         try:
             info()
         except RuntimeError as e:  # a bad plugin or configuration: one line, no traceback

@@ -98,11 +98,11 @@ void memory_usage_locked(uint64_t* out_entries, uint64_t* out_bytes);
 /*===--- tier 2: disk (disk_cache.c) ---===*/
 
 typedef struct disk_config_s {
-  int dirfd;          /* the open directory; -1: tier 2 is off */
+  int dirfd;                /* the open directory; -1: tier 2 is off */
   unsigned char secret[32]; /* the MAC key (DISK_SECRET_NAME in the directory) */
-  uint64_t cap_bytes; /* TORCH_TPU_CACHE_DISK_BYTES; 0: no cap */
-  char* dir;          /* its path, or NULL when none was chosen */
-  char* refused;      /* why tier 2 is off, or NULL */
+  uint64_t cap_bytes;       /* TORCH_TPU_CACHE_DISK_BYTES; 0: no cap */
+  char* dir;                /* its path, or NULL when none was chosen */
+  char* refused;            /* why tier 2 is off, or NULL */
 } disk_config_t;
 
 /* Chooses the directory from the environment, creates it (0700) and checks

@@ -266,7 +266,8 @@ static TPURT_MUST_USE tpurt_status_t random_bytes(unsigned char* out, size_t n) 
   while (got < n) {
     ssize_t r = getrandom(out + got, n - got, 0);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return tpurt_status_create(TPURT_UNAVAILABLE, "no random bytes for its MAC key: %s", strerror(errno));
+    if (r <= 0)
+      return tpurt_status_create(TPURT_UNAVAILABLE, "no random bytes for its MAC key: %s", strerror(errno));
     got += (size_t)r;
   }
   return NULL;
@@ -285,17 +286,21 @@ static TPURT_MUST_USE tpurt_status_t read_secret(int dirfd, bool private_to_me, 
   if (fstat(fd, &st) != 0) {
     status = errno_status("cannot stat its MAC key", DISK_SECRET_NAME);
   } else if (!S_ISREG(st.st_mode)) {
-    status = tpurt_status_create(TPURT_PERMISSION_DENIED, "its MAC key '%s' is not a regular file", DISK_SECRET_NAME);
+    status = tpurt_status_create(TPURT_PERMISSION_DENIED, "its MAC key '%s' is not a regular file",
+                                 DISK_SECRET_NAME);
   } else if (private_to_me && st.st_uid != geteuid()) {
-    status = tpurt_status_create(TPURT_PERMISSION_DENIED, "its MAC key '%s' belongs to uid %u, not to this user (uid %u)",
+    status = tpurt_status_create(TPURT_PERMISSION_DENIED,
+                                 "its MAC key '%s' belongs to uid %u, not to this user (uid %u)",
                                  DISK_SECRET_NAME, (unsigned)st.st_uid, (unsigned)geteuid());
   } else if (private_to_me && (st.st_mode & 077)) {
-    status = tpurt_status_create(TPURT_PERMISSION_DENIED,
-                                 "its MAC key '%s' is open to others (mode %04o): whoever read it can forge entries; "
-                                 "remove the file (the cache starts afresh) or chmod 600 it",
-                                 DISK_SECRET_NAME, (unsigned)(st.st_mode & 07777));
+    status = tpurt_status_create(
+        TPURT_PERMISSION_DENIED,
+        "its MAC key '%s' is open to others (mode %04o): whoever read it can forge entries; "
+        "remove the file (the cache starts afresh) or chmod 600 it",
+        DISK_SECRET_NAME, (unsigned)(st.st_mode & 07777));
   } else if (st.st_size != 32 || read_all(fd, out, 32) != 32) {
-    status = tpurt_status_create(TPURT_DATA_LOSS, "its MAC key '%s' is not 32 bytes (%lld); remove it to start afresh",
+    status = tpurt_status_create(TPURT_DATA_LOSS,
+                                 "its MAC key '%s' is not 32 bytes (%lld); remove it to start afresh",
                                  DISK_SECRET_NAME, (long long)st.st_size);
   }
   close(fd);
@@ -488,9 +493,10 @@ disk_result_t disk_load(const disk_config_t* c, const cache_key_t* key, pjrt_exe
   }
   if (st.st_uid != geteuid()) {
     close(fd);
-    return reject(c, key, name,
-                  tpurt_status_create(TPURT_PERMISSION_DENIED, "it belongs to uid %u, not to this user (uid %u)",
-                                      (unsigned)st.st_uid, (unsigned)geteuid()));
+    return reject(
+        c, key, name,
+        tpurt_status_create(TPURT_PERMISSION_DENIED, "it belongs to uid %u, not to this user (uid %u)",
+                            (unsigned)st.st_uid, (unsigned)geteuid()));
   }
   if (st.st_mode & (S_IWGRP | S_IWOTH)) {
     close(fd);
@@ -729,8 +735,9 @@ static TPURT_MUST_USE tpurt_status_t check_import(const unsigned char source_sec
   if (!cache_mac_equal(mac, h->mac))
     return tpurt_status_create(TPURT_DATA_LOSS, "its MAC does not check under the source's key");
   pjrt_executable_t* exe = NULL;
-  TPURT_RETURN_IF_ERROR(tpurt_status_annotate_consume(
-      pjrt_executable_deserialize(data + HEADER_SIZE, size - HEADER_SIZE, &exe), "the plugin cannot load it"));
+  TPURT_RETURN_IF_ERROR(
+      tpurt_status_annotate_consume(pjrt_executable_deserialize(data + HEADER_SIZE, size - HEADER_SIZE, &exe),
+                                    "the plugin cannot load it"));
   pjrt_executable_release(exe);
   return NULL;
 }
@@ -772,7 +779,8 @@ tpurt_status_t disk_import(const disk_config_t* c, const char* source_dir, disk_
   if (status) {
     close(src);
     return tpurt_status_annotate_consume(
-        status, "the source must be a torch_tpu cache directory with its key: each entry is checked under it");
+        status,
+        "the source must be a torch_tpu cache directory with its key: each entry is checked under it");
   }
   DIR* d = open_listing(src);
   if (!d) {

@@ -132,7 +132,9 @@ void cache_hmac_init(cache_hmac_t* m, const void* key, size_t key_size) {
   cache_sha256_update(&m->outer, pad, 64);
 }
 
-void cache_hmac_update(cache_hmac_t* m, const void* data, size_t n) { cache_sha256_update(&m->inner, data, n); }
+void cache_hmac_update(cache_hmac_t* m, const void* data, size_t n) {
+  cache_sha256_update(&m->inner, data, n);
+}
 
 void cache_hmac_final(cache_hmac_t* m, unsigned char out[32]) {
   unsigned char inner[32];

@@ -4,7 +4,6 @@
 ** refused, concurrent writers, LRU eviction under a tiny byte budget while
 ** plans keep running, and module dumps. Against the real plugin. */
 #include "../cache/cache.h"
-#include "../cache/cache_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../cache/cache_internal.h"
 #include "test.h"
 
 extern char** environ;
@@ -656,7 +656,8 @@ static bool hex_is(const unsigned char got[32], const char* want) {
 static void sha256_of(const void* data, size_t n, size_t step, unsigned char out[32]) {
   cache_sha256_t s;
   cache_sha256_init(&s);
-  for (size_t i = 0; i < n; i += step) cache_sha256_update(&s, (const char*)data + i, n - i < step ? n - i : step);
+  for (size_t i = 0; i < n; i += step)
+    cache_sha256_update(&s, (const char*)data + i, n - i < step ? n - i : step);
   cache_sha256_final(&s, out);
 }
 
@@ -701,8 +702,9 @@ TEST(Cache_Cleanup) {
   g_root[0] = '\0';
 }
 
-TEST_MAIN(TEST_CASE(Cache_MacIsHmacSha256), TEST_CASE(Cache_DiskRoundTrip), TEST_CASE(Cache_UntrustedEntriesAreRecompiled),
-          TEST_CASE(Cache_ForeignEntryIsIgnored), TEST_CASE(Cache_WarnsOncePerEntry),
-          TEST_CASE(Cache_WritableByOthersIsRefused), TEST_CASE(Cache_DisabledAndDefaults),
-          TEST_CASE(Cache_LruEvictionKeepsHoldersValid), TEST_CASE(Cache_EncodedSkipsThePrinter),
-          TEST_CASE(Cache_DumpDir), TEST_CASE(Cache_ConcurrentWriters), TEST_CASE(Cache_Cleanup))
+TEST_MAIN(TEST_CASE(Cache_MacIsHmacSha256), TEST_CASE(Cache_DiskRoundTrip),
+          TEST_CASE(Cache_UntrustedEntriesAreRecompiled), TEST_CASE(Cache_ForeignEntryIsIgnored),
+          TEST_CASE(Cache_WarnsOncePerEntry), TEST_CASE(Cache_WritableByOthersIsRefused),
+          TEST_CASE(Cache_DisabledAndDefaults), TEST_CASE(Cache_LruEvictionKeepsHoldersValid),
+          TEST_CASE(Cache_EncodedSkipsThePrinter), TEST_CASE(Cache_DumpDir),
+          TEST_CASE(Cache_ConcurrentWriters), TEST_CASE(Cache_Cleanup))
