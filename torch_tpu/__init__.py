@@ -6,6 +6,7 @@ registers the device. Nothing is loaded until the device is first used.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import sys
@@ -144,6 +145,14 @@ def _register() -> None:
     from torch_tpu import _c10d
 
     _c10d.register()  # torch.distributed's "tpu" backend (torch.distributed is imported by torch)
+    from torch_tpu._internal import mp_reductions
+
+    mp_reductions.register()  # tpu tensors through torch.multiprocessing: by value, through host memory
+    # At exit, before the interpreter and the plugin's statics are torn down,
+    # wait for the programs still running (issue 24, defect 0: a script that
+    # ended right after its last launch crashed in the program's code).
+    if hasattr(_C, "_wait_idle"):
+        atexit.register(_C._wait_idle)
     try:
         _C._set_default_plugin(find_plugin())
     except RuntimeError as error:  # import must not fail: report at first device use

@@ -1,4 +1,4 @@
-"""python -m torch_tpu {info,demo,bench,target}"""
+"""python -m torch_tpu {info,demo,bench,target,cache import DIR}"""
 
 from __future__ import annotations
 
@@ -267,6 +267,16 @@ def run_under_target(topology: str, script: str, script_args: list[str]) -> None
         print(torch_tpu.target_report())
 
 
+def cache_import(source: str) -> None:
+    """Imports a cache copied from elsewhere: each entry must check under the source's
+    own key (its mac.key) and load in the plugin, and is rewritten under this cache's key."""
+    ci = torch_tpu._C._cache_info()
+    result = torch_tpu._C._cache_import(source)
+    print(f"imported {result['imported']} programs into {ci['dir']}; refused {result['refused']}")
+    if result["refused"]:
+        raise SystemExit(1)
+
+
 def main() -> None:
     import sys
 
@@ -284,9 +294,17 @@ def main() -> None:
             raise
         return
     parser = argparse.ArgumentParser(prog="python -m torch_tpu", description=__doc__)
-    parser.add_argument("command", choices=["info", "demo", "bench", "target"])
+    parser.add_argument("command", choices=["info", "demo", "bench", "target", "cache"])
+    parser.add_argument("args", nargs="*", help="cache: import DIR")
     args = parser.parse_args()
-    if args.command == "info":
+    if args.command == "cache":
+        if len(args.args) != 2 or args.args[0] != "import":
+            parser.error("usage: python -m torch_tpu cache import DIR")
+        try:
+            cache_import(args.args[1])
+        except RuntimeError as e:
+            raise SystemExit(f"torch_tpu: {e}") from None
+    elif args.command == "info":
         try:
             info()
         except RuntimeError as e:  # a bad plugin or configuration: one line, no traceback

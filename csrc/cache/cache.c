@@ -69,6 +69,22 @@ static void make_key(const char* text, size_t size, const char* options, size_t 
   out->size = size;
   out->hash = hash_key(0x6b65792d68617368ULL, identity, options, options_size, text, size);
   out->digest = hash_key(0x6469676573742d32ULL, identity, options, options_size, text, size);
+  out->identity = identity;
+  out->options = options;
+  out->options_size = options_size;
+}
+
+void cache_key_sha256(const cache_key_t* key, unsigned char out[32]) {
+  /* the same fields as hash_key, each length-delimited */
+  cache_sha256_t s;
+  cache_sha256_init(&s);
+  cache_sha256_update(&s, key->identity, strlen(key->identity) + 1);
+  cache_sha256_update(&s, tpurt_version(), strlen(tpurt_version()) + 1);
+  const uint64_t n = key->options_size;
+  cache_sha256_update(&s, &n, sizeof(n));
+  if (n) cache_sha256_update(&s, key->options, key->options_size);
+  cache_sha256_update(&s, key->text, key->size);
+  cache_sha256_final(&s, out);
 }
 
 /*===--- configuration ---===*/
@@ -406,4 +422,17 @@ void tpurt_cache_info(tpurt_cache_info_t* out) {
   out->memory_limit_bytes = g_memory_limit;
   disk_usage(g_disk.dirfd, &out->disk_entries, &out->disk_bytes);
   pthread_mutex_unlock(&g_lock);
+}
+
+tpurt_status_t tpurt_cache_import(const char* source_dir, uint64_t* out_imported, uint64_t* out_refused) {
+  *out_imported = *out_refused = 0;
+  TPURT_RETURN_IF_ERROR(pjrt_init()); /* the plugin loads each program to check it */
+  pthread_mutex_lock(&g_lock);
+  configure_locked();
+  pthread_mutex_unlock(&g_lock);
+  disk_import_t result;
+  TPURT_RETURN_IF_ERROR(disk_import(&g_disk, source_dir, &result));
+  *out_imported = result.imported;
+  *out_refused = result.refused;
+  return NULL;
 }

@@ -11,6 +11,27 @@
 ** can: see disk_cache.c). */
 uint64_t cache_hash64(uint64_t seed, const void* data, size_t n);
 
+/*===--- HMAC-SHA256 (mac.c): binds a disk entry to its key ---===*/
+
+typedef struct cache_sha256_s {
+  uint32_t state[8];
+  uint64_t length; /* bytes hashed so far */
+  unsigned char block[64];
+  size_t used; /* bytes of |block| filled */
+} cache_sha256_t;
+void cache_sha256_init(cache_sha256_t* s);
+void cache_sha256_update(cache_sha256_t* s, const void* data, size_t n);
+void cache_sha256_final(cache_sha256_t* s, unsigned char out[32]);
+
+typedef struct cache_hmac_s {
+  cache_sha256_t inner, outer;
+} cache_hmac_t;
+void cache_hmac_init(cache_hmac_t* m, const void* key, size_t key_size);
+void cache_hmac_update(cache_hmac_t* m, const void* data, size_t n);
+void cache_hmac_final(cache_hmac_t* m, unsigned char out[32]);
+/* Compares two tags in constant time. */
+bool cache_mac_equal(const unsigned char a[32], const unsigned char b[32]);
+
 /* One program's key: its text plus two independent hashes of the full key
 ** (text, compile options, plugin identity, core version). */
 typedef struct cache_key_s {
@@ -18,7 +39,16 @@ typedef struct cache_key_s {
   size_t size;
   uint64_t hash;   /* names the entry: tier-1 bucket, tier-2 file name */
   uint64_t digest; /* a second hash, checked before a tier-2 entry is trusted */
+  /* The rest of the key, as hashed (borrowed for the call): tier 2 binds
+  ** an entry to all of it (cache_key_sha256). */
+  const char* identity;
+  const char* options;
+  size_t options_size;
 } cache_key_t;
+
+/* SHA-256 of the whole key (identity, core version, compile options, text):
+** what a tier-2 entry's MAC binds its payload to. */
+void cache_key_sha256(const cache_key_t* key, unsigned char out[32]);
 
 /* Prints "torch_tpu: warning: ..." to stderr. */
 void cache_warn(const char* fmt, ...)
@@ -68,10 +98,11 @@ void memory_usage_locked(uint64_t* out_entries, uint64_t* out_bytes);
 /*===--- tier 2: disk (disk_cache.c) ---===*/
 
 typedef struct disk_config_s {
-  int dirfd;          /* the open directory; -1: tier 2 is off */
-  uint64_t cap_bytes; /* TORCH_TPU_CACHE_DISK_BYTES; 0: no cap */
-  char* dir;          /* its path, or NULL when none was chosen */
-  char* refused;      /* why tier 2 is off, or NULL */
+  int dirfd;                /* the open directory; -1: tier 2 is off */
+  unsigned char secret[32]; /* the MAC key (DISK_SECRET_NAME in the directory) */
+  uint64_t cap_bytes;       /* TORCH_TPU_CACHE_DISK_BYTES; 0: no cap */
+  char* dir;                /* its path, or NULL when none was chosen */
+  char* refused;            /* why tier 2 is off, or NULL */
 } disk_config_t;
 
 /* Chooses the directory from the environment, creates it (0700) and checks
@@ -109,6 +140,21 @@ TPURT_MUST_USE tpurt_status_t disk_write_atomic(int dirfd, const char* name, con
 TPURT_MUST_USE tpurt_status_t disk_mkdirs(const char* path, unsigned mode);
 /* The tier-2 directory (configured on first use), or -1 when it is off. */
 int cache_disk_dirfd(void);
+/* The file in the cache directory that holds the per-cache MAC key (32
+** random bytes, 0600, created on first use). */
+#define DISK_SECRET_NAME "mac.key"
+
+/* What an import did (disk_import). */
+typedef struct disk_import_s {
+  uint64_t imported, refused;
+} disk_import_t;
+/* Copies the entries of |source_dir| (another cache, with its own
+** DISK_SECRET_NAME) into |config|'s directory: each entry's MAC must check
+** under the source's key and the plugin must load its program; it is then
+** written under this cache's key. One line per refused entry on stderr. */
+TPURT_MUST_USE tpurt_status_t disk_import(const disk_config_t* config, const char* source_dir,
+                                          disk_import_t* out_result);
+
 /* Forgets which entries and failures were warned about (tests). */
 void disk_reset_warnings(void);
 

@@ -6,29 +6,49 @@
 ** only. The directory is opened once and every file is reached through that
 ** descriptor, so renaming a path above it later changes nothing.
 **
-** Entry "<key hash as 16 hex digits>.tpuexe": a 64-byte header, then the
+** Entry "<key hash as 16 hex digits>.tpuexe": a 128-byte header, then the
 ** bytes of PJRT_Executable_Serialize.
 **
 **   offset  size  field
 **        0     8  magic "TPURTEXE"
 **        8     4  format version (DISK_FORMAT_VERSION)
-**       12     4  header size (64)
+**       12     4  header size (128)
 **       16     8  key hash     (cache_key_t.hash: also the file name)
 **       24     8  key digest   (cache_key_t.digest)
 **       32     8  payload size
-**       40     8  payload checksum (cache_hash64)
-**       48     8  reserved, 0
-**       56     8  header checksum  (cache_hash64 of bytes 0..55)
+**       40     8  reserved, 0
+**       48    32  key SHA-256  (cache_key_sha256: the whole key, text included)
+**       80    32  MAC: HMAC-SHA256 under the cache's secret of bytes 0..79
+**                 and then the payload
+**      112     8  reserved, 0
+**      120     8  header checksum  (cache_hash64 of bytes 0..119)
+**
+** Trust. A cache is code that will be executed, and a checksum anyone can
+** recompute proves nothing (issue 24: a program compiled for exp, planted
+** under neg's key with a valid header, ran as neg). So an entry is loaded
+** only when (1) it is a regular file owned by this user and writable by
+** nobody else, and (2) its MAC checks under the per-cache secret: 32
+** random bytes in DISK_SECRET_NAME, created 0600 on first use, which must
+** itself be a regular file owned by this user that nobody else can read or
+** write. The MAC covers the key's SHA-256, so an entry cannot be moved to
+** another key, and the payload, so it cannot be altered. Whoever can read
+** the secret can forge entries: that is this user (who can run code as
+** themself anyway). A cache copied from elsewhere fails the MAC and is
+** recompiled, unless it is imported (disk_import: `python -m torch_tpu
+** cache import DIR`, which checks each entry under the source's own secret
+** and rewrites it under this one) or the secret is copied with it,
+** knowingly.
 **
 ** Integers are in host byte order (an entry only ever serves the plugin
 ** that wrote it, on the same kind of machine). A writer fills a temporary
 ** file of its own (".tmp.<name>.<pid>.<n>", O_EXCL) and renames it over the
 ** entry, so a reader sees a whole entry or none, and two processes writing
 ** the same entry never mix their bytes. There is no fsync: an entry cut
-** short by a crash fails its checksum and is recompiled.
+** short by a crash fails its MAC and is recompiled.
 **
 ** An entry that is truncated, corrupt, foreign (another key, plugin or
-** version) or of another format version is never trusted: it is reported
+** version), of another format version, owned by another user, writable by
+** others or without a valid MAC is never trusted: it is reported
 ** once, removed, and the program is compiled again (and rewritten). Entries
 ** are opened with O_NONBLOCK and checked with fstat before a byte is read,
 ** so a FIFO or device planted at an entry path cannot block the process; a
@@ -51,14 +71,15 @@
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cache_internal.h"
 
-#define DISK_FORMAT_VERSION 1u
-#define HEADER_SIZE 64
+#define DISK_FORMAT_VERSION 2u
+#define HEADER_SIZE 128
 #define ENTRY_SUFFIX ".tpuexe"
 static const char kMagic[8] = {'T', 'P', 'U', 'R', 'T', 'E', 'X', 'E'};
 static const uint64_t kChecksumSeed = 0x7075727463686b73ULL;
@@ -70,11 +91,15 @@ typedef struct header_s {
   uint64_t key_hash;
   uint64_t key_digest;
   uint64_t payload_size;
-  uint64_t payload_checksum;
-  uint64_t reserved;
+  uint64_t reserved0;
+  unsigned char key_sha256[32];
+  unsigned char mac[32];
+  uint64_t reserved1;
   uint64_t header_checksum;
 } header_t;
-_Static_assert(sizeof(header_t) == HEADER_SIZE, "the entry header is 64 bytes");
+_Static_assert(sizeof(header_t) == HEADER_SIZE, "the entry header is 128 bytes");
+_Static_assert(offsetof(header_t, mac) == 80 && offsetof(header_t, header_checksum) == 120,
+               "the header layout documented above");
 
 /* Bytes of entries in the directory as this process believes: the last scan
 ** plus what it wrote since. Going over the cap triggers a scan. */
@@ -234,6 +259,88 @@ static void refuse_consume(disk_config_t* c, tpurt_status_t why) {
       c->dir ? c->dir : "", c->refused);
 }
 
+/*===--- the per-cache secret ---===*/
+
+static TPURT_MUST_USE tpurt_status_t random_bytes(unsigned char* out, size_t n) {
+  size_t got = 0;
+  while (got < n) {
+    ssize_t r = getrandom(out + got, n - got, 0);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      return tpurt_status_create(TPURT_UNAVAILABLE, "no random bytes for its MAC key: %s", strerror(errno));
+    got += (size_t)r;
+  }
+  return NULL;
+}
+
+/* Reads the 32-byte secret |dirfd|/DISK_SECRET_NAME. |private_to_me|: it
+** must belong to this user and be unreadable by others (this cache's own
+** key); an import's source key need only be a well-formed regular file. */
+static TPURT_MUST_USE tpurt_status_t read_secret(int dirfd, bool private_to_me, unsigned char out[32]) {
+  int fd = openat(dirfd, DISK_SECRET_NAME, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT)
+    return tpurt_status_create(TPURT_NOT_FOUND, "it has no MAC key '%s'", DISK_SECRET_NAME);
+  if (fd < 0) return errno_status("cannot open its MAC key", DISK_SECRET_NAME);
+  struct stat st;
+  tpurt_status_t status = NULL;
+  if (fstat(fd, &st) != 0) {
+    status = errno_status("cannot stat its MAC key", DISK_SECRET_NAME);
+  } else if (!S_ISREG(st.st_mode)) {
+    status = tpurt_status_create(TPURT_PERMISSION_DENIED, "its MAC key '%s' is not a regular file",
+                                 DISK_SECRET_NAME);
+  } else if (private_to_me && st.st_uid != geteuid()) {
+    status = tpurt_status_create(TPURT_PERMISSION_DENIED,
+                                 "its MAC key '%s' belongs to uid %u, not to this user (uid %u)",
+                                 DISK_SECRET_NAME, (unsigned)st.st_uid, (unsigned)geteuid());
+  } else if (private_to_me && (st.st_mode & 077)) {
+    status = tpurt_status_create(
+        TPURT_PERMISSION_DENIED,
+        "its MAC key '%s' is open to others (mode %04o): whoever read it can forge entries; "
+        "remove the file (the cache starts afresh) or chmod 600 it",
+        DISK_SECRET_NAME, (unsigned)(st.st_mode & 07777));
+  } else if (st.st_size != 32 || read_all(fd, out, 32) != 32) {
+    status = tpurt_status_create(TPURT_DATA_LOSS,
+                                 "its MAC key '%s' is not 32 bytes (%lld); remove it to start afresh",
+                                 DISK_SECRET_NAME, (long long)st.st_size);
+  }
+  close(fd);
+  return status;
+}
+
+/* The cache's secret, created on first use: written whole to a private
+** temporary file, then linked into place, so that of two processes
+** creating it at once one wins and both read the winner's. */
+static TPURT_MUST_USE tpurt_status_t load_or_create_secret(int dirfd, unsigned char out[32]) {
+  tpurt_status_t status = read_secret(dirfd, true, out);
+  if (!status || tpurt_status_code(status) != TPURT_NOT_FOUND) return status;
+  tpurt_status_free(status);
+  unsigned char fresh[32];
+  TPURT_RETURN_IF_ERROR(random_bytes(fresh, sizeof(fresh)));
+  char tmp[128];
+  snprintf(tmp, sizeof(tmp), ".tmp.%s.%ld.0", DISK_SECRET_NAME, (long)getpid());
+  (void)unlinkat(dirfd, tmp, 0);
+  int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return errno_status("cannot create its MAC key", tmp);
+  bool ok = write_all(fd, fresh, sizeof(fresh));
+  status = ok ? NULL : errno_status("cannot write its MAC key", tmp);
+  if (close(fd) != 0 && !status) status = errno_status("cannot write its MAC key", tmp);
+  if (!status && linkat(dirfd, tmp, dirfd, DISK_SECRET_NAME, 0) != 0 && errno != EEXIST)
+    status = errno_status("cannot create its MAC key", DISK_SECRET_NAME);
+  (void)unlinkat(dirfd, tmp, 0);
+  memset(fresh, 0, sizeof(fresh));
+  return status ? status : read_secret(dirfd, true, out);
+}
+
+/* HMAC-SHA256 under |secret| of header bytes 0..79 and the payload. */
+static void entry_mac(const unsigned char secret[32], const header_t* h, const void* payload, size_t size,
+                      unsigned char out[32]) {
+  cache_hmac_t m;
+  cache_hmac_init(&m, secret, 32);
+  cache_hmac_update(&m, h, offsetof(header_t, mac));
+  cache_hmac_update(&m, payload, size);
+  cache_hmac_final(&m, out);
+}
+
 void disk_configure(disk_config_t* c) {
   c->dirfd = -1;
   c->dir = NULL;
@@ -276,10 +383,15 @@ void disk_configure(disk_config_t* c) {
                                                                                         : "others",
                                        (unsigned)(st.st_mode & 07777)));
   }
+  if (c->dirfd >= 0) {
+    tpurt_status_t secret = load_or_create_secret(c->dirfd, c->secret);
+    if (secret) refuse_consume(c, secret);
+  }
 }
 
 void disk_config_free(disk_config_t* c) {
   if (c->dirfd >= 0) close(c->dirfd);
+  memset(c->secret, 0, sizeof(c->secret));
   free(c->dir);
   free(c->refused);
   c->dirfd = -1;
@@ -349,6 +461,11 @@ static TPURT_MUST_USE tpurt_status_t check_header(const header_t* h, const cache
   if (h->key_hash != key->hash || h->key_digest != key->digest)
     return tpurt_status_create(TPURT_DATA_LOSS,
                                "foreign: written for another program, plugin or torch_tpu version");
+  unsigned char sha[32];
+  cache_key_sha256(key, sha);
+  if (memcmp(sha, h->key_sha256, sizeof(sha)) != 0)
+    return tpurt_status_create(TPURT_DATA_LOSS,
+                               "foreign: written for another program (its key's SHA-256 differs)");
   uint64_t have = file_size - HEADER_SIZE;
   if (have < h->payload_size)
     return tpurt_status_create(TPURT_DATA_LOSS, "truncated (%" PRIu64 " of %" PRIu64 " payload bytes)", have,
@@ -374,6 +491,19 @@ disk_result_t disk_load(const disk_config_t* c, const cache_key_t* key, pjrt_exe
     close(fd);
     return reject(c, key, name, tpurt_status_create(TPURT_DATA_LOSS, "not a regular file"));
   }
+  if (st.st_uid != geteuid()) {
+    close(fd);
+    return reject(
+        c, key, name,
+        tpurt_status_create(TPURT_PERMISSION_DENIED, "it belongs to uid %u, not to this user (uid %u)",
+                            (unsigned)st.st_uid, (unsigned)geteuid()));
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    close(fd);
+    return reject(c, key, name,
+                  tpurt_status_create(TPURT_PERMISSION_DENIED, "it is writable by others (mode %04o)",
+                                      (unsigned)(st.st_mode & 07777)));
+  }
   /* reads of a regular file never block anyway; dropping the flag is tidiness */
   int flags = fcntl(fd, F_GETFL);
   if (flags >= 0) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
@@ -395,9 +525,17 @@ disk_result_t disk_load(const disk_config_t* c, const cache_key_t* key, pjrt_exe
   if (got != size) {
     why =
         tpurt_status_create(TPURT_DATA_LOSS, "truncated while reading (%zu of %zu payload bytes)", got, size);
-  } else if (cache_hash64(kChecksumSeed, payload, size) != h.payload_checksum) {
-    why = tpurt_status_create(TPURT_DATA_LOSS, "corrupt payload (checksum mismatch)");
   } else {
+    unsigned char mac[32];
+    entry_mac(c->secret, &h, payload, size, mac);
+    why = cache_mac_equal(mac, h.mac)
+              ? NULL
+              : tpurt_status_create(TPURT_DATA_LOSS,
+                                    "its MAC does not check under this cache's key: corrupt, forged, or "
+                                    "copied from another cache (import one with `python -m torch_tpu cache "
+                                    "import DIR`)");
+  }
+  if (!why) {
     why = tpurt_status_annotate_consume(pjrt_executable_deserialize(payload, size, out_executable),
                                         "the plugin cannot load it");
   }
@@ -429,7 +567,8 @@ size_t disk_store(const disk_config_t* c, const cache_key_t* key, pjrt_executabl
   h.key_hash = key->hash;
   h.key_digest = key->digest;
   h.payload_size = size;
-  h.payload_checksum = cache_hash64(kChecksumSeed, payload, size);
+  cache_key_sha256(key, h.key_sha256);
+  entry_mac(c->secret, &h, payload, size, h.mac);
   h.header_checksum = header_checksum(&h);
   char name[32];
   entry_name(key->hash, name);
@@ -566,4 +705,112 @@ uint64_t disk_clean_stale(const disk_config_t* c) {
   }
   closedir(d);
   return removed;
+}
+
+/*===--- import: a cache copied from elsewhere ---===*/
+
+/* Checks one source entry |name| (read whole into |data|) and returns the
+** payload's bounds; NULL if it may be imported. */
+static TPURT_MUST_USE tpurt_status_t check_import(const unsigned char source_secret[32], const char* name,
+                                                  const char* data, size_t size, header_t* out_header) {
+  if (size < HEADER_SIZE) return tpurt_status_create(TPURT_DATA_LOSS, "truncated (%zu bytes)", size);
+  memcpy(out_header, data, sizeof(*out_header));
+  const header_t* h = out_header;
+  if (memcmp(h->magic, kMagic, sizeof(kMagic)) != 0)
+    return tpurt_status_create(TPURT_DATA_LOSS, "not a torch_tpu cache entry (bad magic)");
+  if (h->version != DISK_FORMAT_VERSION)
+    return tpurt_status_create(TPURT_DATA_LOSS, "format version %u, this build reads %u", h->version,
+                               DISK_FORMAT_VERSION);
+  if (h->header_size != HEADER_SIZE || h->header_checksum != header_checksum(h))
+    return tpurt_status_create(TPURT_DATA_LOSS, "corrupt header (checksum mismatch)");
+  char expected[32];
+  entry_name(h->key_hash, expected);
+  if (strcmp(expected, name) != 0)
+    return tpurt_status_create(TPURT_DATA_LOSS, "its header names another entry (%s)", expected);
+  if (size - HEADER_SIZE != h->payload_size)
+    return tpurt_status_create(TPURT_DATA_LOSS, "%zu payload bytes where its header says %" PRIu64,
+                               size - HEADER_SIZE, h->payload_size);
+  unsigned char mac[32];
+  entry_mac(source_secret, h, data + HEADER_SIZE, size - HEADER_SIZE, mac);
+  if (!cache_mac_equal(mac, h->mac))
+    return tpurt_status_create(TPURT_DATA_LOSS, "its MAC does not check under the source's key");
+  pjrt_executable_t* exe = NULL;
+  TPURT_RETURN_IF_ERROR(
+      tpurt_status_annotate_consume(pjrt_executable_deserialize(data + HEADER_SIZE, size - HEADER_SIZE, &exe),
+                                    "the plugin cannot load it"));
+  pjrt_executable_release(exe);
+  return NULL;
+}
+
+/* Reads the regular file |dirfd|/|name| whole (at most 4 GiB). */
+static TPURT_MUST_USE tpurt_status_t read_entry_file(int dirfd, const char* name, char** out_data,
+                                                     size_t* out_size) {
+  *out_data = NULL;
+  *out_size = 0;
+  int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return errno_status("cannot open", name);
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > ((off_t)4 << 30)) {
+    close(fd);
+    return tpurt_status_create(TPURT_DATA_LOSS, "not a regular file of at most 4 GiB");
+  }
+  size_t size = (size_t)st.st_size;
+  char* data = tpurt_xmalloc(size ? size : 1);
+  size_t got = read_all(fd, data, size);
+  close(fd);
+  if (got != size) {
+    free(data);
+    return tpurt_status_create(TPURT_DATA_LOSS, "read %zu of %zu bytes", got, size);
+  }
+  *out_data = data;
+  *out_size = size;
+  return NULL;
+}
+
+tpurt_status_t disk_import(const disk_config_t* c, const char* source_dir, disk_import_t* out) {
+  memset(out, 0, sizeof(*out));
+  if (c->dirfd < 0)
+    return tpurt_status_create(TPURT_FAILED_PRECONDITION, "this process has no disk cache to import into: %s",
+                               c->refused ? c->refused : "it is off");
+  int src = open(source_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (src < 0) return errno_status("cannot open", source_dir);
+  unsigned char source_secret[32];
+  tpurt_status_t status = read_secret(src, false, source_secret);
+  if (status) {
+    close(src);
+    return tpurt_status_annotate_consume(
+        status,
+        "the source must be a torch_tpu cache directory with its key: each entry is checked under it");
+  }
+  DIR* d = open_listing(src);
+  if (!d) {
+    close(src);
+    return errno_status("cannot list", source_dir);
+  }
+  for (struct dirent* e; (e = readdir(d)) != NULL;) {
+    if (!is_entry_name(e->d_name)) continue;
+    char* data = NULL;
+    size_t size = 0;
+    header_t h;
+    tpurt_status_t why = read_entry_file(src, e->d_name, &data, &size);
+    if (!why) why = check_import(source_secret, e->d_name, data, size, &h);
+    if (!why) {
+      entry_mac(c->secret, &h, data + HEADER_SIZE, size - HEADER_SIZE, h.mac);
+      h.header_checksum = header_checksum(&h);
+      why = disk_write_atomic(c->dirfd, e->d_name, &h, sizeof(h), data + HEADER_SIZE, size - HEADER_SIZE);
+    }
+    free(data);
+    if (why) {
+      cache_warn("not importing '%s/%s': %s", source_dir, e->d_name, tpurt_status_message(why));
+      tpurt_status_free(why);
+      ++out->refused;
+    } else {
+      ++out->imported;
+    }
+  }
+  closedir(d);
+  close(src);
+  memset(source_secret, 0, sizeof(source_secret));
+  if (c->cap_bytes) (void)disk_enforce_cap(c);
+  return NULL;
 }

@@ -552,6 +552,14 @@ typedef struct tpurt_cache_info_s {
   uint64_t memory_limit_bytes;           /* TORCH_TPU_CACHE_MEMORY_BYTES */
 } tpurt_cache_info_t;
 void tpurt_cache_info(tpurt_cache_info_t* out_info);
+/* Imports the entries of another cache directory |source_dir| (copied from
+** another host, say) into this process's disk tier: each entry's MAC must
+** check under the source's own key (its mac.key), and the plugin must load
+** the program; it is then rewritten under this cache's key. An entry that
+** fails is reported on stderr and counted in *out_refused. Fails when this
+** process has no disk tier or the source has no key. */
+TPURT_MUST_USE tpurt_status_t tpurt_cache_import(const char* source_dir, uint64_t* out_imported,
+                                                 uint64_t* out_refused);
 /*===------------------------------------------------------------------===*/
 /* Events, launch timing, memory, host memory                             */
 /*===------------------------------------------------------------------===*/

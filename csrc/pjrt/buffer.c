@@ -38,7 +38,19 @@ void pjrt_launch_retain(pjrt_launch_t* launch) {
 }
 
 void pjrt_launch_release(pjrt_launch_t* launch) {
-  if (launch && tpurt_refcount_dec_and_test(&launch->refcount)) free(launch);
+  if (!launch || !tpurt_refcount_dec_and_test(&launch->refcount)) return;
+  free(launch->outputs);
+  free(launch);
+}
+
+void pjrt_launch_failed_locked(pjrt_launch_t* launch) {
+  pjrt_counters_t* c = &pjrt_g.counters;
+  for (size_t i = 0; i < launch->num_outputs; ++i) {
+    pjrt_buffer_t* b = launch->outputs[i];
+    if (!b || b->uncounted) continue;
+    c->bytes_in_use[b->device] -= b->nbytes;
+    b->uncounted = true;
+  }
 }
 
 /* Dense byte size of |rank| |dims| of |dtype|, checking for negative sizes
@@ -192,7 +204,10 @@ void pjrt_buffer_release(pjrt_buffer_t* buffer) {
   pjrt_raw_buffer_free_locked(buffer->raw);
   pjrt_counters_t* c = &pjrt_g.counters;
   c->live_buffers--;
-  c->bytes_in_use[buffer->device] -= buffer->nbytes;
+  if (!buffer->uncounted) c->bytes_in_use[buffer->device] -= buffer->nbytes;
+  pjrt_launch_t* l = buffer->launch;
+  for (size_t i = 0; l && i < l->num_outputs; ++i)
+    if (l->outputs[i] == buffer) l->outputs[i] = NULL;
   pthread_mutex_unlock(&pjrt_g.lock);
   pjrt_launch_release(buffer->launch);
   free(buffer);

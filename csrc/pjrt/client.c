@@ -1,6 +1,7 @@
 /* client.c: the process-wide PJRT client: finding and initialising the
 ** plugin once, creating the client, and what it says about its devices. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "pjrt_internal.h"
@@ -57,8 +58,27 @@ static TPURT_MUST_USE tpurt_status_t create_client(void) {
   pjrt_client_options_t user;
   TPURT_RETURN_IF_ERROR(pjrt_client_options_parse(config->pjrt_options, &user));
   bool add_count = true;
-  for (size_t i = 0; i < user.count; ++i)
-    if (strcmp(user.items[i].name, "cpu_device_count") == 0) add_count = false;
+  for (size_t i = 0; i < user.count; ++i) {
+    const pjrt_named_option_t* o = &user.items[i];
+    if (strcmp(o->name, "cpu_device_count") != 0) continue;
+    add_count = false;
+    /* The option TORCH_TPU_NUM_DEVICES sets, so it is checked the same way:
+    ** a plugin reads it unchecked (the CPU plugin aborts on a string, and
+    ** makes 100,000 devices if asked). */
+    if (o->type != PJRT_OPTION_INT64 || o->int_value < 1 || o->int_value > PJRT_MAX_DEVICES) {
+      tpurt_strbuf_t given = {0};
+      pjrt_client_options_t one = {.items = (pjrt_named_option_t*)o, .count = 1};
+      pjrt_client_options_describe(&one, &given);
+      tpurt_status_t status = tpurt_status_create(
+          TPURT_INVALID_ARGUMENT,
+          "TORCH_TPU_PJRT_OPTIONS: cpu_device_count is the device count (as TORCH_TPU_NUM_DEVICES): expected "
+          "an integer from 1 to %d, got %s",
+          PJRT_MAX_DEVICES, given.data);
+      tpurt_strbuf_free(&given);
+      pjrt_client_options_free(&user);
+      return status;
+    }
+  }
   pjrt_abi_named_value_t* values = tpurt_xcalloc(user.count + 1, sizeof(*values));
   pjrt_client_options_to_abi(&user, values);
   static const char kName[] = "cpu_device_count";
@@ -174,8 +194,28 @@ static TPURT_MUST_USE tpurt_status_t init_runtime(void) {
   return NULL;
 }
 
+/* pthread_atfork's child handler: see pjrt_api_mark_forked. */
+static void after_fork_in_child(void) {
+  pjrt_api_mark_forked();
+  pthread_mutex_init(&pjrt_g.lock, NULL); /* another thread may have held it at the fork */
+  pjrt_execute_forget_after_fork();
+}
+
+/* exit()'s handler: waits for the work still queued on the devices.
+** Registered after the plugin is loaded, so it runs before the destructors
+** of the plugin's statics: a program still running when they ran crashed the
+** process (issue 24, defect 0: a script that ends right after its last
+** launch exited with SIGSEGV in the program's code). A forked child has
+** nothing of its own to wait for. */
+static void wait_idle_at_exit(void) {
+  if (!pjrt_api_forked()) pjrt_wait_idle();
+}
+
 static void init_once(void) {
+  /* Before the plugin starts a thread: a child forked from here on cannot use it. */
+  (void)pthread_atfork(NULL, NULL, after_fork_in_child);
   tpurt_status_t status = init_runtime();
+  if (!status) (void)atexit(wait_idle_at_exit); /* failing to register it only loses the wait */
   if (status) {
     /* The client, if any, stays: a half-made runtime is never used. */
     g_init_code = tpurt_status_code(status);

@@ -304,6 +304,7 @@ static uint64_t g_async_seq[PJRT_MAX_DEVICES], g_next_seq;
 ** already (lock held). */
 static void record_error_consume_locked(pjrt_launch_t* launch, tpurt_status_t error) {
   if (!error) return;
+  pjrt_launch_failed_locked(launch);
   if (g_async_error[launch->device]) {
     tpurt_status_ignore(error);
     return;
@@ -369,6 +370,15 @@ static void complete_locked(pjrt_launch_t* launch, uint64_t now) {
     break;
   }
   pthread_cond_broadcast(&g_done_cond);
+}
+
+void pjrt_execute_forget_after_fork(void) {
+  /* The child's only thread: nobody holds these. The entries are leaked:
+  ** freeing their events would call the plugin. */
+  pthread_mutex_init(&g_done_lock, NULL);
+  pthread_cond_init(&g_done_cond, NULL);
+  g_num_pending = 0;
+  g_num_released = 0;
 }
 
 static void on_launch_done(pjrt_abi_error_t* error, void* user_arg) {
@@ -741,9 +751,12 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
   tpurt_status_t status = PJRT_CALL(PJRTABI_LOADED_EXECUTABLE_EXECUTE, "LoadedExecutable_Execute", &a);
   if (!status) {
     pjrt_g.counters.executions++;
+    launch->outputs = tpurt_xcalloc(num_outputs ? num_outputs : 1, sizeof(pjrt_buffer_t*));
+    launch->num_outputs = num_outputs;
     for (size_t i = 0; i < num_outputs; ++i) {
       tpurt_status_t s = pjrt_wrap_buffer_consume_locked(raw_outs[i], device, launch, &outputs[i]);
       raw_outs[i] = NULL;
+      launch->outputs[i] = outputs[i];
       if (s && !status)
         status = s;
       else
@@ -864,10 +877,13 @@ tpurt_status_t pjrt_execute_spmd(pjrt_executable_t* executable, int32_t num_devi
   if (!status) {
     pjrt_g.counters.executions++;
     for (size_t d = 0; d < n; ++d) {
+      launches[d]->outputs = tpurt_xcalloc(num_outputs ? num_outputs : 1, sizeof(pjrt_buffer_t*));
+      launches[d]->num_outputs = num_outputs;
       for (size_t i = 0; i < num_outputs; ++i) {
         tpurt_status_t s = pjrt_wrap_buffer_consume_locked(raw_outs[d * num_outputs + i], devices[d],
                                                            launches[d], &outputs[d * num_outputs + i]);
         raw_outs[d * num_outputs + i] = NULL;
+        launches[d]->outputs[i] = outputs[d * num_outputs + i];
         if (s && !status)
           status = s;
         else

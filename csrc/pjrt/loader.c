@@ -1,12 +1,31 @@
 /* loader.c: opening a PJRT plugin, checking its api table, and calling its
 ** slots with PJRT errors turned into status objects. */
 #include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "pjrt_internal.h"
 
 tpurt_status_t pjrt_api_load(const char* path, pjrt_api_t* out_api) {
   memset(out_api, 0, sizeof(*out_api));
+  /* dlopen of a FIFO blocks until a writer comes (forever), and of a device
+  ** reads whatever it gives: a path (one with a '/'; a bare name is searched
+  ** for) must name a regular file, looked at without blocking. */
+  if (strchr(path, '/')) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    bool regular = fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+    if (fd >= 0) close(fd);
+    if (fd >= 0 && !regular) {
+      return tpurt_status_create(TPURT_INVALID_ARGUMENT,
+                                 "cannot open PJRT plugin '%s': not a regular file (a plugin is a shared "
+                                 "library, .so)",
+                                 path);
+    }
+  }
   dlerror();
   /* Never dlclosed: plugins keep static registries that must not unload. */
   void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -113,6 +132,11 @@ tpurt_status_t pjrt_api_error_consume(const pjrt_api_t* api, pjrt_abi_error_t* e
   if (code <= TPURT_OK || code > TPURT_UNAUTHENTICATED) code = TPURT_UNKNOWN;
   size_t n = m.message ? m.message_size : 0;
   while (n && (m.message[n - 1] == '\n' || m.message[n - 1] == ' ')) --n; /* plugins end some with "\n" */
+  /* XLA reports an allocation that fails inside a running program as a
+  ** compute error ("Out of memory allocating N bytes") with another code;
+  ** it is an out-of-memory all the same (torch.OutOfMemoryError). */
+  if (code != TPURT_RESOURCE_EXHAUSTED && n && memmem(m.message, n, "Out of memory", 13))
+    code = TPURT_RESOURCE_EXHAUSTED;
   tpurt_status_t status =
       n ? tpurt_status_create((tpurt_status_code_t)code, "%.*s", (int)n, m.message)
         : tpurt_status_create((tpurt_status_code_t)code, "PJRT error with no message (code %d)", code);
@@ -120,7 +144,21 @@ tpurt_status_t pjrt_api_error_consume(const pjrt_api_t* api, pjrt_abi_error_t* e
   return status;
 }
 
+static bool g_forked;
+
+void pjrt_api_mark_forked(void) { __atomic_store_n(&g_forked, true, __ATOMIC_RELEASE); }
+bool pjrt_api_forked(void) { return __atomic_load_n(&g_forked, __ATOMIC_ACQUIRE); }
+
 tpurt_status_t pjrt_api_call(const pjrt_api_t* api, int slot, const char* name, void* args) {
+  if (pjrt_api_forked()) {
+    return tpurt_status_create(TPURT_FAILED_PRECONDITION,
+                               "Cannot re-initialize the tpu runtime in a forked subprocess (PJRT_%s): the "
+                               "parent had started it, and its threads do not exist in the child. To use "
+                               "tpu with multiprocessing, use the 'spawn' or 'forkserver' start method "
+                               "(torch.multiprocessing.set_start_method('spawn'), or "
+                               "DataLoader(multiprocessing_context='spawn'))",
+                               name);
+  }
   pjrt_abi_fn_t fn = slot_fn(api, slot);
   if (!fn) {
     return tpurt_status_create(TPURT_UNIMPLEMENTED,

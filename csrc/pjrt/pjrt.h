@@ -38,6 +38,9 @@ typedef struct pjrt_buffer_s {
   /* The execution that produced the buffer (NULL: uploaded or copied), so
   ** that an asynchronous error names its op. Private to the room. */
   struct pjrt_launch_s* launch;
+  /* Its bytes were taken out of the memory counters: its launch failed.
+  ** Private to the room (pjrt_g.lock). */
+  bool uncounted;
   /* A sharded buffer: dtype, rank, dims and nbytes are the global array's;
   ** shards[p] (owned) is partition p's block, on sharding->devices[p].
   ** NULL for an ordinary buffer. */

@@ -34,6 +34,16 @@ void* pjrt_api_slot(const pjrt_api_t* api, int slot);
 ** |args|; a missing slot is UNIMPLEMENTED, a PJRT error is converted to a
 ** status with the same code and message and destroyed. */
 TPURT_MUST_USE tpurt_status_t pjrt_api_call(const pjrt_api_t* api, int slot, const char* name, void* args);
+/* Marks the plugin unusable in this process: a forked child of a process
+** whose plugin was initialised has its memory but none of its threads, so
+** a call would wait for work no thread will do (Event_Await hung). From
+** then on every pjrt_api_call fails at once (FAILED_PRECONDITION, saying
+** to use the spawn start method) and calls nothing. */
+void pjrt_api_mark_forked(void);
+bool pjrt_api_forked(void);
+/* The completion lists and their lock after a fork (execute.c): the
+** child drops the parent's pending launches without calling the plugin. */
+void pjrt_execute_forget_after_fork(void);
 /* A status from |error| (consumed: the PJRT error is freed); NULL: NULL. */
 TPURT_MUST_USE tpurt_status_t pjrt_api_error_consume(const pjrt_api_t* api, pjrt_abi_error_t* error);
 /* Destroys |event|, ignoring NULL. */
@@ -60,10 +70,19 @@ typedef struct pjrt_launch_s {
   uint64_t launch_ns;   /* host monotonic clock when it was queued */
   uint64_t done_ns;     /* when its completion event fired; 0 before (atomic) */
   uint64_t correlation; /* the launching thread's profiler correlation id (0: none) */
+  /* The buffers it produces, not retained: each clears its slot when it is
+  ** released (lock held). When the launch fails, their bytes leave the
+  ** memory counters at once (they hold no value), so memory_allocated and
+  ** the next out-of-memory hint do not count a result that never was. */
+  struct pjrt_buffer_s** outputs;
+  size_t num_outputs;
   char op_name[];
 } pjrt_launch_t;
 void pjrt_launch_retain(pjrt_launch_t* launch);
 void pjrt_launch_release(pjrt_launch_t* launch);
+/* Takes the bytes of |launch|'s live outputs out of the memory counters
+** (lock held): it failed, they hold no value. */
+void pjrt_launch_failed_locked(pjrt_launch_t* launch);
 
 /* The process-wide runtime, set up once by pjrt_init. */
 typedef struct pjrt_state_s {

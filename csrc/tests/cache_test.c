@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../cache/cache_internal.h"
 #include "test.h"
 
 extern char** environ;
@@ -220,9 +221,14 @@ TEST(Cache_DiskRoundTrip) {
   EXPECT((st.st_mode & 0777) == 0700);
   char entry[1024];
   EXPECT(count_files(g_dir, ".tpuexe", entry, sizeof(entry)) == 1);
-  EXPECT(count_files(g_dir, "", NULL, 0) == 1);
+  EXPECT(count_files(g_dir, "", NULL, 0) == 2); /* the entry and the cache's MAC key */
   ASSERT(stat(entry, &st) == 0);
   EXPECT((st.st_mode & 0077) == 0);
+  char key[1100];
+  snprintf(key, sizeof(key), "%s/mac.key", g_dir);
+  struct stat key_st;
+  ASSERT(stat(key, &key_st) == 0);
+  EXPECT((key_st.st_mode & 0777) == 0600 && key_st.st_size == 32);
 
   /* a new process, as far as the cache can tell: tier 1 empty */
   cache_reset_memory_for_test();
@@ -320,7 +326,7 @@ TEST(Cache_UntrustedEntriesAreRecompiled) {
   fresh_cache(NULL);
   const char* sub = binary_module("subtract", 2);
   EXPECT_GET(sub, NULL, is_sub);
-  expect_rejected(sub, is_sub, flip_payload, "checksum", __LINE__);
+  expect_rejected(sub, is_sub, flip_payload, "its MAC does not check", __LINE__);
   expect_rejected(sub, is_sub, flip_header, "corrupt header", __LINE__);
   expect_rejected(sub, is_sub, truncate_half, "truncated", __LINE__);
   expect_rejected(sub, is_sub, truncate_short, "truncated", __LINE__);
@@ -631,12 +637,63 @@ TEST(Cache_ConcurrentWriters) {
     EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   }
   EXPECT(count_files(g_dir, ".tpuexe", NULL, 0) == 1);
-  EXPECT(count_files(g_dir, "", NULL, 0) == 1); /* no temporary file left */
+  EXPECT(count_files(g_dir, "", NULL, 0) == 2); /* the entry and the key: no temporary file left */
   cache_reconfigure_for_test();
   EXPECT_GET(binary_module("add", 9), "disk", is_add);
 }
 
 /* Runs last: leaves nothing behind. */
+/*===--- HMAC-SHA256 against FIPS 180-4's examples and RFC 4231 ---===*/
+
+static bool hex_is(const unsigned char got[32], const char* want) {
+  char text[65];
+  for (int i = 0; i < 32; ++i) snprintf(text + 2 * i, 3, "%02x", got[i]);
+  if (strcmp(text, want) == 0) return true;
+  fprintf(stderr, "  got %s\n  want %s\n", text, want);
+  return false;
+}
+
+static void sha256_of(const void* data, size_t n, size_t step, unsigned char out[32]) {
+  cache_sha256_t s;
+  cache_sha256_init(&s);
+  for (size_t i = 0; i < n; i += step)
+    cache_sha256_update(&s, (const char*)data + i, n - i < step ? n - i : step);
+  cache_sha256_final(&s, out);
+}
+
+TEST(Cache_MacIsHmacSha256) {
+  unsigned char out[32];
+  sha256_of("abc", 3, 3, out);
+  EXPECT(hex_is(out, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+  const char* two_blocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  sha256_of(two_blocks, strlen(two_blocks), 56, out);
+  EXPECT(hex_is(out, "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"));
+  unsigned char data[1000];
+  for (int i = 0; i < 1000; ++i) data[i] = (unsigned char)(i * 7 % 251);
+  for (size_t step = 1; step <= 1000; step = step * 3 + 1) { /* any split of the updates */
+    sha256_of(data, sizeof(data), step, out);
+    EXPECT(hex_is(out, "59425e4412e296fc74736673ce067027f384203f59c0d2c3e6be7b13347b3ffc"));
+  }
+  unsigned char key[131];
+  memset(key, 0x0b, 20);
+  cache_hmac_t m;
+  cache_hmac_init(&m, key, 20); /* RFC 4231 test case 1 */
+  cache_hmac_update(&m, "Hi There", 8);
+  cache_hmac_final(&m, out);
+  EXPECT(hex_is(out, "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7"));
+  memset(key, 0xaa, sizeof(key)); /* test case 6: a key longer than a block */
+  const char* text = "Test Using Larger Than Block-Size Key - Hash Key First";
+  cache_hmac_init(&m, key, sizeof(key));
+  cache_hmac_update(&m, text, strlen(text));
+  cache_hmac_final(&m, out);
+  EXPECT(hex_is(out, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54"));
+  unsigned char other[32];
+  memcpy(other, out, 32);
+  EXPECT(cache_mac_equal(out, other));
+  other[31] ^= 1;
+  EXPECT(!cache_mac_equal(out, other));
+}
+
 TEST(Cache_Cleanup) {
   cache_reconfigure_for_test();
   unsetenv("TORCH_TPU_CACHE_DIR");
@@ -645,8 +702,9 @@ TEST(Cache_Cleanup) {
   g_root[0] = '\0';
 }
 
-TEST_MAIN(TEST_CASE(Cache_DiskRoundTrip), TEST_CASE(Cache_UntrustedEntriesAreRecompiled),
-          TEST_CASE(Cache_ForeignEntryIsIgnored), TEST_CASE(Cache_WarnsOncePerEntry),
-          TEST_CASE(Cache_WritableByOthersIsRefused), TEST_CASE(Cache_DisabledAndDefaults),
-          TEST_CASE(Cache_LruEvictionKeepsHoldersValid), TEST_CASE(Cache_EncodedSkipsThePrinter),
-          TEST_CASE(Cache_DumpDir), TEST_CASE(Cache_ConcurrentWriters), TEST_CASE(Cache_Cleanup))
+TEST_MAIN(TEST_CASE(Cache_MacIsHmacSha256), TEST_CASE(Cache_DiskRoundTrip),
+          TEST_CASE(Cache_UntrustedEntriesAreRecompiled), TEST_CASE(Cache_ForeignEntryIsIgnored),
+          TEST_CASE(Cache_WarnsOncePerEntry), TEST_CASE(Cache_WritableByOthersIsRefused),
+          TEST_CASE(Cache_DisabledAndDefaults), TEST_CASE(Cache_LruEvictionKeepsHoldersValid),
+          TEST_CASE(Cache_EncodedSkipsThePrinter), TEST_CASE(Cache_DumpDir),
+          TEST_CASE(Cache_ConcurrentWriters), TEST_CASE(Cache_Cleanup))

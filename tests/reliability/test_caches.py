@@ -230,12 +230,20 @@ CHECKSUM_SEED = 0x7075727463686B73
 
 
 def plant(payload_of: Path, under: Path) -> None:
-    """Writes |payload_of|'s program as the entry |under|, with |under|'s key in a valid header."""
+    """Writes |payload_of|'s program as the entry |under|, with |under|'s key in a header
+    whose every checksum anyone can compute is right: what an attacker without the
+    cache's secret can do. (Format 1 had a 64-byte header and a payload checksum;
+    format 2 a 128-byte header whose payload is bound to the key by a keyed MAC.)"""
     donor, target = payload_of.read_bytes(), under.read_bytes()
-    payload = donor[64:]
-    head = bytearray(target[:64])
-    struct.pack_into("<QQ", head, 32, len(payload), cache_hash64(CHECKSUM_SEED, payload))
-    struct.pack_into("<Q", head, 56, cache_hash64(CHECKSUM_SEED, bytes(head[:56])))
+    (version,) = struct.unpack_from("<I", target, 8)
+    header_size = 64 if version == 1 else 128
+    payload = donor[header_size:]
+    head = bytearray(target[:header_size])
+    if version == 1:
+        struct.pack_into("<QQ", head, 32, len(payload), cache_hash64(CHECKSUM_SEED, payload))
+    else:
+        struct.pack_into("<Q", head, 32, len(payload))
+    struct.pack_into("<Q", head, header_size - 8, cache_hash64(CHECKSUM_SEED, bytes(head[: header_size - 8])))
     under.write_bytes(bytes(head) + payload)
 
 
@@ -269,3 +277,116 @@ def test_a_program_planted_under_another_key_is_rejected(tmp_path: Path, directi
     assert err.count("warning") == 1, err
     again, err = run_child(PLANTED, TORCH_TPU_CACHE_DIR=str(cache_dir))
     assert again["compiles"] == 0 and "warning" not in err  # healed on disk
+
+
+# ---- entries bound to what they claim (issue 24, defect 1) -----------------------------
+
+UNARY = r"""
+import json, torch, torch_tpu
+a = torch.tensor([1.0, 2.0, 3.0]).to("tpu")
+got = {"neg": a.neg().cpu().tolist(), "exp": a.exp().cpu().tolist(), "abs": a.abs().cpu().tolist(),
+       "sqrt": a.sqrt().cpu().tolist(), "floor": a.floor().cpu().tolist()}
+m = torch_tpu.metrics()
+print(json.dumps({"got": got, "compiles": m["compiles"], "rejects": m["cache_disk_rejects"],
+                  "disk_hits": m["cache_hits_disk"]}))
+"""
+UNARY_OPS = {"neg": "negate", "exp": "exponential", "abs": "abs", "sqrt": "sqrt", "floor": "floor"}
+
+
+def unary_want() -> dict:
+    import torch
+
+    a = torch.tensor([1.0, 2.0, 3.0])
+    return {
+        "neg": a.neg().tolist(),
+        "exp": a.exp().tolist(),
+        "abs": a.abs().tolist(),
+        "sqrt": a.sqrt().tolist(),
+        "floor": a.floor().tolist(),
+    }
+
+
+def unary_entries(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
+    cache_dir, dump = tmp_path / "cache", tmp_path / "dump"
+    first, _ = run_child(UNARY, TORCH_TPU_CACHE_DIR=str(cache_dir), TORCH_TPU_DUMP_DIR=str(dump))
+    assert first["got"] == unary_want() and first["compiles"] == 5
+    by_op = {}
+    for mlir in dump.glob("*.mlir"):
+        text = mlir.read_text()
+        for op, word in UNARY_OPS.items():
+            if f'"stablehlo.{word}"' in text:
+                by_op[op] = cache_dir / (mlir.stem + ".tpuexe")
+    assert set(by_op) == set(UNARY_OPS), by_op
+    return cache_dir, by_op
+
+
+def test_forged_foreign_and_writable_entries_are_rejected(tmp_path: Path):
+    """exp's program under neg's key (same shape, valid header), an entry owned by
+    another user, and an entry mode 0666: each rejected, counted, recompiled, right."""
+    cache_dir, by_op = unary_entries(tmp_path)
+    plant(by_op["exp"], by_op["neg"])
+    os.chown(by_op["abs"], 65534, 65534)  # nobody (the tests run as root here)
+    os.chmod(by_op["sqrt"], 0o666)
+    out, err = run_child(UNARY, TORCH_TPU_CACHE_DIR=str(cache_dir))
+    assert out["got"] == unary_want(), out  # neg is not exp's program
+    assert out["rejects"] == 3 and out["compiles"] == 3 and out["disk_hits"] == 2, out
+    assert "its MAC does not check" in err
+    assert "belongs to uid 65534" in err
+    assert "writable by others (mode 0666)" in err
+    assert err.count("warning") == 3, err
+    for op in ("neg", "abs", "sqrt"):  # rewritten, ours and private
+        st = by_op[op].stat()
+        assert st.st_uid == os.geteuid() and st.st_mode & 0o777 == 0o600
+    again, err = run_child(UNARY, TORCH_TPU_CACHE_DIR=str(cache_dir))
+    assert again["compiles"] == 0 and again["disk_hits"] == 5 and "warning" not in err
+
+
+def test_a_copied_cache_is_recompiled_unless_imported(tmp_path: Path):
+    import shutil
+
+    cache_dir, _ = unary_entries(tmp_path)
+    key = cache_dir / "mac.key"
+    assert key.stat().st_mode & 0o777 == 0o600 and key.stat().st_size == 32
+    # copied without its secret: another cache's entries never check
+    copied = tmp_path / "copied"
+    shutil.copytree(cache_dir, copied)
+    (copied / "mac.key").unlink()
+    out, err = run_child(UNARY, TORCH_TPU_CACHE_DIR=str(copied))
+    assert out["got"] == unary_want() and out["compiles"] == 5 and out["rejects"] == 5
+    # imported: each entry checked under the source's key, rewritten under ours
+    imported = tmp_path / "imported"
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch_tpu", "cache", "import", str(cache_dir)],
+        env=dict(os.environ, TORCH_TPU_CACHE_DIR=str(imported)),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "imported 5 programs" in proc.stdout
+    assert (imported / "mac.key").read_bytes() != key.read_bytes()
+    out, err = run_child(UNARY, TORCH_TPU_CACHE_DIR=str(imported))
+    assert out["got"] == unary_want() and out["compiles"] == 0 and out["disk_hits"] == 5, err
+    # an altered source entry is refused by the import
+    victim = next(cache_dir.glob("*.tpuexe"))
+    data = bytearray(victim.read_bytes())
+    data[-9] ^= 0x20
+    victim.write_bytes(bytes(data))
+    proc = subprocess.run(
+        [sys.executable, "-m", "torch_tpu", "cache", "import", str(cache_dir)],
+        env=dict(os.environ, TORCH_TPU_CACHE_DIR=str(tmp_path / "other")),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == 1 and "imported 4 programs" in proc.stdout and "refused 1" in proc.stdout
+    assert "its MAC does not check under the source's key" in proc.stderr
+
+
+def test_a_secret_open_to_others_turns_the_disk_tier_off(tmp_path: Path):
+    cache_dir = tmp_path / "cache"
+    programs(cache_dir, [2])
+    os.chmod(cache_dir / "mac.key", 0o644)
+    out, err = programs(cache_dir, [2])
+    assert out["ok"] and out["compiles"] == 1 and out["disk_hits"] == 0
+    assert "is open to others (mode 0644)" in err and "is not used" in err

@@ -143,3 +143,51 @@ def test_debug_eager_accepts_in_range_and_ignored_indices():
         loss = F.nll_loss(torch.zeros(2, 3, device="tpu"), torch.tensor([2, -100], device="tpu"))
     assert x.cpu().tolist() == [1.0, 0.0, 0.0, 1.0]
     assert loss.item() == 0.0
+
+
+# ---- issue 24, defect 6: TORCH_TPU_PJRT_OPTIONS and the plugin path are checked -------
+
+
+@pytest.mark.parametrize("value", ["100000", "0", "abc", "1.5", "true"])
+def test_a_bad_cpu_device_count_option_is_a_clear_error(value):
+    # 100000 made the CPU plugin build 100,000 devices (4.4 GB, minutes); a string, a
+    # float or a bool made it abort (std::bad_variant_access in its Client_Create)
+    out = subprocess.run(
+        [sys.executable, "-c", "import torch, torch_tpu\ntorch.ones(2, device='tpu')\n"],
+        env=dict(os.environ, TORCH_TPU_PJRT_OPTIONS=f"cpu_device_count={value}"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1, (out.returncode, out.stderr[-2000:])  # an exception, not a signal
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("RuntimeError:"), last
+    assert "cpu_device_count is the device count (as TORCH_TPU_NUM_DEVICES)" in last
+    assert "expected an integer from 1 to 64" in last
+
+
+def test_a_good_cpu_device_count_option_is_taken():
+    out = child(
+        "import torch, torch_tpu\nprint(torch.tpu.device_count())",
+        TORCH_TPU_PJRT_OPTIONS="cpu_device_count=3",
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[-2] == "3"
+
+
+def test_a_fifo_as_the_plugin_is_refused_at_once(tmp_path):
+    fifo = tmp_path / "plugin.so"
+    os.mkfifo(fifo)  # dlopen would block until a writer came
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import torch, torch_tpu\nprint(torch.tpu.device_count())\ntorch.ones(2, device='tpu')",
+        ],
+        env=dict(os.environ, TORCH_TPU_PJRT_PLUGIN=str(fifo)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 1, out.stderr[-2000:]
+    assert f"cannot open PJRT plugin '{fifo}': not a regular file" in out.stderr

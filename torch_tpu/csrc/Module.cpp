@@ -134,6 +134,16 @@ py::dict cache_info() {
   return d;
 }
 
+// Imports another cache directory's entries (tpurt_cache_import).
+py::dict cache_import(const std::string& source_dir) {
+  uint64_t imported = 0, refused = 0;
+  check_consume(tpurt_cache_import(source_dir.c_str(), &imported, &refused), "cache import");
+  py::dict d;
+  d["imported"] = imported;
+  d["refused"] = refused;
+  return d;
+}
+
 py::dict device_memory_dict(c10::DeviceIndex device) {
   const tpurt_device_memory_t m = device_memory(device);
   py::dict d;
@@ -230,6 +240,8 @@ PYBIND11_MODULE(_C, m) {
   m.def("_config_reload_for_test", [] { tpurt_config_reload_for_test(); });
   m.def("_set_device", [](int device) { set_current_device(static_cast<c10::DeviceIndex>(device)); });
   m.def("_synchronize", [](int device) { check_consume(tpurt_synchronize(device), "synchronize"); });
+  // Waits for every launch in flight, reporting nothing (the exit hook).
+  m.def("_wait_idle", [] { tpurt_wait_idle(); }, py::call_guard<py::gil_scoped_release>());
   m.def("_runtime_info", &runtime_info);
   m.def("_device_kind", &device_kind);
   m.def("_metrics", &metrics);
@@ -243,6 +255,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("_core_version", [] { return std::string(tpurt_version()); });
   m.def("_reset_metrics", &reset_metrics);
   m.def("_cache_info", &cache_info);
+  m.def("_cache_import", &cache_import, py::arg("source_dir"));
   m.def("_memory_allocated", [](int device) { return tpurt_memory_allocated(device); });
   m.def("_max_memory_allocated", [](int device) { return tpurt_max_memory_allocated(device); });
   m.def("_reset_peak_memory_stats", [](int device) { tpurt_reset_peak_memory(device); });
