@@ -52,6 +52,7 @@ NOTICE = "torch_tpu: compiling"
 
 def test_long_compile_burst_says_so_once(tpu_env, capfd):
     tpu_env("TORCH_TPU_COMPILE_NOTICE_MS", "1")  # any burst is "long"
+    torch_tpu.reset_metrics()  # a new burst: none of an earlier test's compiles
     x = torch.randn(3, 5, device="tpu")
     for k in range(6):  # new programs: each op at a new shape
         y = (x[: k % 3 + 1] * 2 + k).exp().sum(0)
@@ -64,6 +65,7 @@ def test_long_compile_burst_says_so_once(tpu_env, capfd):
 
 def test_short_compiles_say_nothing(tpu_env, capfd):
     tpu_env("TORCH_TPU_COMPILE_NOTICE_MS", "600000")
+    torch_tpu.reset_metrics()  # a new burst: none of an earlier test's compiles
     x = torch.randn(7, 3, device="tpu")
     (x.sin() * 3).cpu()
     assert NOTICE not in capfd.readouterr().err
@@ -75,6 +77,7 @@ def test_compiled_graph_is_named_in_the_notice(tpu_env, capfd):
     x = torch.randn(2, 6, device="tpu")
     torch.tpu.synchronize()
     tpu_env("TORCH_TPU_COMPILE_NOTICE_MS", "1")
+    torch_tpu.reset_metrics()  # a new burst: none of an earlier test's compiles
     time.sleep(2.1)  # a new burst: one that already said so stays quiet
     compiled = torch.compile(model, backend=torch_tpu.TpuBackend(name="block"), dynamic=False)
     compiled(x).cpu()

@@ -103,9 +103,12 @@ class _CompiledGraph:
         # The fast path: the last program, when every argument is a tpu
         # tensor (then the C++ side checks them, and nothing else can differ).
         self.last: tuple[Any, list, int] | None = None
+        compile_id = torch._guards.CompileContext.current_compile_id()
         if frame is None:
-            compile_id = torch._guards.CompileContext.current_compile_id()
             frame = compile_id.frame_id if compile_id is not None else id(gm)
+        # dynamo's first compile of its frame: never a recompile, whatever a
+        # frame of the same id compiled before a torch._dynamo.reset()
+        self.first_of_frame = compile_id is not None and compile_id.frame_compile_id == 0
         # the frame dynamo compiles: its recompiles share this id
         self.frame = frame
         self.name = name or getattr(gm, "_tpu_name", None) or f"frame {self.frame}"
@@ -417,7 +420,7 @@ class TpuBackend:
         frame = (graph.frame, graph.kind)
         previous = self._signatures.get(frame)
         self._signatures[frame] = inputs
-        if previous is None or previous == inputs:
+        if previous is None or previous == inputs or graph.first_of_frame:
             return
         changed = [
             _change(name, previous[name], desc)
@@ -477,10 +480,11 @@ class TpuBackend:
                 # The forward graph takes dynamo's inputs in order; the
                 # backward's (saved values, gradients) have no user names.
                 names = input_names if kind == "forward" else None
-                compiled = _CompiledGraph(graph, kind, self, name=label, input_names=names, frame=frame)
                 if any(_is_collective(n) for n in graph.graph.nodes):
+                    # each piece is its own frame to the recompile log: pieces
+                    # of one graph have different inputs by construction
                     split, compiled_parts, eager_parts = _split_at_collectives(
-                        graph, lambda sub: _CompiledGraph(sub, kind, self, name=label)
+                        graph, lambda sub: _CompiledGraph(sub, kind, self, name=label, frame=id(sub))
                     )
                     log.info(
                         "torch_tpu: %s graph of %s split at its collectives: %d compiled pieces, "
@@ -489,7 +493,7 @@ class TpuBackend:
                     )  # fmt: skip
                     self.collective_splits += 1
                     return make_boxed_func(split)
-                compiled = _CompiledGraph(graph, kind, self, name=label, input_names=names)
+                compiled = _CompiledGraph(graph, kind, self, name=label, input_names=names, frame=frame)
                 return make_boxed_func(compiled)
 
             return compile_graph

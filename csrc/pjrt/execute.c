@@ -653,6 +653,10 @@ void pjrt_program_stats_reset(void) {
   memset(g_programs, 0, sizeof(g_programs));
   g_device_ns_total = g_completed_total = 0;
   pthread_mutex_unlock(&g_done_lock);
+  /* a reset starts a new compile burst: the notice counts from here */
+  pthread_mutex_lock(&pjrt_g.lock);
+  memset(&g_burst, 0, sizeof(g_burst));
+  pthread_mutex_unlock(&pjrt_g.lock);
 }
 
 /*===--- asynchronous copies to the host ---===*/
