@@ -448,9 +448,9 @@ void disk_forget(const disk_config_t* c, uint64_t hash) {
   remove_entry_path(c->dirfd, name);
 }
 
-/* Checks |h| against |key| and the file size; NULL if it may be read on. */
-static TPURT_MUST_USE tpurt_status_t check_header(const header_t* h, const cache_key_t* key,
-                                                  uint64_t file_size) {
+/* Checks that |h| is a header of this build's format, whole; NULL if so.
+** (What an entry and an imported entry share: the key checks differ.) */
+static TPURT_MUST_USE tpurt_status_t check_header_frame(const header_t* h) {
   if (memcmp(h->magic, kMagic, sizeof(kMagic)) != 0)
     return tpurt_status_create(TPURT_DATA_LOSS, "not a torch_tpu cache entry (bad magic)");
   if (h->version != DISK_FORMAT_VERSION)
@@ -458,6 +458,13 @@ static TPURT_MUST_USE tpurt_status_t check_header(const header_t* h, const cache
                                DISK_FORMAT_VERSION);
   if (h->header_size != HEADER_SIZE || h->header_checksum != header_checksum(h))
     return tpurt_status_create(TPURT_DATA_LOSS, "corrupt header (checksum mismatch)");
+  return NULL;
+}
+
+/* Checks |h| against |key| and the file size; NULL if it may be read on. */
+static TPURT_MUST_USE tpurt_status_t check_header(const header_t* h, const cache_key_t* key,
+                                                  uint64_t file_size) {
+  TPURT_RETURN_IF_ERROR(check_header_frame(h));
   if (h->key_hash != key->hash || h->key_digest != key->digest)
     return tpurt_status_create(TPURT_DATA_LOSS,
                                "foreign: written for another program, plugin or torch_tpu version");
@@ -716,13 +723,7 @@ static TPURT_MUST_USE tpurt_status_t check_import(const unsigned char source_sec
   if (size < HEADER_SIZE) return tpurt_status_create(TPURT_DATA_LOSS, "truncated (%zu bytes)", size);
   memcpy(out_header, data, sizeof(*out_header));
   const header_t* h = out_header;
-  if (memcmp(h->magic, kMagic, sizeof(kMagic)) != 0)
-    return tpurt_status_create(TPURT_DATA_LOSS, "not a torch_tpu cache entry (bad magic)");
-  if (h->version != DISK_FORMAT_VERSION)
-    return tpurt_status_create(TPURT_DATA_LOSS, "format version %u, this build reads %u", h->version,
-                               DISK_FORMAT_VERSION);
-  if (h->header_size != HEADER_SIZE || h->header_checksum != header_checksum(h))
-    return tpurt_status_create(TPURT_DATA_LOSS, "corrupt header (checksum mismatch)");
+  TPURT_RETURN_IF_ERROR(check_header_frame(h));
   char expected[32];
   entry_name(h->key_hash, expected);
   if (strcmp(expected, name) != 0)
