@@ -174,11 +174,7 @@ tpurt_status_t pjrt_compile_with_options(const char* mlir, size_t mlir_size, con
                                          size_t options_size, pjrt_executable_t** out_executable) {
   *out_executable = NULL;
   TPURT_RETURN_IF_ERROR(pjrt_init());
-  PJRT_ARGS(pjrt_abi_program_t, program);
-  program.code = mlir;
-  program.code_size = mlir_size;
-  program.format = "mlir";
-  program.format_size = 4;
+  pjrt_abi_program_t program = pjrt_mlir_program(mlir, mlir_size);
   PJRT_ARGS(pjrt_abi_client_compile_args_t, a);
   a.client = pjrt_g.client;
   a.program = &program;

@@ -54,6 +54,16 @@ TPURT_MUST_USE tpurt_status_t pjrt_api_event_await(const pjrt_api_t* api, pjrt_a
 /* Declares |var|, an args struct of |type| zeroed with our 0.114
 ** STRUCT_SIZE set. */
 #define PJRT_ARGS(type, var) type var = {.struct_size = type##_SIZE}
+/* A StableHLO module's text as a PJRT program (the client's compile and a
+** target's compile both take one); borrows |mlir|. */
+static inline pjrt_abi_program_t pjrt_mlir_program(const char* mlir, size_t mlir_size) {
+  PJRT_ARGS(pjrt_abi_program_t, program);
+  program.code = mlir;
+  program.code_size = mlir_size;
+  program.format = "mlir";
+  program.format_size = 4;
+  return program;
+}
 /* Calls |slot| of the process-wide api. */
 #define PJRT_CALL(slot, name, args) pjrt_api_call(&pjrt_g.api, (slot), (name), (args))
 

@@ -259,11 +259,7 @@ tpurt_status_t tpurt_target_compile(tpurt_target_t* target, const char* mlir, si
                                     const char* options, size_t options_size, tpurt_target_program_t* out) {
   memset(out, 0, sizeof(*out));
   if (!options) TPURT_RETURN_IF_ERROR(pjrt_current_compile_options(&options, &options_size, NULL));
-  PJRT_ARGS(pjrt_abi_program_t, program);
-  program.code = mlir;
-  program.code_size = mlir_size;
-  program.format = "mlir";
-  program.format_size = 4;
+  pjrt_abi_program_t program = pjrt_mlir_program(mlir, mlir_size);
   PJRT_ARGS(pjrt_abi_compile_args_t, a);
   a.topology = target->topology;
   a.program = &program;
