@@ -1,14 +1,15 @@
 # torch_tpu: two commands for users (make demo, make test), the rest for us.
 #
 #   make demo    venv + build, then a tiny model on "tpu" vs CPU
-#   make test    venv + build, then the C tests of the core (plain and
-#                ASan+UBSan) and pytest
+#   make test    venv + build, then make lint, the C tests of the core
+#                (plain and ASan+UBSan) and pytest
 #   make test-plugin PLUGIN=/path/to/plugin.so
 #                pytest against another PJRT plugin (libtpu, a CUDA plugin)
 #   make dist    sdist and wheel in dist/ (built against the venv's torch)
 #   make lib     the C core alone (build/libtpurt.a)
 #   make ctest   the C tests alone
 #   make format  clang-format the C and C++ sources
+#   make lint    ruff, clang-format --dry-run and tools/lint_conventions.py
 
 PYTHON   ?= python3
 VENV     := .venv
@@ -49,7 +50,7 @@ PLUGIN = $(shell $(PY) torch_tpu/_discovery.py 2>/dev/null)
 demo: build
 	@$(PY) -m torch_tpu demo
 
-test: build ctest ctest-asan pytest
+test: build lint ctest ctest-asan pytest
 
 # ---- environment -----------------------------------------------------------
 
@@ -176,9 +177,14 @@ test-plugin: build
 format:
 	$(VENV)/bin/clang-format -i $(wildcard csrc/*/*.[ch]) $(wildcard torch_tpu/csrc/*.cpp torch_tpu/csrc/*.h)
 
-lint:
+# Style (ruff, clang-format), then the core's conventions that the compiler
+# cannot check (tools/lint_conventions.py: must-use statuses, _consume names,
+# duplicate op-table rows, op-name literals outside the op list, unguarded
+# globals in engine/ and cache/).
+lint: venv
 	$(VENV)/bin/ruff check torch_tpu tests bench tools
 	$(VENV)/bin/clang-format --dry-run -Werror $(wildcard csrc/*/*.[ch]) $(wildcard torch_tpu/csrc/*.cpp torch_tpu/csrc/*.h)
+	$(PY) tools/lint_conventions.py
 
 clean:
 	rm -rf build dist *.egg-info torch_tpu/*.so

@@ -69,7 +69,7 @@ SAMPLE_SKIP = {
             isinstance(s.args[0] if s.args else s.kwargs.get("repeats"), torch.Tensor)
             and s.kwargs.get("output_size") is None
         ),
-        "tensor repeats without output_size: the output size is data-dependent (misc.c leaves it to the CPU)",
+        "tensor repeats without output_size: the output size is data-dependent (scan.c leaves it to the CPU)",
     ),
     "native_layer_norm": (
         lambda s, dt: dt in (BF16, F16) and s.input.numel() == 1,
