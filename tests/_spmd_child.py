@@ -58,6 +58,19 @@ def ops(out: dict) -> None:
         r["print"] = "tensor(" in str(a)
         out[key] = r
 
+    # Fused eager and torch.compile on sharded operands: one SPMD program each.
+    mesh, spec_a, _ = meshes["2x2"]
+    a = mark_sharding(a_cpu.to("tpu"), mesh, spec_a)
+
+    def f(t: torch.Tensor) -> torch.Tensor:
+        return (t * 2 + 1).sin() * t - t.sum(dim=0, keepdim=True)
+
+    with torch_tpu.eager_mode(torch_tpu.EagerMode.DEFER_AND_FUSE):
+        fused = f(a).cpu()
+    out["fused"] = max_err(fused, f(a_cpu))
+    compiled = torch.compile(f, backend=torch_tpu.TpuBackend(), dynamic=False)
+    out["compiled"] = max_err(compiled(a), f(a_cpu))
+
     # Per-device bytes: a sharded 64x64 f32 operand puts 1/N of it on each device.
     mesh4 = meshes["4"][0]
     torch.tpu.synchronize()

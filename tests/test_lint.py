@@ -89,6 +89,8 @@ typedef struct {
   int x;
 } plan_t;
 struct plan_s;
+enum{ kSlots = 64 };
+static void (*const kHook)(int) = NULL;
 """,
     "csrc/tests/ir_test.c": "static tpurt_status_t helper(void) { return NULL; }\nstatic int g_x;\n"
     'const char* k = "stablehlo.add";\n',

@@ -1,6 +1,7 @@
 """Assorted rules (csrc/lower/scan.c, sort.c, factory.c, reduction.c,
-activation.c, elementwise.c) against PyTorch CPU, with no CPU fallback: scans, sort/argsort/topk, repeat_interleave with output_size,
-linspace, logsumexp, small activations and the remaining unary math."""
+activation.c, elementwise.c) against PyTorch CPU, with no CPU fallback:
+scans, sort/argsort/topk, repeat_interleave with output_size, linspace,
+logsumexp, small activations and the remaining unary math."""
 
 from __future__ import annotations
 

@@ -377,7 +377,7 @@ def check_guarded(sources: list[Source]) -> list[Violation]:
             if re.match(r"(?:typedef|extern|_Static_assert|static_assert)\b", bare):
                 continue
             # a struct/enum/union type declaration without a variable
-            if re.fullmatch(r"(?:struct|enum|union)\s+\w*\s*(?:\{.*\})?\s*;", bare, re.DOTALL):
+            if re.fullmatch(r"(?:struct|enum|union)\b\s*\w*\s*(?:\{.*\})?\s*;", bare, re.DOTALL):
                 continue
             if re.search(r"\bTPURT_GUARDED_BY\s*\(", code):
                 continue

@@ -215,7 +215,7 @@ static TPURT_MUST_USE tpurt_status_t target_options(tpurt_target_t* t, int32_t n
 
 /* The refusal of record |r| as an error, under TORCH_TPU_TARGET_REFUSE. Not
 ** UNIMPLEMENTED: that would send the op to the CPU fallback, which runs it. */
-static tpurt_status_t refusal(const shadow_record_t* r) {
+static TPURT_MUST_USE tpurt_status_t refusal(const shadow_record_t* r) {
   if (!r->error || !tpurt_config()->target_refuse) return NULL;
   return tpurt_status_create(TPURT_FAILED_PRECONDITION,
                              "refused before it runs (TORCH_TPU_TARGET_REFUSE=1): %s", r->error);

@@ -167,12 +167,15 @@ void graph_reset_counts(void);
 
 /*===--- SPMD (spmd.c) ---===*/
 
-/* A copy of |text| (a printed module of N params and M results) for
-** |num_partitions| devices, with each @main argument and result carrying
-** its HLO sharding text. Caller frees *out_text. */
-tpurt_status_t spmd_annotate_module(const char* text, int32_t num_partitions, char* const* param_shardings,
-                                    int32_t num_params, char* const* result_shardings, int32_t num_results,
-                                    char** out_text, size_t* out_size);
+/* A copy of |text| (a printed module of N params and M results) for the
+** devices of |mesh|: the partition count, the mesh as an sdy.mesh, and
+** each @main argument and result carrying its sdy.sharding (NULL:
+** replicated). Caller frees *out_text. */
+TPURT_MUST_USE tpurt_status_t spmd_annotate_module(const char* text, const pjrt_sharding_t* mesh,
+                                                   const pjrt_sharding_t* const* param_shardings,
+                                                   int32_t num_params,
+                                                   const pjrt_sharding_t* const* result_shardings,
+                                                   int32_t num_results, char** out_text, size_t* out_size);
 /* spmd_annotate_module with the shardings of argument buffers |args| (a
 ** NULL or one-device buffer is replicated) and of |results|. */
 TPURT_MUST_USE tpurt_status_t spmd_annotate(const char* text, const pjrt_sharding_t* mesh,
@@ -181,7 +184,8 @@ TPURT_MUST_USE tpurt_status_t spmd_annotate(const char* text, const pjrt_shardin
                                             char** out_text, size_t* out_size);
 /* The mesh of the sharded buffers among |args| (NULL: none); an error if
 ** two meshes meet. */
-tpurt_status_t spmd_mesh_of(pjrt_buffer_t* const* args, int32_t num_args, const pjrt_sharding_t** out_mesh);
+TPURT_MUST_USE tpurt_status_t spmd_mesh_of(pjrt_buffer_t* const* args, int32_t num_args,
+                                           const pjrt_sharding_t** out_mesh);
 /* The sharding of a program result of |type|: |prior|'s (the value it
 ** replaces) when of the same shape, else that of the first sharded arg of
 ** the same shape, else replicated on |mesh|. */
@@ -189,16 +193,17 @@ void spmd_result_sharding(const pjrt_sharding_t* mesh, pjrt_buffer_t* const* arg
                           const ir_type_t* type, const pjrt_buffer_t* prior, pjrt_sharding_t* out);
 /* The executable of printed module |text| annotated with the shardings of
 ** |args| and |results|, for |mesh| (compiled once, then reused). */
-tpurt_status_t spmd_get_or_compile(const char* text, const pjrt_sharding_t* mesh, pjrt_buffer_t* const* args,
-                                   int32_t num_args, const pjrt_sharding_t* results, int32_t num_results,
-                                   pjrt_executable_t** out_executable);
+TPURT_MUST_USE tpurt_status_t spmd_get_or_compile(const char* text, const pjrt_sharding_t* mesh,
+                                                  pjrt_buffer_t* const* args, int32_t num_args,
+                                                  const pjrt_sharding_t* results, int32_t num_results,
+                                                  pjrt_executable_t** out_executable);
 /* Launches it once across the mesh with one-device |args| (sharded ones
 ** give each device its shard, others are copied to every device); |outs|
 ** receives one sharded buffer per result. */
-tpurt_status_t spmd_run(pjrt_executable_t* executable, const pjrt_sharding_t* mesh,
-                        pjrt_buffer_t* const* args, int32_t num_args, const pjrt_sharding_t* results,
-                        const ir_type_t* result_types, int32_t num_results, pjrt_buffer_t** outs,
-                        const char* label);
+TPURT_MUST_USE tpurt_status_t spmd_run(pjrt_executable_t* executable, const pjrt_sharding_t* mesh,
+                                       pjrt_buffer_t* const* args, int32_t num_args,
+                                       const pjrt_sharding_t* results, const ir_type_t* result_types,
+                                       int32_t num_results, pjrt_buffer_t** outs, const char* label);
 /* SPMD programs compiled so far (metrics). */
 extern uint64_t engine_spmd_compiles;
 

@@ -829,8 +829,8 @@ static TPURT_MUST_USE tpurt_status_t spmd_execute(const plan_t* p, const tpurt_o
       const plan_output_t* o = &p->outputs[j];
       if (o->kind == OUTPUT_UNDEFINED || o->kind == OUTPUT_HOST_INT) continue;
       for (size_t d = 0; d < n; ++d) shards[d] = raw[d * no + k];
-      outs[k] = pjrt_buffer_sharded_create(&p->output_shardings[k], o->type.dtype, o->type.rank, o->type.dims,
-                                           shards);
+      outs[k] = pjrt_buffer_sharded_create_consume(&p->output_shardings[k], o->type.dtype, o->type.rank,
+                                                   o->type.dims, shards);
       ++k;
     }
   }

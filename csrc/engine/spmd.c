@@ -1,6 +1,10 @@
 /* spmd.c: turning a printed one-device module into an SPMD one: the
-** partition count in the module attributes and an mhlo.sharding attribute
-** on every @main argument and result. The printer (ir/) stays unaware of
+** partition count in the module attributes, the device mesh as an sdy.mesh
+** and an sdy.sharding attribute on every @main argument and result. These
+** are Shardy's annotations, which XLA's current partitioner reads (the
+** compile options ask for it: pjrt_spmd_compile_options); the older
+** mhlo.sharding form makes XLA run GSPMD, which it is retiring and warns
+** about at every compile. The printer (ir/) stays unaware of
 ** shardings: they are a property of the buffers a program is launched with,
 ** known only here. */
 #include <stdio.h>
@@ -9,11 +13,30 @@
 #include "../cache/cache.h"
 #include "engine.h"
 
-/* Appends the comma-separated items of [begin, end) ("%0: tensor<4xf32>",
-** or "tensor<4xf32>"), each followed by its sharding attribute. Types hold
-** no ", ", so the split is exact. */
-static bool annotate_list(tpurt_strbuf_t* out, const char* begin, const char* end, char* const* shardings,
-                          int32_t count) {
+/* The rank of the tensor type in [item, end) ("%v0: tensor<4x8xf32>" is 2),
+** or -1 if it holds no tensor type. Shapes are static: the dims are the
+** leading all-digit "x"-separated fields. */
+static int32_t item_rank(const char* item, const char* end) {
+  static const char kTensor[] = "tensor<";
+  const size_t n = sizeof(kTensor) - 1;
+  const char* t = item;
+  while (t + n <= end && memcmp(t, kTensor, n) != 0) ++t;
+  if (t + n > end) return -1;
+  int32_t rank = 0;
+  for (const char* p = t + n; p < end && *p >= '0' && *p <= '9';) {
+    while (p < end && *p >= '0' && *p <= '9') ++p;
+    if (p >= end || *p != 'x') break;
+    ++rank;
+    ++p;
+  }
+  return rank;
+}
+
+/* Appends the comma-separated items of [begin, end) ("%v0: tensor<4xf32>",
+** or "tensor<4xf32>"), each followed by its Shardy sharding (NULL:
+** replicated). Types hold no ", ", so the split is exact. */
+static bool annotate_list(tpurt_strbuf_t* out, const char* begin, const char* end,
+                          const pjrt_sharding_t* const* shardings, int32_t count) {
   int32_t i = 0;
   const char* item = begin;
   while (item < end) {
@@ -23,20 +46,27 @@ static bool annotate_list(tpurt_strbuf_t* out, const char* begin, const char* en
     if (i >= count) return false;
     if (i) tpurt_strbuf_puts(out, ", ");
     tpurt_strbuf_append(out, item, (size_t)(next - item));
-    tpurt_strbuf_printf(out, " {mhlo.sharding = \"%s\"}", shardings[i]);
+    int32_t rank = item_rank(item, next);
+    if (rank >= 0) {
+      if (shardings[i] && shardings[i]->rank != rank) return false;
+      tpurt_strbuf_puts(out, " {sdy.sharding = ");
+      pjrt_sharding_sdy_text(shardings[i], rank, out);
+      tpurt_strbuf_puts(out, "}");
+    }
     ++i;
     item = next < end ? next + 2 : end;
   }
   return i == count;
 }
 
-tpurt_status_t spmd_annotate_module(const char* text, int32_t num_partitions, char* const* param_shardings,
-                                    int32_t num_params, char* const* result_shardings, int32_t num_results,
+tpurt_status_t spmd_annotate_module(const char* text, const pjrt_sharding_t* mesh,
+                                    const pjrt_sharding_t* const* param_shardings, int32_t num_params,
+                                    const pjrt_sharding_t* const* result_shardings, int32_t num_results,
                                     char** out_text, size_t* out_size) {
   *out_text = NULL;
   *out_size = 0;
   static const char kPartitions[] = "mhlo.num_partitions = 1 : i32";
-  static const char kMain[] = "func.func public @main(";
+  static const char kMain[] = "  func.func public @main(";
   static const char kArrow[] = ") -> (";
   static const char kBody[] = ") {\n";
   const char* parts = strstr(text, kPartitions);
@@ -47,18 +77,23 @@ tpurt_status_t spmd_annotate_module(const char* text, int32_t num_partitions, ch
     return tpurt_status_create(TPURT_INTERNAL, "SPMD: the printed module has no @main signature to annotate");
   tpurt_strbuf_t out = {0};
   tpurt_strbuf_append(&out, text, (size_t)(parts - text));
-  tpurt_strbuf_printf(&out, "mhlo.num_partitions = %d : i32", num_partitions);
+  tpurt_strbuf_printf(&out, "mhlo.num_partitions = %d : i32", mesh->num_devices);
   const char* after_parts = parts + sizeof(kPartitions) - 1;
+  tpurt_strbuf_append(&out, after_parts, (size_t)(main - after_parts));
+  /* the mesh every sharding names, a symbol of the module */
+  tpurt_strbuf_puts(&out, "  ");
+  pjrt_sharding_sdy_mesh(mesh, &out);
+  tpurt_strbuf_puts(&out, "\n  func.func public @main(");
   const char* params = main + sizeof(kMain) - 1;
-  tpurt_strbuf_append(&out, after_parts, (size_t)(params - after_parts));
   bool ok = annotate_list(&out, params, arrow, param_shardings, num_params);
   tpurt_strbuf_puts(&out, kArrow);
   ok = ok && annotate_list(&out, arrow + sizeof(kArrow) - 1, body, result_shardings, num_results);
   tpurt_strbuf_puts(&out, body);
   if (!ok) {
     tpurt_strbuf_free(&out);
-    return tpurt_status_create(TPURT_INTERNAL, "SPMD: @main has not %d arguments and %d results", num_params,
-                               num_results);
+    return tpurt_status_create(TPURT_INTERNAL,
+                               "SPMD: @main has not %d arguments and %d results of the shardings' ranks",
+                               num_params, num_results);
   }
   *out_text = out.data;
   *out_size = out.size;
@@ -117,21 +152,12 @@ static int32_t g_spmd_next;
 tpurt_status_t spmd_annotate(const char* text, const pjrt_sharding_t* mesh, const pjrt_buffer_t* const* args,
                              int32_t num_args, const pjrt_sharding_t* results, int32_t num_results,
                              char** out_text, size_t* out_size) {
-  char** texts = tpurt_xcalloc((size_t)(num_args + num_results) + 1, sizeof(char*));
-  for (int32_t i = 0; i < num_args + num_results; ++i) {
-    tpurt_strbuf_t t = {0};
-    if (i >= num_args)
-      pjrt_sharding_text(&results[i - num_args], &t);
-    else if (args[i] && args[i]->sharding)
-      pjrt_sharding_text(args[i]->sharding, &t);
-    else
-      tpurt_strbuf_puts(&t, "{replicated}");
-    texts[i] = t.data;
-  }
-  tpurt_status_t status = spmd_annotate_module(text, mesh->num_devices, texts, num_args, texts + num_args,
+  const pjrt_sharding_t** shardings = tpurt_xcalloc((size_t)(num_args + num_results) + 1, sizeof(void*));
+  for (int32_t i = 0; i < num_args; ++i) shardings[i] = args[i] ? args[i]->sharding : NULL;
+  for (int32_t i = 0; i < num_results; ++i) shardings[num_args + i] = &results[i];
+  tpurt_status_t status = spmd_annotate_module(text, mesh, shardings, num_args, shardings + num_args,
                                                num_results, out_text, out_size);
-  for (int32_t i = 0; i < num_args + num_results; ++i) free(texts[i]);
-  free(texts);
+  free(shardings);
   return status;
 }
 
@@ -214,8 +240,8 @@ tpurt_status_t spmd_run(pjrt_executable_t* executable, const pjrt_sharding_t* me
     pjrt_buffer_t* shards[64];
     for (size_t k = 0; k < no; ++k) {
       for (size_t d = 0; d < n; ++d) shards[d] = raw[d * no + k];
-      outs[k] = pjrt_buffer_sharded_create(&results[k], result_types[k].dtype, result_types[k].rank,
-                                           result_types[k].dims, shards);
+      outs[k] = pjrt_buffer_sharded_create_consume(&results[k], result_types[k].dtype, result_types[k].rank,
+                                                   result_types[k].dims, shards);
     }
   }
   free(per);

@@ -3,8 +3,7 @@
 ** The PyTorch glue (torch_tpu/csrc) includes only this file. Everything here
 ** is plain C11 and knows nothing of PyTorch or Python.
 **
-** Conventions (see research/aesthetics.md and docs/architecture.md,
-** "Ownership"):
+** Conventions (see docs/architecture.md, "Ownership"):
 **  - Every fallible call returns a tpurt_status_t and is marked
 **    TPURT_MUST_USE. NULL means OK. A non-NULL status is owned by the
 **    caller, who returns it, frees it with tpurt_status_free(), or drops it
@@ -302,7 +301,8 @@ typedef struct tpurt_sharding_spec_s {
 ** device (in place: every alias sees it). INVALID_ARGUMENT for a view that
 ** is not its whole storage, a device that does not exist, or a dim not
 ** divisible by its mesh axis. */
-tpurt_status_t tpurt_tensor_shard(const tpurt_tensor_t* view, const tpurt_sharding_spec_t* spec);
+TPURT_MUST_USE tpurt_status_t tpurt_tensor_shard(const tpurt_tensor_t* view,
+                                                 const tpurt_sharding_spec_t* spec);
 /* The number of devices the storage's value is spread over (0: one device). */
 int32_t tpurt_storage_num_shards(const tpurt_storage_t* storage);
 
@@ -605,8 +605,8 @@ void tpurt_set_compile_label(const char* label);
 ** synchronize. Never initialises the runtime. */
 void tpurt_wait_idle(void);
 /* Copies the records from index |since| on; returns how many, sets the
-** next index. The core keeps the latest 65536. With |max| 0, only sets the
-** index the next record will have. */
+** next index. The core keeps the latest 4096 (LOG_SIZE in pjrt/execute.c).
+** With |max| 0, only sets the index the next record will have. */
 int tpurt_launch_log(uint64_t since, tpurt_launch_record_t* out, int max, uint64_t* out_next);
 
 /* Device time per program name, since the last tpurt_metrics_reset. */

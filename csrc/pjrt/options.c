@@ -453,6 +453,7 @@ tpurt_status_t pjrt_current_compile_options(const char** out_bytes, size_t* out_
 ** devices):
 **   3: executable_build_options {
 **        4: num_replicas = 1, 5: num_partitions = N, 6: use_spmd_partitioning,
+**        19: use_shardy_partitioner,
 **        9: device_assignment {1: replica_count = 1, 2: computation_count = N,
 **                              3: computation_devices {1: id} per partition}}
 ** Not portable (field 4): the device assignment fixes the devices. The
@@ -486,6 +487,9 @@ tpurt_status_t pjrt_spmd_compile_options(int32_t num_partitions, const int64_t* 
   put_varint_field(&build, 5, (uint64_t)num_partitions);
   put_varint_field(&build, 6, 1);
   put_bytes_field(&build, 9, assignment.data, assignment.size);
+  /* Shardy reads the module's sdy.mesh/sdy.sharding (engine/spmd.c); GSPMD,
+  ** the default, is being retired and warns at every compile. */
+  put_varint_field(&build, 19, 1);
   put_bytes_field(&out, 3, build.data, build.size);
   /* The thread's options are kBase followed by the override fields. */
   if (current_size > sizeof(kBase))

@@ -128,45 +128,54 @@ TPURT_MUST_USE tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int de
 int pjrt_device_id(int device);
 /* CompileOptionsProto bytes for an SPMD program over |num_partitions|
 ** devices with global ids |device_ids| (partition i runs on device_ids[i]):
-** num_partitions, use_spmd_partitioning and the device assignment, plus the
+** num_partitions, use_spmd_partitioning, use_shardy_partitioner and the
+** device assignment, plus the
 ** option overrides in force on this thread. Caller frees *out_bytes. */
-tpurt_status_t pjrt_spmd_compile_options(int32_t num_partitions, const int64_t* device_ids, char** out_bytes,
-                                         size_t* out_size);
-/* Compiles a module whose @main carries mhlo.sharding attributes as one
-** SPMD program over device indices |devices| (XLA's partitioner inserts the
+TPURT_MUST_USE tpurt_status_t pjrt_spmd_compile_options(int32_t num_partitions, const int64_t* device_ids,
+                                                        char** out_bytes, size_t* out_size);
+/* Compiles a module whose @main carries Shardy (sdy.sharding) attributes
+** as one SPMD program over device indices |devices| (XLA's partitioner inserts the
 ** collectives). */
-tpurt_status_t pjrt_compile_spmd(const char* mlir, size_t mlir_size, int32_t num_devices, const int* devices,
-                                 pjrt_executable_t** out_executable);
+TPURT_MUST_USE tpurt_status_t pjrt_compile_spmd(const char* mlir, size_t mlir_size, int32_t num_devices,
+                                                const int* devices, pjrt_executable_t** out_executable);
 /* Launches an SPMD program once across |devices| (the order it was compiled
 ** with). |args| is [num_devices][num_args], partition d's arguments on
 ** devices[d]; |outputs| is [num_devices][num_outputs] and receives new
 ** buffers (owned by the caller), each that device's shard. */
-tpurt_status_t pjrt_execute_spmd(pjrt_executable_t* executable, int32_t num_devices, const int* devices,
-                                 pjrt_buffer_t* const* args, size_t num_args, pjrt_buffer_t** outputs,
-                                 size_t num_outputs, const char* op_name);
+TPURT_MUST_USE tpurt_status_t pjrt_execute_spmd(pjrt_executable_t* executable, int32_t num_devices,
+                                                const int* devices, pjrt_buffer_t* const* args,
+                                                size_t num_args, pjrt_buffer_t** outputs, size_t num_outputs,
+                                                const char* op_name);
 
 /* Sharded buffers (sharding.c). */
 /* INVALID_ARGUMENT unless |sharding| is a valid mesh of existing devices
 ** and splits a |rank|-d array of |dims| evenly. */
-tpurt_status_t pjrt_sharding_check(const pjrt_sharding_t* sharding, int32_t rank, const int64_t* dims);
+TPURT_MUST_USE tpurt_status_t pjrt_sharding_check(const pjrt_sharding_t* sharding, int32_t rank,
+                                                  const int64_t* dims);
 bool pjrt_sharding_is_replicated(const pjrt_sharding_t* sharding);
 bool pjrt_sharding_same_mesh(const pjrt_sharding_t* a, const pjrt_sharding_t* b);
 uint64_t pjrt_sharding_hash(const pjrt_sharding_t* sharding);
-/* Appends the HLO sharding text ("{devices=[2,1]0,1}", "{replicated}"). */
+/* A sharding as Shardy (XLA's partitioner) reads it: the module's mesh
+** symbol ("sdy.mesh @mesh = <[\"a0\"=2, \"a1\"=2]>", partition p at
+** row-major mesh index p) and the sharding attribute of a |rank|-d value on
+** it ("#sdy.sharding<@mesh, [{\"a0\"}, {}]>"; NULL |sharding|: replicated). */
 struct tpurt_strbuf_s;
-void pjrt_sharding_text(const pjrt_sharding_t* sharding, struct tpurt_strbuf_s* out);
+void pjrt_sharding_sdy_mesh(const pjrt_sharding_t* mesh, struct tpurt_strbuf_s* out);
+void pjrt_sharding_sdy_text(const pjrt_sharding_t* sharding, int32_t rank, struct tpurt_strbuf_s* out);
 /* Where partition |p|'s block of an array of |dims| starts, and its dims. */
 void pjrt_sharding_shard_dims(const pjrt_sharding_t* sharding, int32_t p, const int64_t* dims,
                               int64_t* out_start, int64_t* out_dims);
 /* A sharded buffer of the global shape made of |shards| (one per mesh
 ** device; takes ownership of them). */
-pjrt_buffer_t* pjrt_buffer_sharded_create(const pjrt_sharding_t* sharding, tpurt_dtype_t dtype, int32_t rank,
-                                          const int64_t* dims, pjrt_buffer_t** shards);
+pjrt_buffer_t* pjrt_buffer_sharded_create_consume(const pjrt_sharding_t* sharding, tpurt_dtype_t dtype,
+                                                  int32_t rank, const int64_t* dims, pjrt_buffer_t** shards);
 /* Splits dense host |data| of the global shape and uploads each block. */
-tpurt_status_t pjrt_buffer_shard_from_host(const pjrt_sharding_t* sharding, tpurt_dtype_t dtype, int32_t rank,
-                                           const int64_t* dims, const void* data, pjrt_buffer_t** out_buffer);
+TPURT_MUST_USE tpurt_status_t pjrt_buffer_shard_from_host(const pjrt_sharding_t* sharding,
+                                                          tpurt_dtype_t dtype, int32_t rank,
+                                                          const int64_t* dims, const void* data,
+                                                          pjrt_buffer_t** out_buffer);
 /* Reads every shard and places it at its block of |dst| (dense, global). */
-tpurt_status_t pjrt_buffer_gather_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_size);
+TPURT_MUST_USE tpurt_status_t pjrt_buffer_gather_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_size);
 
 /* Waits for everything launched on |device| (-1: all). Returns the first
 ** asynchronous error seen since the last call, as "<op>: <message>". */

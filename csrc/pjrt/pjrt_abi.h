@@ -1,8 +1,8 @@
 /* pjrt_abi.h: our own declarations of the subset of the PJRT C API that the
-** pjrt room calls, at the 0.114 layout. Written from the layout facts in
-** research/pjrt.md (never a copied header); private to csrc/pjrt/.
+** pjrt room calls, at the 0.114 layout. Written from the API's published
+** layout facts (never a copied header); private to csrc/pjrt/.
 **
-** Rules of the ABI (research/pjrt.md §1):
+** Rules of the ABI:
 **  - every struct starts with `size_t struct_size; void* extension_start;`
 **    and its STRUCT_SIZE is offsetof(last field) + sizeof(last field);
 **  - the plugin accepts any struct_size >= the one it was built with, so we
@@ -33,7 +33,7 @@ typedef struct pjrt_abi_serialized_executable_s pjrt_abi_serialized_executable_t
 
 #define PJRTABI_STRUCT_SIZE(type, last) (offsetof(type, last) + sizeof(((type*)0)->last))
 /* Defines type##_SIZE, the STRUCT_SIZE we send, and checks it against the
-** size research/pjrt.md gives for 0.114. */
+** size the 0.114 layout gives. */
 #define PJRTABI_DEFINE_SIZE(type, last, n) \
   enum { type##_SIZE = (n) };              \
   _Static_assert(PJRTABI_STRUCT_SIZE(type, last) == (n), #type " has the 0.114 size")
@@ -455,7 +455,7 @@ typedef struct {
 } pjrt_abi_buffer_to_host_args_t;
 PJRTABI_DEFINE_SIZE(pjrt_abi_buffer_to_host_args_t, event, 56);
 
-/* Buffer_CopyToDevice. Not spelled out in research/pjrt.md: inferred from
+/* Buffer_CopyToDevice. Not in our layout notes: inferred from
 ** the naming pattern (buffer in, dst_device in, dst_buffer out) and checked
 ** at run time against the CPU plugin (a wrong struct_size is rejected). */
 typedef struct {

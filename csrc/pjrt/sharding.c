@@ -62,53 +62,26 @@ uint64_t pjrt_sharding_hash(const pjrt_sharding_t* sh) {
   return h;
 }
 
-/* HLO sharding text: the tile counts per tensor dim (plus the replicas of
-** the unused mesh axes as a last tile dim), then the partition of every
-** tile in row-major order over those dims. */
-void pjrt_sharding_text(const pjrt_sharding_t* sh, tpurt_strbuf_t* out) {
-  if (pjrt_sharding_is_replicated(sh)) {
-    tpurt_strbuf_puts(out, "{replicated}");
-    return;
+/* Shardy names mesh axes; ours are positional, so axis a is "a<a>". */
+void pjrt_sharding_sdy_mesh(const pjrt_sharding_t* mesh, tpurt_strbuf_t* out) {
+  tpurt_strbuf_puts(out, "sdy.mesh @mesh = <[");
+  for (int32_t a = 0; a < mesh->mesh_rank; ++a)
+    tpurt_strbuf_printf(out, "%s\"a%d\"=%lld", a ? ", " : "", (int)a, (long long)mesh->mesh_shape[a]);
+  tpurt_strbuf_puts(out, "]>");
+}
+
+/* Every dim closed ({} or {"a<k>"}): the partitioner may not reshard a
+** program's arguments or results, which must be laid out as the buffers are. */
+void pjrt_sharding_sdy_text(const pjrt_sharding_t* sh, int32_t rank, tpurt_strbuf_t* out) {
+  tpurt_strbuf_puts(out, "#sdy.sharding<@mesh, [");
+  for (int32_t d = 0; d < rank; ++d) {
+    int32_t a = sh ? sh->dim_axis[d] : -1;
+    if (a >= 0)
+      tpurt_strbuf_printf(out, "%s{\"a%d\"}", d ? ", " : "", (int)a);
+    else
+      tpurt_strbuf_puts(out, d ? ", {}" : "{}");
   }
-  bool used[PJRT_MAX_MESH_RANK] = {false};
-  int64_t tiles[TPURT_MAX_RANK + 1];
-  int32_t n = 0;
-  tpurt_strbuf_puts(out, "{devices=[");
-  for (int32_t d = 0; d < sh->rank; ++d) {
-    int32_t a = sh->dim_axis[d];
-    tiles[n++] = a >= 0 ? sh->mesh_shape[a] : 1;
-    if (a >= 0) used[a] = true;
-  }
-  int64_t replicas = 1;
-  for (int32_t a = 0; a < sh->mesh_rank; ++a)
-    if (!used[a]) replicas *= sh->mesh_shape[a];
-  if (replicas > 1) tiles[n++] = replicas;
-  for (int32_t i = 0; i < n; ++i) tpurt_strbuf_printf(out, "%s%lld", i ? "," : "", (long long)tiles[i]);
-  tpurt_strbuf_puts(out, "]");
-  for (int32_t t = 0; t < sh->num_devices; ++t) {
-    /* tile t -> mesh coordinates -> partition (row-major mesh index) */
-    int64_t coord[PJRT_MAX_MESH_RANK] = {0};
-    int64_t rest = t;
-    if (replicas > 1) {
-      int64_t r = rest % replicas;
-      rest /= replicas;
-      for (int32_t a = sh->mesh_rank - 1; a >= 0; --a) {
-        if (used[a]) continue;
-        coord[a] = r % sh->mesh_shape[a];
-        r /= sh->mesh_shape[a];
-      }
-    }
-    for (int32_t d = sh->rank - 1; d >= 0; --d) {
-      int32_t a = sh->dim_axis[d];
-      if (a < 0) continue;
-      coord[a] = rest % sh->mesh_shape[a];
-      rest /= sh->mesh_shape[a];
-    }
-    int64_t p = 0;
-    for (int32_t a = 0; a < sh->mesh_rank; ++a) p = p * sh->mesh_shape[a] + coord[a];
-    tpurt_strbuf_printf(out, "%s%lld", t ? "," : "", (long long)p);
-  }
-  tpurt_strbuf_puts(out, replicas > 1 ? " last_tile_dim_replicate}" : "}");
+  tpurt_strbuf_puts(out, "]>");
 }
 
 void pjrt_sharding_shard_dims(const pjrt_sharding_t* sh, int32_t p, const int64_t* dims, int64_t* out_start,
@@ -151,8 +124,8 @@ static pjrt_sharding_t* sharding_copy(const pjrt_sharding_t* sh) {
   return c;
 }
 
-pjrt_buffer_t* pjrt_buffer_sharded_create(const pjrt_sharding_t* sharding, tpurt_dtype_t dtype, int32_t rank,
-                                          const int64_t* dims, pjrt_buffer_t** shards) {
+pjrt_buffer_t* pjrt_buffer_sharded_create_consume(const pjrt_sharding_t* sharding, tpurt_dtype_t dtype,
+                                                  int32_t rank, const int64_t* dims, pjrt_buffer_t** shards) {
   pjrt_buffer_t* b = tpurt_xcalloc(1, sizeof(*b));
   b->device = sharding->devices[0];
   b->dtype = dtype;
@@ -191,7 +164,7 @@ tpurt_status_t pjrt_buffer_shard_from_host(const pjrt_sharding_t* sharding, tpur
     for (int32_t p = 0; p < sharding->num_devices; ++p) pjrt_buffer_release(shards[p]);
     return tpurt_status_annotate_consume(status, "sharding a tensor over a mesh");
   }
-  *out_buffer = pjrt_buffer_sharded_create(sharding, dtype, rank, dims, shards);
+  *out_buffer = pjrt_buffer_sharded_create_consume(sharding, dtype, rank, dims, shards);
   return NULL;
 }
 

@@ -386,10 +386,11 @@ TEST(Runtime_SpmdFourDevices) { expect_child_with_devices("spmd", "4"); }
 ** the wrong device shows. */
 static const char kSpmdMlir[] =
     "module @spmd attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {\n"
-    "  func.func public @main(%x: tensor<8x4xf32> {mhlo.sharding = \"{devices=[4,1]0,1,2,3}\"},\n"
-    "                         %w: tensor<4x6xf32> {mhlo.sharding = \"{replicated}\"})\n"
-    "      -> (tensor<8x6xf32> {mhlo.sharding = \"{devices=[4,1]0,1,2,3}\"},\n"
-    "          tensor<f32> {mhlo.sharding = \"{replicated}\"}) {\n"
+    "  sdy.mesh @mesh = <[\"a0\"=4]>\n"
+    "  func.func public @main(%x: tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{\"a0\"}, {}]>},\n"
+    "                         %w: tensor<4x6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}, {}]>})\n"
+    "      -> (tensor<8x6xf32> {sdy.sharding = #sdy.sharding<@mesh, [{\"a0\"}, {}]>},\n"
+    "          tensor<f32> {sdy.sharding = #sdy.sharding<@mesh, []>}) {\n"
     "    %y = stablehlo.dot_general %x, %w, contracting_dims = [1] x [0]\n"
     "        : (tensor<8x4xf32>, tensor<4x6xf32>) -> tensor<8x6xf32>\n"
     "    %zero = stablehlo.constant dense<0.0> : tensor<f32>\n"
@@ -480,9 +481,10 @@ TEST(Options_SpmdEncoding) {
   char* bytes = NULL;
   size_t size = 0;
   ASSERT(pjrt_spmd_compile_options(2, ids, &bytes, &size) == NULL);
-  /* 3: {4: 1, 5: 2, 6: 1, 9: {1: 1, 2: 2, 3: {1: 0}, 3: {1: 5}}} */
-  static const unsigned char kExpect[] = {0x1a, 0x14, 0x20, 0x01, 0x28, 0x02, 0x30, 0x01, 0x4a, 0x0c, 0x08,
-                                          0x01, 0x10, 0x02, 0x1a, 0x02, 0x08, 0x00, 0x1a, 0x02, 0x08, 0x05};
+  /* 3: {4: 1, 5: 2, 6: 1, 9: {1: 1, 2: 2, 3: {1: 0}, 3: {1: 5}}, 19: 1 (use_shardy_partitioner)} */
+  static const unsigned char kExpect[] = {0x1a, 0x17, 0x20, 0x01, 0x28, 0x02, 0x30, 0x01, 0x4a,
+                                          0x0c, 0x08, 0x01, 0x10, 0x02, 0x1a, 0x02, 0x08, 0x00,
+                                          0x1a, 0x02, 0x08, 0x05, 0x98, 0x01, 0x01};
   EXPECT(size >= sizeof(kExpect) && memcmp(bytes, kExpect, sizeof(kExpect)) == 0);
   free(bytes);
   EXPECT_STATUS(pjrt_spmd_compile_options(0, ids, &bytes, &size), TPURT_INVALID_ARGUMENT);

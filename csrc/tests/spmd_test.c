@@ -4,6 +4,7 @@
 ** shards and every temporary are released. */
 #include <unistd.h>
 
+#include "../engine/engine.h"
 #include "test.h"
 
 __attribute__((constructor)) static void four_devices(void) {
@@ -18,6 +19,52 @@ __attribute__((constructor)) static void four_devices(void) {
 static tpurt_arg_t targ(tpurt_tensor_t t) { return (tpurt_arg_t){.kind = TPURT_ARG_TENSOR, .u.tensor = t}; }
 
 static const int kDevices[4] = {0, 1, 2, 3};
+
+/* The module an SPMD program is compiled from carries Shardy's annotations
+** (what XLA's current partitioner reads): the mesh as a symbol, every @main
+** argument and result a closed sdy.sharding; a one-device operand is
+** replicated whatever its rank. */
+TEST(Spmd_AnnotatesWithShardy) {
+  static const char kModule[] =
+      "module @tpurt attributes {mhlo.num_partitions = 1 : i32, mhlo.num_replicas = 1 : i32} {\n"
+      "  func.func public @main(%v0: tensor<8x4xf32>, %v1: tensor<4xf32>, %v2: tensor<f32>) -> "
+      "(tensor<8x4xf32>, tensor<f32>) {\n"
+      "    return %v0, %v2 : tensor<8x4xf32>, tensor<f32>\n"
+      "  }\n"
+      "}\n";
+  pjrt_sharding_t mesh = {.num_devices = 4, .devices = {0, 1, 2, 3}, .mesh_rank = 2, .mesh_shape = {2, 2}};
+  pjrt_sharding_t rows = mesh, scalar = mesh;
+  rows.rank = 2;
+  rows.dim_axis[0] = 1;
+  rows.dim_axis[1] = -1;
+  scalar.rank = 0;
+  const pjrt_sharding_t* params[3] = {&rows, NULL, NULL};
+  const pjrt_sharding_t* results[2] = {&rows, &scalar};
+  char* text = NULL;
+  size_t size = 0;
+  ASSERT_OK(spmd_annotate_module(kModule, &mesh, params, 3, results, 2, &text, &size));
+  static const char kWant[] =
+      "module @tpurt attributes {mhlo.num_partitions = 4 : i32, mhlo.num_replicas = 1 : i32} {\n"
+      "  sdy.mesh @mesh = <[\"a0\"=2, \"a1\"=2]>\n"
+      "  func.func public @main(%v0: tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{\"a1\"}, {}]>}, "
+      "%v1: tensor<4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{}]>}, "
+      "%v2: tensor<f32> {sdy.sharding = #sdy.sharding<@mesh, []>}) -> "
+      "(tensor<8x4xf32> {sdy.sharding = #sdy.sharding<@mesh, [{\"a1\"}, {}]>}, "
+      "tensor<f32> {sdy.sharding = #sdy.sharding<@mesh, []>}) {\n"
+      "    return %v0, %v2 : tensor<8x4xf32>, tensor<f32>\n"
+      "  }\n"
+      "}\n";
+  EXPECT(strcmp(text, kWant) == 0);
+  if (strcmp(text, kWant) != 0) fprintf(stderr, "got:\n%s\n", text);
+  EXPECT(size == strlen(kWant));
+  EXPECT(strstr(text, "mhlo.sharding") == NULL);
+  free(text);
+  /* a sharding whose rank is not the value's is refused, not printed */
+  const pjrt_sharding_t* wrong[3] = {&scalar, NULL, NULL};
+  tpurt_status_t s = spmd_annotate_module(kModule, &mesh, wrong, 3, results, 2, &text, &size);
+  EXPECT(s != NULL && text == NULL);
+  tpurt_status_free(s);
+}
 
 TEST(Spmd_ShardedOpsMatchAndRelease) {
   ASSERT(tpurt_device_count() == 4);
@@ -95,4 +142,4 @@ TEST(Spmd_ShardedOpsMatchAndRelease) {
   for (int d = 0; d < 4; ++d) EXPECT(tpurt_memory_allocated(d) == 0);
 }
 
-TEST_MAIN(TEST_CASE(Spmd_ShardedOpsMatchAndRelease))
+TEST_MAIN(TEST_CASE(Spmd_AnnotatesWithShardy), TEST_CASE(Spmd_ShardedOpsMatchAndRelease))
