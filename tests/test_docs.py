@@ -78,6 +78,21 @@ def test_named_consume_functions_exist():
     assert not missing, f"architecture.md names _consume functions that do not exist: {missing}"
 
 
+def test_named_core_identifiers_exist():
+    """A function, type or macro of the core that the design names is in the code."""
+    sources = "\n".join(
+        p.read_text(errors="replace")
+        for pattern in ("csrc/*/*.[ch]", "torch_tpu/csrc/*.cpp", "torch_tpu/**/*.py")
+        for p in ROOT.glob(pattern)
+    )
+    known = set(re.findall(r"\b\w+\b", sources))
+    prefixes = r"(?:tpurt|pjrt|lower|ir|graph|storage|spmd|cache|engine|view|TPURT|LOWER)_"
+    names = set(re.findall(r"`(" + prefixes + r"\w+)`", DESIGN.read_text()))
+    assert len(names) > 50
+    missing = sorted(n for n in names if n not in known)
+    assert not missing, f"architecture.md names identifiers the code does not have: {missing}"
+
+
 def test_row_counts_stated_are_the_tables():
     lint = _lint_tool()
     rows = len(lint.table_rows(lint.load(ROOT)))
