@@ -38,7 +38,8 @@ struct tpurt_storage_s {
   tpurt_status_t poison;
 };
 
-/* The one engine lock: ops, value swaps and transfers hold it. */
+/* The one engine lock: storages' values, pending graphs, launches and
+** transfers are guarded by it; compiles run without it. */
 void engine_lock(void);
 void engine_unlock(void);
 
@@ -199,10 +200,16 @@ tpurt_status_t spmd_run(pjrt_executable_t* executable, const pjrt_sharding_t* me
                         pjrt_buffer_t* const* args, int32_t num_args, const pjrt_sharding_t* results,
                         const ir_type_t* result_types, int32_t num_results, pjrt_buffer_t** outs,
                         const char* label);
-/* SPMD programs compiled so far (metrics). */
-extern uint64_t engine_spmd_compiles;
+/*===--- counters (metrics.c) ---===*/
 
-/* Live-object counter of storages (metrics). */
-extern int64_t engine_live_storages;
+/* The engine's counters: atomics, bumped from any thread with or without
+** the engine lock, read and zeroed by tpurt_metrics_get/_reset. */
+typedef struct engine_counters_s {
+  _Atomic uint64_t plan_hits;     /* ops that found their plan */
+  _Atomic uint64_t exec_hits;     /* plans built from a cached program */
+  _Atomic uint64_t spmd_compiles; /* SPMD programs compiled */
+  _Atomic int64_t live_storages;  /* storage objects alive (not reset) */
+} engine_counters_t;
+extern engine_counters_t engine_counters;
 
 #endif /* TPURT_ENGINE_ENGINE_H_ */

@@ -723,6 +723,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   ir_type_t* result_types = NULL;
   pjrt_executable_t* exe = NULL;
   const char* previous_label = pjrt_swap_compile_label(label); /* the long-compile notice */
+  const tpurt_compile_kind_t previous_kind = pjrt_swap_compile_kind(TPURT_COMPILE_KIND_FUSED_GRAPH);
   if (!status && mesh) {
     result_shardings = tpurt_xcalloc((size_t)n_out, sizeof(pjrt_sharding_t));
     result_types = tpurt_xcalloc((size_t)n_out, sizeof(ir_type_t));
@@ -752,6 +753,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
       status = tpurt_status_annotate_consume(status, context);
     }
   }
+  (void)pjrt_swap_compile_kind(previous_kind);
   (void)pjrt_swap_compile_label(previous_label);
   free(text);
   if (!status) {
@@ -878,7 +880,16 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
   if (!status) {
     bool hit = false;
     cache_shadow_label("compiled program");
+    const tpurt_compile_kind_t previous_kind = pjrt_swap_compile_kind(TPURT_COMPILE_KIND_COMPILED_GRAPH);
+    /* Compiled without the engine lock, so other threads' ops and compiles
+    ** (another graph of the same model, say) go on meanwhile. The trace is
+    ** this thread's and is still marked tracing: no other thread flushes
+    ** it, and one that reads a value of it is refused as during tracing;
+    ** the captured buffers are retained by their bindings. */
+    engine_unlock();
     status = cache_get_or_compile(text, size, &exe, &hit);
+    engine_lock();
+    (void)pjrt_swap_compile_kind(previous_kind);
   }
   if (!status) {
     tpurt_program_t* p = tpurt_xcalloc(1, sizeof(*p));
@@ -1024,7 +1035,9 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
     for (int32_t k = 0; k < p->num_outputs; ++k)
       spmd_result_sharding(mesh, args, n, &p->output_types[k], NULL, &shardings[k]);
     pjrt_executable_t* exe = NULL;
+    const tpurt_compile_kind_t previous_kind = pjrt_swap_compile_kind(TPURT_COMPILE_KIND_COMPILED_GRAPH);
     status = spmd_get_or_compile(p->text, mesh, args, n, shardings, p->num_outputs, &exe);
+    (void)pjrt_swap_compile_kind(previous_kind);
     if (!status)
       status =
           spmd_run(exe, mesh, args, n, shardings, p->output_types, p->num_outputs, outs, "compiled graph");

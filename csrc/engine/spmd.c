@@ -166,7 +166,7 @@ tpurt_status_t spmd_get_or_compile(const char* text, const pjrt_sharding_t* mesh
     free(annotated);
     return status;
   }
-  ++engine_spmd_compiles;
+  atomic_fetch_add(&engine_counters.spmd_compiles, 1);
   status = cache_shadow_program(annotated, size, "", 0, mesh->num_devices, *out_executable);
   if (status) {
     free(annotated);

@@ -89,6 +89,13 @@ void set_compile_label(const std::optional<std::string>& label) {
   tpurt_set_compile_label(label ? held.c_str() : nullptr);
 }
 
+// The kind this thread's compiles are counted under in the per-kind metrics
+// (tpurt_set_compile_kind): 0 = auto (the compiling site says), else an index
+// of tpurt_compile_kind_t. Returns the kind set before.
+int set_compile_kind(int kind) {
+  return static_cast<int>(tpurt_set_compile_kind(static_cast<tpurt_compile_kind_t>(kind)));
+}
+
 std::string device_kind(int device) {
   const char* kind = nullptr;
   check_consume(tpurt_device_kind(device, &kind), "tpu device kind");
@@ -273,6 +280,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_event_elapsed_ms", &event_elapsed_ms);
   m.def("_set_compile_label", &set_compile_label);
+  m.def("_set_compile_kind", &set_compile_kind);
   m.def("_mark_sharding", &mark_sharding);
   m.def("_num_shards", &num_shards);
   m.def("_op_supported", [](const std::string& name) { return tpurt_op_supported(name.c_str()); });
