@@ -93,14 +93,14 @@ struct graph_s {
 ** g_graphs, so that another thread can find and flush a graph that holds a
 ** value it reads, even after the owner exited); between flushes it is
 ** empty (func NULL). All of it runs under the engine lock. */
-static _Thread_local graph_t* t_graph;
-static graph_t* g_graphs;
-static uint32_t g_epoch = 1;
-static _Thread_local tpurt_eager_mode_t t_mode = TPURT_MODE_DEFER_NEVER;
-static _Thread_local bool t_mode_set;
+static _Thread_local graph_t* t_graph TPURT_GUARDED_BY(thread);
+static graph_t* g_graphs TPURT_GUARDED_BY(g_engine_mutex);
+static uint32_t g_epoch TPURT_GUARDED_BY(g_engine_mutex) = 1;
+static _Thread_local tpurt_eager_mode_t t_mode TPURT_GUARDED_BY(thread) = TPURT_MODE_DEFER_NEVER;
+static _Thread_local bool t_mode_set TPURT_GUARDED_BY(thread);
 
 /* Counters by flush reason (metrics). */
-static uint64_t g_flush_counts[GRAPH_FLUSH_REASONS];
+static _Atomic uint64_t g_flush_counts[GRAPH_FLUSH_REASONS] TPURT_GUARDED_BY(atomic);
 static const char* const kFlushNames[GRAPH_FLUSH_REASONS] = {
     "host_read",   "synchronize", "size_limit",  "repeated_sequence",
     "mode_change", "strict_op",   "device_copy", "other_thread",
@@ -112,7 +112,9 @@ const char* graph_flush_reason_name(int reason) {
 uint64_t graph_flush_count(int reason) {
   return reason >= 0 && reason < GRAPH_FLUSH_REASONS ? g_flush_counts[reason] : 0;
 }
-void graph_reset_counts(void) { memset(g_flush_counts, 0, sizeof(g_flush_counts)); }
+void graph_reset_counts(void) {
+  for (int i = 0; i < GRAPH_FLUSH_REASONS; ++i) g_flush_counts[i] = 0;
+}
 
 /*===--- modes ---===*/
 
