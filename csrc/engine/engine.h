@@ -42,6 +42,18 @@ struct tpurt_storage_s {
 ** transfers are guarded by it; compiles run without it. */
 void engine_lock(void);
 void engine_unlock(void);
+/* Waits on the engine's condition (engine lock held; released while
+** waiting) until engine_broadcast: a graph compiling without the lock ran. */
+void engine_wait(void);
+void engine_broadcast(void);
+/* The engine's own nested ops (a replayed fused op, a view made dense for a
+** transfer, an op inside a host write) run between nested_begin and _end:
+** their callers rely on the lock staying held, so nothing inside them
+** releases it to compile. engine_may_unlock says whether this thread is
+** outside all of them. */
+void engine_nested_begin(void);
+void engine_nested_end(void);
+bool engine_may_unlock(void);
 
 /* Replaces the storage's value with |buffer| (consumed: the storage keeps
 ** the caller's reference); a whole new value also clears a poison. */

@@ -59,6 +59,9 @@ typedef struct recorded_call_s {
 
 struct graph_s {
   ir_func_t* func;
+  /* Its owner is compiling it with the engine lock released: another
+  ** thread that needs it to run waits (engine_wait) instead of flushing. */
+  bool compiling;
   recorded_call_t* calls; /* fused eager: every op recorded, in order */
   int32_t num_calls, cap_calls;
   int device;
@@ -676,6 +679,12 @@ static TPURT_MUST_USE tpurt_status_t print_graph(void* graph, char** out_text, s
 }
 
 tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
+  if (g && g->compiling) {
+    /* Its owner is compiling it: once it ran, the values are there (or
+    ** poisoned, which the caller checks). */
+    while (g->compiling) engine_wait();
+    return NULL;
+  }
   if (!g || !g->func) return NULL;
   if (g->tracing) return NULL; /* a trace ends only with tpurt_trace_end */
   ++g_flush_counts[reason];
@@ -747,7 +756,23 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
       if (!status) fprintf(stderr, "// fused graph of %d ops\n%s\n", g->num_ops, text);
     }
     if (!status) status = ir_func_encode(g->func, &encoding, &encoding_size);
+    /* The owner compiles its own graph with the engine lock released (not
+    ** inside the engine's nested ops, whose callers keep the lock): no one
+    ** else touches the graph meanwhile, since a thread that needs it waits
+    ** for |compiling| to clear, and its bound buffers are its own
+    ** references. A graph flushed by another thread compiles under the
+    ** lock: its owner may be recording into it. */
+    const bool unlock = !status && g == graph_current() && engine_may_unlock();
+    if (unlock) {
+      g->compiling = true;
+      engine_unlock();
+    }
     if (!status) status = cache_get_or_compile_encoded(encoding, encoding_size, print_graph, g, &exe, &hit);
+    if (unlock) {
+      engine_lock();
+      g->compiling = false;
+      engine_broadcast();
+    }
     free(encoding);
     if (status) {
       char context[352];

@@ -216,12 +216,19 @@ static TPURT_MUST_USE tpurt_status_t prepare_call(tpurt_op_call_t* call, lower_r
   return check_operands(call);
 }
 
-tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call) {
+static TPURT_MUST_USE tpurt_status_t op_run_now(tpurt_op_call_t* call) {
   lower_rule_t scratch;
   const lower_rule_t* rule = NULL;
   TPURT_RETURN_IF_ERROR(prepare_call(call, &scratch, &rule));
   if (try_share_copy(call)) return NULL;
   return rule->count_arg >= 0 ? run_counted(rule, call, false) : run_rule(rule, call, false);
+}
+
+tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call) {
+  engine_nested_begin();
+  tpurt_status_t status = op_run_now(call);
+  engine_nested_end();
+  return status;
 }
 
 tpurt_status_t engine_op_replay_locked(const tpurt_op_call_t* recorded, tpurt_result_t* results,
@@ -286,12 +293,17 @@ static TPURT_MUST_USE tpurt_status_t op_run(tpurt_op_call_t* call, bool may_unlo
   return status;
 }
 
-tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call) { return op_run(call, false); }
+tpurt_status_t engine_op_run_locked(tpurt_op_call_t* call) {
+  engine_nested_begin();
+  tpurt_status_t status = op_run(call, false);
+  engine_nested_end();
+  return status;
+}
 
 tpurt_status_t tpurt_op_run(tpurt_op_call_t* call) {
   TPURT_RETURN_IF_ERROR(tpurt_runtime_init());
   engine_lock();
-  tpurt_status_t status = op_run(call, true);
+  tpurt_status_t status = op_run(call, engine_may_unlock());
   engine_unlock();
   return status;
 }

@@ -13,6 +13,17 @@ static pthread_mutex_t g_engine_mutex = PTHREAD_MUTEX_INITIALIZER;
 void engine_lock(void) { pthread_mutex_lock(&g_engine_mutex); }
 void engine_unlock(void) { pthread_mutex_unlock(&g_engine_mutex); }
 
+/* Signalled when a graph that was compiling with the lock released ran. */
+static pthread_cond_t g_engine_cond = PTHREAD_COND_INITIALIZER;
+void engine_wait(void) { pthread_cond_wait(&g_engine_cond, &g_engine_mutex); }
+void engine_broadcast(void) { pthread_cond_broadcast(&g_engine_cond); }
+
+/* How deep this thread is in the engine's own nested ops. */
+static _Thread_local int t_nested TPURT_GUARDED_BY(thread);
+void engine_nested_begin(void) { ++t_nested; }
+void engine_nested_end(void) { --t_nested; }
+bool engine_may_unlock(void) { return t_nested == 0; }
+
 /* Fake addresses start high and only grow, so ranges never overlap. They
 ** are never dereferenced. */
 static uint64_t g_next_address TPURT_GUARDED_BY(atomic) = 0x100000000000ULL;
