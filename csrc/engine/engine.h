@@ -43,7 +43,10 @@ struct tpurt_storage_s {
 void engine_lock(void);
 void engine_unlock(void);
 /* Waits on the engine's condition (engine lock held; released while
-** waiting) until engine_broadcast: a graph compiling without the lock ran. */
+** waiting) until engine_broadcast: a graph compiling without the lock ran.
+** A thread that needs a value of a graph another thread is compiling waits
+** here even inside nested ops, so callers hold references, never borrowed
+** pointers to storages' buffers, across operand checks. */
 void engine_wait(void);
 void engine_broadcast(void);
 /* The engine's own nested ops (a replayed fused op, a view made dense for a

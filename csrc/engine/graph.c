@@ -1040,10 +1040,17 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
       dense = same;
     }
     if (dense) {
+      /* A reference of its own: making a later input dense may wait for
+      ** another thread's graph with the lock released (engine_wait), and
+      ** this storage's value could be swapped meanwhile. */
+      pjrt_buffer_retain(b);
       in[i] = b;
     } else {
       status = engine_view_materialize_locked(t, &tmp[i]);
-      if (!status) in[i] = tmp[i]->buffer;
+      if (!status) {
+        in[i] = tmp[i]->buffer;
+        pjrt_buffer_retain(in[i]);
+      }
     }
   }
   int32_t n = p->num_bindings;
@@ -1086,6 +1093,7 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
   }
   for (int32_t i = 0; i < num_inputs; ++i) tpurt_storage_release(tmp[i]);
   free(tmp);
+  for (int32_t i = 0; i < num_inputs; ++i) pjrt_buffer_release(in[i]);
   free(in);
   free(args);
   free(owned);

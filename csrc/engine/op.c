@@ -74,6 +74,15 @@ static TPURT_MUST_USE tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op
     const uint64_t h = sig_hash(&sig);
     plan_t* p = NULL;
     plan_lookup_t found = plan_cache_lookup(&sig, h, &p);
+    if (found == PLAN_BUSY && !may_unlock) {
+      /* A nested op cannot wait without the lock: it builds and runs a
+      ** private plan of its own (a rare second compile of the key). */
+      plan_t* own = tpurt_xcalloc(1, sizeof(*own));
+      status = build_plan(rule, call, own, false);
+      if (!status) status = plan_launch(own, call);
+      plan_free_unlisted(own);
+      break;
+    }
     if (found == PLAN_BUSY) {
       engine_unlock();
       plan_cache_wait(&sig, h);

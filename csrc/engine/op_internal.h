@@ -105,6 +105,8 @@ void plan_cache_publish(plan_t* plan);
 void plan_cache_abandon(plan_t* plan);
 /* Drops a ready plan (its program failed to run). Engine lock held. */
 void plan_cache_drop(plan_t* plan);
+/* Frees a plan that is in no cache (a nested op's private one). */
+void plan_free_unlisted(plan_t* plan);
 /* Plans held now and their bytes (metrics). */
 void plan_cache_usage(uint64_t* out_count, uint64_t* out_bytes);
 

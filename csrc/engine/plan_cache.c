@@ -52,7 +52,7 @@ static void lru_push_newest_locked(plan_t* p) {
   if (!g_plan_oldest) g_plan_oldest = p;
 }
 
-static void plan_free(plan_t* p) {
+void plan_free_unlisted(plan_t* p) {
   free(p->mesh);
   free(p->output_shardings);
   pjrt_executable_release(p->executable);
@@ -138,7 +138,7 @@ void plan_cache_publish(plan_t* p) {
   pthread_mutex_unlock(&g_plan_lock);
   while (evicted) { /* released outside the lock: the last reference may unload a program */
     plan_t* next = evicted->next;
-    plan_free(evicted);
+    plan_free_unlisted(evicted);
     evicted = next;
   }
 }
@@ -148,14 +148,14 @@ void plan_cache_abandon(plan_t* p) {
   table_unlink_locked(p);
   pthread_cond_broadcast(&g_plan_ready);
   pthread_mutex_unlock(&g_plan_lock);
-  plan_free(p);
+  plan_free_unlisted(p);
 }
 
 void plan_cache_drop(plan_t* p) {
   pthread_mutex_lock(&g_plan_lock);
   unlink_ready_locked(p);
   pthread_mutex_unlock(&g_plan_lock);
-  plan_free(p);
+  plan_free_unlisted(p);
 }
 
 void plan_cache_usage(uint64_t* out_count, uint64_t* out_bytes) {
