@@ -246,7 +246,9 @@ PYBIND11_MODULE(_C, m) {
   // Tests that set TORCH_TPU_* variables in-process (the core reads them once).
   m.def("_config_reload_for_test", [] { tpurt_config_reload_for_test(); });
   m.def("_set_device", [](int device) { set_current_device(static_cast<c10::DeviceIndex>(device)); });
-  m.def("_synchronize", [](int device) { check_consume(tpurt_synchronize(device), "synchronize"); });
+  m.def(
+      "_synchronize", [](int device) { check_consume(tpurt_synchronize(device), "synchronize"); },
+      py::call_guard<py::gil_scoped_release>());
   // Waits for every launch in flight, reporting nothing (the exit hook).
   m.def("_wait_idle", [] { tpurt_wait_idle(); }, py::call_guard<py::gil_scoped_release>());
   m.def("_runtime_info", &runtime_info);
