@@ -137,3 +137,30 @@ def test_a_trace_sees_only_its_own_threads_ops(no_fallback):
         model.to("tpu")
     t.join()
     assert errors == []
+
+
+def test_two_threads_compile_at_once(no_fallback):
+    # Compiles run outside the engine lock: two threads that each need new
+    # programs have compiles in flight together (a count, not a time), and
+    # each new program compiles once even when both threads want it.
+    def work(first_col: int, out: list[str]) -> None:
+        try:
+            for k in range(12):
+                a = torch.full((4, first_col + k), 2.0).to("tpu")
+                got = torch.addcmul(a, a, a, value=0.5).cpu()
+                if not torch.equal(got, torch.full_like(got, 4.0)):
+                    out.append(f"wrong result at {first_col + k}")
+        except Exception as e:  # noqa: BLE001 - the test reports every failure
+            out.append(f"{type(e).__name__}: {e}")
+
+    errors: list[str] = []
+    torch_tpu.reset_metrics()
+    threads = [threading.Thread(target=work, args=(c, errors)) for c in (1301, 1401, 1301)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    m = torch_tpu.metrics()
+    assert errors == []
+    assert m["max_concurrent_compiles"] >= 2
+    assert m["compiles_eager_op"] == 24  # 12 shapes each for two column ranges; the third thread shares

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from torch_tpu import _C
@@ -13,6 +15,26 @@ _LABELS: dict[str, str] = dict(_C._metric_labels())
 
 # Causes of torch.compile recompiles, appended by torch_tpu.compile.
 _recompiles: list[str] = []
+
+
+# Program kinds of the per-kind compile metrics, in the order of
+# tpurt_compile_kind_t (csrc/include/tpurt.h); index 0 is "auto".
+COMPILE_KINDS: tuple[str, ...] = ("eager_op", "fused_graph", "compiled_graph", "block")
+
+
+@contextlib.contextmanager
+def compile_kind(kind: str) -> Iterator[None]:
+    """Counts the programs this thread compiles inside the block under
+    ``kind`` (one of ``COMPILE_KINDS``) in ``compiles_<kind>`` and
+    ``compile_seconds_<kind>``, whatever compiles them (e.g. ``"block"``
+    around a torch.compile of one repeated block); nests."""
+    if kind not in COMPILE_KINDS:
+        raise ValueError(f"compile_kind: unknown kind {kind!r}; expected one of {', '.join(COMPILE_KINDS)}")
+    previous = _C._set_compile_kind(COMPILE_KINDS.index(kind) + 1)
+    try:
+        yield
+    finally:
+        _C._set_compile_kind(previous)
 
 
 def metrics() -> dict[str, Any]:
@@ -56,10 +78,18 @@ def metrics_report() -> str:
     def row(label: str, text: str) -> str:
         return f"  {label + ':':<{width}}{text}"
 
+    per_kind = {f"compiles_{k}" for k in COMPILE_KINDS} | {f"compile_seconds_{k}" for k in COMPILE_KINDS}
     for key, label in _LABELS.items():
+        if key in per_kind:  # one line for them all, below
+            continue
         value = m.get(key, 0)
         text = f"{value:.3f}" if isinstance(value, float) else f"{value:,}"
         lines.append(row(label, text))
+    kinds = [
+        f"{k.replace('_', ' ')} {m.get(f'compiles_{k}', 0):,} ({m.get(f'compile_seconds_{k}', 0.0):.3f} s)"
+        for k in COMPILE_KINDS
+    ]
+    lines.append(row("compiles by kind", ", ".join(kinds)))
     flushes: dict[str, int] = m.get("flushes", {})
     if flushes:
         text = ", ".join(f"{k} {v:,}" for k, v in sorted(flushes.items()))

@@ -22,6 +22,16 @@
 
 #include "../include/tpurt.h"
 
+/* Names the lock that guards a piece of mutable global state, on its
+** declaration: `static int g_count TPURT_GUARDED_BY(g_lock);`. State read
+** and written only with atomics says TPURT_GUARDED_BY(atomic); state
+** written once before threads start, TPURT_GUARDED_BY(init); state of
+** one thread, TPURT_GUARDED_BY(thread). It expands to nothing (our locks
+** are plain pthread mutexes, not clang capabilities): it documents, and
+** `make lint` checks that every mutable global of engine/ and cache/
+** carries one. */
+#define TPURT_GUARDED_BY(lock)
+
 /* Propagates a non-OK status to the caller. */
 #define TPURT_RETURN_IF_ERROR(expr)      \
   do {                                   \

@@ -18,12 +18,12 @@
 #define DEFAULT_MEMORY_BYTES ((uint64_t)1 << 30)
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static bool g_configured;
-static disk_config_t g_disk = {.dirfd = -1};
-static uint64_t g_memory_limit = DEFAULT_MEMORY_BYTES;
-static bool g_warned_dump;
+static bool g_configured TPURT_GUARDED_BY(g_lock);
+static disk_config_t g_disk TPURT_GUARDED_BY(g_lock) = {.dirfd = -1};
+static uint64_t g_memory_limit TPURT_GUARDED_BY(g_lock) = DEFAULT_MEMORY_BYTES;
+static bool g_warned_dump TPURT_GUARDED_BY(g_lock);
 /* Counters and gauges: written with atomics, read without the lock. */
-static cache_stats_t g_stats;
+static cache_stats_t g_stats TPURT_GUARDED_BY(atomic);
 
 #define BUMP(field) __atomic_add_fetch(&g_stats.field, 1, __ATOMIC_RELAXED)
 

@@ -103,14 +103,14 @@ _Static_assert(offsetof(header_t, mac) == 80 && offsetof(header_t, header_checks
 
 /* Bytes of entries in the directory as this process believes: the last scan
 ** plus what it wrote since. Going over the cap triggers a scan. */
-static uint64_t g_disk_bytes;
+static uint64_t g_disk_bytes TPURT_GUARDED_BY(atomic);
 
 /*===--- warnings, once each ---===*/
 
 static pthread_mutex_t g_warn_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t* g_warned; /* key hashes of entries reported */
-static size_t g_num_warned, g_cap_warned;
-static bool g_warned_serialize, g_warned_write;
+static uint64_t* g_warned TPURT_GUARDED_BY(g_warn_lock); /* key hashes of entries reported */
+static size_t g_num_warned TPURT_GUARDED_BY(g_warn_lock), g_cap_warned TPURT_GUARDED_BY(g_warn_lock);
+static bool g_warned_serialize TPURT_GUARDED_BY(g_warn_lock), g_warned_write TPURT_GUARDED_BY(g_warn_lock);
 
 /* True the first time |hash| is seen. */
 static bool first_warning(uint64_t hash) {
@@ -184,7 +184,7 @@ static size_t read_all(int fd, void* data, size_t n) {
 
 tpurt_status_t disk_write_atomic(int dirfd, const char* name, const void* head, size_t head_size,
                                  const void* body, size_t body_size) {
-  static unsigned counter;
+  static unsigned counter TPURT_GUARDED_BY(atomic);
   char tmp[256];
   int fd = -1;
   for (int attempt = 0; attempt < 100 && fd < 0; ++attempt) {
@@ -412,7 +412,7 @@ static void remove_entry_path(int dirfd, const char* name) {
   if (unlinkat(dirfd, name, 0) == 0 || errno == ENOENT) return;
   if (errno != EISDIR && errno != EPERM) return;
   if (unlinkat(dirfd, name, AT_REMOVEDIR) == 0) return;
-  static unsigned counter;
+  static unsigned counter TPURT_GUARDED_BY(atomic);
   char aside[256];
   snprintf(aside, sizeof(aside), ".bad.%s.%ld.%u", name, (long)getpid(),
            __atomic_fetch_add(&counter, 1, __ATOMIC_RELAXED));

@@ -37,11 +37,12 @@ typedef struct entry_s {
 } entry_t;
 
 #define NUM_BUCKETS 4096
-static entry_t* g_buckets[NUM_BUCKETS];
-static entry_t* g_alias_buckets[NUM_BUCKETS];
-static entry_t *g_newest, *g_oldest;
-static uint64_t g_entries, g_bytes;
-static uint64_t g_limit = (uint64_t)1 << 30;
+/* All of tier 1 is guarded by cache.c's g_lock (the _locked functions). */
+static entry_t* g_buckets[NUM_BUCKETS] TPURT_GUARDED_BY(g_lock);
+static entry_t* g_alias_buckets[NUM_BUCKETS] TPURT_GUARDED_BY(g_lock);
+static entry_t *g_newest TPURT_GUARDED_BY(g_lock), *g_oldest TPURT_GUARDED_BY(g_lock);
+static uint64_t g_entries TPURT_GUARDED_BY(g_lock), g_bytes TPURT_GUARDED_BY(g_lock);
+static uint64_t g_limit TPURT_GUARDED_BY(g_lock) = (uint64_t)1 << 30;
 
 static void lru_unlink(entry_t* e) {
   if (e->newer)

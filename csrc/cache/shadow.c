@@ -37,18 +37,18 @@ typedef struct shadow_record_s {
 } shadow_record_t;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static tpurt_target_t* g_target; /* the current target, or NULL */
-static uint32_t g_gen;           /* bumped at each set/reset: executables re-shadow */
-static shadow_record_t* g_buckets[SHADOW_BUCKETS];
-static shadow_record_t** g_order; /* records in the order they were made */
-static shadow_record_t* g_all;
-static size_t g_count, g_capacity;
+static tpurt_target_t* g_target TPURT_GUARDED_BY(g_lock); /* the current target, or NULL */
+static uint32_t g_gen TPURT_GUARDED_BY(g_lock); /* bumped at each set/reset: executables re-shadow */
+static shadow_record_t* g_buckets[SHADOW_BUCKETS] TPURT_GUARDED_BY(g_lock);
+static shadow_record_t** g_order TPURT_GUARDED_BY(g_lock); /* records in the order they were made */
+static shadow_record_t* g_all TPURT_GUARDED_BY(g_lock);
+static size_t g_count TPURT_GUARDED_BY(g_lock), g_capacity TPURT_GUARDED_BY(g_lock);
 /* Targets and records replaced by a later set/reset stay alive: a compile
 ** on another thread, or an executable's run counter, may still point at
 ** them. A process sets a target a few times at most. */
-static tpurt_target_t* g_retired_targets[64];
-static int g_num_retired;
-static _Thread_local const char* t_label;
+static tpurt_target_t* g_retired_targets[64] TPURT_GUARDED_BY(g_lock);
+static int g_num_retired TPURT_GUARDED_BY(g_lock);
+static _Thread_local const char* t_label TPURT_GUARDED_BY(thread);
 
 void cache_shadow_label(const char* label) { t_label = label; }
 

@@ -14,10 +14,11 @@
 enum { SUPPORT_UNKNOWN = 0, SUPPORT_YES = 1, SUPPORT_NO = 2 };
 
 static pthread_mutex_t g_support_mutex = PTHREAD_MUTEX_INITIALIZER;
-static int g_support[TPURT_DTYPE_COUNT];
-static uint32_t g_support_gen; /* the shadow generation the answers hold for */
+static int g_support[TPURT_DTYPE_COUNT] TPURT_GUARDED_BY(g_support_mutex);
+static uint32_t g_support_gen
+    TPURT_GUARDED_BY(g_support_mutex); /* the shadow generation the answers hold for */
 /* The plugin's reason for a refusal, kept for later askers. */
-static char g_reason[TPURT_DTYPE_COUNT][512];
+static char g_reason[TPURT_DTYPE_COUNT][512] TPURT_GUARDED_BY(g_support_mutex);
 
 /* Compiles the probe for |dtype|; on failure copies the plugin's message
 ** into |reason|. Returns whether it compiled. */

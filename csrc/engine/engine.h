@@ -38,9 +38,25 @@ struct tpurt_storage_s {
   tpurt_status_t poison;
 };
 
-/* The one engine lock: ops, value swaps and transfers hold it. */
+/* The one engine lock: storages' values, pending graphs, launches and
+** transfers are guarded by it; compiles run without it. */
 void engine_lock(void);
 void engine_unlock(void);
+/* Waits on the engine's condition (engine lock held; released while
+** waiting) until engine_broadcast: a graph compiling without the lock ran.
+** A thread that needs a value of a graph another thread is compiling waits
+** here even inside nested ops, so callers hold references, never borrowed
+** pointers to storages' buffers, across operand checks. */
+void engine_wait(void);
+void engine_broadcast(void);
+/* The engine's own nested ops (a replayed fused op, a view made dense for a
+** transfer, an op inside a host write) run between nested_begin and _end:
+** their callers rely on the lock staying held, so nothing inside them
+** releases it to compile. engine_may_unlock says whether this thread is
+** outside all of them. */
+void engine_nested_begin(void);
+void engine_nested_end(void);
+bool engine_may_unlock(void);
 
 /* Replaces the storage's value with |buffer| (consumed: the storage keeps
 ** the caller's reference); a whole new value also clears a poison. */
@@ -204,10 +220,16 @@ TPURT_MUST_USE tpurt_status_t spmd_run(pjrt_executable_t* executable, const pjrt
                                        pjrt_buffer_t* const* args, int32_t num_args,
                                        const pjrt_sharding_t* results, const ir_type_t* result_types,
                                        int32_t num_results, pjrt_buffer_t** outs, const char* label);
-/* SPMD programs compiled so far (metrics). */
-extern uint64_t engine_spmd_compiles;
+/*===--- counters (metrics.c) ---===*/
 
-/* Live-object counter of storages (metrics). */
-extern int64_t engine_live_storages;
+/* The engine's counters: atomics, bumped from any thread with or without
+** the engine lock, read and zeroed by tpurt_metrics_get/_reset. */
+typedef struct engine_counters_s {
+  _Atomic uint64_t plan_hits;     /* ops that found their plan */
+  _Atomic uint64_t exec_hits;     /* plans built from a cached program */
+  _Atomic uint64_t spmd_compiles; /* SPMD programs compiled */
+  _Atomic int64_t live_storages;  /* storage objects alive (not reset) */
+} engine_counters_t;
+extern engine_counters_t engine_counters;
 
 #endif /* TPURT_ENGINE_ENGINE_H_ */

@@ -59,6 +59,9 @@ typedef struct recorded_call_s {
 
 struct graph_s {
   ir_func_t* func;
+  /* Its owner is compiling it with the engine lock released: another
+  ** thread that needs it to run waits (engine_wait) instead of flushing. */
+  bool compiling;
   recorded_call_t* calls; /* fused eager: every op recorded, in order */
   int32_t num_calls, cap_calls;
   int device;
@@ -93,14 +96,14 @@ struct graph_s {
 ** g_graphs, so that another thread can find and flush a graph that holds a
 ** value it reads, even after the owner exited); between flushes it is
 ** empty (func NULL). All of it runs under the engine lock. */
-static _Thread_local graph_t* t_graph;
-static graph_t* g_graphs;
-static uint32_t g_epoch = 1;
-static _Thread_local tpurt_eager_mode_t t_mode = TPURT_MODE_DEFER_NEVER;
-static _Thread_local bool t_mode_set;
+static _Thread_local graph_t* t_graph TPURT_GUARDED_BY(thread);
+static graph_t* g_graphs TPURT_GUARDED_BY(g_engine_mutex);
+static uint32_t g_epoch TPURT_GUARDED_BY(g_engine_mutex) = 1;
+static _Thread_local tpurt_eager_mode_t t_mode TPURT_GUARDED_BY(thread) = TPURT_MODE_DEFER_NEVER;
+static _Thread_local bool t_mode_set TPURT_GUARDED_BY(thread);
 
 /* Counters by flush reason (metrics). */
-static uint64_t g_flush_counts[GRAPH_FLUSH_REASONS];
+static _Atomic uint64_t g_flush_counts[GRAPH_FLUSH_REASONS] TPURT_GUARDED_BY(atomic);
 static const char* const kFlushNames[GRAPH_FLUSH_REASONS] = {
     "host_read",   "synchronize", "size_limit",  "repeated_sequence",
     "mode_change", "strict_op",   "device_copy", "other_thread",
@@ -112,7 +115,9 @@ const char* graph_flush_reason_name(int reason) {
 uint64_t graph_flush_count(int reason) {
   return reason >= 0 && reason < GRAPH_FLUSH_REASONS ? g_flush_counts[reason] : 0;
 }
-void graph_reset_counts(void) { memset(g_flush_counts, 0, sizeof(g_flush_counts)); }
+void graph_reset_counts(void) {
+  for (int i = 0; i < GRAPH_FLUSH_REASONS; ++i) g_flush_counts[i] = 0;
+}
 
 /*===--- modes ---===*/
 
@@ -674,6 +679,12 @@ static TPURT_MUST_USE tpurt_status_t print_graph(void* graph, char** out_text, s
 }
 
 tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
+  if (g && g->compiling) {
+    /* Its owner is compiling it: once it ran, the values are there (or
+    ** poisoned, which the caller checks). */
+    while (g->compiling) engine_wait();
+    return NULL;
+  }
   if (!g || !g->func) return NULL;
   if (g->tracing) return NULL; /* a trace ends only with tpurt_trace_end */
   ++g_flush_counts[reason];
@@ -723,6 +734,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
   ir_type_t* result_types = NULL;
   pjrt_executable_t* exe = NULL;
   const char* previous_label = pjrt_swap_compile_label(label); /* the long-compile notice */
+  const tpurt_compile_kind_t previous_kind = pjrt_swap_compile_kind(TPURT_COMPILE_KIND_FUSED_GRAPH);
   if (!status && mesh) {
     result_shardings = tpurt_xcalloc((size_t)n_out, sizeof(pjrt_sharding_t));
     result_types = tpurt_xcalloc((size_t)n_out, sizeof(ir_type_t));
@@ -744,7 +756,23 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
       if (!status) fprintf(stderr, "// fused graph of %d ops\n%s\n", g->num_ops, text);
     }
     if (!status) status = ir_func_encode(g->func, &encoding, &encoding_size);
+    /* The owner compiles its own graph with the engine lock released (not
+    ** inside the engine's nested ops, whose callers keep the lock): no one
+    ** else touches the graph meanwhile, since a thread that needs it waits
+    ** for |compiling| to clear, and its bound buffers are its own
+    ** references. A graph flushed by another thread compiles under the
+    ** lock: its owner may be recording into it. */
+    const bool unlock = !status && g == graph_current() && engine_may_unlock();
+    if (unlock) {
+      g->compiling = true;
+      engine_unlock();
+    }
     if (!status) status = cache_get_or_compile_encoded(encoding, encoding_size, print_graph, g, &exe, &hit);
+    if (unlock) {
+      engine_lock();
+      g->compiling = false;
+      engine_broadcast();
+    }
     free(encoding);
     if (status) {
       char context[352];
@@ -752,6 +780,7 @@ tpurt_status_t graph_flush_graph_locked(graph_t* g, int reason) {
       status = tpurt_status_annotate_consume(status, context);
     }
   }
+  (void)pjrt_swap_compile_kind(previous_kind);
   (void)pjrt_swap_compile_label(previous_label);
   free(text);
   if (!status) {
@@ -878,7 +907,16 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
   if (!status) {
     bool hit = false;
     cache_shadow_label("compiled program");
+    const tpurt_compile_kind_t previous_kind = pjrt_swap_compile_kind(TPURT_COMPILE_KIND_COMPILED_GRAPH);
+    /* Compiled without the engine lock, so other threads' ops and compiles
+    ** (another graph of the same model, say) go on meanwhile. The trace is
+    ** this thread's and is still marked tracing: no other thread flushes
+    ** it, and one that reads a value of it is refused as during tracing;
+    ** the captured buffers are retained by their bindings. */
+    engine_unlock();
     status = cache_get_or_compile(text, size, &exe, &hit);
+    engine_lock();
+    (void)pjrt_swap_compile_kind(previous_kind);
   }
   if (!status) {
     tpurt_program_t* p = tpurt_xcalloc(1, sizeof(*p));
@@ -1002,10 +1040,17 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
       dense = same;
     }
     if (dense) {
+      /* A reference of its own: making a later input dense may wait for
+      ** another thread's graph with the lock released (engine_wait), and
+      ** this storage's value could be swapped meanwhile. */
+      pjrt_buffer_retain(b);
       in[i] = b;
     } else {
       status = engine_view_materialize_locked(t, &tmp[i]);
-      if (!status) in[i] = tmp[i]->buffer;
+      if (!status) {
+        in[i] = tmp[i]->buffer;
+        pjrt_buffer_retain(in[i]);
+      }
     }
   }
   int32_t n = p->num_bindings;
@@ -1024,7 +1069,9 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
     for (int32_t k = 0; k < p->num_outputs; ++k)
       spmd_result_sharding(mesh, args, n, &p->output_types[k], NULL, &shardings[k]);
     pjrt_executable_t* exe = NULL;
+    const tpurt_compile_kind_t previous_kind = pjrt_swap_compile_kind(TPURT_COMPILE_KIND_COMPILED_GRAPH);
     status = spmd_get_or_compile(p->text, mesh, args, n, shardings, p->num_outputs, &exe);
+    (void)pjrt_swap_compile_kind(previous_kind);
     if (!status)
       status =
           spmd_run(exe, mesh, args, n, shardings, p->output_types, p->num_outputs, outs, "compiled graph");
@@ -1046,6 +1093,7 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
   }
   for (int32_t i = 0; i < num_inputs; ++i) tpurt_storage_release(tmp[i]);
   free(tmp);
+  for (int32_t i = 0; i < num_inputs; ++i) pjrt_buffer_release(in[i]);
   free(in);
   free(args);
   free(owned);

@@ -146,8 +146,8 @@ typedef struct {
   char* text;
   pjrt_executable_t* executable;
 } spmd_entry_t;
-static spmd_entry_t g_spmd_cache[SPMD_CACHE_SIZE];
-static int32_t g_spmd_next;
+static spmd_entry_t g_spmd_cache[SPMD_CACHE_SIZE] TPURT_GUARDED_BY(g_engine_mutex);
+static int32_t g_spmd_next TPURT_GUARDED_BY(g_engine_mutex);
 
 tpurt_status_t spmd_annotate(const char* text, const pjrt_sharding_t* mesh, const pjrt_buffer_t* const* args,
                              int32_t num_args, const pjrt_sharding_t* results, int32_t num_results,
@@ -192,7 +192,7 @@ tpurt_status_t spmd_get_or_compile(const char* text, const pjrt_sharding_t* mesh
     free(annotated);
     return status;
   }
-  ++engine_spmd_compiles;
+  atomic_fetch_add(&engine_counters.spmd_compiles, 1);
   status = cache_shadow_program(annotated, size, "", 0, mesh->num_devices, *out_executable);
   if (status) {
     free(annotated);

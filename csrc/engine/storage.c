@@ -9,15 +9,24 @@
 #include "../base/base.h"
 #include "engine.h"
 
-int64_t engine_live_storages;
-
 static pthread_mutex_t g_engine_mutex = PTHREAD_MUTEX_INITIALIZER;
 void engine_lock(void) { pthread_mutex_lock(&g_engine_mutex); }
 void engine_unlock(void) { pthread_mutex_unlock(&g_engine_mutex); }
 
+/* Signalled when a graph that was compiling with the lock released ran. */
+static pthread_cond_t g_engine_cond = PTHREAD_COND_INITIALIZER;
+void engine_wait(void) { pthread_cond_wait(&g_engine_cond, &g_engine_mutex); }
+void engine_broadcast(void) { pthread_cond_broadcast(&g_engine_cond); }
+
+/* How deep this thread is in the engine's own nested ops. */
+static _Thread_local int t_nested TPURT_GUARDED_BY(thread);
+void engine_nested_begin(void) { ++t_nested; }
+void engine_nested_end(void) { --t_nested; }
+bool engine_may_unlock(void) { return t_nested == 0; }
+
 /* Fake addresses start high and only grow, so ranges never overlap. They
 ** are never dereferenced. */
-static uint64_t g_next_address = 0x100000000000ULL;
+static uint64_t g_next_address TPURT_GUARDED_BY(atomic) = 0x100000000000ULL;
 
 tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t** out_storage) {
   *out_storage = NULL;
@@ -32,7 +41,7 @@ tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t**
   s->nbytes = nbytes;
   uint64_t span = ((uint64_t)nbytes + 4096) & ~(uint64_t)4095;
   s->address = (uintptr_t)__atomic_fetch_add(&g_next_address, span, __ATOMIC_RELAXED);
-  __atomic_add_fetch(&engine_live_storages, 1, __ATOMIC_RELAXED);
+  atomic_fetch_add_explicit(&engine_counters.live_storages, 1, memory_order_relaxed);
   *out_storage = s;
   return NULL;
 }
@@ -46,7 +55,7 @@ void tpurt_storage_release(tpurt_storage_t* storage) {
   if (!tpurt_refcount_dec_and_test(&storage->refcount)) return;
   pjrt_buffer_release(storage->buffer);
   tpurt_status_free(storage->poison);
-  __atomic_sub_fetch(&engine_live_storages, 1, __ATOMIC_RELAXED);
+  atomic_fetch_sub_explicit(&engine_counters.live_storages, 1, memory_order_relaxed);
   free(storage);
 }
 

@@ -490,26 +490,35 @@ void tpurt_program_free(tpurt_program_t* program);
 ** tpurt_metrics_t's fields, tpurt_metric_infos(), and through it the keys of
 ** torch_tpu.metrics() and the lines of metrics_report() all come from it.
 ** KIND is COUNT (a uint64_t) or SECONDS (a double). */
-#define TPURT_METRICS(X)                                                                          \
-  X(compiles, COUNT, "compiles")                           /* compilations done by the plugin */  \
-  X(cache_hits, COUNT, "executable cache hits")            /* executable reuses */                \
-  X(cache_hits_memory, COUNT, "cache hits in memory")      /* programs found in tier 1 */         \
-  X(cache_hits_disk, COUNT, "cache hits on disk")          /* programs loaded from tier 2 */      \
-  X(cache_entries, COUNT, "cached programs")               /* programs tier 1 holds now */        \
-  X(cache_bytes_memory, COUNT, "cached program bytes")     /* bytes tier 1 holds now */           \
-  X(cache_disk_writes, COUNT, "cache writes to disk")      /* entries written to tier 2 */        \
-  X(cache_disk_rejects, COUNT, "cache entries rejected")   /* corrupt, truncated, foreign */      \
-  X(plans, COUNT, "eager op plans")                        /* held now, each holds its program */ \
-  X(plan_bytes, COUNT, "eager op plan bytes")              /* their bytes in the memory budget */ \
-  X(executions, COUNT, "executions")                       /* PJRT program launches */            \
-  X(spmd_compiles, COUNT, "SPMD programs compiled (mesh)") /* programs compiled for a mesh */     \
-  X(compile_seconds, SECONDS, "time compiling (s)")                                               \
-  X(execute_seconds, SECONDS, "device time (s)") /* of completed launches (completion events) */  \
-  X(bytes_to_device, COUNT, "bytes to device")                                                    \
-  X(bytes_from_device, COUNT, "bytes from device")                                                \
-  X(live_buffers, COUNT, "live buffers")   /* PJRT buffers held now */                            \
-  X(live_storages, COUNT, "live storages") /* storage objects alive now */                        \
-  X(bytes_in_use, COUNT, "bytes in use")   /* bytes of live buffers, all devices */               \
+#define TPURT_METRICS(X)                                                                                     \
+  X(compiles, COUNT, "compiles")                           /* compilations done by the plugin */             \
+  X(cache_hits, COUNT, "executable cache hits")            /* executable reuses */                           \
+  X(cache_hits_memory, COUNT, "cache hits in memory")      /* programs found in tier 1 */                    \
+  X(cache_hits_disk, COUNT, "cache hits on disk")          /* programs loaded from tier 2 */                 \
+  X(cache_entries, COUNT, "cached programs")               /* programs tier 1 holds now */                   \
+  X(cache_bytes_memory, COUNT, "cached program bytes")     /* bytes tier 1 holds now */                      \
+  X(cache_disk_writes, COUNT, "cache writes to disk")      /* entries written to tier 2 */                   \
+  X(cache_disk_rejects, COUNT, "cache entries rejected")   /* corrupt, truncated, foreign */                 \
+  X(plans, COUNT, "eager op plans")                        /* held now, each holds its program */            \
+  X(plan_bytes, COUNT, "eager op plan bytes")              /* their bytes in the memory budget */            \
+  X(executions, COUNT, "executions")                       /* PJRT program launches */                       \
+  X(spmd_compiles, COUNT, "SPMD programs compiled (mesh)") /* programs compiled for a mesh */                \
+  X(compile_seconds, SECONDS, "time compiling (s)")                                                          \
+  X(compiles_eager_op, COUNT, "compiles: eager ops") /* strict-eager op programs */                          \
+  X(compile_seconds_eager_op, SECONDS, "time compiling eager ops (s)")                                       \
+  X(compiles_fused_graph, COUNT, "compiles: fused graphs") /* fused-eager graphs */                          \
+  X(compile_seconds_fused_graph, SECONDS, "time compiling fused graphs (s)")                                 \
+  X(compiles_compiled_graph, COUNT, "compiles: compiled graphs") /* torch.compile graphs */                  \
+  X(compile_seconds_compiled_graph, SECONDS, "time compiling compiled graphs (s)")                           \
+  X(compiles_block, COUNT, "compiles: blocks") /* tagged BLOCK by the caller */                              \
+  X(compile_seconds_block, SECONDS, "time compiling blocks (s)")                                             \
+  X(max_concurrent_compiles, COUNT, "most compiles at once") /* since the last reset */                      \
+  X(execute_seconds, SECONDS, "device time (s)")             /* of completed launches (completion events) */ \
+  X(bytes_to_device, COUNT, "bytes to device")                                                               \
+  X(bytes_from_device, COUNT, "bytes from device")                                                           \
+  X(live_buffers, COUNT, "live buffers")   /* PJRT buffers held now */                                       \
+  X(live_storages, COUNT, "live storages") /* storage objects alive now */                                   \
+  X(bytes_in_use, COUNT, "bytes in use")   /* bytes of live buffers, all devices */                          \
   X(peak_bytes_in_use, COUNT, "peak bytes in use")
 
 #define TPURT_METRIC_TYPE_COUNT uint64_t
@@ -600,6 +609,21 @@ void tpurt_set_launch_correlation(uint64_t id);
 ** until the next call; NULL: the op or graph names them). The long-compile
 ** notice says what is compiling with it. */
 void tpurt_set_compile_label(const char* label);
+/* What a compile was for, in the per-kind metrics (compiles_<kind>,
+** compile_seconds_<kind>). AUTO: the site that compiles says (a strict-eager
+** op, a fused-eager graph, a traced torch.compile graph); another kind set
+** here wins over the site's for this thread's compiles until it is set back
+** (a caller that compiles blocks of a model sets BLOCK around them).
+** Returns the kind set before. */
+typedef enum tpurt_compile_kind_e {
+  TPURT_COMPILE_KIND_AUTO = 0, /* counted as OTHER when no site says */
+  TPURT_COMPILE_KIND_EAGER_OP,
+  TPURT_COMPILE_KIND_FUSED_GRAPH,
+  TPURT_COMPILE_KIND_COMPILED_GRAPH,
+  TPURT_COMPILE_KIND_BLOCK,
+  TPURT_COMPILE_KINDS,
+} tpurt_compile_kind_t;
+tpurt_compile_kind_t tpurt_set_compile_kind(tpurt_compile_kind_t kind);
 /* Waits for every launch queued so far (all devices) without reporting or
 ** clearing asynchronous errors: they still surface at the next
 ** synchronize. Never initialises the runtime. */

@@ -122,6 +122,36 @@ const char* pjrt_swap_compile_label(const char* label) {
   return previous;
 }
 
+/* Per thread, like the label: the site's kind and a caller's forced one. */
+static _Thread_local tpurt_compile_kind_t t_site_kind, t_forced_kind;
+
+tpurt_compile_kind_t pjrt_swap_compile_kind(tpurt_compile_kind_t kind) {
+  tpurt_compile_kind_t previous = t_site_kind;
+  t_site_kind = kind;
+  return previous;
+}
+
+tpurt_compile_kind_t pjrt_force_compile_kind(tpurt_compile_kind_t kind) {
+  tpurt_compile_kind_t previous = t_forced_kind;
+  t_forced_kind = kind >= 0 && kind < TPURT_COMPILE_KINDS ? kind : TPURT_COMPILE_KIND_AUTO;
+  return previous;
+}
+
+static tpurt_compile_kind_t current_compile_kind(void) {
+  tpurt_compile_kind_t k = t_forced_kind != TPURT_COMPILE_KIND_AUTO ? t_forced_kind : t_site_kind;
+  return k >= 0 && k < TPURT_COMPILE_KINDS ? k : TPURT_COMPILE_KIND_AUTO;
+}
+
+/* Counts a compile starting: the high-water mark of compiles in flight at
+** once is how a test sees compiles overlap without timing them. */
+static void compile_started(void) {
+  pjrt_counters_t* c = &pjrt_g.counters;
+  uint64_t now = atomic_fetch_add(&c->compiles_in_flight, 1) + 1;
+  uint64_t seen = atomic_load(&c->max_concurrent_compiles);
+  while (now > seen && !atomic_compare_exchange_weak(&c->max_concurrent_compiles, &seen, now)) {
+  }
+}
+
 void pjrt_set_launch_correlation(uint64_t id) { t_correlation = id; }
 
 enum { kBurstGapNs = 2000000000 };
@@ -180,12 +210,21 @@ tpurt_status_t pjrt_compile_with_options(const char* mlir, size_t mlir_size, con
   a.program = &program;
   a.compile_options = options;
   a.compile_options_size = options_size;
-  pthread_mutex_lock(&pjrt_g.lock);
+  /* The compile runs with no lock of ours held (PJRT clients compile from
+  ** any thread), so that threads compiling different programs overlap; the
+  ** lock covers the notice's burst and wrapping the result. */
+  compile_started();
   const uint64_t start = pjrt_now_ns();
   tpurt_status_t status = PJRT_CALL(PJRTABI_CLIENT_COMPILE, "Client_Compile", &a);
   const uint64_t end = pjrt_now_ns();
-  pjrt_g.counters.compile_seconds += (double)(end - start) / 1e9;
-  pjrt_g.counters.compiles++;
+  pjrt_counters_t* c = &pjrt_g.counters;
+  atomic_fetch_sub(&c->compiles_in_flight, 1);
+  const tpurt_compile_kind_t kind = current_compile_kind();
+  c->compile_ns += end - start;
+  c->compiles++;
+  c->compile_ns_by_kind[kind] += end - start;
+  c->compiles_by_kind[kind]++;
+  pthread_mutex_lock(&pjrt_g.lock);
   if (!status) note_compile_locked(start, end);
   if (!status) status = wrap_executable_locked(a.executable, out_executable);
   if (!status) {

@@ -262,13 +262,24 @@ TPURT_MUST_USE tpurt_status_t pjrt_compile_options_encode(const char* spec, char
 TPURT_MUST_USE tpurt_status_t pjrt_current_compile_options(const char** out_bytes, size_t* out_size,
                                                            const char** out_text);
 
-/* Counters kept by this room, read by tpurt_metrics_get. */
+/* The kind this thread's compiles are counted under (tpurt_compile_kind_t):
+** each engine site sets its own kind around its compile; a kind forced by
+** tpurt_set_compile_kind (not AUTO) wins over the site's. Returns the
+** previous site kind. */
+tpurt_compile_kind_t pjrt_swap_compile_kind(tpurt_compile_kind_t kind);
+tpurt_compile_kind_t pjrt_force_compile_kind(tpurt_compile_kind_t kind);
+
+/* Counters kept by this room, read by tpurt_metrics_get. Atomics: bumped
+** from any thread without a lock, read and zeroed the same way (each field
+** is consistent on its own; a snapshot of several is not a transaction). */
 typedef struct pjrt_counters_s {
-  uint64_t compiles, executions, bytes_to_device, bytes_from_device;
-  double compile_seconds;
-  uint64_t live_buffers;
-  uint64_t bytes_in_use[64];
-  uint64_t peak_bytes_in_use[64];
+  _Atomic uint64_t compiles, executions, bytes_to_device, bytes_from_device;
+  _Atomic uint64_t compile_ns;
+  _Atomic uint64_t compiles_by_kind[TPURT_COMPILE_KINDS], compile_ns_by_kind[TPURT_COMPILE_KINDS];
+  _Atomic uint64_t compiles_in_flight, max_concurrent_compiles;
+  _Atomic uint64_t live_buffers;
+  _Atomic uint64_t bytes_in_use[64];
+  _Atomic uint64_t peak_bytes_in_use[64];
 } pjrt_counters_t;
 pjrt_counters_t* pjrt_counters(void);
 

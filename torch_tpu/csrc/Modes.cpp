@@ -42,9 +42,14 @@ std::shared_ptr<Program> trace_end(const std::vector<at::Tensor>& outputs, int n
   for (const at::Tensor& t : outputs) views.push_back(describe(t, kTrace));
   auto program = std::make_shared<Program>();
   program->device = static_cast<c10::DeviceIndex>(device);
-  check_consume(
-      tpurt_trace_end(views.data(), static_cast<int32_t>(views.size()), num_inputs, &program->program),
-      kTrace);
+  tpurt_status_t status = nullptr;
+  {
+    // The graph compiles here; without the GIL, other Python threads run
+    // (and compile their own graphs) meanwhile.
+    py::gil_scoped_release release;
+    status = tpurt_trace_end(views.data(), static_cast<int32_t>(views.size()), num_inputs, &program->program);
+  }
+  check_consume(status, kTrace);
   return program;
 }
 
@@ -107,7 +112,10 @@ void register_mode_bindings(py::module& m) {
   m.def("_set_eager_mode", [](int mode) {
     check_consume(tpurt_set_eager_mode(static_cast<tpurt_eager_mode_t>(mode)), "torch_tpu.set_eager_mode");
   });
-  m.def("_flush", [] { check_consume(tpurt_flush(), "torch_tpu flush"); });
+  // A flush may compile the pending graph: without the GIL.
+  m.def(
+      "_flush", [] { check_consume(tpurt_flush(), "torch_tpu flush"); },
+      py::call_guard<py::gil_scoped_release>());
   m.def("_flush_counts", &flush_counts);
   py::class_<Program, std::shared_ptr<Program>>(m, "_Program")
       .def_property_readonly("text",

@@ -89,6 +89,13 @@ void set_compile_label(const std::optional<std::string>& label) {
   tpurt_set_compile_label(label ? held.c_str() : nullptr);
 }
 
+// The kind this thread's compiles are counted under in the per-kind metrics
+// (tpurt_set_compile_kind): 0 = auto (the compiling site says), else an index
+// of tpurt_compile_kind_t. Returns the kind set before.
+int set_compile_kind(int kind) {
+  return static_cast<int>(tpurt_set_compile_kind(static_cast<tpurt_compile_kind_t>(kind)));
+}
+
 std::string device_kind(int device) {
   const char* kind = nullptr;
   check_consume(tpurt_device_kind(device, &kind), "tpu device kind");
@@ -239,7 +246,9 @@ PYBIND11_MODULE(_C, m) {
   // Tests that set TORCH_TPU_* variables in-process (the core reads them once).
   m.def("_config_reload_for_test", [] { tpurt_config_reload_for_test(); });
   m.def("_set_device", [](int device) { set_current_device(static_cast<c10::DeviceIndex>(device)); });
-  m.def("_synchronize", [](int device) { check_consume(tpurt_synchronize(device), "synchronize"); });
+  m.def(
+      "_synchronize", [](int device) { check_consume(tpurt_synchronize(device), "synchronize"); },
+      py::call_guard<py::gil_scoped_release>());
   // Waits for every launch in flight, reporting nothing (the exit hook).
   m.def("_wait_idle", [] { tpurt_wait_idle(); }, py::call_guard<py::gil_scoped_release>());
   m.def("_runtime_info", &runtime_info);
@@ -273,6 +282,7 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("_event_elapsed_ms", &event_elapsed_ms);
   m.def("_set_compile_label", &set_compile_label);
+  m.def("_set_compile_kind", &set_compile_kind);
   m.def("_mark_sharding", &mark_sharding);
   m.def("_num_shards", &num_shards);
   m.def("_op_supported", [](const std::string& name) { return tpurt_op_supported(name.c_str()); });
