@@ -8,10 +8,10 @@
 #include "lower.h"
 
 static ir_value_t mul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
-  return ir_binary(ctx->func, "stablehlo.multiply", a, b);
+  return ir_binary(ctx->func, IR_OP_MULTIPLY, a, b);
 }
 static ir_value_t add(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
-  return ir_binary(ctx->func, "stablehlo.add", a, b);
+  return ir_binary(ctx->func, IR_OP_ADD, a, b);
 }
 static ir_value_t k(lower_ctx_t* ctx, ir_value_t like, double v) { return lower_full_like(ctx, like, v); }
 
@@ -26,10 +26,10 @@ static tpurt_status_t lower_gelu(lower_ctx_t* ctx) {
     /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
     ir_value_t x3 = mul(ctx, mul(ctx, x, x), x);
     ir_value_t u = mul(ctx, k(ctx, x, sqrt(2.0 / M_PI)), add(ctx, x, mul(ctx, k(ctx, x, 0.044715), x3)));
-    inner = ir_unary(ctx->func, "stablehlo.tanh", u);
+    inner = ir_unary(ctx->func, IR_OP_TANH, u);
   } else if (strcmp(approx, "none") == 0) {
     /* 0.5 x (1 + erf(x / sqrt 2)) */
-    inner = ir_unary(ctx->func, "chlo.erf", mul(ctx, x, k(ctx, x, M_SQRT1_2)));
+    inner = ir_unary(ctx->func, IR_OP_ERF, mul(ctx, x, k(ctx, x, M_SQRT1_2)));
   } else {
     return lower_error(TPURT_INVALID_ARGUMENT, "approximate argument must be either none or tanh.");
   }
@@ -42,7 +42,7 @@ static tpurt_status_t lower_silu(lower_ctx_t* ctx) {
   TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "silu"));
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
-  ir_value_t y = mul(ctx, x, ir_unary(ctx->func, "stablehlo.logistic", x));
+  ir_value_t y = mul(ctx, x, ir_unary(ctx->func, IR_OP_LOGISTIC, x));
   lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
   return NULL;
 }
@@ -51,7 +51,7 @@ static tpurt_status_t lower_relu(lower_ctx_t* ctx) {
   ir_value_t x = lower_tensor(ctx, 0);
   if (lower_meta(ctx, 0)->dtype == TPURT_DTYPE_BOOL)
     return lower_error(TPURT_INVALID_ARGUMENT, "\"clamp_min_scalar_cpu\" not implemented for 'Bool'");
-  lower_set_result(ctx, 0, ir_binary(ctx->func, "stablehlo.maximum", x, k(ctx, x, 0.0)));
+  lower_set_result(ctx, 0, ir_binary(ctx->func, IR_OP_MAXIMUM, x, k(ctx, x, 0.0)));
   return NULL;
 }
 
@@ -84,15 +84,15 @@ static tpurt_status_t softmax(lower_ctx_t* ctx) {
   ir_value_t zero = ir_constant_f64(f, xt->dtype, 0.0);
   ir_value_t m = ir_reduce(f, x, neg_inf, &dim, 1, IR_REDUCE_MAX);
   /* an all -inf row would give nan; PyTorch gives nan too, keep it */
-  ir_value_t shifted = ir_binary(f, "stablehlo.subtract", x, ir_broadcast_in_dim(f, m, rank, dims, bdims));
-  ir_value_t e = ir_unary(f, "stablehlo.exponential", shifted);
+  ir_value_t shifted = ir_binary(f, IR_OP_SUBTRACT, x, ir_broadcast_in_dim(f, m, rank, dims, bdims));
+  ir_value_t e = ir_unary(f, IR_OP_EXPONENTIAL, shifted);
   ir_value_t s = ir_reduce(f, e, zero, &dim, 1, IR_REDUCE_ADD);
   ir_value_t y;
   if (log) {
-    y = ir_binary(f, "stablehlo.subtract", shifted,
-                  ir_broadcast_in_dim(f, ir_unary(f, "stablehlo.log", s), rank, dims, bdims));
+    y = ir_binary(f, IR_OP_SUBTRACT, shifted,
+                  ir_broadcast_in_dim(f, ir_unary(f, IR_OP_LOG, s), rank, dims, bdims));
   } else {
-    y = ir_binary(f, "stablehlo.divide", e, ir_broadcast_in_dim(f, s, rank, dims, bdims));
+    y = ir_binary(f, IR_OP_DIVIDE, e, ir_broadcast_in_dim(f, s, rank, dims, bdims));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, y, out));
   return NULL;
@@ -125,7 +125,7 @@ static tpurt_status_t lower_hardtanh(lower_ctx_t* ctx) {
 static tpurt_status_t lower_hardtanh_backward(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t g = lower_tensor(ctx, 0), x = lower_cast(ctx, lower_tensor(ctx, 1), lower_meta(ctx, 0)->dtype);
-  ir_value_t inside = ir_binary(f, "stablehlo.and", ir_compare(f, IR_GT, x, scalar_like(ctx, 2, x)),
+  ir_value_t inside = ir_binary(f, IR_OP_AND, ir_compare(f, IR_GT, x, scalar_like(ctx, 2, x)),
                                 ir_compare(f, IR_LT, x, scalar_like(ctx, 3, x)));
   lower_set_result(ctx, 0, ir_select(f, inside, g, k(ctx, g, 0.0)));
   return NULL;
@@ -136,9 +136,8 @@ static tpurt_status_t lower_hardshrink(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_tensor(ctx, 0);
   ir_value_t l = lower_is_none(ctx, 1) ? k(ctx, x, 0.5) : scalar_like(ctx, 1, x);
-  ir_value_t inside =
-      ir_binary(f, "stablehlo.and", ir_compare(f, IR_GE, x, ir_unary(f, "stablehlo.negate", l)),
-                ir_compare(f, IR_LE, x, l));
+  ir_value_t inside = ir_binary(f, IR_OP_AND, ir_compare(f, IR_GE, x, ir_unary(f, IR_OP_NEGATE, l)),
+                                ir_compare(f, IR_LE, x, l));
   lower_set_result(ctx, 0, ir_select(f, inside, k(ctx, x, 0.0), x));
   return NULL;
 }
@@ -153,9 +152,8 @@ static tpurt_status_t lower_softshrink(lower_ctx_t* ctx) {
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
   ir_value_t l = lower_is_none(ctx, 1) ? k(ctx, x, 0.5) : scalar_like(ctx, 1, x);
-  ir_value_t y =
-      ir_select(f, ir_compare(f, IR_GT, x, l), ir_binary(f, "stablehlo.subtract", x, l), k(ctx, x, 0.0));
-  y = ir_select(f, ir_compare(f, IR_LT, x, ir_unary(f, "stablehlo.negate", l)), add(ctx, x, l), y);
+  ir_value_t y = ir_select(f, ir_compare(f, IR_GT, x, l), ir_binary(f, IR_OP_SUBTRACT, x, l), k(ctx, x, 0.0));
+  y = ir_select(f, ir_compare(f, IR_LT, x, ir_unary(f, IR_OP_NEGATE, l)), add(ctx, x, l), y);
   y = ir_select(f, ir_compare(f, IR_NE, x, x), x, y);
   lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
   return NULL;
@@ -165,8 +163,8 @@ static tpurt_status_t lower_softshrink(lower_ctx_t* ctx) {
 static tpurt_status_t lower_threshold(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_tensor(ctx, 0);
-  ir_value_t keep = ir_binary(f, "stablehlo.or", ir_compare(f, IR_GT, x, scalar_like(ctx, 1, x)),
-                              ir_compare(f, IR_NE, x, x));
+  ir_value_t keep =
+      ir_binary(f, IR_OP_OR, ir_compare(f, IR_GT, x, scalar_like(ctx, 1, x)), ir_compare(f, IR_NE, x, x));
   lower_set_result(ctx, 0, ir_select(f, keep, x, scalar_like(ctx, 2, x)));
   return NULL;
 }
@@ -194,8 +192,7 @@ static tpurt_status_t lower_glu(lower_ctx_t* ctx) {
   start[dim] = half;
   limit[dim] = 2 * half;
   ir_value_t b = ir_slice(ctx->func, x, start, limit, strides);
-  lower_set_result(ctx, 0,
-                   lower_cast(ctx, mul(ctx, a, ir_unary(ctx->func, "stablehlo.logistic", b)), t->dtype));
+  lower_set_result(ctx, 0, lower_cast(ctx, mul(ctx, a, ir_unary(ctx->func, IR_OP_LOGISTIC, b)), t->dtype));
   return NULL;
 }
 
@@ -206,10 +203,9 @@ static tpurt_status_t lower_log_sigmoid_forward(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
-  ir_value_t e =
-      ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", ir_unary(f, "stablehlo.abs", x)));
-  ir_value_t y = ir_binary(f, "stablehlo.subtract", ir_binary(f, "stablehlo.minimum", x, k(ctx, x, 0.0)),
-                           ir_unary(f, "stablehlo.log_plus_one", e));
+  ir_value_t e = ir_unary(f, IR_OP_EXPONENTIAL, ir_unary(f, IR_OP_NEGATE, ir_unary(f, IR_OP_ABS, x)));
+  ir_value_t y = ir_binary(f, IR_OP_SUBTRACT, ir_binary(f, IR_OP_MINIMUM, x, k(ctx, x, 0.0)),
+                           ir_unary(f, IR_OP_LOG_PLUS_ONE, e));
   lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
   int64_t none = 0;
   lower_set_result(ctx, 1, lower_splat(ctx, dt, 1, &none, 0.0));
@@ -223,7 +219,7 @@ static tpurt_status_t lower_log_sigmoid_backward(lower_ctx_t* ctx) {
   tpurt_dtype_t acc = lower_acc_dtype(dt);
   ir_value_t g = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 1), acc);
-  ir_value_t s = ir_unary(f, "stablehlo.logistic", ir_unary(f, "stablehlo.negate", x));
+  ir_value_t s = ir_unary(f, IR_OP_LOGISTIC, ir_unary(f, IR_OP_NEGATE, x));
   lower_set_result(ctx, 0, lower_cast(ctx, mul(ctx, g, s), dt));
   return NULL;
 }
@@ -246,9 +242,11 @@ static tpurt_status_t lower_prelu_kernel(lower_ctx_t* ctx) {
 
 /*===--- softplus, mish, hardswish, hardsigmoid, leaky_relu, elu ---===*/
 
-static ir_value_t un(lower_ctx_t* ctx, const char* op, ir_value_t x) { return ir_unary(ctx->func, op, x); }
+static ir_value_t un(lower_ctx_t* ctx, const char* op, ir_value_t x) {
+  return ir_unary_str(ctx->func, op, x);
+}
 static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t b) {
-  return ir_binary(ctx->func, op, a, b);
+  return ir_binary_str(ctx->func, op, a, b);
 }
 /* A Scalar arg as a runtime parameter broadcast to |like|'s shape (|if_none| when None). */
 static ir_value_t scalar_or_default(lower_ctx_t* ctx, int32_t arg, ir_value_t like, double if_none) {

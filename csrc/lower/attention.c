@@ -274,7 +274,7 @@ static ir_value_t scaled_query(lower_ctx_t* ctx, const sdpa_args_t* a, const sdp
   if (!prescaled(p)) return q;
   int64_t dims[TPURT_MAX_RANK];
   grouped_dims(p, p->lb, p->d, dims);
-  return ir_binary(ctx->func, "stablehlo.multiply", q, lower_broadcast_to(ctx, scale, p->w, dims));
+  return ir_binary(ctx->func, IR_OP_MULTIPLY, q, lower_broadcast_to(ctx, scale, p->w, dims));
 }
 
 /* The operands of one block of query rows, in the grouped layout of the
@@ -296,21 +296,20 @@ static ir_value_t scores(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p
   grouped_dims(p, p->lb, p->s, dims);
   int64_t lc = p->w - 1, rc = 2;
   ir_value_t s = batched_dot(ctx, p, blk->q, blk->k, 1, &lc, &rc);
-  if (!prescaled(p)) s = ir_binary(f, "stablehlo.multiply", s, lower_broadcast_to(ctx, scale, p->w, dims));
+  if (!prescaled(p)) s = ir_binary(f, IR_OP_MULTIPLY, s, lower_broadcast_to(ctx, scale, p->w, dims));
   ir_value_t neg_inf = lower_splat(ctx, p->acc, p->w, dims, -INFINITY);
   if (!lower_is_none(ctx, a->bias)) {
     const tpurt_tensor_t* bm = lower_meta(ctx, a->bias);
     ir_value_t b = lower_tensor(ctx, a->bias);
     if (bm->dtype != TPURT_DTYPE_BOOL) b = lower_cast(ctx, b, p->acc);
     b = bias_to_grouped(ctx, p, b, bm);
-    s = bm->dtype == TPURT_DTYPE_BOOL ? ir_select(f, b, s, neg_inf) : ir_binary(f, "stablehlo.add", s, b);
+    s = bm->dtype == TPURT_DTYPE_BOOL ? ir_select(f, b, s, neg_inf) : ir_binary(f, IR_OP_ADD, s, b);
   }
   if (lower_bool(ctx, a->causal, false)) { /* key j is visible from query i iff j <= i (top left) */
     int64_t ls[2] = {p->lb, p->s}, last2[2] = {p->w - 2, p->w - 1};
     ir_type_t t = ir_type_make(TPURT_DTYPE_I64, 2, ls);
     ir_value_t row = ir_iota(f, t, 0);
-    if (blk->row0 != IR_NONE)
-      row = ir_binary(f, "stablehlo.add", row, lower_broadcast_to(ctx, blk->row0, 2, ls));
+    if (blk->row0 != IR_NONE) row = ir_binary(f, IR_OP_ADD, row, lower_broadcast_to(ctx, blk->row0, 2, ls));
     ir_value_t keep = ir_compare(f, IR_LE, ir_iota(f, t, 1), row);
     s = ir_select(f, ir_broadcast_in_dim(f, keep, p->w, dims, last2), s, neg_inf);
   }
@@ -352,8 +351,7 @@ static void forward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* 
   ** exponentials are 0 (not nan) and its output is 0 */
   ir_value_t dead = ir_compare(f, IR_EQ, m, lower_splat(ctx, p->acc, p->w - 1, rdims, -INFINITY));
   m = ir_select(f, dead, lower_splat(ctx, p->acc, p->w - 1, rdims, 0.0), m);
-  ir_value_t e =
-      ir_unary(f, "stablehlo.exponential", ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, p, m, p->s)));
+  ir_value_t e = ir_unary(f, IR_OP_EXPONENTIAL, ir_binary(f, IR_OP_SUBTRACT, s, over_rows(ctx, p, m, p->s)));
   int64_t lc = p->w - 1, rc = 1;
   ir_value_t o, sum;
   if (prescaled(p) && blk->row0 == IR_NONE) {
@@ -379,9 +377,9 @@ static void forward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* 
     o = batched_dot(ctx, p, lower_cast(ctx, e, p->dtype), blk->v, 1, &lc, &rc);
   }
   ir_value_t safe_sum = ir_select(f, dead, lower_splat(ctx, p->acc, p->w - 1, rdims, 1.0), sum);
-  o = ir_binary(f, "stablehlo.divide", o, over_rows(ctx, p, safe_sum, p->dv));
+  o = ir_binary(f, IR_OP_DIVIDE, o, over_rows(ctx, p, safe_sum, p->dv));
   *out_o = lower_cast(ctx, o, p->dtype);
-  ir_value_t lse = ir_binary(f, "stablehlo.add", m, ir_unary(f, "stablehlo.log", sum));
+  ir_value_t lse = ir_binary(f, IR_OP_ADD, m, ir_unary(f, IR_OP_LOG, sum));
   *out_lse = lower_cast(ctx, lse, TPURT_DTYPE_F32);
 }
 
@@ -419,8 +417,8 @@ static ir_region_op_t loop_begin(lower_ctx_t* ctx, const sdpa_t* p, int64_t rows
   it->p.h = p->g;
   it->p.nb = 0;
   it->p.lb = rows;
-  it->b = ir_binary(f, "stablehlo.divide", args[0], nb);
-  it->r0 = ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.remainder", args[0], nb),
+  it->b = ir_binary(f, IR_OP_DIVIDE, args[0], nb);
+  it->r0 = ir_binary(f, IR_OP_MULTIPLY, ir_binary(f, IR_OP_REMAINDER, args[0], nb),
                      ir_constant_i64(f, TPURT_DTYPE_I64, rows));
   it->zero = ir_constant_i64(f, TPURT_DTYPE_I64, 0);
   /* the counter rides along as carried[0]: stash it for loop_end */
@@ -433,7 +431,7 @@ static void loop_end(lower_ctx_t* ctx, ir_region_op_t* w, ir_value_t counter, co
                      int32_t n, ir_value_t* out) {
   ir_func_t* f = ctx->func;
   ir_value_t carried[TPURT_MAX_RESULTS], results[TPURT_MAX_RESULTS];
-  carried[0] = ir_binary(f, "stablehlo.add", counter, ir_constant_i64(f, TPURT_DTYPE_I64, 1));
+  carried[0] = ir_binary(f, IR_OP_ADD, counter, ir_constant_i64(f, TPURT_DTYPE_I64, 1));
   for (int32_t i = 0; i < n; ++i) carried[i + 1] = next[i];
   ir_region_end(f, carried, n + 1);
   ir_while_end(f, w, results);
@@ -475,7 +473,7 @@ static ir_value_t entry_of(lower_ctx_t* ctx, const sdpa_loop_t* it, ir_value_t x
 static ir_value_t add_to_entry(lower_ctx_t* ctx, const sdpa_loop_t* it, ir_value_t x, ir_value_t add,
                                int64_t last) {
   ir_value_t starts[3] = {it->b, it->zero, it->zero};
-  ir_value_t sum = ir_binary(ctx->func, "stablehlo.add", entry_of(ctx, it, x, last), add);
+  ir_value_t sum = ir_binary(ctx->func, IR_OP_ADD, entry_of(ctx, it, x, last), add);
   return ir_dynamic_update_slice(ctx->func, x, sum, starts);
 }
 
@@ -591,8 +589,8 @@ static void backward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t*
   int64_t sdims[TPURT_MAX_RANK];
   grouped_dims(p, p->lb, p->s, sdims);
   /* P = exp(s - lse) */
-  ir_value_t prob = ir_unary(f, "stablehlo.exponential",
-                             ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, p, blk->lse, p->s)));
+  ir_value_t prob =
+      ir_unary(f, IR_OP_EXPONENTIAL, ir_binary(f, IR_OP_SUBTRACT, s, over_rows(ctx, p, blk->lse, p->s)));
   int64_t gl[2] = {1, 2}; /* the (G), rows dims of a grouped tensor */
   int32_t ngl = 1 + p->gd;
   if (gr->want_v) /* dV = P^T dO, summed over the group */
@@ -602,24 +600,23 @@ static void backward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t*
   int64_t lc = p->w - 1, rc = 2;
   ir_value_t dp = batched_dot(ctx, p, blk->dout, blk->v, 1, &lc, &rc);
   ir_value_t oo =
-      ir_binary(f, "stablehlo.multiply", lower_cast(ctx, blk->dout, p->acc), lower_cast(ctx, blk->o, p->acc));
+      ir_binary(f, IR_OP_MULTIPLY, lower_cast(ctx, blk->dout, p->acc), lower_cast(ctx, blk->o, p->acc));
   ir_value_t di = ir_reduce(f, oo, ir_constant_f64(f, p->acc, 0.0), &lc, 1, IR_REDUCE_ADD);
-  ir_value_t ds = ir_binary(f, "stablehlo.multiply", prob,
-                            ir_binary(f, "stablehlo.subtract", dp, over_rows(ctx, p, di, p->s)));
+  ir_value_t ds =
+      ir_binary(f, IR_OP_MULTIPLY, prob, ir_binary(f, IR_OP_SUBTRACT, dp, over_rows(ctx, p, di, p->s)));
   /* prescaled: the scale goes on dQ [rows, D] and comes with the scaled
   ** query into dK, so no [rows, S] multiply */
   ir_value_t dss =
       prescaled(p)
           ? ds
-          : lower_cast(ctx,
-                       ir_binary(f, "stablehlo.multiply", ds, lower_broadcast_to(ctx, scale, p->w, sdims)),
+          : lower_cast(ctx, ir_binary(f, IR_OP_MULTIPLY, ds, lower_broadcast_to(ctx, scale, p->w, sdims)),
                        p->dtype);
   if (gr->want_q) { /* dQ = scale dS K */
     int64_t klc = p->w - 1, krc = 1, qdims[TPURT_MAX_RANK];
     gr->dq = batched_dot(ctx, p, dss, blk->k, 1, &klc, &krc);
     if (prescaled(p)) {
       grouped_dims(p, p->lb, p->d, qdims);
-      gr->dq = ir_binary(f, "stablehlo.multiply", gr->dq, lower_broadcast_to(ctx, scale, p->w, qdims));
+      gr->dq = ir_binary(f, IR_OP_MULTIPLY, gr->dq, lower_broadcast_to(ctx, scale, p->w, qdims));
     }
   }
   if (gr->want_k) /* dK = scale dS^T Q, summed over the group */

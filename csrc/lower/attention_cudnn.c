@@ -59,7 +59,7 @@ static double config_scale(const sdpa_t* p) { return 1.0 / sqrt((double)p->d); }
 static ir_value_t scale_factor(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p) {
   if (lower_is_none(ctx, a->scale)) return IR_NONE;
   ir_value_t scale = lower_scalar(ctx, a->scale, TPURT_DTYPE_F32);
-  return ir_binary(ctx->func, "stablehlo.multiply", scale,
+  return ir_binary(ctx->func, IR_OP_MULTIPLY, scale,
                    ir_constant_f64(ctx->func, TPURT_DTYPE_F32, 1.0 / config_scale(p)));
 }
 
@@ -70,7 +70,7 @@ static ir_value_t scaled(lower_ctx_t* ctx, ir_value_t x, ir_value_t factor, tpur
   if (!t) return IR_NONE;
   ir_value_t wide = lower_cast(ctx, x, TPURT_DTYPE_F32);
   ir_value_t f = lower_broadcast_to(ctx, factor, t->rank, t->dims);
-  return lower_cast(ctx, ir_binary(ctx->func, "stablehlo.multiply", wide, f), dtype);
+  return lower_cast(ctx, ir_binary(ctx->func, IR_OP_MULTIPLY, wide, f), dtype);
 }
 
 /* A plain [N.., heads, rows, last] tensor as [B, heads, rows, last]. */

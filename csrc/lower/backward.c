@@ -8,13 +8,13 @@
 #include "lower.h"
 
 static ir_value_t mul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
-  return ir_binary(ctx->func, "stablehlo.multiply", a, b);
+  return ir_binary(ctx->func, IR_OP_MULTIPLY, a, b);
 }
 static ir_value_t add(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
-  return ir_binary(ctx->func, "stablehlo.add", a, b);
+  return ir_binary(ctx->func, IR_OP_ADD, a, b);
 }
 static ir_value_t sub(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
-  return ir_binary(ctx->func, "stablehlo.subtract", a, b);
+  return ir_binary(ctx->func, IR_OP_SUBTRACT, a, b);
 }
 static ir_value_t k(lower_ctx_t* ctx, ir_value_t like, double v) { return lower_full_like(ctx, like, v); }
 
@@ -53,7 +53,7 @@ static tpurt_status_t lower_gelu_backward(lower_ctx_t* ctx) {
     const double beta = M_SQRT2 * M_2_SQRTPI * 0.5, kappa = 0.044715;
     ir_value_t x2 = mul(ctx, x, x);
     ir_value_t inner = mul(ctx, k(ctx, x, beta), add(ctx, x, mul(ctx, k(ctx, x, kappa), mul(ctx, x2, x))));
-    ir_value_t t = ir_unary(f, "stablehlo.tanh", inner);
+    ir_value_t t = ir_unary(f, IR_OP_TANH, inner);
     ir_value_t left = mul(ctx, k(ctx, x, 0.5), x);
     ir_value_t left_d = mul(ctx, k(ctx, x, 0.5), add(ctx, k(ctx, x, 1.0), t));
     ir_value_t right_d =
@@ -62,11 +62,10 @@ static tpurt_status_t lower_gelu_backward(lower_ctx_t* ctx) {
     d = add(ctx, left_d, mul(ctx, left, right_d));
   } else if (strcmp(approx, "none") == 0) {
     /* cdf + x pdf */
-    ir_value_t cdf =
-        mul(ctx, k(ctx, x, 0.5),
-            add(ctx, k(ctx, x, 1.0), ir_unary(f, "chlo.erf", mul(ctx, x, k(ctx, x, M_SQRT1_2)))));
+    ir_value_t cdf = mul(ctx, k(ctx, x, 0.5),
+                         add(ctx, k(ctx, x, 1.0), ir_unary(f, IR_OP_ERF, mul(ctx, x, k(ctx, x, M_SQRT1_2)))));
     ir_value_t pdf = mul(ctx, k(ctx, x, M_2_SQRTPI * M_SQRT1_2 * 0.5),
-                         ir_unary(f, "stablehlo.exponential", mul(ctx, k(ctx, x, -0.5), mul(ctx, x, x))));
+                         ir_unary(f, IR_OP_EXPONENTIAL, mul(ctx, k(ctx, x, -0.5), mul(ctx, x, x))));
     d = add(ctx, cdf, mul(ctx, x, pdf));
   } else {
     return lower_error(TPURT_INVALID_ARGUMENT, "approximate argument must be either none or tanh.");
@@ -80,7 +79,7 @@ static tpurt_status_t lower_silu_backward(lower_ctx_t* ctx) {
   ir_value_t g, x;
   tpurt_dtype_t dt;
   TPURT_RETURN_IF_ERROR(pair(ctx, 0, 1, &g, &x, &dt));
-  ir_value_t s = ir_unary(ctx->func, "stablehlo.logistic", x);
+  ir_value_t s = ir_unary(ctx->func, IR_OP_LOGISTIC, x);
   ir_value_t d = mul(ctx, s, add(ctx, k(ctx, x, 1.0), mul(ctx, x, sub(ctx, k(ctx, x, 1.0), s))));
   lower_set_result(ctx, 0, lower_cast(ctx, mul(ctx, g, d), dt));
   return NULL;
@@ -126,7 +125,7 @@ static tpurt_status_t lower_hardswish_backward(lower_ctx_t* ctx) {
   tpurt_dtype_t dt;
   TPURT_RETURN_IF_ERROR(pair(ctx, 0, 1, &g, &x, &dt));
   ir_func_t* f = ctx->func;
-  ir_value_t mid = mul(ctx, g, add(ctx, ir_binary(f, "stablehlo.divide", x, k(ctx, x, 3.0)), k(ctx, x, 0.5)));
+  ir_value_t mid = mul(ctx, g, add(ctx, ir_binary(f, IR_OP_DIVIDE, x, k(ctx, x, 3.0)), k(ctx, x, 0.5)));
   ir_value_t r = ir_select(f, ir_compare(f, IR_LE, x, k(ctx, x, 3.0)), mid, g);
   r = ir_select(f, ir_compare(f, IR_LT, x, k(ctx, x, -3.0)), k(ctx, x, 0.0), r);
   lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
@@ -165,7 +164,7 @@ static tpurt_status_t softmax_backward(lower_ctx_t* ctx) {
   if (log) {
     ir_value_t s = ir_reduce(f, g, zero, &dim, 1, IR_REDUCE_ADD);
     s = ir_broadcast_in_dim(f, s, tg->rank, tg->sizes, bdims);
-    r = sub(ctx, g, mul(ctx, ir_unary(f, "stablehlo.exponential", y), s));
+    r = sub(ctx, g, mul(ctx, ir_unary(f, IR_OP_EXPONENTIAL, y), s));
   } else {
     ir_value_t s = ir_reduce(f, mul(ctx, g, y), zero, &dim, 1, IR_REDUCE_ADD);
     s = ir_broadcast_in_dim(f, s, tg->rank, tg->sizes, bdims);
@@ -207,7 +206,7 @@ static tpurt_status_t lower_mse_loss(lower_ctx_t* ctx) {
     int64_t n = ir_type_numel(ir_value_type(ctx->func, sq));
     sq = sum_all(ctx, sq);
     if (reduction == REDUCTION_MEAN) /* 0/0 = nan for an empty input, as PyTorch */
-      sq = ir_binary(ctx->func, "stablehlo.divide", sq, k(ctx, sq, (double)n));
+      sq = ir_binary(ctx->func, IR_OP_DIVIDE, sq, k(ctx, sq, (double)n));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, sq, dt));
   return NULL;
@@ -282,7 +281,7 @@ static void nll_pick(lower_ctx_t* ctx, int64_t rows, int64_t c, int32_t target, 
   ir_value_t cls = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 2, shape), 1);
   ir_value_t ignore = ir_constant_i64(f, TPURT_DTYPE_I64, lower_int(ctx, ignore_index, -100));
   ir_value_t valid = ir_compare(f, IR_NE, tb, ir_broadcast_in_dim(f, ignore, 2, shape, NULL));
-  ir_value_t onehot = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, tb, cls), valid);
+  ir_value_t onehot = ir_binary(f, IR_OP_AND, ir_compare(f, IR_EQ, tb, cls), valid);
   ir_value_t w;
   if (lower_meta(ctx, weight)) {
     int64_t col_dim = 1;
@@ -309,7 +308,7 @@ static tpurt_status_t lower_nll_loss_forward(lower_ctx_t* ctx) {
   ir_value_t onehot, wpick;
   nll_pick(ctx, rows, c, 1, 2, 4, acc, &onehot, &wpick);
   /* per row: -w[t] x[t]; the other classes add exact zeros */
-  ir_value_t picked = ir_select(f, onehot, ir_unary(f, "stablehlo.negate", mul(ctx, x, wpick)),
+  ir_value_t picked = ir_select(f, onehot, ir_unary(f, IR_OP_NEGATE, mul(ctx, x, wpick)),
                                 lower_splat(ctx, acc, 2, shape, 0.0));
   int64_t cdim = 1;
   ir_value_t per_row = ir_reduce(f, picked, ir_constant_f64(f, acc, 0.0), &cdim, 1, IR_REDUCE_ADD);
@@ -320,7 +319,7 @@ static tpurt_status_t lower_nll_loss_forward(lower_ctx_t* ctx) {
     total = k(ctx, total, 0.0);
   } else {
     out = sum_all(ctx, per_row);
-    if (reduction == REDUCTION_MEAN) out = ir_binary(f, "stablehlo.divide", out, total);
+    if (reduction == REDUCTION_MEAN) out = ir_binary(f, IR_OP_DIVIDE, out, total);
   }
   lower_set_result(ctx, 0, lower_cast(ctx, out, dt));
   lower_set_result(ctx, 1, lower_cast(ctx, total, dt));
@@ -358,11 +357,11 @@ static tpurt_status_t lower_nll_loss_backward(lower_ctx_t* ctx) {
     g = ir_reshape(f, g, 0, NULL);
     if (reduction == REDUCTION_MEAN) {
       ir_value_t total = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 6), acc), 0, NULL);
-      g = ir_binary(f, "stablehlo.divide", g, total);
+      g = ir_binary(f, IR_OP_DIVIDE, g, total);
     }
     g = ir_broadcast_in_dim(f, g, 2, shape, NULL);
   }
-  ir_value_t r = ir_unary(f, "stablehlo.negate", mul(ctx, wpick, g));
+  ir_value_t r = ir_unary(f, IR_OP_NEGATE, mul(ctx, wpick, g));
   r = ir_select(f, onehot, r, lower_splat(ctx, acc, 2, shape, 0.0));
   lower_set_result(ctx, 0, lower_cast(ctx, ir_reshape(f, r, xt->rank, xt->sizes), dt));
   return NULL;

@@ -89,22 +89,22 @@ static tpurt_status_t bn_forward(lower_ctx_t* ctx, int32_t w, int32_t bias, int3
   ir_value_t mean, var;
   if (training) {
     mean = ir_reduce(f, x, zero, b.dims, b.num_dims, IR_REDUCE_ADD);
-    mean = ir_binary(f, "stablehlo.divide", mean, lower_full_like(ctx, mean, (double)b.count));
-    ir_value_t dev = ir_binary(f, "stablehlo.subtract", x, per_channel(ctx, &b, mean));
-    var = ir_reduce(f, ir_binary(f, "stablehlo.multiply", dev, dev), zero, b.dims, b.num_dims, IR_REDUCE_ADD);
-    var = ir_binary(f, "stablehlo.divide", var, lower_full_like(ctx, var, (double)b.count));
+    mean = ir_binary(f, IR_OP_DIVIDE, mean, lower_full_like(ctx, mean, (double)b.count));
+    ir_value_t dev = ir_binary(f, IR_OP_SUBTRACT, x, per_channel(ctx, &b, mean));
+    var = ir_reduce(f, ir_binary(f, IR_OP_MULTIPLY, dev, dev), zero, b.dims, b.num_dims, IR_REDUCE_ADD);
+    var = ir_binary(f, IR_OP_DIVIDE, var, lower_full_like(ctx, var, (double)b.count));
   } else {
     mean = channel_arg(ctx, &b, rm, 0.0);
     var = channel_arg(ctx, &b, rv, 1.0);
   }
   const ir_type_t* vt = ir_value_type(f, var);
   ir_value_t eps = lower_broadcast_to(ctx, lower_scalar(ctx, eps_arg, b.acc), vt->rank, vt->dims);
-  ir_value_t invstd = ir_unary(f, "stablehlo.rsqrt", ir_binary(f, "stablehlo.add", var, eps));
+  ir_value_t invstd = ir_unary(f, IR_OP_RSQRT, ir_binary(f, IR_OP_ADD, var, eps));
   /* y = x * scale + shift with scale = w * invstd, shift = b - mean * scale */
-  ir_value_t scale = ir_binary(f, "stablehlo.multiply", channel_arg(ctx, &b, w, 1.0), invstd);
-  ir_value_t dev = ir_binary(f, "stablehlo.subtract", x, per_channel(ctx, &b, mean));
-  ir_value_t y = ir_binary(f, "stablehlo.multiply", dev, per_channel(ctx, &b, scale));
-  y = ir_binary(f, "stablehlo.add", y, per_channel(ctx, &b, channel_arg(ctx, &b, bias, 0.0)));
+  ir_value_t scale = ir_binary(f, IR_OP_MULTIPLY, channel_arg(ctx, &b, w, 1.0), invstd);
+  ir_value_t dev = ir_binary(f, IR_OP_SUBTRACT, x, per_channel(ctx, &b, mean));
+  ir_value_t y = ir_binary(f, IR_OP_MULTIPLY, dev, per_channel(ctx, &b, scale));
+  y = ir_binary(f, IR_OP_ADD, y, per_channel(ctx, &b, channel_arg(ctx, &b, bias, 0.0)));
   lower_set_result(ctx, 0, lower_cast(ctx, y, b.in->dtype));
   if (training) {
     lower_set_result(ctx, 1, lower_cast(ctx, mean, b.stat));
@@ -155,28 +155,27 @@ static tpurt_status_t lower_native_batch_norm_backward(lower_ctx_t* ctx) {
     ir_value_t var = channel_arg(ctx, &b, 4, 1.0);
     const ir_type_t* vt = ir_value_type(f, var);
     ir_value_t eps = lower_broadcast_to(ctx, lower_scalar(ctx, 8, b.acc), vt->rank, vt->dims);
-    invstd = ir_unary(f, "stablehlo.rsqrt", ir_binary(f, "stablehlo.add", var, eps));
+    invstd = ir_unary(f, IR_OP_RSQRT, ir_binary(f, IR_OP_ADD, var, eps));
   }
   ir_value_t zero = ir_constant_f64(f, b.acc, 0.0);
   ir_value_t w = channel_arg(ctx, &b, 2, 1.0);
-  ir_value_t xhat =
-      ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", x, per_channel(ctx, &b, mean)),
-                per_channel(ctx, &b, invstd));
+  ir_value_t xhat = ir_binary(f, IR_OP_MULTIPLY, ir_binary(f, IR_OP_SUBTRACT, x, per_channel(ctx, &b, mean)),
+                              per_channel(ctx, &b, invstd));
   ir_value_t sum_g = ir_reduce(f, g, zero, b.dims, b.num_dims, IR_REDUCE_ADD);
   ir_value_t sum_gx =
-      ir_reduce(f, ir_binary(f, "stablehlo.multiply", g, xhat), zero, b.dims, b.num_dims, IR_REDUCE_ADD);
+      ir_reduce(f, ir_binary(f, IR_OP_MULTIPLY, g, xhat), zero, b.dims, b.num_dims, IR_REDUCE_ADD);
   if (lower_bool_list_item(ctx, 9, 0, true)) {
-    ir_value_t scale = ir_binary(f, "stablehlo.multiply", w, invstd);
+    ir_value_t scale = ir_binary(f, IR_OP_MULTIPLY, w, invstd);
     ir_value_t gi;
     if (train) { /* w*invstd * (g - mean(g) - xhat * mean(g*xhat)) */
       ir_value_t n = lower_full_like(ctx, sum_g, (double)b.count);
-      ir_value_t mg = per_channel(ctx, &b, ir_binary(f, "stablehlo.divide", sum_g, n));
-      ir_value_t mgx = per_channel(ctx, &b, ir_binary(f, "stablehlo.divide", sum_gx, n));
-      gi = ir_binary(f, "stablehlo.subtract", ir_binary(f, "stablehlo.subtract", g, mg),
-                     ir_binary(f, "stablehlo.multiply", xhat, mgx));
-      gi = ir_binary(f, "stablehlo.multiply", gi, per_channel(ctx, &b, scale));
+      ir_value_t mg = per_channel(ctx, &b, ir_binary(f, IR_OP_DIVIDE, sum_g, n));
+      ir_value_t mgx = per_channel(ctx, &b, ir_binary(f, IR_OP_DIVIDE, sum_gx, n));
+      gi = ir_binary(f, IR_OP_SUBTRACT, ir_binary(f, IR_OP_SUBTRACT, g, mg),
+                     ir_binary(f, IR_OP_MULTIPLY, xhat, mgx));
+      gi = ir_binary(f, IR_OP_MULTIPLY, gi, per_channel(ctx, &b, scale));
     } else {
-      gi = ir_binary(f, "stablehlo.multiply", g, per_channel(ctx, &b, scale));
+      gi = ir_binary(f, IR_OP_MULTIPLY, g, per_channel(ctx, &b, scale));
     }
     lower_set_result(ctx, 0, lower_cast(ctx, gi, b.in->dtype));
   } else {

@@ -37,8 +37,8 @@ static tpurt_status_t lower_polar(lower_ctx_t* ctx) {
   ir_value_t r, theta;
   TPURT_RETURN_IF_ERROR(join_parts(ctx, "polar", &r, &theta));
   ir_func_t* f = ctx->func;
-  ir_value_t re = ir_binary(f, "stablehlo.multiply", r, ir_unary(f, "stablehlo.cosine", theta));
-  ir_value_t im = ir_binary(f, "stablehlo.multiply", r, ir_unary(f, "stablehlo.sine", theta));
+  ir_value_t re = ir_binary(f, IR_OP_MULTIPLY, r, ir_unary(f, IR_OP_COSINE, theta));
+  ir_value_t im = ir_binary(f, IR_OP_MULTIPLY, r, ir_unary(f, IR_OP_SINE, theta));
   lower_set_result(ctx, 0, ir_complex(f, re, im));
   return NULL;
 }
@@ -50,8 +50,8 @@ static tpurt_status_t lower_conj_physical(lower_ctx_t* ctx) {
   ir_value_t x = lower_tensor(ctx, 0);
   if (tpurt_dtype_is_complex(lower_meta(ctx, 0)->dtype)) {
     ir_func_t* f = ctx->func;
-    x = ir_complex(f, ir_complex_part(f, "stablehlo.real", x),
-                   ir_unary(f, "stablehlo.negate", ir_complex_part(f, "stablehlo.imag", x)));
+    x = ir_complex(f, ir_complex_part(f, IR_OP_REAL, x),
+                   ir_unary(f, IR_OP_NEGATE, ir_complex_part(f, IR_OP_IMAG, x)));
   }
   lower_set_result(ctx, 0, x);
   return NULL;
@@ -60,9 +60,9 @@ static tpurt_status_t lower_conj_physical(lower_ctx_t* ctx) {
 tpurt_status_t lower_complex_angle(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_tensor(ctx, 0);
-  lower_set_result(ctx, 0,
-                   ir_binary(f, "stablehlo.atan2", ir_complex_part(f, "stablehlo.imag", x),
-                             ir_complex_part(f, "stablehlo.real", x)));
+  lower_set_result(
+      ctx, 0,
+      ir_binary(f, IR_OP_ATAN2, ir_complex_part(f, IR_OP_IMAG, x), ir_complex_part(f, IR_OP_REAL, x)));
   return NULL;
 }
 

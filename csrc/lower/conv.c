@@ -334,7 +334,7 @@ static tpurt_status_t lower_convolution(lower_ctx_t* ctx) {
     const ir_type_t* ty = ir_value_type(ctx->func, y);
     int64_t one = 1;
     if (ty)
-      y = ir_binary(ctx->func, "stablehlo.add", y,
+      y = ir_binary(ctx->func, IR_OP_ADD, y,
                     ir_broadcast_in_dim(ctx->func, lower_cast(ctx, lower_tensor(ctx, 2), acc), ty->rank,
                                         ty->dims, &one));
   }

@@ -20,7 +20,7 @@
 #define DECOMP_MAX_N 128
 
 static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t b) {
-  return ir_binary(ctx->func, op, a, b);
+  return ir_binary_str(ctx->func, op, a, b);
 }
 static const ir_type_t* type_of(lower_ctx_t* ctx, ir_value_t v) { return ir_value_type(ctx->func, v); }
 
@@ -178,17 +178,17 @@ static ir_value_t cholesky(lower_ctx_t* ctx, ir_value_t a, ir_value_t* info) {
   for (int64_t k = 0; k < n; ++k) {
     ir_value_t c = col(ctx, a, k);
     ir_value_t pivot = elem(ctx, c, k);
-    ir_value_t not_pd = ir_unary(f, "stablehlo.not", ir_compare(f, IR_GT, pivot, zeros_like(ctx, pivot)));
-    ir_value_t first = ir_binary(f, "stablehlo.and", not_pd, ir_compare(f, IR_EQ, bad, zeros_like(ctx, bad)));
+    ir_value_t not_pd = ir_unary(f, IR_OP_NOT, ir_compare(f, IR_GT, pivot, zeros_like(ctx, pivot)));
+    ir_value_t first = ir_binary(f, IR_OP_AND, not_pd, ir_compare(f, IR_EQ, bad, zeros_like(ctx, bad)));
     bad = ir_select(f, first, lower_full_like(ctx, bad, (double)(k + 1)), bad);
-    ir_value_t d = ir_unary(f, "stablehlo.sqrt", pivot);
+    ir_value_t d = ir_unary(f, IR_OP_SQRT, pivot);
     int64_t b0[1] = {0};
     ir_value_t l = bin(ctx, "stablehlo.divide", c, ir_broadcast_in_dim(f, d, 2, vdims, b0));
     l = ir_select(f, index_is(ctx, 2, vdims, 1, IR_LT, k), zeros_like(ctx, l), l);
     cols[k] = l;
     ir_value_t upd = outer(ctx, l, l);
-    ir_value_t mask = ir_binary(f, "stablehlo.and", index_is(ctx, 3, dims, 1, IR_GT, k),
-                                index_is(ctx, 3, dims, 2, IR_GT, k));
+    ir_value_t mask =
+        ir_binary(f, IR_OP_AND, index_is(ctx, 3, dims, 1, IR_GT, k), index_is(ctx, 3, dims, 2, IR_GT, k));
     a = bin(ctx, "stablehlo.subtract", a, ir_select(f, mask, upd, zeros_like(ctx, upd)));
   }
   if (info) *info = bad;
@@ -392,7 +392,7 @@ static lu_t lu_factor(lower_ctx_t* ctx, ir_value_t a) {
   ir_value_t piv[DECOMP_MAX_N];
   for (int64_t k = 0; k < steps; ++k) {
     ir_value_t c = col(ctx, a, k);
-    ir_value_t ac = ir_unary(f, "stablehlo.abs", c);
+    ir_value_t ac = ir_unary(f, IR_OP_ABS, c);
     ac = ir_select(f, index_is(ctx, 2, vdims, 1, IR_LT, k), lower_full_like(ctx, ac, -1.0), ac);
     int64_t rdim[1] = {1};
     ir_value_t mx = ir_reduce(f, ac, ir_constant_f64(f, t->dtype, -INFINITY), rdim, 1, IR_REDUCE_MAX);
@@ -410,7 +410,7 @@ static lu_t lu_factor(lower_ctx_t* ctx, ir_value_t a) {
     ir_value_t d = elem(ctx, ck, k);
     ir_value_t zero_pivot = ir_compare(f, IR_EQ, d, zeros_like(ctx, d));
     ir_value_t first =
-        ir_binary(f, "stablehlo.and", zero_pivot, ir_compare(f, IR_EQ, r.info, zeros_like(ctx, r.info)));
+        ir_binary(f, IR_OP_AND, zero_pivot, ir_compare(f, IR_EQ, r.info, zeros_like(ctx, r.info)));
     r.info = ir_select(f, first, lower_full_like(ctx, r.info, (double)(k + 1)), r.info);
     /* LAPACK leaves a zero pivot's column unscaled (it is all zeros then) */
     ir_value_t safe_d = ir_select(f, zero_pivot, lower_full_like(ctx, d, 1.0), d);
@@ -419,9 +419,9 @@ static lu_t lu_factor(lower_ctx_t* ctx, ir_value_t a) {
     ir_value_t below = index_is(ctx, 3, dims, 1, IR_GT, k);
     /* column k below the diagonal becomes l; the trailing block loses l (x) row k */
     ir_value_t upd = outer(ctx, l, row(ctx, a, k));
-    ir_value_t trailing = ir_binary(f, "stablehlo.and", below, index_is(ctx, 3, dims, 2, IR_GT, k));
+    ir_value_t trailing = ir_binary(f, IR_OP_AND, below, index_is(ctx, 3, dims, 2, IR_GT, k));
     a = bin(ctx, "stablehlo.subtract", a, ir_select(f, trailing, upd, zeros_like(ctx, upd)));
-    ir_value_t colk = ir_binary(f, "stablehlo.and", below, index_is(ctx, 3, dims, 2, IR_EQ, k));
+    ir_value_t colk = ir_binary(f, IR_OP_AND, below, index_is(ctx, 3, dims, 2, IR_EQ, k));
     a = ir_select(f, colk, spread(ctx, l, dims, 1), a);
   }
   r.lu = a;
@@ -532,9 +532,8 @@ static void lu_det_parts(lower_ctx_t* ctx, const lu_t* r, int64_t n, ir_value_t*
     ir_value_t swapped = ir_compare(f, IR_NE, p, lower_full_like(ctx, p, (double)(k + 1)));
     ir_value_t flip = ir_select(f, swapped, lower_full_like(ctx, u, -1.0), lower_full_like(ctx, u, 1.0));
     d = bin(ctx, "stablehlo.multiply", d, bin(ctx, "stablehlo.multiply", u, flip));
-    s = bin(ctx, "stablehlo.multiply", s,
-            bin(ctx, "stablehlo.multiply", ir_unary(f, "stablehlo.sign", u), flip));
-    la = bin(ctx, "stablehlo.add", la, ir_unary(f, "stablehlo.log", ir_unary(f, "stablehlo.abs", u)));
+    s = bin(ctx, "stablehlo.multiply", s, bin(ctx, "stablehlo.multiply", ir_unary(f, IR_OP_SIGN, u), flip));
+    la = bin(ctx, "stablehlo.add", la, ir_unary(f, IR_OP_LOG, ir_unary(f, IR_OP_ABS, u)));
   }
   if (sign) *sign = s;
   if (logabs) *logabs = la;
@@ -769,22 +768,22 @@ static void svd_jacobi(lower_ctx_t* ctx, ir_value_t w, ir_value_t* u_out, ir_val
     for (int64_t q = p + 1; q < n; ++q) {
       ir_value_t alpha = col_dot(ctx, wc[p], wc[p]), beta = col_dot(ctx, wc[q], wc[q]);
       ir_value_t gamma = col_dot(ctx, wc[p], wc[q]);
-      ir_value_t scale = ir_unary(f, "stablehlo.sqrt", bin(ctx, "stablehlo.multiply", alpha, beta));
-      ir_value_t rotate = ir_compare(f, IR_GT, ir_unary(f, "stablehlo.abs", gamma),
+      ir_value_t scale = ir_unary(f, IR_OP_SQRT, bin(ctx, "stablehlo.multiply", alpha, beta));
+      ir_value_t rotate = ir_compare(f, IR_GT, ir_unary(f, IR_OP_ABS, gamma),
                                      bin(ctx, "stablehlo.multiply", scale, lower_full_like(ctx, scale, eps)));
-      any = ir_binary(f, "stablehlo.or", any, rotate);
+      any = ir_binary(f, IR_OP_OR, any, rotate);
       ir_value_t safe_g = ir_select(f, rotate, gamma, lower_full_like(ctx, gamma, 1.0));
       ir_value_t zeta = bin(ctx, "stablehlo.divide", bin(ctx, "stablehlo.subtract", beta, alpha),
                             bin(ctx, "stablehlo.multiply", safe_g, lower_full_like(ctx, safe_g, 2.0)));
-      ir_value_t root = ir_unary(f, "stablehlo.sqrt",
+      ir_value_t root = ir_unary(f, IR_OP_SQRT,
                                  bin(ctx, "stablehlo.add", lower_full_like(ctx, zeta, 1.0),
                                      bin(ctx, "stablehlo.multiply", zeta, zeta)));
       ir_value_t sgn = ir_select(f, ir_compare(f, IR_LT, zeta, zeros_like(ctx, zeta)),
                                  lower_full_like(ctx, zeta, -1.0), lower_full_like(ctx, zeta, 1.0));
-      ir_value_t tan = bin(ctx, "stablehlo.divide", sgn,
-                           bin(ctx, "stablehlo.add", ir_unary(f, "stablehlo.abs", zeta), root));
+      ir_value_t tan =
+          bin(ctx, "stablehlo.divide", sgn, bin(ctx, "stablehlo.add", ir_unary(f, IR_OP_ABS, zeta), root));
       ir_value_t c = bin(ctx, "stablehlo.divide", lower_full_like(ctx, tan, 1.0),
-                         ir_unary(f, "stablehlo.sqrt",
+                         ir_unary(f, IR_OP_SQRT,
                                   bin(ctx, "stablehlo.add", lower_full_like(ctx, tan, 1.0),
                                       bin(ctx, "stablehlo.multiply", tan, tan))));
       ir_value_t sn = bin(ctx, "stablehlo.multiply", c, tan);
@@ -805,7 +804,7 @@ static void svd_jacobi(lower_ctx_t* ctx, ir_value_t w, ir_value_t* u_out, ir_val
   }
   int64_t all[1] = {0};
   ir_value_t rotated = ir_reduce(f, any, ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), all, 1, IR_REDUCE_OR);
-  ir_value_t next_count = ir_binary(f, "stablehlo.add", args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 1));
+  ir_value_t next_count = ir_binary(f, IR_OP_ADD, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 1));
   next_count = ir_select(f, rotated, next_count, ir_constant_i64(f, TPURT_DTYPE_I32, -1));
   ir_value_t next[3] = {next_count, concat_cols(ctx, wc, n), concat_cols(ctx, vc, n)};
   ir_region_end(f, next, 3);
@@ -814,7 +813,7 @@ static void svd_jacobi(lower_ctx_t* ctx, ir_value_t w, ir_value_t* u_out, ir_val
   ir_value_t sv[DECOMP_MAX_N], uc[DECOMP_MAX_N];
   for (int64_t k = 0; k < n; ++k) {
     ir_value_t x = col(ctx, out[1], k);
-    ir_value_t norm = ir_unary(f, "stablehlo.sqrt", col_dot(ctx, x, x));
+    ir_value_t norm = ir_unary(f, IR_OP_SQRT, col_dot(ctx, x, x));
     ir_value_t safe = ir_select(f, ir_compare(f, IR_GT, norm, zeros_like(ctx, norm)), norm,
                                 lower_full_like(ctx, norm, 1.0));
     int64_t vd[2] = {b, m}, b0[1] = {0};
@@ -928,7 +927,7 @@ static tpurt_status_t lower_linalg_eigh(lower_ctx_t* ctx) {
   ir_value_t sym = bin(ctx, "stablehlo.add", tri, transpose3(ctx, strict));
   int64_t rd[2] = {1, 2};
   ir_value_t fro =
-      ir_unary(f, "stablehlo.sqrt",
+      ir_unary(f, IR_OP_SQRT,
                ir_reduce(f, bin(ctx, "stablehlo.multiply", sym, sym),
                          ir_constant_f64(f, type_of(ctx, sym)->dtype, 0.0), rd, 2, IR_REDUCE_ADD));
   int64_t b0[1] = {0};
@@ -969,11 +968,11 @@ static void householder(lower_ctx_t* ctx, ir_value_t a, int64_t k, ir_value_t* v
   ir_value_t xb = ir_select(f, below, x, zeros_like(ctx, x));
   ir_value_t alpha = elem(ctx, x, k);
   ir_value_t xnorm2 = col_dot(ctx, xb, xb);
-  ir_value_t norm = ir_unary(f, "stablehlo.sqrt",
+  ir_value_t norm = ir_unary(f, IR_OP_SQRT,
                              bin(ctx, "stablehlo.add", bin(ctx, "stablehlo.multiply", alpha, alpha), xnorm2));
   ir_value_t trivial = ir_compare(f, IR_EQ, xnorm2, zeros_like(ctx, xnorm2));
   ir_value_t b = ir_select(f, ir_compare(f, IR_GE, alpha, zeros_like(ctx, alpha)),
-                           ir_unary(f, "stablehlo.negate", norm), norm);
+                           ir_unary(f, IR_OP_NEGATE, norm), norm);
   b = ir_select(f, trivial, alpha, b);
   ir_value_t safe_b = ir_select(f, trivial, lower_full_like(ctx, b, 1.0), b);
   *tau = ir_select(f, trivial, zeros_like(ctx, b),
@@ -1021,8 +1020,8 @@ static ir_value_t geqrf(lower_ctx_t* ctx, ir_value_t a, ir_value_t* tau_out) {
     ir_value_t right = index_is(ctx, 3, dims, 2, IR_GT, k);
     a = ir_select(f, right, applied, a);
     ir_value_t colk = index_is(ctx, 3, dims, 2, IR_EQ, k);
-    ir_value_t below = ir_binary(f, "stablehlo.and", colk, index_is(ctx, 3, dims, 1, IR_GT, k));
-    ir_value_t diag = ir_binary(f, "stablehlo.and", colk, index_is(ctx, 3, dims, 1, IR_EQ, k));
+    ir_value_t below = ir_binary(f, IR_OP_AND, colk, index_is(ctx, 3, dims, 1, IR_GT, k));
+    ir_value_t diag = ir_binary(f, IR_OP_AND, colk, index_is(ctx, 3, dims, 1, IR_EQ, k));
     a = ir_select(f, below, spread(ctx, v, dims, 1), a);
     a = ir_select(f, diag, ir_broadcast_in_dim(f, beta, 3, dims, b0), a);
     int64_t d2[2] = {b, 1};

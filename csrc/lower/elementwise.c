@@ -63,10 +63,11 @@ static tpurt_status_t arith(lower_ctx_t* ctx) {
     ir_value_t alpha =
         lower_broadcast_to(ctx, lower_scalar(ctx, alpha_arg, math), ir_value_type(ctx->func, v[1])->rank,
                            ir_value_type(ctx->func, v[1])->dims);
-    v[1] = ir_binary(ctx->func, dt == TPURT_DTYPE_BOOL ? "stablehlo.and" : "stablehlo.multiply", v[1], alpha);
+    v[1] = ir_binary_str(ctx->func, dt == TPURT_DTYPE_BOOL ? "stablehlo.and" : "stablehlo.multiply", v[1],
+                         alpha);
   }
   if (dt == TPURT_DTYPE_BOOL) op = strcmp(op, "stablehlo.add") == 0 ? "stablehlo.or" : "stablehlo.and";
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(ctx->func, op, v[0], v[1]), dt));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary_str(ctx->func, op, v[0], v[1]), dt));
   return NULL;
 }
 
@@ -78,31 +79,30 @@ static tpurt_status_t lower_rsub(lower_ctx_t* ctx) {
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, math, v));
   if (!lower_is_none(ctx, 2) && !lower_scalar_is(ctx, 2, 1.0)) {
     const ir_type_t* t = ir_value_type(ctx->func, v[1]);
-    v[1] = ir_binary(ctx->func, "stablehlo.multiply", v[1],
+    v[1] = ir_binary(ctx->func, IR_OP_MULTIPLY, v[1],
                      lower_broadcast_to(ctx, lower_scalar(ctx, 2, math), t->rank, t->dims));
   }
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(ctx->func, "stablehlo.subtract", v[0], v[1]), dt));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(ctx->func, IR_OP_SUBTRACT, v[0], v[1]), dt));
   return NULL;
 }
 
 /* trunc(x) = x < 0 ? ceil(x) : floor(x); StableHLO has no trunc op. */
 static ir_value_t trunc_value(lower_ctx_t* ctx, ir_value_t x) {
   ir_value_t neg = ir_compare(ctx->func, IR_LT, x, lower_full_like(ctx, x, 0.0));
-  return ir_select(ctx->func, neg, ir_unary(ctx->func, "stablehlo.ceil", x),
-                   ir_unary(ctx->func, "stablehlo.floor", x));
+  return ir_select(ctx->func, neg, ir_unary(ctx->func, IR_OP_CEIL, x), ir_unary(ctx->func, IR_OP_FLOOR, x));
 }
 
 /* Integer floor division: truncating division, minus one where the signs
 ** differ and the division was inexact. */
 static ir_value_t int_floor_div(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   ir_func_t* f = ctx->func;
-  ir_value_t q = ir_binary(f, "stablehlo.divide", a, b);
-  ir_value_t r = ir_binary(f, "stablehlo.remainder", a, b);
+  ir_value_t q = ir_binary(f, IR_OP_DIVIDE, a, b);
+  ir_value_t r = ir_binary(f, IR_OP_REMAINDER, a, b);
   ir_value_t zero = lower_full_like(ctx, a, 0.0);
   ir_value_t inexact = ir_compare(f, IR_NE, r, zero);
   ir_value_t signs = ir_compare(f, IR_NE, ir_compare(f, IR_LT, a, zero), ir_compare(f, IR_LT, b, zero));
-  ir_value_t fix = ir_binary(f, "stablehlo.and", inexact, signs);
-  return ir_select(f, fix, ir_binary(f, "stablehlo.subtract", q, lower_full_like(ctx, q, 1.0)), q);
+  ir_value_t fix = ir_binary(f, IR_OP_AND, inexact, signs);
+  return ir_select(f, fix, ir_binary(f, IR_OP_SUBTRACT, q, lower_full_like(ctx, q, 1.0)), q);
 }
 
 /* Complex true division (a + bi) / (c + di) by Smith's scaling, the
@@ -114,13 +114,13 @@ static ir_value_t int_floor_div(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
 ** nan + nan i), which made fused eager differ from strict. */
 static ir_value_t complex_divide(lower_ctx_t* ctx, ir_value_t x, ir_value_t y) {
   ir_func_t* f = ctx->func;
-  ir_value_t a = ir_complex_part(f, "stablehlo.real", x), b = ir_complex_part(f, "stablehlo.imag", x);
-  ir_value_t c = ir_complex_part(f, "stablehlo.real", y), d = ir_complex_part(f, "stablehlo.imag", y);
-#define MUL(p, q) ir_binary(f, "stablehlo.multiply", p, q)
-#define ADD(p, q) ir_binary(f, "stablehlo.add", p, q)
-#define SUB(p, q) ir_binary(f, "stablehlo.subtract", p, q)
-#define DIV(p, q) ir_binary(f, "stablehlo.divide", p, q)
-  ir_value_t abs_c = ir_unary(f, "stablehlo.abs", c), abs_d = ir_unary(f, "stablehlo.abs", d);
+  ir_value_t a = ir_complex_part(f, IR_OP_REAL, x), b = ir_complex_part(f, IR_OP_IMAG, x);
+  ir_value_t c = ir_complex_part(f, IR_OP_REAL, y), d = ir_complex_part(f, IR_OP_IMAG, y);
+#define MUL(p, q) ir_binary(f, IR_OP_MULTIPLY, p, q)
+#define ADD(p, q) ir_binary(f, IR_OP_ADD, p, q)
+#define SUB(p, q) ir_binary(f, IR_OP_SUBTRACT, p, q)
+#define DIV(p, q) ir_binary(f, IR_OP_DIVIDE, p, q)
+  ir_value_t abs_c = ir_unary(f, IR_OP_ABS, c), abs_d = ir_unary(f, IR_OP_ABS, d);
   ir_value_t one = lower_full_like(ctx, c, 1.0), zero = lower_full_like(ctx, c, 0.0);
   /* |c| >= |d|: rat = d / c, scl = 1 / (c + d rat) */
   ir_value_t rat1 = DIV(d, c), scl1 = DIV(one, ADD(c, MUL(d, rat1)));
@@ -136,7 +136,7 @@ static ir_value_t complex_divide(lower_ctx_t* ctx, ir_value_t x, ir_value_t y) {
 #undef DIV
   ir_value_t c_wins = ir_compare(f, IR_GE, abs_c, abs_d);
   ir_value_t both_zero =
-      ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, abs_c, zero), ir_compare(f, IR_EQ, abs_d, zero));
+      ir_binary(f, IR_OP_AND, ir_compare(f, IR_EQ, abs_c, zero), ir_compare(f, IR_EQ, abs_d, zero));
   ir_value_t re = ir_select(f, c_wins, ir_select(f, both_zero, re0, re1), re2);
   ir_value_t im = ir_select(f, c_wins, ir_select(f, both_zero, im0, im1), im2);
   return ir_complex(f, re, im);
@@ -154,14 +154,13 @@ static tpurt_status_t div_mode(lower_ctx_t* ctx, const char* mode) {
   if (!mode && tpurt_dtype_is_complex(math)) {
     q = complex_divide(ctx, v[0], v[1]);
   } else if (!mode) {
-    q = ir_binary(ctx->func, "stablehlo.divide", v[0], v[1]);
+    q = ir_binary(ctx->func, IR_OP_DIVIDE, v[0], v[1]);
   } else if (strcmp(mode, "trunc") == 0) {
-    q = ir_binary(ctx->func, "stablehlo.divide", v[0], v[1]);
+    q = ir_binary(ctx->func, IR_OP_DIVIDE, v[0], v[1]);
     if (is_float(math)) q = trunc_value(ctx, q);
   } else if (strcmp(mode, "floor") == 0) {
-    q = is_float(math)
-            ? ir_unary(ctx->func, "stablehlo.floor", ir_binary(ctx->func, "stablehlo.divide", v[0], v[1]))
-            : int_floor_div(ctx, v[0], v[1]);
+    q = is_float(math) ? ir_unary(ctx->func, IR_OP_FLOOR, ir_binary(ctx->func, IR_OP_DIVIDE, v[0], v[1]))
+                       : int_floor_div(ctx, v[0], v[1]);
   } else {
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'",
@@ -186,13 +185,12 @@ static tpurt_status_t modulo(lower_ctx_t* ctx) {
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, math, v));
   ir_func_t* f = ctx->func;
-  ir_value_t r = ir_binary(f, "stablehlo.remainder", v[0], v[1]);
+  ir_value_t r = ir_binary(f, IR_OP_REMAINDER, v[0], v[1]);
   if (python) {
     ir_value_t zero = lower_full_like(ctx, r, 0.0);
     ir_value_t nonzero = ir_compare(f, IR_NE, r, zero);
     ir_value_t signs = ir_compare(f, IR_NE, ir_compare(f, IR_LT, r, zero), ir_compare(f, IR_LT, v[1], zero));
-    r = ir_select(f, ir_binary(f, "stablehlo.and", nonzero, signs), ir_binary(f, "stablehlo.add", r, v[1]),
-                  r);
+    r = ir_select(f, ir_binary(f, IR_OP_AND, nonzero, signs), ir_binary(f, IR_OP_ADD, r, v[1]), r);
   }
   lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
   return NULL;
@@ -204,19 +202,18 @@ static tpurt_status_t modulo(lower_ctx_t* ctx) {
 ** element, and bit for bit what CPU gives. */
 static ir_value_t power(lower_ctx_t* ctx, ir_value_t x, ir_value_t y, bool float_math) {
   ir_func_t* f = ctx->func;
-  if (lower_meta(ctx, 1)) return ir_binary(f, "stablehlo.power", x, y);
+  if (lower_meta(ctx, 1)) return ir_binary(f, IR_OP_POWER, x, y);
   if (lower_scalar_is(ctx, 1, 1.0)) return x;
-  if (lower_scalar_is(ctx, 1, 2.0)) return ir_binary(f, "stablehlo.multiply", x, x);
+  if (lower_scalar_is(ctx, 1, 2.0)) return ir_binary(f, IR_OP_MULTIPLY, x, x);
   if (lower_scalar_is(ctx, 1, 3.0))
-    return ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.multiply", x, x), x);
-  if (!float_math) return ir_binary(f, "stablehlo.power", x, y);
-  if (lower_scalar_is(ctx, 1, 0.5)) return ir_unary(f, "stablehlo.sqrt", x);
-  if (lower_scalar_is(ctx, 1, -0.5)) return ir_unary(f, "stablehlo.rsqrt", x);
-  if (lower_scalar_is(ctx, 1, -1.0)) return ir_binary(f, "stablehlo.divide", lower_full_like(ctx, x, 1.0), x);
+    return ir_binary(f, IR_OP_MULTIPLY, ir_binary(f, IR_OP_MULTIPLY, x, x), x);
+  if (!float_math) return ir_binary(f, IR_OP_POWER, x, y);
+  if (lower_scalar_is(ctx, 1, 0.5)) return ir_unary(f, IR_OP_SQRT, x);
+  if (lower_scalar_is(ctx, 1, -0.5)) return ir_unary(f, IR_OP_RSQRT, x);
+  if (lower_scalar_is(ctx, 1, -1.0)) return ir_binary(f, IR_OP_DIVIDE, lower_full_like(ctx, x, 1.0), x);
   if (lower_scalar_is(ctx, 1, -2.0))
-    return ir_binary(f, "stablehlo.divide", lower_full_like(ctx, x, 1.0),
-                     ir_binary(f, "stablehlo.multiply", x, x));
-  return ir_binary(f, "stablehlo.power", x, y);
+    return ir_binary(f, IR_OP_DIVIDE, lower_full_like(ctx, x, 1.0), ir_binary(f, IR_OP_MULTIPLY, x, x));
+  return ir_binary(f, IR_OP_POWER, x, y);
 }
 
 static tpurt_status_t lower_pow(lower_ctx_t* ctx) {
@@ -240,7 +237,7 @@ static tpurt_status_t lower_atan2(lower_ctx_t* ctx) {
   if (!is_float(dt)) dt = LOWER_DEFAULT_FLOAT;
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, opmath(dt), v));
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(ctx->func, "stablehlo.atan2", v[0], v[1]), dt));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(ctx->func, IR_OP_ATAN2, v[0], v[1]), dt));
   return NULL;
 }
 
@@ -255,7 +252,7 @@ static tpurt_status_t bitwise(lower_ctx_t* ctx) {
                        tpurt_dtype_name(dt));
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
-  lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
+  lower_set_result(ctx, 0, ir_binary_str(ctx->func, op, v[0], v[1]));
   return NULL;
 }
 
@@ -273,7 +270,7 @@ static tpurt_status_t shift(lower_ctx_t* ctx, bool left) {
   const char* op = left                   ? "stablehlo.shift_left"
                    : dt == TPURT_DTYPE_U8 ? "stablehlo.shift_right_logical"
                                           : "stablehlo.shift_right_arithmetic";
-  lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
+  lower_set_result(ctx, 0, ir_binary_str(ctx->func, op, v[0], v[1]));
   return NULL;
 }
 
@@ -285,7 +282,7 @@ static tpurt_status_t lower_right_shift(lower_ctx_t* ctx) { return shift(ctx, fa
 static ir_value_t gcd_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   ir_func_t* f = ctx->func;
   const ir_type_t* t = ir_value_type(f, a);
-  ir_value_t init[2] = {ir_unary(f, "stablehlo.abs", a), ir_unary(f, "stablehlo.abs", b)}, args[2], out[2];
+  ir_value_t init[2] = {ir_unary(f, IR_OP_ABS, a), ir_unary(f, IR_OP_ABS, b)}, args[2], out[2];
   int64_t all[TPURT_MAX_RANK];
   for (int32_t i = 0; i < t->rank; ++i) all[i] = i;
   ir_region_op_t w = ir_while_begin(f, init, 2, args);
@@ -296,7 +293,7 @@ static ir_value_t gcd_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   /* (a, b) -> (b % a, a) where a != 0 */
   ir_value_t live = ir_compare(f, IR_NE, args[0], lower_full_like(ctx, args[0], 0.0));
   ir_value_t safe = ir_select(f, live, args[0], lower_full_like(ctx, args[0], 1.0));
-  ir_value_t rem = ir_binary(f, "stablehlo.remainder", args[1], safe);
+  ir_value_t rem = ir_binary(f, IR_OP_REMAINDER, args[1], safe);
   ir_value_t next[2] = {ir_select(f, live, rem, args[0]), ir_select(f, live, args[0], args[1])};
   ir_region_end(f, next, 2);
   ir_while_end(f, &w, out);
@@ -317,8 +314,7 @@ static tpurt_status_t gcd_lcm(lower_ctx_t* ctx, bool lcm) {
     ir_value_t g0 = ir_compare(f, IR_EQ, g, lower_full_like(ctx, g, 0.0));
     ir_value_t safe = ir_select(f, g0, lower_full_like(ctx, g, 1.0), g);
     ir_value_t l =
-        ir_unary(f, "stablehlo.abs",
-                 ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.divide", v[0], safe), v[1]));
+        ir_unary(f, IR_OP_ABS, ir_binary(f, IR_OP_MULTIPLY, ir_binary(f, IR_OP_DIVIDE, v[0], safe), v[1]));
     g = ir_select(f, g0, lower_full_like(ctx, g, 0.0), l);
   }
   lower_set_result(ctx, 0, g);
@@ -333,13 +329,13 @@ static tpurt_status_t logical(lower_ctx_t* ctx) {
   int32_t idx[2] = {0, 1};
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, TPURT_DTYPE_BOOL, v));
-  lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
+  lower_set_result(ctx, 0, ir_binary_str(ctx->func, op, v[0], v[1]));
   return NULL;
 }
 
 static tpurt_status_t lower_logical_not(lower_ctx_t* ctx) {
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL);
-  lower_set_result(ctx, 0, ir_unary(ctx->func, "stablehlo.not", x));
+  lower_set_result(ctx, 0, ir_unary(ctx->func, IR_OP_NOT, x));
   return NULL;
 }
 
@@ -347,7 +343,7 @@ static tpurt_status_t lower_bitwise_not(lower_ctx_t* ctx) {
   if (is_float(lower_meta(ctx, 0)->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "\"bitwise_not_cpu\" not implemented for '%s'",
                        tpurt_dtype_name(lower_meta(ctx, 0)->dtype));
-  lower_set_result(ctx, 0, ir_unary(ctx->func, "stablehlo.not", lower_tensor(ctx, 0)));
+  lower_set_result(ctx, 0, ir_unary(ctx->func, IR_OP_NOT, lower_tensor(ctx, 0)));
   return NULL;
 }
 
@@ -414,7 +410,7 @@ static tpurt_status_t lower_clamp(lower_ctx_t* ctx) {
     if (lower_is_none(ctx, k)) continue;
     ir_value_t b = lower_meta(ctx, k) ? lower_cast(ctx, lower_tensor(ctx, k), dt) : lower_scalar(ctx, k, dt);
     b = lower_broadcast_to(ctx, b, rank, dims);
-    x = ir_binary(ctx->func, k == 1 ? "stablehlo.maximum" : "stablehlo.minimum", x, b);
+    x = ir_binary_str(ctx->func, k == 1 ? "stablehlo.maximum" : "stablehlo.minimum", x, b);
   }
   lower_set_result(ctx, 0, x);
   return NULL;
@@ -426,7 +422,7 @@ static tpurt_status_t clamp_one(lower_ctx_t* ctx) {
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
-  lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
+  lower_set_result(ctx, 0, ir_binary_str(ctx->func, op, v[0], v[1]));
   return NULL;
 }
 
@@ -439,7 +435,7 @@ static tpurt_status_t float_unary(lower_ctx_t* ctx) {
   tpurt_dtype_t in = lower_meta(ctx, 0)->dtype;
   tpurt_dtype_t dt = is_float(in) ? in : LOWER_DEFAULT_FLOAT;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), opmath(dt));
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_unary(ctx->func, op, x), dt));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_unary_str(ctx->func, op, x), dt));
   return NULL;
 }
 
@@ -447,8 +443,8 @@ static tpurt_status_t lower_log2(lower_ctx_t* ctx) {
   tpurt_dtype_t in = lower_meta(ctx, 0)->dtype;
   tpurt_dtype_t dt = is_float(in) ? in : LOWER_DEFAULT_FLOAT;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), opmath(dt));
-  ir_value_t l = ir_unary(ctx->func, "stablehlo.log", x);
-  l = ir_binary(ctx->func, "stablehlo.multiply", l, lower_full_like(ctx, l, 1.0 / M_LN2));
+  ir_value_t l = ir_unary(ctx->func, IR_OP_LOG, x);
+  l = ir_binary(ctx->func, IR_OP_MULTIPLY, l, lower_full_like(ctx, l, 1.0 / M_LN2));
   lower_set_result(ctx, 0, lower_cast(ctx, l, dt));
   return NULL;
 }
@@ -457,8 +453,8 @@ static tpurt_status_t lower_reciprocal(lower_ctx_t* ctx) {
   tpurt_dtype_t in = lower_meta(ctx, 0)->dtype;
   tpurt_dtype_t dt = is_float(in) ? in : LOWER_DEFAULT_FLOAT;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), opmath(dt));
-  lower_set_result(
-      ctx, 0, lower_cast(ctx, ir_binary(ctx->func, "stablehlo.divide", lower_full_like(ctx, x, 1.0), x), dt));
+  lower_set_result(ctx, 0,
+                   lower_cast(ctx, ir_binary(ctx->func, IR_OP_DIVIDE, lower_full_like(ctx, x, 1.0), x), dt));
   return NULL;
 }
 
@@ -482,10 +478,10 @@ static tpurt_status_t same_unary(lower_ctx_t* ctx) {
     return NULL;
   }
   if (tpurt_dtype_is_complex(dt) && strcmp(op, "stablehlo.abs") == 0) { /* |z| is real */
-    lower_set_result(ctx, 0, ir_complex_part(ctx->func, op, x));
+    lower_set_result(ctx, 0, ir_complex_part(ctx->func, IR_OP_ABS, x));
     return NULL;
   }
-  lower_set_result(ctx, 0, ir_unary(ctx->func, op, x));
+  lower_set_result(ctx, 0, ir_unary_str(ctx->func, op, x));
   return NULL;
 }
 
@@ -507,7 +503,7 @@ static tpurt_status_t classify(lower_ctx_t* ctx) {
   if (which == 0) {
     r = ir_compare(f, IR_NE, x, x); /* isnan */
   } else if (which == 1) {          /* isinf: |x| == inf */
-    r = ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", x), lower_full_like(ctx, x, INFINITY));
+    r = ir_compare(f, IR_EQ, ir_unary(f, IR_OP_ABS, x), lower_full_like(ctx, x, INFINITY));
   } else {
     r = ir_is_finite(f, x);
   }
@@ -519,7 +515,7 @@ static tpurt_status_t classify(lower_ctx_t* ctx) {
 
 static ir_value_t k(lower_ctx_t* ctx, ir_value_t like, double v) { return lower_full_like(ctx, like, v); }
 static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t b) {
-  return ir_binary(ctx->func, op, a, b);
+  return ir_binary_str(ctx->func, op, a, b);
 }
 static ir_value_t mul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   return bin(ctx, "stablehlo.multiply", a, b);
@@ -527,7 +523,9 @@ static ir_value_t mul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
 static ir_value_t sub(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   return bin(ctx, "stablehlo.subtract", a, b);
 }
-static ir_value_t un(lower_ctx_t* ctx, const char* op, ir_value_t x) { return ir_unary(ctx->func, op, x); }
+static ir_value_t un(lower_ctx_t* ctx, const char* op, ir_value_t x) {
+  return ir_unary_str(ctx->func, op, x);
+}
 /* Reads self in its compute type; the result dtype is self's. */
 static ir_value_t self_acc(lower_ctx_t* ctx, tpurt_dtype_t* dt) {
   *dt = lower_meta(ctx, 0)->dtype;

@@ -97,9 +97,9 @@ static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
                                                 : TPURT_DTYPE_I64;
   ir_func_t* f = ctx->func;
   ir_value_t io = ir_iota(f, ir_type_make(math, 1, &n), 0);
-  ir_value_t v = ir_binary(
-      f, "stablehlo.add", lower_broadcast_to(ctx, lower_scalar(ctx, 0, math), 1, &n),
-      ir_binary(f, "stablehlo.multiply", io, lower_broadcast_to(ctx, lower_scalar(ctx, 2, math), 1, &n)));
+  ir_value_t v =
+      ir_binary(f, IR_OP_ADD, lower_broadcast_to(ctx, lower_scalar(ctx, 0, math), 1, &n),
+                ir_binary(f, IR_OP_MULTIPLY, io, lower_broadcast_to(ctx, lower_scalar(ctx, 2, math), 1, &n)));
   lower_set_result(ctx, 0, lower_cast(ctx, v, dt));
   return NULL;
 }
@@ -127,8 +127,7 @@ static tpurt_status_t eye(lower_ctx_t* ctx) {
 /* trunc(x) = x < 0 ? ceil(x) : floor(x) */
 static ir_value_t trunc_value(lower_ctx_t* ctx, ir_value_t x) {
   ir_value_t neg = ir_compare(ctx->func, IR_LT, x, lower_full_like(ctx, x, 0.0));
-  return ir_select(ctx->func, neg, ir_unary(ctx->func, "stablehlo.ceil", x),
-                   ir_unary(ctx->func, "stablehlo.floor", x));
+  return ir_select(ctx->func, neg, ir_unary(ctx->func, IR_OP_CEIL, x), ir_unary(ctx->func, IR_OP_FLOOR, x));
 }
 
 /* linspace.out(start, end, steps, *, out): the first half counts up from
@@ -147,7 +146,7 @@ static tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx) {
   if (steps <= 1) {
     ir_value_t s = lower_scalar(ctx, 0, tpurt_dtype_is_float(dt) ? math : dt);
     if (base_arg >= 0)
-      s = ir_binary(f, "stablehlo.power", lower_scalar(ctx, base_arg, TPURT_DTYPE_F64),
+      s = ir_binary(f, IR_OP_POWER, lower_scalar(ctx, base_arg, TPURT_DTYPE_F64),
                     lower_cast(ctx, s, TPURT_DTYPE_F64));
     s = lower_cast(ctx, s, dt);
     lower_set_result(ctx, 0, steps == 0 ? lower_splat(ctx, dt, 1, &steps, 0.0) : ir_reshape(f, s, 1, &steps));
@@ -157,21 +156,19 @@ static tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx) {
   tpurt_dtype_t endpoint = tpurt_dtype_is_float(dt) ? math : dt;
   ir_value_t start = lower_cast(ctx, lower_scalar(ctx, 0, endpoint), math);
   ir_value_t end = lower_cast(ctx, lower_scalar(ctx, 1, endpoint), math);
-  ir_value_t step = ir_binary(f, "stablehlo.divide", ir_binary(f, "stablehlo.subtract", end, start),
+  ir_value_t step = ir_binary(f, IR_OP_DIVIDE, ir_binary(f, IR_OP_SUBTRACT, end, start),
                               ir_constant_f64(f, math, (double)(steps - 1)));
   ir_value_t idx = ir_iota(f, ir_type_make(math, 1, &steps), 0);
-  ir_value_t up =
-      ir_binary(f, "stablehlo.add", lower_broadcast_to(ctx, start, 1, &steps),
-                ir_binary(f, "stablehlo.multiply", lower_broadcast_to(ctx, step, 1, &steps), idx));
-  ir_value_t rest = ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, idx, (double)(steps - 1)), idx);
-  ir_value_t down =
-      ir_binary(f, "stablehlo.subtract", lower_broadcast_to(ctx, end, 1, &steps),
-                ir_binary(f, "stablehlo.multiply", lower_broadcast_to(ctx, step, 1, &steps), rest));
+  ir_value_t up = ir_binary(f, IR_OP_ADD, lower_broadcast_to(ctx, start, 1, &steps),
+                            ir_binary(f, IR_OP_MULTIPLY, lower_broadcast_to(ctx, step, 1, &steps), idx));
+  ir_value_t rest = ir_binary(f, IR_OP_SUBTRACT, lower_full_like(ctx, idx, (double)(steps - 1)), idx);
+  ir_value_t down = ir_binary(f, IR_OP_SUBTRACT, lower_broadcast_to(ctx, end, 1, &steps),
+                              ir_binary(f, IR_OP_MULTIPLY, lower_broadcast_to(ctx, step, 1, &steps), rest));
   ir_value_t first_half = ir_compare(f, IR_LT, idx, lower_full_like(ctx, idx, (double)(steps / 2)));
   ir_value_t v = ir_select(f, first_half, up, down);
   if (base_arg >= 0) {
     ir_value_t e = lower_cast(ctx, v, TPURT_DTYPE_F64);
-    v = ir_binary(f, "stablehlo.power",
+    v = ir_binary(f, IR_OP_POWER,
                   lower_broadcast_to(ctx, lower_scalar(ctx, base_arg, TPURT_DTYPE_F64), 1, &steps), e);
   }
   if (!tpurt_dtype_is_float(dt)) v = trunc_value(ctx, v);

@@ -94,8 +94,7 @@ static tpurt_status_t normalize(lower_ctx_t* ctx, ir_value_t* x, int64_t norm, d
       return lower_error(TPURT_INVALID_ARGUMENT, "Invalid normalization mode: %lld", (long long)norm);
   }
   if (xla_inverse) scale *= n;
-  if (scale != 1.0 && n > 0)
-    *x = ir_binary(ctx->func, "stablehlo.multiply", *x, lower_full_like(ctx, *x, scale));
+  if (scale != 1.0 && n > 0) *x = ir_binary(ctx->func, IR_OP_MULTIPLY, *x, lower_full_like(ctx, *x, scale));
   return NULL;
 }
 

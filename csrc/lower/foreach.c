@@ -137,7 +137,7 @@ static ir_value_t operand(foreach_t* fe, int32_t i, int32_t k, tpurt_dtype_t dty
 /*===--- the math of one item ---===*/
 
 static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t b) {
-  return ir_binary(ctx->func, op, a, b);
+  return ir_binary_str(ctx->func, op, a, b);
 }
 
 /* PyTorch's lerp: |w| < 0.5 ? a + w (b - a) : b - (b - a) (1 - w). */
@@ -148,7 +148,7 @@ static ir_value_t lerp(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, ir_value_t 
   ir_value_t hi = bin(
       ctx, "stablehlo.subtract", b,
       bin(ctx, "stablehlo.multiply", diff, bin(ctx, "stablehlo.subtract", lower_full_like(ctx, w, 1.0), w)));
-  ir_value_t small = ir_compare(f, IR_LT, ir_unary(f, "stablehlo.abs", w), lower_full_like(ctx, w, 0.5));
+  ir_value_t small = ir_compare(f, IR_LT, ir_unary(f, IR_OP_ABS, w), lower_full_like(ctx, w, 0.5));
   return ir_select(f, small, lo, hi);
 }
 
@@ -156,23 +156,23 @@ static ir_value_t unary(lower_ctx_t* ctx, int op, ir_value_t x) {
   ir_func_t* f = ctx->func;
   switch (op) {
     case OP_SQRT:
-      return ir_unary(f, "stablehlo.sqrt", x);
+      return ir_unary(f, IR_OP_SQRT, x);
     case OP_RSQRT:
-      return ir_unary(f, "stablehlo.rsqrt", x);
+      return ir_unary(f, IR_OP_RSQRT, x);
     case OP_NEG:
-      return ir_unary(f, "stablehlo.negate", x);
+      return ir_unary(f, IR_OP_NEGATE, x);
     case OP_RECIPROCAL:
       return bin(ctx, "stablehlo.divide", lower_full_like(ctx, x, 1.0), x);
     case OP_EXP:
-      return ir_unary(f, "stablehlo.exponential", x);
+      return ir_unary(f, IR_OP_EXPONENTIAL, x);
     case OP_LOG:
-      return ir_unary(f, "stablehlo.log", x);
+      return ir_unary(f, IR_OP_LOG, x);
     case OP_ABS:
-      return ir_unary(f, "stablehlo.abs", x);
+      return ir_unary(f, IR_OP_ABS, x);
     case OP_SIGN:
-      return ir_unary(f, "stablehlo.sign", x);
+      return ir_unary(f, IR_OP_SIGN, x);
     case OP_SIGMOID:
-      return ir_unary(f, "stablehlo.logistic", x);
+      return ir_unary(f, IR_OP_LOGISTIC, x);
     default:
       return lower_full_like(ctx, x, 0.0);
   }
@@ -350,7 +350,7 @@ static tpurt_status_t lower_foreach_norm(lower_ctx_t* ctx) {
       return lower_error(TPURT_INVALID_ARGUMENT, "_foreach_norm: expected a floating point tensor, got %s",
                          tpurt_dtype_name(t->dtype));
     tpurt_dtype_t out = lower_dtype(ctx, 2, t->dtype), acc = lower_acc_dtype(lower_promote(out, t->dtype));
-    ir_value_t x = ir_unary(f, "stablehlo.abs", lower_cast(ctx, lower_list_tensor(ctx, 0, k), acc));
+    ir_value_t x = ir_unary(f, IR_OP_ABS, lower_cast(ctx, lower_list_tensor(ctx, 0, k), acc));
     int64_t dims[TPURT_MAX_RANK];
     for (int32_t i = 0; i < t->rank; ++i) dims[i] = i;
     ir_value_t r;
@@ -360,8 +360,8 @@ static tpurt_status_t lower_foreach_norm(lower_ctx_t* ctx) {
     } else if (ord == 1.0) {
       r = ir_reduce(f, x, ir_constant_f64(f, acc, 0.0), dims, t->rank, IR_REDUCE_ADD);
     } else {
-      r = ir_unary(f, "stablehlo.sqrt",
-                   ir_reduce(f, ir_binary(f, "stablehlo.multiply", x, x), ir_constant_f64(f, acc, 0.0), dims,
+      r = ir_unary(f, IR_OP_SQRT,
+                   ir_reduce(f, ir_binary(f, IR_OP_MULTIPLY, x, x), ir_constant_f64(f, acc, 0.0), dims,
                              t->rank, IR_REDUCE_ADD));
     }
     lower_set_result(ctx, k, lower_cast(ctx, r, out));

@@ -39,13 +39,13 @@ static ir_value_t scatter(lower_ctx_t* ctx, ir_value_t operand, ir_value_t indic
   ir_value_t r = ir_scatter_begin(ctx->func, operand, indices, updates, dims, args);
   ir_value_t body = args[1];
   if (combine == COMBINE_ADD)
-    body = ir_binary(ctx->func, is_bool ? "stablehlo.or" : "stablehlo.add", args[0], args[1]);
+    body = ir_binary_str(ctx->func, is_bool ? "stablehlo.or" : "stablehlo.add", args[0], args[1]);
   if (combine == COMBINE_MUL)
-    body = ir_binary(ctx->func, is_bool ? "stablehlo.and" : "stablehlo.multiply", args[0], args[1]);
+    body = ir_binary_str(ctx->func, is_bool ? "stablehlo.and" : "stablehlo.multiply", args[0], args[1]);
   if (combine == COMBINE_MAX)
-    body = ir_binary(ctx->func, is_bool ? "stablehlo.or" : "stablehlo.maximum", args[0], args[1]);
+    body = ir_binary_str(ctx->func, is_bool ? "stablehlo.or" : "stablehlo.maximum", args[0], args[1]);
   if (combine == COMBINE_MIN)
-    body = ir_binary(ctx->func, is_bool ? "stablehlo.and" : "stablehlo.minimum", args[0], args[1]);
+    body = ir_binary_str(ctx->func, is_bool ? "stablehlo.and" : "stablehlo.minimum", args[0], args[1]);
   ir_region_end(ctx->func, &body, 1);
   return r;
 }
@@ -340,15 +340,15 @@ static tpurt_status_t lower_scatter_reduce_two(lower_ctx_t* ctx) {
     ir_value_t start = lower_splat(ctx, t->dtype, t->rank, t->sizes, include_self ? 1.0 : 0.0);
     TPURT_RETURN_IF_ERROR(scatter_dim_on(ctx, "scatter_reduce", COMBINE_ADD, start, true, &counts));
     ir_value_t safe = ir_select(f, touched, counts, lower_full_like(ctx, counts, 1.0));
-    ir_value_t q = ir_binary(f, "stablehlo.divide", r, safe);
+    ir_value_t q = ir_binary(f, IR_OP_DIVIDE, r, safe);
     if (!tpurt_dtype_is_float(
             t->dtype)) { /* floor division: one less where the signs differ and it was inexact */
-      ir_value_t rem = ir_binary(f, "stablehlo.remainder", r, safe);
+      ir_value_t rem = ir_binary(f, IR_OP_REMAINDER, r, safe);
       ir_value_t zero = lower_full_like(ctx, r, 0.0);
       ir_value_t fix =
-          ir_binary(f, "stablehlo.and", ir_compare(f, IR_NE, rem, zero),
+          ir_binary(f, IR_OP_AND, ir_compare(f, IR_NE, rem, zero),
                     ir_compare(f, IR_NE, ir_compare(f, IR_LT, r, zero), ir_compare(f, IR_LT, safe, zero)));
-      q = ir_select(f, fix, ir_binary(f, "stablehlo.subtract", q, lower_full_like(ctx, q, 1.0)), q);
+      q = ir_select(f, fix, ir_binary(f, IR_OP_SUBTRACT, q, lower_full_like(ctx, q, 1.0)), q);
     }
     r = ir_select(f, touched, q, self);
   }
@@ -377,7 +377,7 @@ static tpurt_status_t lower_take(lower_ctx_t* ctx) {
   int64_t idims[2] = {m, 1};
   ir_value_t idx = ir_reshape(f, lower_tensor(ctx, 1), 2, idims);
   idx = ir_select(f, ir_compare(f, IR_LT, idx, lower_full_like(ctx, idx, 0.0)),
-                  ir_binary(f, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)n)), idx);
+                  ir_binary(f, IR_OP_ADD, idx, lower_full_like(ctx, idx, (double)n)), idx);
   ir_value_t out = lower_gather_along(ctx, flat, 0, idx);
   lower_set_result(ctx, 0, ir_reshape(f, out, it->rank, it->sizes));
   return NULL;
@@ -397,7 +397,7 @@ static tpurt_status_t index_vector(lower_ctx_t* ctx, int32_t arg, const char* op
   ir_value_t idx = ir_reshape(ctx->func, lower_cast(ctx, lower_tensor(ctx, arg), TPURT_DTYPE_I64), 1, n);
   ir_value_t neg = ir_compare(ctx->func, IR_LT, idx, lower_full_like(ctx, idx, 0.0));
   *out = ir_select(ctx->func, neg,
-                   ir_binary(ctx->func, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)size)), idx);
+                   ir_binary(ctx->func, IR_OP_ADD, idx, lower_full_like(ctx, idx, (double)size)), idx);
   return NULL;
 }
 
@@ -550,13 +550,13 @@ static tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
     ir_value_t counts =
         scatter(ctx, start, index, lower_splat(ctx, t->dtype, rank, ssizes, 1.0), &sd, COMBINE_ADD);
     ir_value_t safe = ir_select(f, touched, counts, lower_full_like(ctx, counts, 1.0));
-    ir_value_t q = ir_binary(f, "stablehlo.divide", r, safe);
+    ir_value_t q = ir_binary(f, IR_OP_DIVIDE, r, safe);
     if (!tpurt_dtype_is_float(t->dtype)) { /* floor division (counts are positive) */
-      ir_value_t rem = ir_binary(f, "stablehlo.remainder", r, safe);
+      ir_value_t rem = ir_binary(f, IR_OP_REMAINDER, r, safe);
       ir_value_t zero = lower_full_like(ctx, r, 0.0);
       ir_value_t fix =
-          ir_binary(f, "stablehlo.and", ir_compare(f, IR_NE, rem, zero), ir_compare(f, IR_LT, r, zero));
-      q = ir_select(f, fix, ir_binary(f, "stablehlo.subtract", q, lower_full_like(ctx, q, 1.0)), q);
+          ir_binary(f, IR_OP_AND, ir_compare(f, IR_NE, rem, zero), ir_compare(f, IR_LT, r, zero));
+      q = ir_select(f, fix, ir_binary(f, IR_OP_SUBTRACT, q, lower_full_like(ctx, q, 1.0)), q);
     }
     r = ir_select(f, touched, q, self);
   }
@@ -596,7 +596,7 @@ static tpurt_status_t lower_put(lower_ctx_t* ctx) {
   int64_t id[2] = {k, 1};
   ir_value_t idx = ir_reshape(f, lower_tensor(ctx, 1), 2, id);
   idx = ir_select(f, ir_compare(f, IR_LT, idx, lower_full_like(ctx, idx, 0.0)),
-                  ir_binary(f, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)n)), idx);
+                  ir_binary(f, IR_OP_ADD, idx, lower_full_like(ctx, idx, (double)n)), idx);
   ir_value_t src = ir_reshape(f, lower_tensor(ctx, 2), 1, &k);
   ir_scatter_dims_t sd = lower_scatter_dims_along(1, 0);
   bool acc = lower_bool(ctx, 3, false);
@@ -627,7 +627,7 @@ static tpurt_status_t lower_masked_scatter(lower_ctx_t* ctx) {
   }
   ir_value_t mask = lower_broadcast_to(ctx, lower_tensor(ctx, 1), t->rank, t->sizes);
   ir_value_t m = ir_reshape(f, ir_convert(f, mask, TPURT_DTYPE_I64), 1, &n);
-  ir_value_t pos = ir_binary(f, "stablehlo.subtract", lower_cumsum(ctx, m, 0), lower_full_like(ctx, m, 1.0));
+  ir_value_t pos = ir_binary(f, IR_OP_SUBTRACT, lower_cumsum(ctx, m, 0), lower_full_like(ctx, m, 1.0));
   pos = ir_clamp(f, ir_constant_i64(f, TPURT_DTYPE_I64, 0), pos, ir_constant_i64(f, TPURT_DTYPE_I64, k - 1));
   int64_t id[2] = {n, 1};
   ir_value_t taken =
@@ -694,8 +694,8 @@ static tpurt_status_t lower_index_add(lower_ctx_t* ctx) {
   ir_value_t src = ir_reshape(ctx->func, lower_tensor(ctx, 3), r, want);
   if (!lower_is_none(ctx, 4) && !lower_scalar_is(ctx, 4, 1.0)) {
     ir_value_t alpha = lower_broadcast_to(ctx, lower_scalar(ctx, 4, t->dtype), r, want);
-    src = ir_binary(ctx->func, t->dtype == TPURT_DTYPE_BOOL ? "stablehlo.and" : "stablehlo.multiply", src,
-                    alpha);
+    src = ir_binary_str(ctx->func, t->dtype == TPURT_DTYPE_BOOL ? "stablehlo.and" : "stablehlo.multiply", src,
+                        alpha);
   }
   ir_value_t index = ir_reshape(ctx->func, lower_tensor(ctx, 2), 1, &n);
   ir_scatter_dims_t s = lower_scatter_dims_along(r, dim);
@@ -780,8 +780,8 @@ static ir_value_t adv_indices(lower_ctx_t* ctx, int32_t list_arg, const adv_t* a
     v = lower_broadcast_to(ctx, v, a->b, a->bshape);
     ir_value_t zero = lower_splat(ctx, dt, a->b, a->bshape, 0.0);
     ir_value_t size = lower_splat(ctx, dt, a->b, a->bshape, (double)t->sizes[d]);
-    v = ir_select(ctx->func, ir_compare(ctx->func, IR_LT, v, zero),
-                  ir_binary(ctx->func, "stablehlo.add", v, size), v);
+    v = ir_select(ctx->func, ir_compare(ctx->func, IR_LT, v, zero), ir_binary(ctx->func, IR_OP_ADD, v, size),
+                  v);
     parts[j] = add_unit_dim(ctx, v);
   }
   return a->k == 1 ? parts[0] : ir_concatenate(ctx->func, parts, a->k, a->b);
@@ -945,7 +945,7 @@ static tpurt_status_t lower_embedding_dense_backward(lower_ctx_t* ctx) {
     counts = scatter(ctx, counts, idx, lower_splat(ctx, acc, 1, &n, 1.0), &cs, COMBINE_ADD);
     ir_value_t per_row = lower_gather_along(ctx, counts, 0, idx);
     per_row = ir_broadcast_in_dim(f, per_row, 2, gdims, (const int64_t[]){0});
-    grad = ir_binary(f, "stablehlo.divide", grad, per_row);
+    grad = ir_binary(f, IR_OP_DIVIDE, grad, per_row);
   }
   ir_scatter_dims_t s = lower_scatter_dims_along(2, 0);
   ir_value_t out = scatter(ctx, zeros, idx, grad, &s, COMBINE_ADD);

@@ -118,7 +118,7 @@ static tpurt_status_t scaled_sum(lower_ctx_t* ctx, ir_value_t product, tpurt_dty
     return lower_error(TPURT_INVALID_ARGUMENT, "expand: the self tensor of shape %s cannot broadcast to %s",
                        lower_shape_str(self->rank, self->sizes), lower_shape_str(t.rank, t.dims));
   if (!lower_scalar_is(ctx, alpha_arg, 1.0))
-    product = ir_binary(f, "stablehlo.multiply", product,
+    product = ir_binary(f, IR_OP_MULTIPLY, product,
                         lower_broadcast_to(ctx, lower_scalar(ctx, alpha_arg, t.dtype), t.rank, t.dims));
   if (lower_scalar_is(ctx, beta_arg, 0.0)) {
     lower_set_result(ctx, 0, lower_cast(ctx, product, dtype));
@@ -126,9 +126,9 @@ static tpurt_status_t scaled_sum(lower_ctx_t* ctx, ir_value_t product, tpurt_dty
   }
   ir_value_t s = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), t.dtype), t.rank, t.dims);
   if (!lower_scalar_is(ctx, beta_arg, 1.0))
-    s = ir_binary(f, "stablehlo.multiply", s,
+    s = ir_binary(f, IR_OP_MULTIPLY, s,
                   lower_broadcast_to(ctx, lower_scalar(ctx, beta_arg, t.dtype), t.rank, t.dims));
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(f, "stablehlo.add", s, product), dtype));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(f, IR_OP_ADD, s, product), dtype));
   return NULL;
 }
 
@@ -229,8 +229,8 @@ static tpurt_status_t lower_addbmm(lower_ctx_t* ctx) {
       continue;
     }
     if (!lower_scalar_is(ctx, 4, 1.0))
-      pi = ir_binary(f, "stablehlo.multiply", pi, lower_broadcast_to(ctx, lower_scalar(ctx, 4, acc), 2, mn));
-    r = lower_cast(ctx, ir_binary(f, "stablehlo.add", lower_cast(ctx, r, acc), pi), a->dtype);
+      pi = ir_binary(f, IR_OP_MULTIPLY, pi, lower_broadcast_to(ctx, lower_scalar(ctx, 4, acc), 2, mn));
+    r = lower_cast(ctx, ir_binary(f, IR_OP_ADD, lower_cast(ctx, r, acc), pi), a->dtype);
   }
   lower_set_result(ctx, 0, r);
   return NULL;
@@ -254,12 +254,11 @@ static ir_value_t p_norm_over(lower_ctx_t* ctx, ir_value_t d, int64_t last, doub
   } else if (p == 1) {
     r = ir_reduce(f, d, zero, &last, 1, IR_REDUCE_ADD);
   } else if (p == 2) {
-    r = ir_unary(f, "stablehlo.sqrt",
-                 ir_reduce(f, ir_binary(f, "stablehlo.multiply", d, d), zero, &last, 1, IR_REDUCE_ADD));
+    r = ir_unary(f, IR_OP_SQRT,
+                 ir_reduce(f, ir_binary(f, IR_OP_MULTIPLY, d, d), zero, &last, 1, IR_REDUCE_ADD));
   } else {
-    r = ir_reduce(f, ir_binary(f, "stablehlo.power", d, lower_full_like(ctx, d, p)), zero, &last, 1,
-                  IR_REDUCE_ADD);
-    r = ir_binary(f, "stablehlo.power", r, lower_full_like(ctx, r, 1.0 / p));
+    r = ir_reduce(f, ir_binary(f, IR_OP_POWER, d, lower_full_like(ctx, d, p)), zero, &last, 1, IR_REDUCE_ADD);
+    r = ir_binary(f, IR_OP_POWER, r, lower_full_like(ctx, r, 1.0 / p));
   }
   return r;
 }
@@ -307,17 +306,17 @@ static tpurt_status_t lower_cdist(lower_ctx_t* ctx) {
   ir_value_t y = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), acc), br + 2, db);
   if (mm_form) { /* |a - b|^2 = [-2a, |a|^2, 1] . [b, 1, |b|^2], clamped at 0 */
     int64_t row = br + 1;
-    ir_value_t xn = ir_reduce(f, ir_binary(f, "stablehlo.multiply", x, x), ir_constant_f64(f, acc, 0.0), &row,
-                              1, IR_REDUCE_ADD);
-    ir_value_t yn = ir_reduce(f, ir_binary(f, "stablehlo.multiply", y, y), ir_constant_f64(f, acc, 0.0), &row,
-                              1, IR_REDUCE_ADD);
+    ir_value_t xn = ir_reduce(f, ir_binary(f, IR_OP_MULTIPLY, x, x), ir_constant_f64(f, acc, 0.0), &row, 1,
+                              IR_REDUCE_ADD);
+    ir_value_t yn = ir_reduce(f, ir_binary(f, IR_OP_MULTIPLY, y, y), ir_constant_f64(f, acc, 0.0), &row, 1,
+                              IR_REDUCE_ADD);
     int64_t ca[TPURT_MAX_RANK], cb[TPURT_MAX_RANK];
     memcpy(ca, da, sizeof(ca));
     memcpy(cb, db, sizeof(cb));
     ca[br + 1] = cb[br + 1] = 1;
     xn = ir_reshape(f, xn, br + 2, ca);
     yn = ir_reshape(f, yn, br + 2, cb);
-    ir_value_t xs[3] = {ir_binary(f, "stablehlo.multiply", x, lower_full_like(ctx, x, -2.0)), xn,
+    ir_value_t xs[3] = {ir_binary(f, IR_OP_MULTIPLY, x, lower_full_like(ctx, x, -2.0)), xn,
                         lower_full_like(ctx, xn, 1.0)};
     ir_value_t ys[3] = {y, lower_full_like(ctx, yn, 1.0), yn};
     ir_value_t xa = ir_concatenate(f, xs, 3, br + 1), ya = ir_concatenate(f, ys, 3, br + 1);
@@ -325,12 +324,12 @@ static tpurt_status_t lower_cdist(lower_ctx_t* ctx) {
     for (int32_t i = 0; i < br; ++i) dd.lhs_batch[i] = dd.rhs_batch[i] = i;
     dd.lhs_contract[0] = dd.rhs_contract[0] = br + 1;
     ir_value_t sq = ir_dot_general(f, xa, ya, &dd, acc);
-    sq = ir_binary(f, "stablehlo.maximum", sq, lower_full_like(ctx, sq, 0.0));
-    lower_set_result(ctx, 0, lower_cast(ctx, ir_unary(f, "stablehlo.sqrt", sq), a->dtype));
+    sq = ir_binary(f, IR_OP_MAXIMUM, sq, lower_full_like(ctx, sq, 0.0));
+    lower_set_result(ctx, 0, lower_cast(ctx, ir_unary(f, IR_OP_SQRT, sq), a->dtype));
     return NULL;
   }
-  ir_value_t d = ir_unary(f, "stablehlo.abs",
-                          ir_binary(f, "stablehlo.subtract", ir_broadcast_in_dim(f, x, br + 3, full, map_a),
+  ir_value_t d = ir_unary(f, IR_OP_ABS,
+                          ir_binary(f, IR_OP_SUBTRACT, ir_broadcast_in_dim(f, x, br + 3, full, map_a),
                                     ir_broadcast_in_dim(f, y, br + 3, full, map_b)));
   ir_value_t r = p_norm_over(ctx, d, br + 2, p);
   lower_set_result(ctx, 0, lower_cast(ctx, r, a->dtype));
@@ -357,8 +356,8 @@ static tpurt_status_t lower_pdist(lower_ctx_t* ctx) {
   }
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   int64_t full[3] = {n, n, m}, map_a[2] = {0, 2}, map_b[2] = {1, 2};
-  ir_value_t d = ir_unary(f, "stablehlo.abs",
-                          ir_binary(f, "stablehlo.subtract", ir_broadcast_in_dim(f, x, 3, full, map_a),
+  ir_value_t d = ir_unary(f, IR_OP_ABS,
+                          ir_binary(f, IR_OP_SUBTRACT, ir_broadcast_in_dim(f, x, 3, full, map_a),
                                     ir_broadcast_in_dim(f, x, 3, full, map_b)));
   ir_value_t r = p_norm_over(ctx, d, 2, p);
   /* the (i, j), i < j, flat indices i * n + j: a constant */
@@ -410,9 +409,8 @@ static tpurt_status_t lower_linalg_cross(lower_ctx_t* ctx) {
   ir_value_t out[3];
   for (int32_t c = 0; c < 3; ++c) {
     int32_t p = (c + 1) % 3, q = (c + 2) % 3;
-    ir_value_t pq = ir_binary(ctx->func, "stablehlo.multiply", xc[p], yc[q]);
-    out[c] = ir_binary(ctx->func, "stablehlo.subtract", pq,
-                       ir_binary(ctx->func, "stablehlo.multiply", xc[q], yc[p]));
+    ir_value_t pq = ir_binary(ctx->func, IR_OP_MULTIPLY, xc[p], yc[q]);
+    out[c] = ir_binary(ctx->func, IR_OP_SUBTRACT, pq, ir_binary(ctx->func, IR_OP_MULTIPLY, xc[q], yc[p]));
   }
   lower_set_result(ctx, 0, ir_concatenate(ctx->func, out, 3, dim));
   return NULL;

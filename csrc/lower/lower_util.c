@@ -480,25 +480,18 @@ ir_value_t lower_cast(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype) {
   /* complex to real keeps the real part, as PyTorch's casts do (StableHLO
   ** converts complex only to complex) */
   if (tpurt_dtype_is_complex(t->dtype) && !tpurt_dtype_is_complex(dtype))
-    return lower_cast(ctx, ir_complex_part(ctx->func, "stablehlo.real", x), dtype);
+    return lower_cast(ctx, ir_complex_part(ctx->func, IR_OP_REAL, x), dtype);
   if (tpurt_dtype_is_float8(dtype)) return cast_to_float8(ctx, x, dtype);
   return ir_convert(ctx->func, x, dtype);
 }
 
 ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
                        double value) {
-  ir_value_t c = tpurt_dtype_is_float(dtype) || tpurt_dtype_is_complex(dtype)
-                     ? ir_constant_f64(ctx->func, dtype, value)
-                     : ir_constant_i64(ctx->func, dtype, (int64_t)value);
-  if (rank == 0) return c;
-  return ir_broadcast_in_dim(ctx->func, c, rank, dims, NULL);
+  return ir_splat(ctx->func, dtype, rank, dims, value);
 }
 
 ir_value_t lower_full_like(lower_ctx_t* ctx, ir_value_t like, double value) {
-  const ir_type_t* t = ir_value_type(ctx->func, like);
-  if (!t) return IR_NONE;
-  ir_type_t copy = *t;
-  return lower_splat(ctx, copy.dtype, copy.rank, copy.dims, value);
+  return ir_const_like(ctx->func, like, value);
 }
 
 tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel) {
@@ -560,7 +553,7 @@ void lower_while_counter_in(lower_ctx_t* ctx, ir_region_op_t* loop, ir_value_t c
   ir_func_t* f = ctx->func;
   const ir_type_t* t = ir_value_type(f, counter);
   tpurt_dtype_t dt = t ? t->dtype : TPURT_DTYPE_I32;
-  ir_value_t go = ir_binary(f, "stablehlo.and", ir_compare(f, IR_GE, counter, ir_constant_i64(f, dt, lo)),
+  ir_value_t go = ir_binary(f, IR_OP_AND, ir_compare(f, IR_GE, counter, ir_constant_i64(f, dt, lo)),
                             ir_compare(f, IR_LT, counter, ir_constant_i64(f, dt, hi)));
   ir_region_end(f, &go, 1);
   ir_while_body(f, loop, args);
@@ -583,7 +576,7 @@ ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, const char* o
     }
     lo[dim] = shift;
     ir_value_t padded = ir_pad(f, x, pad_value, lo, hi, in);
-    x = ir_binary(f, op, x, ir_slice(f, padded, st, li, one));
+    x = ir_binary_str(f, op, x, ir_slice(f, padded, st, li, one));
   }
   return x;
 }

@@ -49,21 +49,21 @@ static tpurt_status_t lower_native_layer_norm(lower_ctx_t* ctx) {
   for (int32_t i = 0; i < axis; ++i) kept[i] = i;
   ir_value_t zero = ir_constant_f64(f, acc, 0.0);
   ir_value_t mean = ir_reduce(f, x, zero, dims, n, IR_REDUCE_ADD);
-  mean = ir_binary(f, "stablehlo.divide", mean, lower_full_like(ctx, mean, (double)(count ? count : 1)));
-  ir_value_t dev = ir_binary(f, "stablehlo.subtract", x, ir_broadcast_in_dim(f, mean, t->rank, shape, kept));
-  ir_value_t var = ir_reduce(f, ir_binary(f, "stablehlo.multiply", dev, dev), zero, dims, n, IR_REDUCE_ADD);
-  var = ir_binary(f, "stablehlo.divide", var, lower_full_like(ctx, var, (double)(count ? count : 1)));
+  mean = ir_binary(f, IR_OP_DIVIDE, mean, lower_full_like(ctx, mean, (double)(count ? count : 1)));
+  ir_value_t dev = ir_binary(f, IR_OP_SUBTRACT, x, ir_broadcast_in_dim(f, mean, t->rank, shape, kept));
+  ir_value_t var = ir_reduce(f, ir_binary(f, IR_OP_MULTIPLY, dev, dev), zero, dims, n, IR_REDUCE_ADD);
+  var = ir_binary(f, IR_OP_DIVIDE, var, lower_full_like(ctx, var, (double)(count ? count : 1)));
   const ir_type_t* vt = ir_value_type(f, var);
   ir_value_t eps = vt ? lower_broadcast_to(ctx, lower_scalar(ctx, 4, acc), vt->rank, vt->dims) : IR_NONE;
-  ir_value_t rstd = ir_unary(f, "stablehlo.rsqrt", ir_binary(f, "stablehlo.add", var, eps));
-  ir_value_t y = ir_binary(f, "stablehlo.multiply", dev, ir_broadcast_in_dim(f, rstd, t->rank, shape, kept));
+  ir_value_t rstd = ir_unary(f, IR_OP_RSQRT, ir_binary(f, IR_OP_ADD, var, eps));
+  ir_value_t y = ir_binary(f, IR_OP_MULTIPLY, dev, ir_broadcast_in_dim(f, rstd, t->rank, shape, kept));
   int64_t tail[TPURT_MAX_RANK];
   for (int32_t i = 0; i < n; ++i) tail[i] = axis + i;
   if (lower_meta(ctx, 2))
-    y = ir_binary(f, "stablehlo.multiply", y,
+    y = ir_binary(f, IR_OP_MULTIPLY, y,
                   ir_broadcast_in_dim(f, lower_cast(ctx, lower_tensor(ctx, 2), acc), t->rank, shape, tail));
   if (lower_meta(ctx, 3))
-    y = ir_binary(f, "stablehlo.add", y,
+    y = ir_binary(f, IR_OP_ADD, y,
                   ir_broadcast_in_dim(f, lower_cast(ctx, lower_tensor(ctx, 3), acc), t->rank, shape, tail));
   /* mean/rstd come back in the input's dtype unless the params are of a
   ** wider type (PyTorch's mixed-type rule). */
@@ -78,12 +78,8 @@ static tpurt_status_t lower_native_layer_norm(lower_ctx_t* ctx) {
 
 /*===--- shared pieces of the normalisation gradients ---===*/
 
-static ir_value_t mul(ir_func_t* f, ir_value_t a, ir_value_t b) {
-  return ir_binary(f, "stablehlo.multiply", a, b);
-}
-static ir_value_t sub(ir_func_t* f, ir_value_t a, ir_value_t b) {
-  return ir_binary(f, "stablehlo.subtract", a, b);
-}
+static ir_value_t mul(ir_func_t* f, ir_value_t a, ir_value_t b) { return ir_binary(f, IR_OP_MULTIPLY, a, b); }
+static ir_value_t sub(ir_func_t* f, ir_value_t a, ir_value_t b) { return ir_binary(f, IR_OP_SUBTRACT, a, b); }
 
 /* Sums |x| over |dims| and, with |bcast|, broadcasts the sum back to x's
 ** shape (the kept dims map to themselves). */
@@ -236,10 +232,10 @@ static tpurt_status_t lower_native_group_norm(lower_ctx_t* ctx) {
   ir_value_t var = sum_dims(ctx, mul(f, dev, dev), red, 2, false);
   var = mul(f, var, lower_full_like(ctx, var, 1.0 / (count > 0 ? count : 1)));
   ir_value_t eps = lower_broadcast_to(ctx, lower_scalar(ctx, 7, acc), 2, stat);
-  ir_value_t rstd = ir_unary(f, "stablehlo.rsqrt", ir_binary(f, "stablehlo.add", var, eps));
+  ir_value_t rstd = ir_unary(f, IR_OP_RSQRT, ir_binary(f, IR_OP_ADD, var, eps));
   ir_value_t y = mul(f, dev, ir_broadcast_in_dim(f, rstd, 4, shape4, keep));
   if (lower_meta(ctx, 1)) y = mul(f, y, group_param(ctx, 1, acc, shape4));
-  if (lower_meta(ctx, 2)) y = ir_binary(f, "stablehlo.add", y, group_param(ctx, 2, acc, shape4));
+  if (lower_meta(ctx, 2)) y = ir_binary(f, IR_OP_ADD, y, group_param(ctx, 2, acc, shape4));
   tpurt_dtype_t st = t->dtype;
   const tpurt_tensor_t* w = lower_meta(ctx, 1);
   if (w && w->dtype != t->dtype) st = acc;
@@ -316,28 +312,28 @@ static tpurt_status_t lower_renorm(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
-  ir_value_t ax = ir_unary(f, "stablehlo.abs", x);
+  ir_value_t ax = ir_unary(f, IR_OP_ABS, x);
   int64_t others[TPURT_MAX_RANK];
   int32_t n = 0;
   for (int32_t i = 0; i < t->rank; ++i)
     if (i != dim) others[n++] = i;
   ir_value_t p = lower_scalar(ctx, 1, acc);
   ir_value_t pp = lower_broadcast_to(ctx, p, t->rank, t->sizes);
-  ir_value_t sum = ir_reduce(f, ir_binary(f, "stablehlo.power", ax, pp), ir_constant_f64(f, acc, 0.0), others,
-                             n, IR_REDUCE_ADD);
+  ir_value_t sum =
+      ir_reduce(f, ir_binary(f, IR_OP_POWER, ax, pp), ir_constant_f64(f, acc, 0.0), others, n, IR_REDUCE_ADD);
   int64_t one_dim[1] = {t->sizes[dim]};
-  ir_value_t inv_p = ir_binary(f, "stablehlo.divide", ir_constant_f64(f, acc, 1.0), p);
-  ir_value_t general = ir_binary(f, "stablehlo.power", sum, lower_broadcast_to(ctx, inv_p, 1, one_dim));
+  ir_value_t inv_p = ir_binary(f, IR_OP_DIVIDE, ir_constant_f64(f, acc, 1.0), p);
+  ir_value_t general = ir_binary(f, IR_OP_POWER, sum, lower_broadcast_to(ctx, inv_p, 1, one_dim));
   ir_value_t amax = ir_reduce(f, ax, ir_constant_f64(f, acc, 0.0), others, n, IR_REDUCE_MAX);
   ir_value_t is_inf = ir_compare(f, IR_EQ, p, ir_constant_f64(f, acc, INFINITY));
   ir_value_t norm = ir_select(f, lower_broadcast_to(ctx, is_inf, 1, one_dim), amax, general);
   ir_value_t maxnorm = lower_broadcast_to(ctx, lower_scalar(ctx, 3, acc), 1, one_dim);
-  ir_value_t scale = ir_binary(f, "stablehlo.divide", maxnorm,
-                               ir_binary(f, "stablehlo.add", norm, lower_full_like(ctx, norm, 1e-7)));
+  ir_value_t scale =
+      ir_binary(f, IR_OP_DIVIDE, maxnorm, ir_binary(f, IR_OP_ADD, norm, lower_full_like(ctx, norm, 1e-7)));
   scale = ir_select(f, ir_compare(f, IR_GT, norm, maxnorm), scale, lower_full_like(ctx, norm, 1.0));
   int64_t bdim[1] = {dim};
   scale = ir_broadcast_in_dim(f, scale, t->rank, t->sizes, bdim);
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(f, "stablehlo.multiply", x, scale), t->dtype));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(f, IR_OP_MULTIPLY, x, scale), t->dtype));
   return NULL;
 }
 

@@ -156,8 +156,8 @@ static ir_value_t plane_index(lower_ctx_t* ctx, const ir_type_t* t, const pool_t
   for (int32_t i = p->ns - 1; i >= 0; --i) {
     ir_value_t term = ir_iota(ctx->func, it, p->lead + i);
     if (scale != 1)
-      term = ir_binary(ctx->func, "stablehlo.multiply", term, lower_full_like(ctx, term, (double)scale));
-    idx = idx == IR_NONE ? term : ir_binary(ctx->func, "stablehlo.add", idx, term);
+      term = ir_binary(ctx->func, IR_OP_MULTIPLY, term, lower_full_like(ctx, term, (double)scale));
+    idx = idx == IR_NONE ? term : ir_binary(ctx->func, IR_OP_ADD, idx, term);
     scale *= p->in[i];
   }
   return idx;
@@ -207,13 +207,12 @@ static void max_pool(lower_ctx_t* ctx, ir_value_t x, const pool_t* p, ir_value_t
   ir_value_t earlier = ir_compare(f, IR_LT, a[3], a[1]);
   ir_value_t greater = ir_compare(f, IR_GT, a[2], a[0]);
   ir_value_t equal = ir_compare(f, IR_EQ, a[2], a[0]);
-  ir_value_t by_value = ir_binary(f, "stablehlo.or", greater, ir_binary(f, "stablehlo.and", equal, earlier));
-  ir_value_t not_acc_nan = ir_unary(f, "stablehlo.not", acc_nan);
-  ir_value_t nan_case =
-      ir_binary(f, "stablehlo.and", cand_nan, ir_binary(f, "stablehlo.or", not_acc_nan, later));
-  ir_value_t plain_case = ir_binary(f, "stablehlo.and", ir_unary(f, "stablehlo.not", cand_nan),
-                                    ir_binary(f, "stablehlo.and", not_acc_nan, by_value));
-  ir_value_t take = ir_binary(f, "stablehlo.or", nan_case, plain_case);
+  ir_value_t by_value = ir_binary(f, IR_OP_OR, greater, ir_binary(f, IR_OP_AND, equal, earlier));
+  ir_value_t not_acc_nan = ir_unary(f, IR_OP_NOT, acc_nan);
+  ir_value_t nan_case = ir_binary(f, IR_OP_AND, cand_nan, ir_binary(f, IR_OP_OR, not_acc_nan, later));
+  ir_value_t plain_case = ir_binary(f, IR_OP_AND, ir_unary(f, IR_OP_NOT, cand_nan),
+                                    ir_binary(f, IR_OP_AND, not_acc_nan, by_value));
+  ir_value_t take = ir_binary(f, IR_OP_OR, nan_case, plain_case);
   ir_value_t ret[2] = {ir_select(f, take, a[2], a[0]), ir_select(f, take, a[3], a[1])};
   ir_region_end(f, ret, 2);
   *out_values = results[0];
@@ -261,7 +260,7 @@ static ir_value_t scatter_plane(lower_ctx_t* ctx, ir_value_t updates, ir_value_t
   sd.index_vector_dim = 2;
   ir_value_t args[2];
   ir_value_t r = ir_scatter_begin(f, lower_splat(ctx, dt, 2, od, 0.0), idx, u, &sd, args);
-  ir_value_t sum = replace ? args[1] : ir_binary(f, "stablehlo.add", args[0], args[1]);
+  ir_value_t sum = replace ? args[1] : ir_binary(f, IR_OP_ADD, args[0], args[1]);
   ir_region_end(f, &sum, 1);
   return r;
 }
@@ -375,7 +374,7 @@ static tpurt_status_t avg_pool(lower_ctx_t* ctx) {
   ir_value_t div = ir_broadcast_in_dim(ctx->func, avg_divisor(ctx, &p, include_pad, override, acc), st->rank,
                                        st->dims, bdims);
   /* integers divide truncating, as the CPU kernel's C division */
-  ir_value_t r = ir_binary(ctx->func, "stablehlo.divide", sum, div);
+  ir_value_t r = ir_binary(ctx->func, IR_OP_DIVIDE, sum, div);
   lower_set_result(ctx, 0, lower_cast(ctx, r, in->dtype));
   return NULL;
 }
@@ -404,7 +403,7 @@ static tpurt_status_t avg_pool_backward(lower_ctx_t* ctx) {
   for (int32_t i = 0; i < ns; ++i) bdims[i] = p.lead + i;
   ir_value_t div =
       ir_broadcast_in_dim(f, avg_divisor(ctx, &p, include_pad, override, acc), gt->rank, gt->dims, bdims);
-  gv = ir_binary(f, "stablehlo.divide", gv, div);
+  gv = ir_binary(f, IR_OP_DIVIDE, gv, div);
   /* Output o covers inputs o*s - pad + j (j < k): spread o to o*s (interior
   ** padding s-1), shift by k-1-pad, and sum windows of k at stride 1. */
   int64_t low[TPURT_MAX_RANK] = {0}, high[TPURT_MAX_RANK] = {0}, interior[TPURT_MAX_RANK] = {0};
@@ -506,7 +505,7 @@ static tpurt_status_t adaptive_avg(lower_ctx_t* ctx) {
   for (int32_t i = 0; i < ns; ++i) bdims[i] = lead + i;
   if (backward) { /* grad / count, then spread back with the transposed matrices */
     const ir_type_t* t = ir_value_type(f, x);
-    x = ir_binary(f, "stablehlo.divide", x, ir_broadcast_in_dim(f, div, t->rank, t->dims, bdims));
+    x = ir_binary(f, IR_OP_DIVIDE, x, ir_broadcast_in_dim(f, div, t->rank, t->dims, bdims));
   }
   for (int32_t i = 0; i < ns; ++i) {
     ir_dot_dims_t dd;
@@ -518,7 +517,7 @@ static tpurt_status_t adaptive_avg(lower_ctx_t* ctx) {
   }
   if (!backward) {
     const ir_type_t* t = ir_value_type(f, x);
-    x = ir_binary(f, "stablehlo.divide", x, ir_broadcast_in_dim(f, div, t->rank, t->dims, bdims));
+    x = ir_binary(f, IR_OP_DIVIDE, x, ir_broadcast_in_dim(f, div, t->rank, t->dims, bdims));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, x, in->dtype));
   return NULL;
@@ -602,8 +601,8 @@ static tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx, int32_t ns, const char
   int64_t stride = 1;
   for (int32_t d = ns - 1; d >= 0; --d) {
     ir_value_t c = ir_iota(f, it, lead + d);
-    idx = ir_binary(f, "stablehlo.add", idx,
-                    ir_binary(f, "stablehlo.multiply", c, lower_full_like(ctx, c, (double)stride)));
+    idx = ir_binary(f, IR_OP_ADD, idx,
+                    ir_binary(f, IR_OP_MULTIPLY, c, lower_full_like(ctx, c, (double)stride)));
     stride *= t->sizes[lead + d];
   }
   int64_t cur[TPURT_MAX_RANK];
@@ -630,17 +629,16 @@ static tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx, int32_t ns, const char
       ir_value_t res[2], blk[4];
       ir_reduce_begin(f, inputs, inits, 2, rd, 1, res, blk);
       ir_value_t v1 = blk[0], i1 = blk[1], v2 = blk[2], i2 = blk[3];
-      ir_value_t take = ir_binary(
-          f, "stablehlo.or", ir_compare(f, IR_GT, v2, v1),
-          ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, v2, v1), ir_compare(f, IR_LT, i2, i1)));
+      ir_value_t take =
+          ir_binary(f, IR_OP_OR, ir_compare(f, IR_GT, v2, v1),
+                    ir_binary(f, IR_OP_AND, ir_compare(f, IR_EQ, v2, v1), ir_compare(f, IR_LT, i2, i1)));
       if (is_float) {
         ir_value_t n1 = ir_compare(f, IR_NE, v1, v1), n2 = ir_compare(f, IR_NE, v2, v2);
-        ir_value_t both = ir_binary(f, "stablehlo.and", n1, n2);
-        ir_value_t nan_take =
-            ir_binary(f, "stablehlo.or", ir_binary(f, "stablehlo.and", n2, ir_unary(f, "stablehlo.not", n1)),
-                      ir_binary(f, "stablehlo.and", both, ir_compare(f, IR_GT, i2, i1)));
-        ir_value_t neither = ir_unary(f, "stablehlo.not", ir_binary(f, "stablehlo.or", n1, n2));
-        take = ir_binary(f, "stablehlo.or", nan_take, ir_binary(f, "stablehlo.and", neither, take));
+        ir_value_t both = ir_binary(f, IR_OP_AND, n1, n2);
+        ir_value_t nan_take = ir_binary(f, IR_OP_OR, ir_binary(f, IR_OP_AND, n2, ir_unary(f, IR_OP_NOT, n1)),
+                                        ir_binary(f, IR_OP_AND, both, ir_compare(f, IR_GT, i2, i1)));
+        ir_value_t neither = ir_unary(f, IR_OP_NOT, ir_binary(f, IR_OP_OR, n1, n2));
+        take = ir_binary(f, IR_OP_OR, nan_take, ir_binary(f, IR_OP_AND, neither, take));
       }
       ir_value_t body[2] = {ir_select(f, take, v2, v1), ir_select(f, take, i2, i1)};
       ir_region_end(f, body, 2);

@@ -51,10 +51,10 @@ static ir_value_t uniform01(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtype_t f
   ir_value_t bits = draw_bits(ctx, state, bdt, n);
   ir_value_t shift = splat_int(ctx, bdt, 1, &n, wide ? 12 : 9);
   ir_value_t one_bits = splat_int(ctx, bdt, 1, &n, wide ? (int64_t)0x3FF0000000000000LL : 0x3F800000);
-  ir_value_t m = ir_binary(ctx->func, "stablehlo.shift_right_logical", bits, shift);
-  m = ir_binary(ctx->func, "stablehlo.or", m, one_bits);
+  ir_value_t m = ir_binary(ctx->func, IR_OP_SHIFT_RIGHT_LOGICAL, bits, shift);
+  m = ir_binary(ctx->func, IR_OP_OR, m, one_bits);
   ir_value_t f = ir_bitcast_convert(ctx->func, m, ir_type_make(fdt, 1, &n));
-  f = ir_binary(ctx->func, "stablehlo.subtract", f, lower_full_like(ctx, f, 1.0));
+  f = ir_binary(ctx->func, IR_OP_SUBTRACT, f, lower_full_like(ctx, f, 1.0));
   return ir_reshape(ctx->func, f, rank, dims);
 }
 
@@ -87,9 +87,8 @@ static tpurt_status_t lower_uniform_(lower_ctx_t* ctx) {
   ir_value_t state = lower_rng_state(ctx, 3);
   ir_value_t u = uniform01(ctx, &state, cd, t->rank, t->sizes);
   ir_value_t lo = scalar_like(ctx, 1, u), hi = scalar_like(ctx, 2, u);
-  ir_value_t r =
-      ir_binary(ctx->func, "stablehlo.multiply", ir_binary(ctx->func, "stablehlo.subtract", hi, lo), u);
-  r = lower_cast(ctx, ir_binary(ctx->func, "stablehlo.add", lo, r), t->dtype);
+  ir_value_t r = ir_binary(ctx->func, IR_OP_MULTIPLY, ir_binary(ctx->func, IR_OP_SUBTRACT, hi, lo), u);
+  r = lower_cast(ctx, ir_binary(ctx->func, IR_OP_ADD, lo, r), t->dtype);
   /* Rounding (f32 math, or the final cast to a half type) can reach |to|:
   ** those draws become |from| instead, so the range stays [from, to). */
   ir_value_t lo_t = lower_cast(ctx, lo, t->dtype), hi_t = lower_cast(ctx, hi, t->dtype);
@@ -107,13 +106,11 @@ static ir_value_t std_normal(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtype_t 
   ir_func_t* f = ctx->func;
   ir_value_t u1 = uniform01(ctx, state, fdt, rank, dims);
   ir_value_t u2 = uniform01(ctx, state, fdt, rank, dims);
-  ir_value_t l =
-      ir_unary(f, "stablehlo.log", ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, u1, 1.0), u1));
-  ir_value_t r =
-      ir_unary(f, "stablehlo.sqrt", ir_binary(f, "stablehlo.multiply", lower_full_like(ctx, l, -2.0), l));
-  ir_value_t c = ir_unary(f, "stablehlo.cosine",
-                          ir_binary(f, "stablehlo.multiply", lower_full_like(ctx, u2, 2.0 * M_PI), u2));
-  return ir_binary(f, "stablehlo.multiply", r, c);
+  ir_value_t l = ir_unary(f, IR_OP_LOG, ir_binary(f, IR_OP_SUBTRACT, lower_full_like(ctx, u1, 1.0), u1));
+  ir_value_t r = ir_unary(f, IR_OP_SQRT, ir_binary(f, IR_OP_MULTIPLY, lower_full_like(ctx, l, -2.0), l));
+  ir_value_t c =
+      ir_unary(f, IR_OP_COSINE, ir_binary(f, IR_OP_MULTIPLY, lower_full_like(ctx, u2, 2.0 * M_PI), u2));
+  return ir_binary(f, IR_OP_MULTIPLY, r, c);
 }
 
 static tpurt_status_t check_std(double std) {
@@ -137,8 +134,8 @@ static tpurt_status_t lower_normal_(lower_ctx_t* ctx) {
   tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_value_t state = lower_rng_state(ctx, 3);
   ir_value_t z = std_normal(ctx, &state, cd, t->rank, t->sizes);
-  ir_value_t r = ir_binary(ctx->func, "stablehlo.multiply", z, scalar_like(ctx, 2, z));
-  r = ir_binary(ctx->func, "stablehlo.add", r, scalar_like(ctx, 1, z));
+  ir_value_t r = ir_binary(ctx->func, IR_OP_MULTIPLY, z, scalar_like(ctx, 2, z));
+  r = ir_binary(ctx->func, IR_OP_ADD, r, scalar_like(ctx, 1, z));
   lower_set_result(ctx, 0, lower_cast(ctx, r, t->dtype));
   return NULL;
 }
@@ -170,8 +167,7 @@ static tpurt_status_t lower_normal_tensor(lower_ctx_t* ctx) {
     v[k] = lower_meta(ctx, k) ? lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, k), cd), rank, dims)
                               : scalar_like(ctx, k, z);
   }
-  ir_value_t r =
-      ir_binary(ctx->func, "stablehlo.add", ir_binary(ctx->func, "stablehlo.multiply", z, v[1]), v[0]);
+  ir_value_t r = ir_binary(ctx->func, IR_OP_ADD, ir_binary(ctx->func, IR_OP_MULTIPLY, z, v[1]), v[0]);
   lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
   return NULL;
 }
@@ -240,17 +236,15 @@ static tpurt_status_t random_fill(lower_ctx_t* ctx, int32_t gen_arg, int64_t fro
   if (range != 0 && range <= (1ULL << 32)) {
     ir_value_t bits = draw_bits(ctx, &state, TPURT_DTYPE_U32, n);
     if (range < (1ULL << 32))
-      bits =
-          ir_binary(f, "stablehlo.remainder", bits, splat_int(ctx, TPURT_DTYPE_U32, 1, &n, (int64_t)range));
+      bits = ir_binary(f, IR_OP_REMAINDER, bits, splat_int(ctx, TPURT_DTYPE_U32, 1, &n, (int64_t)range));
     v = ir_convert(f, bits, TPURT_DTYPE_I64);
   } else {
     ir_value_t bits = draw_bits(ctx, &state, TPURT_DTYPE_U64, n);
     if (range != 0)
-      bits =
-          ir_binary(f, "stablehlo.remainder", bits, splat_int(ctx, TPURT_DTYPE_U64, 1, &n, (int64_t)range));
+      bits = ir_binary(f, IR_OP_REMAINDER, bits, splat_int(ctx, TPURT_DTYPE_U64, 1, &n, (int64_t)range));
     v = ir_bitcast_convert(f, bits, ir_type_make(TPURT_DTYPE_I64, 1, &n));
   }
-  if (from != 0) v = ir_binary(f, "stablehlo.add", v, splat_int(ctx, TPURT_DTYPE_I64, 1, &n, from));
+  if (from != 0) v = ir_binary(f, IR_OP_ADD, v, splat_int(ctx, TPURT_DTYPE_I64, 1, &n, from));
   v = ir_reshape(f, v, t->rank, t->sizes);
   lower_set_result(ctx, 0, lower_cast(ctx, v, t->dtype));
   return NULL;
@@ -419,14 +413,14 @@ static tpurt_status_t lower_native_dropout(lower_ctx_t* ctx) {
   /* keep = u < 1 - p, computed from the parameter p so its value can change */
   ir_value_t one = lower_splat(ctx, cd, t->rank, t->sizes, 1.0);
   ir_value_t pv = lower_broadcast_to(ctx, lower_scalar(ctx, 1, cd), t->rank, t->sizes);
-  ir_value_t keep_p = ir_binary(f, "stablehlo.subtract", one, pv);
+  ir_value_t keep_p = ir_binary(f, IR_OP_SUBTRACT, one, pv);
   ir_value_t state = lower_rng_state(ctx, 3);
   ir_value_t mask = bernoulli_of(ctx, &state, keep_p, TPURT_DTYPE_BOOL);
   /* 1/(1-p), or 0 when p == 1 (everything dropped) */
   ir_value_t zero = lower_splat(ctx, cd, t->rank, t->sizes, 0.0);
   ir_value_t scale =
-      ir_select(f, ir_compare(f, IR_EQ, keep_p, zero), zero, ir_binary(f, "stablehlo.divide", one, keep_p));
-  ir_value_t xs = ir_binary(f, "stablehlo.multiply", lower_cast(ctx, x, cd), scale);
+      ir_select(f, ir_compare(f, IR_EQ, keep_p, zero), zero, ir_binary(f, IR_OP_DIVIDE, one, keep_p));
+  ir_value_t xs = ir_binary(f, IR_OP_MULTIPLY, lower_cast(ctx, x, cd), scale);
   ir_value_t out = ir_select(f, mask, xs, zero);
   lower_set_result(ctx, 0, lower_cast(ctx, out, t->dtype));
   lower_set_result(ctx, 1, mask);
@@ -441,9 +435,8 @@ static ir_value_t exponential_of(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtyp
                                  const tpurt_tensor_t* t) {
   ir_func_t* f = ctx->func;
   ir_value_t u = uniform01(ctx, state, fdt, t->rank, t->sizes);
-  return ir_unary(
-      f, "stablehlo.negate",
-      ir_unary(f, "stablehlo.log", ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, u, 1.0), u)));
+  return ir_unary(f, IR_OP_NEGATE,
+                  ir_unary(f, IR_OP_LOG, ir_binary(f, IR_OP_SUBTRACT, lower_full_like(ctx, u, 1.0), u)));
 }
 
 /* exponential_(self, lambd=1, *, generator) */
@@ -459,7 +452,7 @@ static tpurt_status_t lower_exponential_(lower_ctx_t* ctx) {
   tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_value_t state = lower_rng_state(ctx, 2);
   ir_value_t e = exponential_of(ctx, &state, cd, t);
-  e = ir_binary(ctx->func, "stablehlo.divide", e, scalar_like(ctx, 1, e));
+  e = ir_binary(ctx->func, IR_OP_DIVIDE, e, scalar_like(ctx, 1, e));
   lower_set_result(ctx, 0, lower_cast(ctx, e, t->dtype));
   return NULL;
 }
@@ -477,11 +470,10 @@ static tpurt_status_t lower_cauchy_(lower_ctx_t* ctx) {
   tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_value_t state = lower_rng_state(ctx, 3);
   ir_value_t u = uniform01(ctx, &state, cd, t->rank, t->sizes);
-  ir_value_t a =
-      ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", u, lower_full_like(ctx, u, 0.5)),
-                lower_full_like(ctx, u, M_PI));
-  ir_value_t r = ir_binary(f, "stablehlo.multiply", ir_unary(f, "stablehlo.tan", a), scalar_like(ctx, 2, u));
-  r = ir_binary(f, "stablehlo.add", r, scalar_like(ctx, 1, u));
+  ir_value_t a = ir_binary(f, IR_OP_MULTIPLY, ir_binary(f, IR_OP_SUBTRACT, u, lower_full_like(ctx, u, 0.5)),
+                           lower_full_like(ctx, u, M_PI));
+  ir_value_t r = ir_binary(f, IR_OP_MULTIPLY, ir_unary(f, IR_OP_TAN, a), scalar_like(ctx, 2, u));
+  r = ir_binary(f, IR_OP_ADD, r, scalar_like(ctx, 1, u));
   lower_set_result(ctx, 0, lower_cast(ctx, r, t->dtype));
   return NULL;
 }
@@ -499,9 +491,9 @@ static tpurt_status_t lower_log_normal_(lower_ctx_t* ctx) {
   tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_value_t state = lower_rng_state(ctx, 3);
   ir_value_t z = std_normal(ctx, &state, cd, t->rank, t->sizes);
-  z = ir_binary(f, "stablehlo.add", ir_binary(f, "stablehlo.multiply", z, scalar_like(ctx, 2, z)),
+  z = ir_binary(f, IR_OP_ADD, ir_binary(f, IR_OP_MULTIPLY, z, scalar_like(ctx, 2, z)),
                 scalar_like(ctx, 1, z));
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_unary(f, "stablehlo.exponential", z), t->dtype));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_unary(f, IR_OP_EXPONENTIAL, z), t->dtype));
   return NULL;
 }
 
@@ -517,10 +509,10 @@ static tpurt_status_t lower_geometric_(lower_ctx_t* ctx) {
   ir_value_t state = lower_rng_state(ctx, 2);
   ir_value_t e = exponential_of(ctx, &state, cd, t); /* -log(1 - u) */
   ir_value_t pp = scalar_like(ctx, 1, e);
-  ir_value_t denom = ir_unary(f, "stablehlo.negate",
-                              ir_unary(f, "stablehlo.log_plus_one", ir_unary(f, "stablehlo.negate", pp)));
-  ir_value_t n = ir_unary(f, "stablehlo.ceil", ir_binary(f, "stablehlo.divide", e, denom));
-  n = ir_binary(f, "stablehlo.maximum", n, lower_full_like(ctx, n, 1.0));
+  ir_value_t denom =
+      ir_unary(f, IR_OP_NEGATE, ir_unary(f, IR_OP_LOG_PLUS_ONE, ir_unary(f, IR_OP_NEGATE, pp)));
+  ir_value_t n = ir_unary(f, IR_OP_CEIL, ir_binary(f, IR_OP_DIVIDE, e, denom));
+  n = ir_binary(f, IR_OP_MAXIMUM, n, lower_full_like(ctx, n, 1.0));
   lower_set_result(ctx, 0, lower_cast(ctx, n, t->dtype));
   return NULL;
 }
@@ -535,8 +527,7 @@ static tpurt_status_t lower_native_dropout_backward(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t gv = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   ir_value_t m = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), acc), g->rank, g->sizes);
-  ir_value_t r =
-      ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.multiply", gv, m), scalar_like(ctx, 2, gv));
+  ir_value_t r = ir_binary(f, IR_OP_MULTIPLY, ir_binary(f, IR_OP_MULTIPLY, gv, m), scalar_like(ctx, 2, gv));
   lower_set_result(ctx, 0, lower_cast(ctx, r, out));
   return NULL;
 }

@@ -120,7 +120,7 @@ static tpurt_status_t sum_like(lower_ctx_t* ctx) {
   if (mean) {
     int64_t count = 1;
     for (int32_t i = 0; i < n; ++i) count *= t->sizes[dims[i]];
-    r = ir_binary(ctx->func, "stablehlo.divide", r, lower_full_like(ctx, r, (double)count));
+    r = ir_binary(ctx->func, IR_OP_DIVIDE, r, lower_full_like(ctx, r, (double)count));
   }
   lower_set_result(ctx, 0,
                    keep_dims(ctx, lower_cast(ctx, r, out), t, mask, lower_bool(ctx, keep_arg, false)));
@@ -225,12 +225,11 @@ static void arg_reduce(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool is_max,
   ir_value_t eq = ir_compare(f, IR_EQ, a, b);
   if (tpurt_dtype_is_float(d)) {
     ir_value_t a_nan = ir_compare(f, IR_NE, a, a), b_nan = ir_compare(f, IR_NE, b, b);
-    better = ir_binary(f, "stablehlo.or", better,
-                       ir_binary(f, "stablehlo.and", a_nan, ir_unary(f, "stablehlo.not", b_nan)));
-    eq = ir_binary(f, "stablehlo.or", eq, ir_binary(f, "stablehlo.and", a_nan, b_nan));
+    better = ir_binary(f, IR_OP_OR, better, ir_binary(f, IR_OP_AND, a_nan, ir_unary(f, IR_OP_NOT, b_nan)));
+    eq = ir_binary(f, IR_OP_OR, eq, ir_binary(f, IR_OP_AND, a_nan, b_nan));
   }
-  ir_value_t first = ir_binary(f, "stablehlo.and", eq, ir_compare(f, IR_LT, ia, ib));
-  ir_value_t pick_a = ir_binary(f, "stablehlo.or", better, first);
+  ir_value_t first = ir_binary(f, IR_OP_AND, eq, ir_compare(f, IR_LT, ia, ib));
+  ir_value_t pick_a = ir_binary(f, IR_OP_OR, better, first);
   ir_value_t ret[2] = {ir_select(f, pick_a, a, b), ir_select(f, pick_a, ia, ib)};
   ir_region_end(f, ret, 2);
   *out_value = res[0];
@@ -324,23 +323,22 @@ static tpurt_status_t var_like(lower_ctx_t* ctx) {
   for (int32_t i = 0; i < n; ++i) count *= t->sizes[dims[i]];
   ir_value_t zero = ir_constant_f64(f, acc, 0.0);
   ir_value_t mean = ir_reduce(f, x, zero, dims, n, IR_REDUCE_ADD);
-  mean = ir_binary(f, "stablehlo.divide", mean, lower_full_like(ctx, mean, (double)count));
+  mean = ir_binary(f, IR_OP_DIVIDE, mean, lower_full_like(ctx, mean, (double)count));
   int64_t bdims[TPURT_MAX_RANK], shape[TPURT_MAX_RANK];
   int32_t j = 0;
   for (int32_t i = 0; i < t->rank; ++i) {
     shape[i] = t->sizes[i];
     if (!mask[i]) bdims[j++] = i;
   }
-  ir_value_t dev = ir_binary(f, "stablehlo.subtract", x, ir_broadcast_in_dim(f, mean, t->rank, shape, bdims));
-  ir_value_t ss = ir_reduce(f, ir_binary(f, "stablehlo.multiply", dev, dev), zero, dims, n, IR_REDUCE_ADD);
+  ir_value_t dev = ir_binary(f, IR_OP_SUBTRACT, x, ir_broadcast_in_dim(f, mean, t->rank, shape, bdims));
+  ir_value_t ss = ir_reduce(f, ir_binary(f, IR_OP_MULTIPLY, dev, dev), zero, dims, n, IR_REDUCE_ADD);
   /* correction: None means 1; its value becomes a runtime parameter */
   ir_value_t corr = lower_is_none(ctx, 2) ? ir_constant_f64(f, acc, 1.0) : lower_scalar(ctx, 2, acc);
-  ir_value_t denom = ir_binary(f, "stablehlo.subtract", ir_constant_f64(f, acc, (double)count), corr);
-  denom = ir_binary(f, "stablehlo.maximum", denom, ir_constant_f64(f, acc, 0.0));
+  ir_value_t denom = ir_binary(f, IR_OP_SUBTRACT, ir_constant_f64(f, acc, (double)count), corr);
+  denom = ir_binary(f, IR_OP_MAXIMUM, denom, ir_constant_f64(f, acc, 0.0));
   const ir_type_t* st = ir_value_type(f, ss);
-  ir_value_t var =
-      ir_binary(f, "stablehlo.divide", ss, ir_broadcast_in_dim(f, denom, st->rank, st->dims, NULL));
-  if (take_sqrt) var = ir_unary(f, "stablehlo.sqrt", var);
+  ir_value_t var = ir_binary(f, IR_OP_DIVIDE, ss, ir_broadcast_in_dim(f, denom, st->rank, st->dims, NULL));
+  if (take_sqrt) var = ir_unary(f, IR_OP_SQRT, var);
   bool keep = lower_bool(ctx, 3, false);
   lower_set_result(ctx, 0, keep_dims(ctx, lower_cast(ctx, var, t->dtype), t, mask, keep));
   if (with_mean) lower_set_result(ctx, 1, keep_dims(ctx, lower_cast(ctx, mean, t->dtype), t, mask, keep));
@@ -375,7 +373,7 @@ static tpurt_status_t lower_vector_norm(lower_ctx_t* ctx) {
   }
   ir_func_t* f = ctx->func;
   tpurt_dtype_t acc = lower_acc_dtype(out);
-  ir_value_t x = ir_unary(f, "stablehlo.abs", lower_cast(ctx, lower_tensor(ctx, 0), acc));
+  ir_value_t x = ir_unary(f, IR_OP_ABS, lower_cast(ctx, lower_tensor(ctx, 0), acc));
   ir_value_t r;
   if (isinf(ord)) {
     r = ir_reduce(f, x, ir_constant_f64(f, acc, ord > 0 ? 0.0 : INFINITY), dims, n,
@@ -390,13 +388,13 @@ static tpurt_status_t lower_vector_norm(lower_ctx_t* ctx) {
   } else if (ord == 1.0) {
     r = ir_reduce(f, x, ir_constant_f64(f, acc, 0.0), dims, n, IR_REDUCE_ADD);
   } else if (ord == 2.0) {
-    r = ir_reduce(f, ir_binary(f, "stablehlo.multiply", x, x), ir_constant_f64(f, acc, 0.0), dims, n,
+    r = ir_reduce(f, ir_binary(f, IR_OP_MULTIPLY, x, x), ir_constant_f64(f, acc, 0.0), dims, n,
                   IR_REDUCE_ADD);
-    r = ir_unary(f, "stablehlo.sqrt", r);
+    r = ir_unary(f, IR_OP_SQRT, r);
   } else {
-    ir_value_t p = ir_binary(f, "stablehlo.power", x, lower_full_like(ctx, x, ord));
+    ir_value_t p = ir_binary(f, IR_OP_POWER, x, lower_full_like(ctx, x, ord));
     r = ir_reduce(f, p, ir_constant_f64(f, acc, 0.0), dims, n, IR_REDUCE_ADD);
-    r = ir_binary(f, "stablehlo.power", r, lower_full_like(ctx, r, 1.0 / ord));
+    r = ir_binary(f, IR_OP_POWER, r, lower_full_like(ctx, r, 1.0 / ord));
   }
   lower_set_result(ctx, 0, keep_dims(ctx, lower_cast(ctx, r, out), t, mask, lower_bool(ctx, 3, false)));
   return NULL;
@@ -513,18 +511,17 @@ static tpurt_status_t lower_logsumexp(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   ir_value_t mx = ir_reduce(f, x, ir_constant_f64(f, acc, -INFINITY), dims, n, IR_REDUCE_MAX);
-  ir_value_t inf = ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", mx), lower_full_like(ctx, mx, INFINITY));
+  ir_value_t inf = ir_compare(f, IR_EQ, ir_unary(f, IR_OP_ABS, mx), lower_full_like(ctx, mx, INFINITY));
   mx = ir_select(f, inf, lower_full_like(ctx, mx, 0.0), mx);
   int64_t shape[TPURT_MAX_RANK], kept[TPURT_MAX_RANK], j = 0;
   for (int32_t i = 0; i < t->rank; ++i) {
     shape[i] = t->sizes[i];
     if (!mask[i]) kept[j++] = i;
   }
-  ir_value_t e =
-      ir_unary(ctx->func, "stablehlo.exponential",
-               ir_binary(f, "stablehlo.subtract", x, ir_broadcast_in_dim(f, mx, t->rank, shape, kept)));
+  ir_value_t e = ir_unary(ctx->func, IR_OP_EXPONENTIAL,
+                          ir_binary(f, IR_OP_SUBTRACT, x, ir_broadcast_in_dim(f, mx, t->rank, shape, kept)));
   ir_value_t s = ir_reduce(f, e, ir_constant_f64(f, acc, 0.0), dims, n, IR_REDUCE_ADD);
-  ir_value_t r = lower_cast(ctx, ir_binary(f, "stablehlo.add", ir_unary(f, "stablehlo.log", s), mx), out);
+  ir_value_t r = lower_cast(ctx, ir_binary(f, IR_OP_ADD, ir_unary(f, IR_OP_LOG, s), mx), out);
   if (lower_bool(ctx, 2, false)) {
     for (int32_t i = 0; i < t->rank; ++i) shape[i] = mask[i] ? 1 : t->sizes[i];
     r = ir_reshape(f, r, t->rank, shape);

@@ -47,7 +47,7 @@ static ir_value_t put_add(lower_ctx_t* ctx, ir_value_t acc, int32_t axis, ir_val
   ir_scatter_dims_t s = lower_scatter_dims_along(t->rank, axis);
   ir_value_t args[2];
   ir_value_t r = ir_scatter_begin(f, acc, ir_reshape(f, idx, 2, col), updates, &s, args);
-  ir_value_t sum = ir_binary(f, "stablehlo.add", args[0], args[1]);
+  ir_value_t sum = ir_binary(f, IR_OP_ADD, args[0], args[1]);
   ir_region_end(f, &sum, 1);
   return r;
 }
@@ -115,7 +115,7 @@ static ir_value_t scale_value(lower_ctx_t* ctx, const axis_t* a) {
   ** the reciprocal can land one ulp lower and move an index */
   ir_value_t s = lower_scalar(ctx, a->scale_arg, TPURT_DTYPE_F64);
   ir_value_t inv =
-      ir_convert(f, ir_binary(f, "stablehlo.divide", ir_constant_f64(f, TPURT_DTYPE_F64, 1.0), s), F32);
+      ir_convert(f, ir_binary(f, IR_OP_DIVIDE, ir_constant_f64(f, TPURT_DTYPE_F64, 1.0), s), F32);
   return ir_select(f, ir_compare(f, IR_GT, s, ir_constant_f64(f, TPURT_DTYPE_F64, 0.0)), inv, fallback);
 }
 
@@ -152,11 +152,10 @@ static ir_value_t nearest_indices(lower_ctx_t* ctx, const axis_t* a, bool exact,
     return v;
   }
   ir_value_t j = ir_convert(f, vec_type_iota(ctx, I32, a->out), F32);
-  if (exact) j = ir_binary(f, "stablehlo.add", j, lower_full_like(ctx, j, 0.5));
+  if (exact) j = ir_binary(f, IR_OP_ADD, j, lower_full_like(ctx, j, 0.5));
   ir_value_t scale = ir_broadcast_in_dim(f, scale_value(ctx, a), 1, &a->out, NULL);
-  ir_value_t src =
-      ir_convert(f, ir_unary(f, "stablehlo.floor", ir_binary(f, "stablehlo.multiply", j, scale)), I32);
-  return ir_binary(f, "stablehlo.minimum", src, lower_full_like(ctx, src, (double)(a->in - 1)));
+  ir_value_t src = ir_convert(f, ir_unary(f, IR_OP_FLOOR, ir_binary(f, IR_OP_MULTIPLY, j, scale)), I32);
+  return ir_binary(f, IR_OP_MINIMUM, src, lower_full_like(ctx, src, (double)(a->in - 1)));
 }
 
 /* Linear interpolation along one axis: lower and upper source indices
@@ -174,21 +173,20 @@ static void linear_indices(lower_ctx_t* ctx, const axis_t* a, bool align_corners
   ir_value_t s = ir_broadcast_in_dim(f, scale, 1, &a->out, NULL);
   ir_value_t real;
   if (align_corners) {
-    real = ir_binary(f, "stablehlo.multiply", s, j);
+    real = ir_binary(f, IR_OP_MULTIPLY, s, j);
   } else {
     ir_value_t half = lower_full_like(ctx, j, 0.5);
-    real = ir_binary(f, "stablehlo.subtract",
-                     ir_binary(f, "stablehlo.multiply", s, ir_binary(f, "stablehlo.add", j, half)), half);
-    real = ir_binary(f, "stablehlo.maximum", real, lower_full_like(ctx, j, 0.0));
+    real =
+        ir_binary(f, IR_OP_SUBTRACT, ir_binary(f, IR_OP_MULTIPLY, s, ir_binary(f, IR_OP_ADD, j, half)), half);
+    real = ir_binary(f, IR_OP_MAXIMUM, real, lower_full_like(ctx, j, 0.0));
   }
   ir_value_t last = lower_full_like(ctx, vec_type_iota(ctx, I32, a->out), (double)(a->in - 1));
-  ir_value_t lo =
-      ir_binary(f, "stablehlo.minimum", ir_convert(f, ir_unary(f, "stablehlo.floor", real), I32), last);
-  ir_value_t lam = ir_binary(f, "stablehlo.subtract", real, ir_convert(f, lo, F32));
+  ir_value_t lo = ir_binary(f, IR_OP_MINIMUM, ir_convert(f, ir_unary(f, IR_OP_FLOOR, real), I32), last);
+  ir_value_t lam = ir_binary(f, IR_OP_SUBTRACT, real, ir_convert(f, lo, F32));
   lam = ir_clamp(f, ir_constant_f64(f, F32, 0.0), lam, ir_constant_f64(f, F32, 1.0));
   ir_value_t step = ir_convert(f, ir_compare(f, IR_LT, lo, last), I32);
   *i0 = lo;
-  *i1 = ir_binary(f, "stablehlo.add", lo, step);
+  *i1 = ir_binary(f, IR_OP_ADD, lo, step);
   *l1 = lam;
 }
 
@@ -298,9 +296,8 @@ static tpurt_status_t upsample(lower_ctx_t* ctx) {
     linear_indices(ctx, a, align, &i0, &i1, &l1);
     ir_value_t x0 = take(ctx, x, axis, i0), x1 = take(ctx, x, axis, i1);
     ir_value_t w1 = along(ctx, lower_cast(ctx, l1, acc), x0, axis);
-    ir_value_t w0 = ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, w1, 1.0), w1);
-    x = ir_binary(f, "stablehlo.add", ir_binary(f, "stablehlo.multiply", w0, x0),
-                  ir_binary(f, "stablehlo.multiply", w1, x1));
+    ir_value_t w0 = ir_binary(f, IR_OP_SUBTRACT, lower_full_like(ctx, w1, 1.0), w1);
+    x = ir_binary(f, IR_OP_ADD, ir_binary(f, IR_OP_MULTIPLY, w0, x0), ir_binary(f, IR_OP_MULTIPLY, w1, x1));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, x, t->dtype));
   return NULL;
@@ -342,9 +339,9 @@ static tpurt_status_t upsample_backward(lower_ctx_t* ctx) {
     ir_value_t i0, i1, l1;
     linear_indices(ctx, a, align, &i0, &i1, &l1);
     ir_value_t w1 = along(ctx, lower_cast(ctx, l1, acc), g, axis);
-    ir_value_t w0 = ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, w1, 1.0), w1);
-    ir_value_t r = put_add(ctx, zero, axis, i0, ir_binary(f, "stablehlo.multiply", w0, g));
-    g = put_add(ctx, r, axis, i1, ir_binary(f, "stablehlo.multiply", w1, g));
+    ir_value_t w0 = ir_binary(f, IR_OP_SUBTRACT, lower_full_like(ctx, w1, 1.0), w1);
+    ir_value_t r = put_add(ctx, zero, axis, i0, ir_binary(f, IR_OP_MULTIPLY, w0, g));
+    g = put_add(ctx, r, axis, i1, ir_binary(f, IR_OP_MULTIPLY, w1, g));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, g, t->dtype));
   return NULL;
@@ -475,7 +472,7 @@ static ir_value_t unpad_axis(lower_ctx_t* ctx, ir_value_t g, int32_t axis, int64
     lo[axis] = pieces[i].from;
     hi[axis] = n - pieces[i].to;
     v = ir_pad(f, v, ir_constant_f64(f, t->dtype, 0.0), lo, hi, interior);
-    acc = acc == IR_NONE ? v : ir_binary(f, "stablehlo.add", acc, v);
+    acc = acc == IR_NONE ? v : ir_binary(f, IR_OP_ADD, acc, v);
   }
   if (acc == IR_NONE) { /* nothing of the input survives */
     int64_t dims[TPURT_MAX_RANK];

@@ -34,14 +34,13 @@ static tpurt_status_t cumulative(lower_ctx_t* ctx) {
 /* log(exp(a) + exp(b)) without overflow; two equal infinities give themselves. */
 static ir_value_t log_add_exp(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   ir_func_t* f = ctx->func;
-  ir_value_t m = ir_binary(f, "stablehlo.maximum", a, b);
-  ir_value_t d = ir_unary(f, "stablehlo.abs", ir_binary(f, "stablehlo.subtract", a, b));
-  ir_value_t r =
-      ir_binary(f, "stablehlo.add", m,
-                ir_unary(f, "stablehlo.log_plus_one",
-                         ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", d))));
-  ir_value_t same_inf = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, a, b),
-                                  ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", a), k(ctx, a, INFINITY)));
+  ir_value_t m = ir_binary(f, IR_OP_MAXIMUM, a, b);
+  ir_value_t d = ir_unary(f, IR_OP_ABS, ir_binary(f, IR_OP_SUBTRACT, a, b));
+  ir_value_t r = ir_binary(
+      f, IR_OP_ADD, m,
+      ir_unary(f, IR_OP_LOG_PLUS_ONE, ir_unary(f, IR_OP_EXPONENTIAL, ir_unary(f, IR_OP_NEGATE, d))));
+  ir_value_t same_inf = ir_binary(f, IR_OP_AND, ir_compare(f, IR_EQ, a, b),
+                                  ir_compare(f, IR_EQ, ir_unary(f, IR_OP_ABS, a), k(ctx, a, INFINITY)));
   return ir_select(f, same_inf, a, r);
 }
 
@@ -173,8 +172,8 @@ static tpurt_status_t cumextreme(lower_ctx_t* ctx, bool is_max) {
     ir_value_t take_later = ir_compare(f, is_max ? IR_GE : IR_LE, x, v1);
     if (is_float) {
       ir_value_t nan1 = ir_compare(f, IR_NE, v1, v1), nan2 = ir_compare(f, IR_NE, x, x);
-      take_later = ir_binary(f, "stablehlo.or", nan2,
-                             ir_binary(f, "stablehlo.and", ir_unary(f, "stablehlo.not", nan1), take_later));
+      take_later =
+          ir_binary(f, IR_OP_OR, nan2, ir_binary(f, IR_OP_AND, ir_unary(f, IR_OP_NOT, nan1), take_later));
     }
     x = ir_select(f, take_later, x, v1);
     idx = ir_select(f, take_later, idx, i1);

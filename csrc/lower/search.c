@@ -29,7 +29,7 @@ static tpurt_status_t lower_isin(lower_ctx_t* ctx) {
   int64_t one = 1;
   ir_value_t hit = ir_reduce(f, ir_compare(f, IR_EQ, a, b), ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), &one, 1,
                              IR_REDUCE_OR);
-  if (lower_bool(ctx, 3, false)) hit = ir_unary(f, "stablehlo.not", hit);
+  if (lower_bool(ctx, 3, false)) hit = ir_unary(f, IR_OP_NOT, hit);
   lower_set_result(ctx, 0, ir_reshape(f, hit, et->rank, et->dims));
   return NULL;
 }
@@ -58,9 +58,8 @@ static ir_value_t insertion_index(lower_ctx_t* ctx, ir_value_t seq, ir_value_t v
   ir_value_t below = ir_compare(f, right ? IR_LE : IR_LT, sb, vb);
   if (tpurt_dtype_is_float(vt->dtype)) {
     ir_value_t v_nan = ir_compare(f, IR_NE, vb, vb), s_nan = ir_compare(f, IR_NE, sb, sb);
-    ir_value_t nan_rule =
-        right ? v_nan : ir_binary(f, "stablehlo.and", v_nan, ir_unary(f, "stablehlo.not", s_nan));
-    below = ir_binary(f, "stablehlo.or", below, nan_rule);
+    ir_value_t nan_rule = right ? v_nan : ir_binary(f, IR_OP_AND, v_nan, ir_unary(f, IR_OP_NOT, s_nan));
+    below = ir_binary(f, IR_OP_OR, below, nan_rule);
   }
   ir_value_t counts = ir_convert(f, below, out);
   int64_t last = r;

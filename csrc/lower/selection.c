@@ -30,7 +30,7 @@ static ir_value_t compact(lower_ctx_t* ctx, ir_value_t mask, ir_value_t values, 
   tpurt_dtype_t dt = vt->dtype;
   int64_t n = vt->dims[0];
   ir_value_t m = lower_cast(ctx, mask, TPURT_DTYPE_I64);
-  ir_value_t pos = ir_binary(f, "stablehlo.subtract", lower_cumsum(ctx, m, 0), lower_full_like(ctx, m, 1.0));
+  ir_value_t pos = ir_binary(f, IR_OP_SUBTRACT, lower_cumsum(ctx, m, 0), lower_full_like(ctx, m, 1.0));
   ir_value_t target = ir_select(f, mask, pos, lower_full_like(ctx, pos, (double)count));
   int64_t idx_dims[2] = {n, 1};
   target = ir_reshape(f, target, 2, idx_dims);
@@ -54,8 +54,8 @@ static ir_value_t nonzero_coords(lower_ctx_t* ctx, int64_t n, int64_t rows, ir_v
   int64_t stride = 1;
   int64_t col_dims[2] = {rows, 1};
   for (int32_t d = t->rank - 1; d >= 0; --d) {
-    ir_value_t c = ir_binary(f, "stablehlo.divide", flat, lower_full_like(ctx, flat, (double)stride));
-    c = ir_binary(f, "stablehlo.remainder", c, lower_full_like(ctx, c, (double)t->sizes[d]));
+    ir_value_t c = ir_binary(f, IR_OP_DIVIDE, flat, lower_full_like(ctx, flat, (double)stride));
+    c = ir_binary(f, IR_OP_REMAINDER, c, lower_full_like(ctx, c, (double)t->sizes[d]));
     cols[d] = ir_reshape(f, c, 2, col_dims);
     stride *= t->sizes[d];
   }
@@ -135,19 +135,18 @@ static tpurt_status_t lower_histc(lower_ctx_t* ctx) {
     hi = ir_select(f, same, dmax, hi);
   }
   ir_value_t still = ir_compare(f, IR_EQ, lo, hi);
-  lo = ir_select(f, still, ir_binary(f, "stablehlo.subtract", lo, ir_constant_f64(f, dt, 1.0)), lo);
-  hi = ir_select(f, still, ir_binary(f, "stablehlo.add", hi, ir_constant_f64(f, dt, 1.0)), hi);
+  lo = ir_select(f, still, ir_binary(f, IR_OP_SUBTRACT, lo, ir_constant_f64(f, dt, 1.0)), lo);
+  hi = ir_select(f, still, ir_binary(f, IR_OP_ADD, hi, ir_constant_f64(f, dt, 1.0)), hi);
   if (n == 0) {
     lower_set_result(ctx, 0, lower_splat(ctx, dt, 1, &bins, 0.0));
     return NULL;
   }
   ir_value_t lob = ir_broadcast_in_dim(f, lo, 1, &n, NULL), hib = ir_broadcast_in_dim(f, hi, 1, &n, NULL);
-  ir_value_t inside =
-      ir_binary(f, "stablehlo.and", ir_compare(f, IR_GE, x, lob), ir_compare(f, IR_LE, x, hib));
-  ir_value_t pos = ir_binary(f, "stablehlo.divide",
-                             ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", x, lob),
+  ir_value_t inside = ir_binary(f, IR_OP_AND, ir_compare(f, IR_GE, x, lob), ir_compare(f, IR_LE, x, hib));
+  ir_value_t pos = ir_binary(f, IR_OP_DIVIDE,
+                             ir_binary(f, IR_OP_MULTIPLY, ir_binary(f, IR_OP_SUBTRACT, x, lob),
                                        lower_full_like(ctx, x, (double)bins)),
-                             ir_binary(f, "stablehlo.subtract", hib, lob));
+                             ir_binary(f, IR_OP_SUBTRACT, hib, lob));
   ir_value_t bin = ir_convert(f, pos, TPURT_DTYPE_I64);
   bin = ir_select(f, ir_compare(f, IR_GE, bin, lower_full_like(ctx, bin, (double)bins)),
                   lower_full_like(ctx, bin, (double)(bins - 1)), bin);
@@ -157,7 +156,7 @@ static tpurt_status_t lower_histc(lower_ctx_t* ctx) {
   ir_value_t blk[2];
   ir_value_t out = ir_scatter_begin(f, lower_splat(ctx, dt, 1, &bins, 0.0), ir_reshape(f, bin, 2, idx_dims),
                                     lower_splat(ctx, dt, 1, &n, 1.0), &s, blk);
-  ir_value_t sum = ir_binary(f, "stablehlo.add", blk[0], blk[1]);
+  ir_value_t sum = ir_binary(f, IR_OP_ADD, blk[0], blk[1]);
   ir_region_end(f, &sum, 1);
   lower_set_result(ctx, 0, out);
   return NULL;

@@ -120,7 +120,7 @@ static tpurt_status_t triangle(lower_ctx_t* ctx) {
   ir_value_t row = ir_iota(f, it, t->rank - 2), col = ir_iota(f, it, t->rank - 1);
   ir_value_t diag =
       lower_broadcast_to(ctx, ir_constant_i64(f, TPURT_DTYPE_I64, lower_int(ctx, 1, 0)), t->rank, t->sizes);
-  ir_value_t delta = ir_binary(f, "stablehlo.subtract", col, row);
+  ir_value_t delta = ir_binary(f, IR_OP_SUBTRACT, col, row);
   ir_value_t keep = ir_compare(f, lower ? IR_LE : IR_GE, delta, diag);
   lower_set_result(ctx, 0, ir_select(f, keep, x, lower_full_like(ctx, x, 0.0)));
   return NULL;

@@ -30,10 +30,9 @@ static void sort_with_indices(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool 
   ir_value_t before = ir_compare(f, descending ? IR_GT : IR_LT, a, b);
   if (is_float(d)) {
     ir_value_t a_nan = ir_compare(f, IR_NE, a, a), b_nan = ir_compare(f, IR_NE, b, b);
-    ir_value_t nan_first = descending
-                               ? ir_binary(f, "stablehlo.and", a_nan, ir_unary(f, "stablehlo.not", b_nan))
-                               : ir_binary(f, "stablehlo.and", b_nan, ir_unary(f, "stablehlo.not", a_nan));
-    before = ir_binary(f, "stablehlo.or", before, nan_first);
+    ir_value_t nan_first = descending ? ir_binary(f, IR_OP_AND, a_nan, ir_unary(f, IR_OP_NOT, b_nan))
+                                      : ir_binary(f, IR_OP_AND, b_nan, ir_unary(f, IR_OP_NOT, a_nan));
+    before = ir_binary(f, IR_OP_OR, before, nan_first);
   }
   ir_region_end(f, &before, 1);
   *values = res[0];
@@ -164,16 +163,15 @@ static tpurt_status_t order_stat(lower_ctx_t* ctx, order_stat_t which, int64_t d
     ir_value_t nan = is_float(t->dtype) ? ir_convert(f, ir_compare(f, IR_NE, x, x), TPURT_DTYPE_I64)
                                         : lower_splat(ctx, TPURT_DTYPE_I64, flat.rank, flat.sizes, 0.0);
     ir_value_t nans = ir_reduce(f, nan, ir_constant_i64(f, TPURT_DTYPE_I64, 0), &dim, 1, IR_REDUCE_ADD);
-    ir_value_t numbers = ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, nans, (double)size), nans);
+    ir_value_t numbers = ir_binary(f, IR_OP_SUBTRACT, lower_full_like(ctx, nans, (double)size), nans);
     if (which == STAT_MEDIAN) {
       ir_value_t mid = lower_full_like(ctx, nans, (double)((size - 1) / 2));
       pos = ir_select(f, ir_compare(f, IR_GT, nans, lower_full_like(ctx, nans, 0.0)), numbers, mid);
     } else { /* (numbers - 1) / 2, 0 when the row is all NaN */
-      ir_value_t m =
-          ir_binary(f, "stablehlo.divide",
-                    ir_binary(f, "stablehlo.subtract", numbers, lower_full_like(ctx, numbers, 1.0)),
-                    lower_full_like(ctx, numbers, 2.0));
-      pos = ir_binary(f, "stablehlo.maximum", m, lower_full_like(ctx, m, 0.0));
+      ir_value_t m = ir_binary(f, IR_OP_DIVIDE,
+                               ir_binary(f, IR_OP_SUBTRACT, numbers, lower_full_like(ctx, numbers, 1.0)),
+                               lower_full_like(ctx, numbers, 2.0));
+      pos = ir_binary(f, IR_OP_MAXIMUM, m, lower_full_like(ctx, m, 0.0));
     }
   }
   ir_value_t rv, ri;

@@ -13,7 +13,7 @@
 
 static ir_value_t k(lower_ctx_t* ctx, ir_value_t like, double v) { return lower_full_like(ctx, like, v); }
 static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t b) {
-  return ir_binary(ctx->func, op, a, b);
+  return ir_binary_str(ctx->func, op, a, b);
 }
 static ir_value_t is_nan(lower_ctx_t* ctx, ir_value_t x) { return ir_compare(ctx->func, IR_NE, x, x); }
 
@@ -59,30 +59,29 @@ static tpurt_status_t float_unary(lower_ctx_t* ctx, unary_fn_t fn) {
   return NULL;
 }
 
-static ir_value_t erfc_of(lower_ctx_t* ctx, ir_value_t x) { return ir_unary(ctx->func, "chlo.erfc", x); }
-static ir_value_t lgamma_of(lower_ctx_t* ctx, ir_value_t x) { return ir_unary(ctx->func, "chlo.lgamma", x); }
+static ir_value_t erfc_of(lower_ctx_t* ctx, ir_value_t x) { return ir_unary(ctx->func, IR_OP_ERFC, x); }
+static ir_value_t lgamma_of(lower_ctx_t* ctx, ir_value_t x) { return ir_unary(ctx->func, IR_OP_LGAMMA, x); }
 /* digamma; at +-0 PyTorch gives -+inf (chlo.digamma gives NaN there) */
 static ir_value_t digamma_of(lower_ctx_t* ctx, ir_value_t x) {
   ir_func_t* f = ctx->func;
-  ir_value_t r = ir_unary(f, "chlo.digamma", x);
+  ir_value_t r = ir_unary(f, IR_OP_DIGAMMA, x);
   ir_value_t inf = ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)), k(ctx, x, INFINITY), r);
   /* the sign: -inf at +0, +inf at -0: 1/x is +-inf with x's sign */
-  ir_value_t signed_inf = ir_unary(f, "stablehlo.negate", bin(ctx, "stablehlo.divide", k(ctx, x, 1.0), x));
+  ir_value_t signed_inf = ir_unary(f, IR_OP_NEGATE, bin(ctx, "stablehlo.divide", k(ctx, x, 1.0), x));
   return ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)), signed_inf, inf);
 }
 
 /* sinc(x) = sin(pi x) / (pi x), 1 at 0 */
 static ir_value_t sinc_of(lower_ctx_t* ctx, ir_value_t x) {
   ir_value_t px = bin(ctx, "stablehlo.multiply", x, k(ctx, x, M_PI));
-  ir_value_t r = bin(ctx, "stablehlo.divide", ir_unary(ctx->func, "stablehlo.sine", px), px);
+  ir_value_t r = bin(ctx, "stablehlo.divide", ir_unary(ctx->func, IR_OP_SINE, px), px);
   return ir_select(ctx->func, ir_compare(ctx->func, IR_EQ, x, k(ctx, x, 0.0)), k(ctx, x, 1.0), r);
 }
 
 /* entr(x) = -x log x for x > 0, 0 at 0, -inf below */
 static ir_value_t entr_of(lower_ctx_t* ctx, ir_value_t x) {
   ir_func_t* f = ctx->func;
-  ir_value_t r =
-      ir_unary(f, "stablehlo.negate", bin(ctx, "stablehlo.multiply", x, ir_unary(f, "stablehlo.log", x)));
+  ir_value_t r = ir_unary(f, IR_OP_NEGATE, bin(ctx, "stablehlo.multiply", x, ir_unary(f, IR_OP_LOG, x)));
   r = ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)), k(ctx, x, 0.0), r);
   return ir_select(f, ir_compare(f, IR_LT, x, k(ctx, x, 0.0)), k(ctx, x, -INFINITY), r);
 }
@@ -91,14 +90,14 @@ static ir_value_t entr_of(lower_ctx_t* ctx, ir_value_t x) {
 static ir_value_t ndtri_of(lower_ctx_t* ctx, ir_value_t p) {
   ir_value_t t =
       bin(ctx, "stablehlo.subtract", bin(ctx, "stablehlo.multiply", p, k(ctx, p, 2.0)), k(ctx, p, 1.0));
-  return bin(ctx, "stablehlo.multiply", ir_unary(ctx->func, "chlo.erf_inv", t), k(ctx, p, M_SQRT2));
+  return bin(ctx, "stablehlo.multiply", ir_unary(ctx->func, IR_OP_ERF_INV, t), k(ctx, p, M_SQRT2));
 }
 
 /* log_ndtr(x) = log(erfc(-x / sqrt 2) / 2) */
 static ir_value_t log_ndtr_of(lower_ctx_t* ctx, ir_value_t x) {
   ir_value_t t = bin(ctx, "stablehlo.multiply", x, k(ctx, x, -M_SQRT1_2));
-  ir_value_t c = bin(ctx, "stablehlo.multiply", ir_unary(ctx->func, "chlo.erfc", t), k(ctx, x, 0.5));
-  return ir_unary(ctx->func, "stablehlo.log", c);
+  ir_value_t c = bin(ctx, "stablehlo.multiply", ir_unary(ctx->func, IR_OP_ERFC, t), k(ctx, x, 0.5));
+  return ir_unary(ctx->func, IR_OP_LOG, c);
 }
 
 static tpurt_status_t lower_erfc(lower_ctx_t* ctx) { return float_unary(ctx, erfc_of); }
@@ -121,7 +120,7 @@ static tpurt_status_t lower_logit(lower_ctx_t* ctx) {
     ir_value_t clamped = bin(ctx, "stablehlo.minimum", bin(ctx, "stablehlo.maximum", x, eps), hi);
     x = ir_select(ctx->func, is_nan(ctx, x), x, clamped); /* NaN stays NaN */
   }
-  ir_value_t r = ir_unary(ctx->func, "stablehlo.log",
+  ir_value_t r = ir_unary(ctx->func, IR_OP_LOG,
                           bin(ctx, "stablehlo.divide", x, bin(ctx, "stablehlo.subtract", k(ctx, x, 1.0), x)));
   lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
   return NULL;
@@ -207,10 +206,10 @@ static tpurt_status_t lower_round_decimals(lower_ctx_t* ctx) {
   ir_value_t r;
   if (d >= 0)
     r = bin(ctx, "stablehlo.divide",
-            ir_unary(ctx->func, "stablehlo.round_nearest_even", bin(ctx, "stablehlo.multiply", x, s)), s);
+            ir_unary(ctx->func, IR_OP_ROUND_NEAREST_EVEN, bin(ctx, "stablehlo.multiply", x, s)), s);
   else
     r = bin(ctx, "stablehlo.multiply",
-            ir_unary(ctx->func, "stablehlo.round_nearest_even", bin(ctx, "stablehlo.divide", x, s)), s);
+            ir_unary(ctx->func, IR_OP_ROUND_NEAREST_EVEN, bin(ctx, "stablehlo.divide", x, s)), s);
   lower_set_result(ctx, 0, lower_cast(ctx, r, t->dtype));
   return NULL;
 }
@@ -252,7 +251,7 @@ static tpurt_status_t lower_frexp(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   float_bits_t fb = float_bits(t->dtype);
   ir_value_t x = lower_tensor(ctx, 0);
-  ir_value_t ax = ir_unary(f, "stablehlo.abs", x);
+  ir_value_t ax = ir_unary(f, IR_OP_ABS, x);
   ir_value_t sub = ir_compare(f, IR_LT, ax, k(ctx, x, ldexp(1.0, 1 - fb.bias)));
   ir_value_t xs = ir_select(f, sub, bin(ctx, "stablehlo.multiply", x, k(ctx, x, ldexp(1.0, fb.mant + 1))), x);
   ir_value_t bits = as_bits(ctx, xs, fb.int_dtype);
@@ -273,8 +272,8 @@ static tpurt_status_t lower_frexp(lower_ctx_t* ctx) {
   half_exp = ir_broadcast_in_dim(f, half_exp, bt->rank, bt->dims, NULL);
   ir_value_t mbits = bin(ctx, "stablehlo.or", bin(ctx, "stablehlo.and", bits, clear_v), half_exp);
   ir_value_t mant = ir_bitcast_convert(f, mbits, *ir_value_type(f, x));
-  ir_value_t special = ir_binary(f, "stablehlo.or", ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)),
-                                 ir_unary(f, "stablehlo.not", ir_is_finite(f, x)));
+  ir_value_t special = ir_binary(f, IR_OP_OR, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)),
+                                 ir_unary(f, IR_OP_NOT, ir_is_finite(f, x)));
   lower_set_result(ctx, 0, ir_select(f, special, x, mant));
   e = ir_convert(f, e, TPURT_DTYPE_I32);
   lower_set_result(ctx, 1, ir_select(f, special, lower_full_like(ctx, e, 0.0), e));
@@ -335,7 +334,9 @@ static ir_value_t bessel_asymptotic(lower_ctx_t* ctx, ir_value_t x, int32_t nu, 
   return horner(ctx, w, c, BESSEL_ASYMPTOTIC_TERMS);
 }
 
-static ir_value_t un(lower_ctx_t* ctx, const char* op, ir_value_t x) { return ir_unary(ctx->func, op, x); }
+static ir_value_t un(lower_ctx_t* ctx, const char* op, ir_value_t x) {
+  return ir_unary_str(ctx->func, op, x);
+}
 static ir_value_t mul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   return bin(ctx, "stablehlo.multiply", a, b);
 }
@@ -557,7 +558,7 @@ static tpurt_status_t orthogonal_poly(lower_ctx_t* ctx, poly_kind_t kind, bool s
   ir_while_body(f, &w, args);
   ir_value_t jf = ir_broadcast_in_dim(f, ir_convert(f, args[0], dt), rank, xt->dims, NULL);
   ir_value_t r = poly_step(ctx, kind, x, jf, args[1], args[2]);
-  ir_value_t j1 = ir_binary(f, "stablehlo.add", args[0], ir_constant_i64(f, TPURT_DTYPE_I64, 1));
+  ir_value_t j1 = ir_binary(f, IR_OP_ADD, args[0], ir_constant_i64(f, TPURT_DTYPE_I64, 1));
   ir_value_t at_n = ir_compare(f, IR_EQ, n, ir_broadcast_in_dim(f, j1, rank, xt->dims, NULL));
   ir_value_t next[4] = {j1, args[2], r, ir_select(f, at_n, r, args[3])};
   ir_region_end(f, next, 4);
@@ -565,21 +566,21 @@ static tpurt_status_t orthogonal_poly(lower_ctx_t* ctx, poly_kind_t kind, bool s
   ir_value_t res = out[3];
 
   ir_value_t one = k(ctx, x, 1.0);
-  ir_value_t even = ir_compare(f, IR_EQ, ir_binary(f, "stablehlo.remainder", n, lower_full_like(ctx, n, 2.0)),
+  ir_value_t even = ir_compare(f, IR_EQ, ir_binary(f, IR_OP_REMAINDER, n, lower_full_like(ctx, n, 2.0)),
                                lower_full_like(ctx, n, 0.0));
   ir_value_t pos = ir_compare(f, IR_GT, x, k(ctx, x, 0.0));
   ir_value_t ax = un(ctx, "stablehlo.abs", x);
   ir_value_t unit = ir_compare(f, IR_EQ, ax, one);
   ir_value_t inside = ir_compare(f, IR_LT, ax, one);
   ir_value_t n1 = add(ctx, nf, one), n2 = add(ctx, add(ctx, nf, nf), one);
-  ir_value_t pos_or_even = ir_binary(f, "stablehlo.or", pos, even);
+  ir_value_t pos_or_even = ir_binary(f, IR_OP_OR, pos, even);
   ir_value_t sign_pe = ir_select(f, pos_or_even, one, un(ctx, "stablehlo.negate", one));
-  ir_value_t acos_x = ir_unary(f, "chlo.acos", x);
+  ir_value_t acos_x = ir_unary(f, IR_OP_ACOS, x);
   ir_value_t half_acos = mul(ctx, acos_x, k(ctx, x, 0.5));
   ir_value_t nh = add(ctx, nf, k(ctx, x, 0.5));
   int64_t trig_from = kind == POLY_T ? 6 : 8;
   ir_value_t trig_n = ir_compare(f, IR_GT, n, lower_full_like(ctx, n, (double)trig_from));
-  ir_value_t trig = ir_binary(f, "stablehlo.and", trig_n, inside);
+  ir_value_t trig = ir_binary(f, IR_OP_AND, trig_n, inside);
   ir_value_t unit_value = IR_NONE, trig_value = IR_NONE;
   switch (kind) {
     case POLY_T:
@@ -656,10 +657,10 @@ static ir_value_t nextafter_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   ir_value_t r = ir_bitcast_convert(f, bin(ctx, "stablehlo.add", bits, step), *ir_value_type(f, a));
   ir_value_t tiny = ir_bitcast_convert(f, k(ctx, bits, 1.0), *ir_value_type(f, a));
   ir_value_t from_zero =
-      ir_select(f, ir_compare(f, IR_GT, b, k(ctx, b, 0.0)), tiny, ir_unary(f, "stablehlo.negate", tiny));
+      ir_select(f, ir_compare(f, IR_GT, b, k(ctx, b, 0.0)), tiny, ir_unary(f, IR_OP_NEGATE, tiny));
   r = ir_select(f, ir_compare(f, IR_EQ, a, k(ctx, a, 0.0)), from_zero, r);
   r = ir_select(f, ir_compare(f, IR_EQ, a, b), b, r);
-  ir_value_t any_nan = ir_binary(f, "stablehlo.or", is_nan(ctx, a), is_nan(ctx, b));
+  ir_value_t any_nan = ir_binary(f, IR_OP_OR, is_nan(ctx, a), is_nan(ctx, b));
   return ir_select(f, any_nan, bin(ctx, "stablehlo.add", a, b), r);
 }
 
@@ -681,32 +682,32 @@ static tpurt_status_t binary(lower_ctx_t* ctx, int32_t a_arg, int32_t b_arg, bin
 /* xlogy(x, y) = x log y, 0 where x == 0 (unless y is NaN) */
 static ir_value_t xlogy_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t y) {
   ir_func_t* f = ctx->func;
-  ir_value_t r = bin(ctx, "stablehlo.multiply", x, ir_unary(f, "stablehlo.log", y));
-  ir_value_t zero = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)),
-                              ir_unary(f, "stablehlo.not", is_nan(ctx, y)));
+  ir_value_t r = bin(ctx, "stablehlo.multiply", x, ir_unary(f, IR_OP_LOG, y));
+  ir_value_t zero = ir_binary(f, IR_OP_AND, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)),
+                              ir_unary(f, IR_OP_NOT, is_nan(ctx, y)));
   return ir_select(f, zero, k(ctx, x, 0.0), r);
 }
 
 static ir_value_t xlog1py_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t y) {
   ir_func_t* f = ctx->func;
-  ir_value_t r = bin(ctx, "stablehlo.multiply", x, ir_unary(f, "stablehlo.log_plus_one", y));
-  ir_value_t zero = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)),
-                              ir_unary(f, "stablehlo.not", is_nan(ctx, y)));
+  ir_value_t r = bin(ctx, "stablehlo.multiply", x, ir_unary(f, IR_OP_LOG_PLUS_ONE, y));
+  ir_value_t zero = ir_binary(f, IR_OP_AND, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)),
+                              ir_unary(f, IR_OP_NOT, is_nan(ctx, y)));
   return ir_select(f, zero, k(ctx, x, 0.0), r);
 }
 
 /* hypot without overflow: m * sqrt(1 + (n/m)^2), m = max(|a|, |b|); inf wins over NaN */
 static ir_value_t hypot_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   ir_func_t* f = ctx->func;
-  ir_value_t x = ir_unary(f, "stablehlo.abs", a), y = ir_unary(f, "stablehlo.abs", b);
+  ir_value_t x = ir_unary(f, IR_OP_ABS, a), y = ir_unary(f, IR_OP_ABS, b);
   ir_value_t m = bin(ctx, "stablehlo.maximum", x, y), n = bin(ctx, "stablehlo.minimum", x, y);
   ir_value_t q = bin(ctx, "stablehlo.divide", n, m);
   ir_value_t r =
       bin(ctx, "stablehlo.multiply", m,
-          ir_unary(f, "stablehlo.sqrt",
+          ir_unary(f, IR_OP_SQRT,
                    bin(ctx, "stablehlo.add", k(ctx, q, 1.0), bin(ctx, "stablehlo.multiply", q, q))));
   r = ir_select(f, ir_compare(f, IR_EQ, m, k(ctx, m, 0.0)), k(ctx, m, 0.0), r);
-  ir_value_t inf = ir_binary(f, "stablehlo.or", ir_compare(f, IR_EQ, x, k(ctx, x, INFINITY)),
+  ir_value_t inf = ir_binary(f, IR_OP_OR, ir_compare(f, IR_EQ, x, k(ctx, x, INFINITY)),
                              ir_compare(f, IR_EQ, y, k(ctx, y, INFINITY)));
   return ir_select(f, inf, k(ctx, m, INFINITY), r);
 }
@@ -721,8 +722,8 @@ static ir_value_t copysign_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
                                                : TPURT_DTYPE_I16;
   ir_value_t bits = ir_bitcast_convert(f, b, it);
   ir_value_t neg = ir_compare(f, IR_LT, bits, lower_full_like(ctx, bits, 0.0));
-  ir_value_t mag = ir_unary(f, "stablehlo.abs", a);
-  return ir_select(f, neg, ir_unary(f, "stablehlo.negate", mag), mag);
+  ir_value_t mag = ir_unary(f, IR_OP_ABS, a);
+  return ir_select(f, neg, ir_unary(f, IR_OP_NEGATE, mag), mag);
 }
 
 /* fmax/fmin: a NaN loses to a number */
@@ -745,19 +746,18 @@ static ir_value_t fmin_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
 static ir_value_t logaddexp_base(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, bool base2) {
   ir_func_t* f = ctx->func;
   ir_value_t m = bin(ctx, "stablehlo.maximum", a, b);
-  ir_value_t d = ir_unary(f, "stablehlo.abs", bin(ctx, "stablehlo.subtract", a, b));
+  ir_value_t d = ir_unary(f, IR_OP_ABS, bin(ctx, "stablehlo.subtract", a, b));
   ir_value_t r;
   if (base2) { /* m + log2(1 + 2^-d) */
-    ir_value_t e = ir_unary(f, "stablehlo.exponential", bin(ctx, "stablehlo.multiply", d, k(ctx, d, -M_LN2)));
+    ir_value_t e = ir_unary(f, IR_OP_EXPONENTIAL, bin(ctx, "stablehlo.multiply", d, k(ctx, d, -M_LN2)));
     r = bin(ctx, "stablehlo.add", m,
-            bin(ctx, "stablehlo.multiply", ir_unary(f, "stablehlo.log_plus_one", e), k(ctx, e, 1.0 / M_LN2)));
+            bin(ctx, "stablehlo.multiply", ir_unary(f, IR_OP_LOG_PLUS_ONE, e), k(ctx, e, 1.0 / M_LN2)));
   } else {
     r = bin(ctx, "stablehlo.add", m,
-            ir_unary(f, "stablehlo.log_plus_one",
-                     ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", d))));
+            ir_unary(f, IR_OP_LOG_PLUS_ONE, ir_unary(f, IR_OP_EXPONENTIAL, ir_unary(f, IR_OP_NEGATE, d))));
   }
-  ir_value_t same_inf = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, a, b),
-                                  ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", a), k(ctx, a, INFINITY)));
+  ir_value_t same_inf = ir_binary(f, IR_OP_AND, ir_compare(f, IR_EQ, a, b),
+                                  ir_compare(f, IR_EQ, ir_unary(f, IR_OP_ABS, a), k(ctx, a, INFINITY)));
   return ir_select(f, same_inf, a, r);
 }
 static ir_value_t logaddexp_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
@@ -779,7 +779,7 @@ static ir_value_t heaviside_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t v) {
 
 /* zeta(x, q): Hurwitz zeta */
 static ir_value_t zeta_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t q) {
-  return ir_binary(ctx->func, "chlo.zeta", x, q);
+  return ir_binary(ctx->func, IR_OP_ZETA, x, q);
 }
 
 static tpurt_status_t lower_nextafter(lower_ctx_t* ctx) {
@@ -843,13 +843,13 @@ static ir_value_t polygamma_reflected(lower_ctx_t* ctx, int64_t n, ir_value_t x)
     memcpy(p, q, sizeof(p));
   }
   ir_value_t c = bin(ctx, "stablehlo.divide", k(ctx, x, 1.0),
-                     ir_unary(f, "stablehlo.tan", bin(ctx, "stablehlo.multiply", x, k(ctx, x, M_PI))));
+                     ir_unary(f, IR_OP_TAN, bin(ctx, "stablehlo.multiply", x, k(ctx, x, M_PI))));
   ir_value_t poly = k(ctx, x, p[n + 1]);
   for (int64_t i = n; i >= 0; --i)
     poly = bin(ctx, "stablehlo.add", bin(ctx, "stablehlo.multiply", poly, c), k(ctx, x, p[i]));
   ir_value_t mirrored =
-      ir_binary(f, "chlo.polygamma", k(ctx, x, (double)n), bin(ctx, "stablehlo.subtract", k(ctx, x, 1.0), x));
-  if (n % 2) mirrored = ir_unary(f, "stablehlo.negate", mirrored);
+      ir_binary(f, IR_OP_POLYGAMMA, k(ctx, x, (double)n), bin(ctx, "stablehlo.subtract", k(ctx, x, 1.0), x));
+  if (n % 2) mirrored = ir_unary(f, IR_OP_NEGATE, mirrored);
   ir_value_t cot_term = bin(ctx, "stablehlo.multiply", poly, k(ctx, x, pow(M_PI, (double)(n + 1))));
   return bin(ctx, "stablehlo.subtract", mirrored, cot_term);
 }
@@ -875,14 +875,14 @@ static tpurt_status_t lower_polygamma(lower_ctx_t* ctx) {
     ir_value_t one = k(ctx, x, 1.0);
     ir_value_t neg = ir_compare(f, IR_LT, x, k(ctx, x, 0.0));
     ir_value_t arg = ir_select(f, neg, bin(ctx, "stablehlo.subtract", one, x), x);
-    ir_value_t tg = ir_binary(f, "chlo.polygamma", one, arg);
-    ir_value_t s = ir_unary(f, "stablehlo.sine", bin(ctx, "stablehlo.multiply", x, k(ctx, x, M_PI)));
+    ir_value_t tg = ir_binary(f, IR_OP_POLYGAMMA, one, arg);
+    ir_value_t s = ir_unary(f, IR_OP_SINE, bin(ctx, "stablehlo.multiply", x, k(ctx, x, M_PI)));
     ir_value_t refl =
         bin(ctx, "stablehlo.divide", k(ctx, x, M_PI * M_PI), bin(ctx, "stablehlo.multiply", s, s));
     r = ir_select(f, neg, bin(ctx, "stablehlo.subtract", refl, tg), tg);
   } else {
     ir_value_t neg = ir_compare(f, IR_LT, x, k(ctx, x, 0.0));
-    ir_value_t direct = ir_binary(f, "chlo.polygamma", k(ctx, x, (double)n), x);
+    ir_value_t direct = ir_binary(f, IR_OP_POLYGAMMA, k(ctx, x, (double)n), x);
     ir_value_t safe = ir_select(f, neg, x, k(ctx, x, -0.5)); /* keeps the unused branch finite */
     r = ir_select(f, neg, polygamma_reflected(ctx, n, safe), direct);
   }
@@ -938,11 +938,11 @@ static ir_value_t igamma_core(lower_ctx_t* ctx, ir_value_t a, ir_value_t x, bool
   ir_value_t in_series = ir_compare(f, IR_LT, x, add(ctx, a, one));
   ir_value_t done = ir_select(f, in_series, s_done, c_done);
   /* NaN inputs never converge: count them done */
-  done = ir_binary(f, "stablehlo.or", done, ir_unary(f, "stablehlo.not", ir_compare(f, IR_EQ, sum, sum)));
-  done = ir_binary(f, "stablehlo.or", done, ir_unary(f, "stablehlo.not", ir_compare(f, IR_EQ, h, h)));
+  done = ir_binary(f, IR_OP_OR, done, ir_unary(f, IR_OP_NOT, ir_compare(f, IR_EQ, sum, sum)));
+  done = ir_binary(f, IR_OP_OR, done, ir_unary(f, IR_OP_NOT, ir_compare(f, IR_EQ, h, h)));
   ir_value_t all_done =
       ir_reduce(f, done, ir_constant_i64(f, TPURT_DTYPE_BOOL, 1), all, t->rank, IR_REDUCE_AND);
-  ir_value_t next_i = ir_binary(f, "stablehlo.add", args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 1));
+  ir_value_t next_i = ir_binary(f, IR_OP_ADD, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 1));
   next_i = ir_select(f, all_done, ir_constant_i64(f, TPURT_DTYPE_I32, -1), next_i);
   ir_value_t next[7] = {next_i, sum, term, b, c, d, h};
   ir_region_end(f, next, 7);
@@ -950,7 +950,7 @@ static ir_value_t igamma_core(lower_ctx_t* ctx, ir_value_t a, ir_value_t x, bool
   /* prefactor e^(a ln x - x - lgamma(a)) */
   ir_value_t pre =
       un(ctx, "stablehlo.exponential",
-         sub(ctx, sub(ctx, mul(ctx, a, un(ctx, "stablehlo.log", x)), x), ir_unary(f, "chlo.lgamma", a)));
+         sub(ctx, sub(ctx, mul(ctx, a, un(ctx, "stablehlo.log", x)), x), ir_unary(f, IR_OP_LGAMMA, a)));
   ir_value_t p_series = mul(ctx, out[1], pre), q_cf = mul(ctx, out[6], pre);
   ir_value_t use_series = ir_compare(f, IR_LT, x, add(ctx, a, one));
   if (upper) return ir_select(f, use_series, sub(ctx, one, p_series), q_cf);
@@ -973,10 +973,10 @@ static ir_value_t igamma_full(lower_ctx_t* ctx, ir_value_t a, ir_value_t x, bool
   r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, lo), r);
   ir_value_t a0 = ir_compare(f, IR_EQ, a, k(ctx, a, 0.0));
   r = ir_select(f, a0, where(ctx, IR_GT, x, 0.0, k(ctx, x, hi), k(ctx, x, NAN)), r);
-  ir_value_t neg = ir_binary(f, "stablehlo.or", ir_compare(f, IR_LT, a, k(ctx, a, 0.0)),
+  ir_value_t neg = ir_binary(f, IR_OP_OR, ir_compare(f, IR_LT, a, k(ctx, a, 0.0)),
                              ir_compare(f, IR_LT, x, k(ctx, x, 0.0)));
   r = ir_select(f, neg, k(ctx, x, NAN), r);
-  ir_value_t any_nan = ir_binary(f, "stablehlo.or", is_nan(ctx, a), is_nan(ctx, x));
+  ir_value_t any_nan = ir_binary(f, IR_OP_OR, is_nan(ctx, a), is_nan(ctx, x));
   return ir_select(f, any_nan, k(ctx, x, NAN), r);
 }
 
