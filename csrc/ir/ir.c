@@ -140,15 +140,15 @@ static const op_info_t kOps[IR_OP_COUNT] = {
 #undef IR_OP
 };
 
-static bool op_valid(ir_op_t op) { return (int)op >= 0 && (int)op < (int)IR_OP_COUNT; }
+static bool op_valid(ir_op_t op) { return (int)op > (int)IR_OP_NONE && (int)op < (int)IR_OP_COUNT; }
 const char* ir_op_name(ir_op_t op) { return op_valid(op) ? kOps[op].name : "?"; }
 int32_t ir_op_arity(ir_op_t op) { return op_valid(op) ? kOps[op].arity : -1; }
 ir_op_class_t ir_op_class(ir_op_t op) { return op_valid(op) ? kOps[op].klass : IR_OP_CLASS_OTHER; }
 
 ir_op_t ir_op_from_name(const char* name) {
-  for (int i = 0; name && i < (int)IR_OP_COUNT; ++i)
+  for (int i = IR_OP_NONE + 1; name && i < (int)IR_OP_COUNT; ++i)
     if (strcmp(kOps[i].name, name) == 0) return (ir_op_t)i;
-  return IR_OP_COUNT;
+  return IR_OP_NONE;
 }
 
 /*===------------------------------------------------------------------===*/

@@ -49,17 +49,18 @@ typedef enum ir_op_class_e { IR_OP_CLASS_UNARY, IR_OP_CLASS_BINARY, IR_OP_CLASS_
 ** enum, never by string: a misspelt op fails to compile instead of failing
 ** in XLA's parser. */
 typedef enum ir_op_e {
+  IR_OP_NONE = 0, /* no op: a row or a result that names none */
 #define IR_OP(id, name, arity, klass) IR_OP_##id,
 #include "ir_ops.def"
 #undef IR_OP
   IR_OP_COUNT
 } ir_op_t;
 
-/* "stablehlo.add"; "?" for a value outside the enum. */
+/* "stablehlo.add"; "?" for IR_OP_NONE and values outside the list. */
 const char* ir_op_name(ir_op_t op);
-/* Operand count; -1 when it varies (and for a value outside the enum). */
+/* Operand count; -1 when it varies (and for IR_OP_NONE). */
 int32_t ir_op_arity(ir_op_t op);
-/* IR_OP_CLASS_OTHER for a value outside the enum. */
+/* IR_OP_CLASS_OTHER for IR_OP_NONE. */
 ir_op_class_t ir_op_class(ir_op_t op);
 
 /*===------------------------------------------------------------------===*/
@@ -151,12 +152,7 @@ static inline ir_value_t ir_log(ir_func_t* f, ir_value_t x) { return ir_unary(f,
 static inline ir_value_t ir_sqrt(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_SQRT, x); }
 static inline ir_value_t ir_rsqrt(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_RSQRT, x); }
 
-/* The string API that rules used before ir_op_t; it looks |op| up in
-** ir_ops.def (an unknown name is a sticky error). Kept only until every
-** rule names ops by enum. */
-ir_value_t ir_unary_str(ir_func_t* func, const char* op, ir_value_t x);
-ir_value_t ir_binary_str(ir_func_t* func, const char* op, ir_value_t a, ir_value_t b);
-/* The op named |name| in ir_ops.def, or IR_OP_COUNT. */
+/* The op named |name| in ir_ops.def, or IR_OP_NONE. */
 ir_op_t ir_op_from_name(const char* name);
 /* stablehlo.is_finite: result is bool (i1) of the same shape. */
 ir_value_t ir_is_finite(ir_func_t* func, ir_value_t x);

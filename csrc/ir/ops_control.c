@@ -140,7 +140,7 @@ static void next_region(ir_func_t* func, ir_region_op_t* h, const char* call, bo
   ++h->next_region;
   if (!ok) {
     for (int32_t i = 0; out_args && i < h->num_values; ++i) out_args[i] = IR_NONE;
-    ir_open_region(func, IR_OP_COUNT, -1, NULL, 0, NULL, 0, NULL); /* no op owns it */
+    ir_open_region(func, IR_OP_NONE, -1, NULL, 0, NULL, 0, NULL); /* no op owns it */
     return;
   }
   const ir_region_t* first = func->ops[h->op_index].regions[0];

@@ -42,25 +42,6 @@ ir_value_t ir_binary(ir_func_t* func, ir_op_t op, ir_value_t a, ir_value_t b) {
   return ir_emit(func, op, operands, 2, &type, NULL);
 }
 
-/* The op named |name|, or IR_OP_COUNT (error recorded). */
-static ir_op_t op_named(ir_func_t* func, const char* name) {
-  ir_op_t op = ir_op_from_name(name);
-  if (op == IR_OP_COUNT) ir_failf(func, "no op named \"%s\" in ir_ops.def", name ? name : "(null)");
-  return op;
-}
-
-ir_value_t ir_unary_str(ir_func_t* func, const char* op, ir_value_t x) {
-  if (!func) return IR_NONE;
-  ir_op_t id = op_named(func, op);
-  return id == IR_OP_COUNT ? IR_NONE : ir_unary(func, id, x);
-}
-
-ir_value_t ir_binary_str(ir_func_t* func, const char* op, ir_value_t a, ir_value_t b) {
-  if (!func) return IR_NONE;
-  ir_op_t id = op_named(func, op);
-  return id == IR_OP_COUNT ? IR_NONE : ir_binary(func, id, a, b);
-}
-
 ir_value_t ir_is_finite(ir_func_t* func, ir_value_t x) {
   if (!func) return IR_NONE;
   const ir_type_t* t = ir_operand_type(func, IR_OP_IS_FINITE, x);

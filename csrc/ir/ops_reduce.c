@@ -86,7 +86,7 @@ void ir_reduce_begin(ir_func_t* func, const ir_value_t* inputs, const ir_value_t
   end_reduction_begin(func, op, ok, inputs, inits, num_inputs, types, &attrs, out_results, out_block_args);
 }
 
-/* The combining op of |reducer| over |dtype|, or IR_OP_COUNT (none). */
+/* The combining op of |reducer| over |dtype|, or IR_OP_NONE (none). */
 static ir_op_t reducer_op(ir_reducer_t reducer, tpurt_dtype_t dtype) {
   bool is_bool = dtype == TPURT_DTYPE_BOOL;
   switch (reducer) {
@@ -99,20 +99,20 @@ static ir_op_t reducer_op(ir_reducer_t reducer, tpurt_dtype_t dtype) {
     case IR_REDUCE_MIN:
       return is_bool ? IR_OP_AND : IR_OP_MINIMUM;
     case IR_REDUCE_AND:
-      return tpurt_dtype_is_float(dtype) ? IR_OP_COUNT : IR_OP_AND;
+      return tpurt_dtype_is_float(dtype) ? IR_OP_NONE : IR_OP_AND;
     case IR_REDUCE_OR:
-      return tpurt_dtype_is_float(dtype) ? IR_OP_COUNT : IR_OP_OR;
+      return tpurt_dtype_is_float(dtype) ? IR_OP_NONE : IR_OP_OR;
   }
-  return IR_OP_COUNT;
+  return IR_OP_NONE;
 }
 
-/* The one-op body of |reducer| over |x|'s element type, or IR_OP_COUNT
+/* The one-op body of |reducer| over |x|'s element type, or IR_OP_NONE
 ** (error recorded). */
 static ir_op_t reducer_body(ir_func_t* func, ir_op_t op, ir_value_t x, ir_reducer_t reducer) {
   const ir_type_t* t = ir_operand_type(func, op, x);
-  if (!t) return IR_OP_COUNT;
+  if (!t) return IR_OP_NONE;
   ir_op_t body = reducer_op(reducer, t->dtype);
-  if (body == IR_OP_COUNT)
+  if (body == IR_OP_NONE)
     ir_failf(func, "%s: reducer %d does not apply to %s", ir_op_name(op), (int)reducer, ir_type_str(t));
   return body;
 }
@@ -121,7 +121,7 @@ ir_value_t ir_reduce(ir_func_t* func, ir_value_t x, ir_value_t init, const int64
                      ir_reducer_t reducer) {
   if (!func) return IR_NONE;
   ir_op_t body = reducer_body(func, IR_OP_REDUCE, x, reducer);
-  if (body == IR_OP_COUNT) return IR_NONE;
+  if (body == IR_OP_NONE) return IR_NONE;
   ir_value_t result, args[2];
   ir_reduce_begin(func, &x, &init, 1, dims, num_dims, &result, args);
   ir_value_t r = ir_binary(func, body, args[0], args[1]);
@@ -239,7 +239,7 @@ ir_value_t ir_reduce_window(ir_func_t* func, ir_value_t x, ir_value_t init, cons
                             ir_reducer_t reducer) {
   if (!func) return IR_NONE;
   ir_op_t body = reducer_body(func, IR_OP_REDUCE_WINDOW, x, reducer);
-  if (body == IR_OP_COUNT) return IR_NONE;
+  if (body == IR_OP_NONE) return IR_NONE;
   ir_value_t result, args[2];
   ir_reduce_window_begin(func, &x, &init, 1, window, &result, args);
   ir_value_t r = ir_binary(func, body, args[0], args[1]);

@@ -91,7 +91,7 @@ static void print_block(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_reg
   for (int32_t i = 0; i < block->num_ops; ++i) print_op(buf, func, &func->ops[block->ops[i]], indent);
 }
 
-tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out_size) {
+TPURT_MUST_USE tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out_size) {
   *out_text = NULL;
   if (out_size) *out_size = 0;
   if (func->status)
@@ -197,7 +197,7 @@ static void encode_block(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_re
   }
 }
 
-tpurt_status_t ir_func_encode(const ir_func_t* func, char** out_bytes, size_t* out_size) {
+TPURT_MUST_USE tpurt_status_t ir_func_encode(const ir_func_t* func, char** out_bytes, size_t* out_size) {
   *out_bytes = NULL;
   *out_size = 0;
   /* The printer's refusals, so that a function encodes iff it prints. */

@@ -136,19 +136,13 @@ static ir_value_t operand(foreach_t* fe, int32_t i, int32_t k, tpurt_dtype_t dty
 
 /*===--- the math of one item ---===*/
 
-static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t b) {
-  return ir_binary_str(ctx->func, op, a, b);
-}
-
 /* PyTorch's lerp: |w| < 0.5 ? a + w (b - a) : b - (b - a) (1 - w). */
 static ir_value_t lerp(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, ir_value_t w) {
   ir_func_t* f = ctx->func;
-  ir_value_t diff = bin(ctx, "stablehlo.subtract", b, a);
-  ir_value_t lo = bin(ctx, "stablehlo.add", a, bin(ctx, "stablehlo.multiply", w, diff));
-  ir_value_t hi = bin(
-      ctx, "stablehlo.subtract", b,
-      bin(ctx, "stablehlo.multiply", diff, bin(ctx, "stablehlo.subtract", lower_full_like(ctx, w, 1.0), w)));
-  ir_value_t small = ir_compare(f, IR_LT, ir_unary(f, IR_OP_ABS, w), lower_full_like(ctx, w, 0.5));
+  ir_value_t diff = ir_sub(f, b, a);
+  ir_value_t lo = ir_add(f, a, ir_mul(f, w, diff));
+  ir_value_t hi = ir_sub(ctx->func, b, ir_mul(f, diff, ir_sub(f, ir_const_like(f, w, 1.0), w)));
+  ir_value_t small = ir_compare(f, IR_LT, ir_abs(f, w), ir_const_like(f, w, 0.5));
   return ir_select(f, small, lo, hi);
 }
 
@@ -156,25 +150,25 @@ static ir_value_t unary(lower_ctx_t* ctx, int op, ir_value_t x) {
   ir_func_t* f = ctx->func;
   switch (op) {
     case OP_SQRT:
-      return ir_unary(f, IR_OP_SQRT, x);
+      return ir_sqrt(f, x);
     case OP_RSQRT:
-      return ir_unary(f, IR_OP_RSQRT, x);
+      return ir_rsqrt(f, x);
     case OP_NEG:
-      return ir_unary(f, IR_OP_NEGATE, x);
+      return ir_neg(f, x);
     case OP_RECIPROCAL:
-      return bin(ctx, "stablehlo.divide", lower_full_like(ctx, x, 1.0), x);
+      return ir_div(f, ir_const_like(f, x, 1.0), x);
     case OP_EXP:
-      return ir_unary(f, IR_OP_EXPONENTIAL, x);
+      return ir_exp(f, x);
     case OP_LOG:
-      return ir_unary(f, IR_OP_LOG, x);
+      return ir_log(f, x);
     case OP_ABS:
-      return ir_unary(f, IR_OP_ABS, x);
+      return ir_abs(f, x);
     case OP_SIGN:
       return ir_unary(f, IR_OP_SIGN, x);
     case OP_SIGMOID:
       return ir_unary(f, IR_OP_LOGISTIC, x);
     default:
-      return lower_full_like(ctx, x, 0.0);
+      return ir_const_like(f, x, 0.0);
   }
 }
 
@@ -184,7 +178,8 @@ static bool float_math(int op) {
 }
 
 /* Item |k|: operands 0..arity-1, coefficient |coef| (schema arg, -1: none). */
-static tpurt_status_t one_item(foreach_t* fe, int op, int32_t coef, int32_t k, ir_value_t* out) {
+static TPURT_MUST_USE tpurt_status_t one_item(foreach_t* fe, int op, int32_t coef, int32_t k,
+                                              ir_value_t* out) {
   lower_ctx_t* ctx = fe->ctx;
   int32_t n = op_arity(op);
   tpurt_dtype_t dt = item_dtype(ctx, n, k);
@@ -226,35 +221,35 @@ static tpurt_status_t one_item(foreach_t* fe, int op, int32_t coef, int32_t k, i
   switch (op) {
     case OP_ADD:
     case OP_SUB: {
-      ir_value_t b = c == IR_NONE ? v[1] : bin(ctx, "stablehlo.multiply", c, v[1]);
+      ir_value_t b = c == IR_NONE ? v[1] : ir_mul(ctx->func, c, v[1]);
       if (dt == TPURT_DTYPE_BOOL) {
-        r = bin(ctx, "stablehlo.or", v[0], b);
+        r = ir_or(ctx->func, v[0], b);
       } else {
-        r = bin(ctx, op == OP_ADD ? "stablehlo.add" : "stablehlo.subtract", v[0], b);
+        r = ir_binary(ctx->func, op == OP_ADD ? IR_OP_ADD : IR_OP_SUBTRACT, v[0], b);
       }
       break;
     }
     case OP_MUL:
-      r = bin(ctx, dt == TPURT_DTYPE_BOOL ? "stablehlo.and" : "stablehlo.multiply", v[0], v[1]);
+      r = ir_binary(ctx->func, dt == TPURT_DTYPE_BOOL ? IR_OP_AND : IR_OP_MULTIPLY, v[0], v[1]);
       break;
     case OP_DIV:
-      r = bin(ctx, "stablehlo.divide", v[0], v[1]);
+      r = ir_div(ctx->func, v[0], v[1]);
       break;
     case OP_MAXIMUM:
-      r = bin(ctx, "stablehlo.maximum", v[0], v[1]);
+      r = ir_max(ctx->func, v[0], v[1]);
       break;
     case OP_MINIMUM:
-      r = bin(ctx, "stablehlo.minimum", v[0], v[1]);
+      r = ir_min(ctx->func, v[0], v[1]);
       break;
     case OP_POW:
-      r = bin(ctx, "stablehlo.power", v[0], v[1]);
+      r = ir_pow(ctx->func, v[0], v[1]);
       break;
     case OP_ADDCMUL:
     case OP_ADDCDIV: {
       /* self + value * t1 (* or /) t2, in PyTorch's order */
-      ir_value_t p = c == IR_NONE ? v[1] : bin(ctx, "stablehlo.multiply", c, v[1]);
-      p = bin(ctx, op == OP_ADDCMUL ? "stablehlo.multiply" : "stablehlo.divide", p, v[2]);
-      r = bin(ctx, "stablehlo.add", v[0], p);
+      ir_value_t p = c == IR_NONE ? v[1] : ir_mul(ctx->func, c, v[1]);
+      p = ir_binary(ctx->func, op == OP_ADDCMUL ? IR_OP_MULTIPLY : IR_OP_DIVIDE, p, v[2]);
+      r = ir_add(ctx->func, v[0], p);
       break;
     }
     case OP_LERP:
@@ -270,7 +265,7 @@ static tpurt_status_t one_item(foreach_t* fe, int op, int32_t coef, int32_t k, i
 
 /* Runs |op| over the list: the list length comes from the first Tensor[]
 ** operand; every other list must match it. */
-static tpurt_status_t foreach_run(lower_ctx_t* ctx, int op, int32_t coef) {
+static TPURT_MUST_USE tpurt_status_t foreach_run(lower_ctx_t* ctx, int op, int32_t coef) {
   foreach_t* fe = tpurt_xmalloc(sizeof(*fe));
   fe->ctx = ctx;
   for (int32_t i = 0; i < LOWER_MAX_ARGS; ++i)
@@ -311,7 +306,7 @@ static tpurt_status_t foreach_run(lower_ctx_t* ctx, int op, int32_t coef) {
 }
 
 #define FOREACH_RULE(fn, op, coef) \
-  static tpurt_status_t fn(lower_ctx_t* ctx) { return foreach_run(ctx, op, coef); }
+  static TPURT_MUST_USE tpurt_status_t fn(lower_ctx_t* ctx) { return foreach_run(ctx, op, coef); }
 
 /* add/sub: (self, other, alpha) for List and Tensor, (self, scalar) else. */
 FOREACH_RULE(lower_foreach_add, OP_ADD, 2)
@@ -337,7 +332,7 @@ FOREACH_RULE(lower_foreach_zero, OP_ZERO, -1)
 
 /* _foreach_norm.Scalar(self, ord=2, dtype=None): one 0-d norm per item.
 ** ord shapes the program, so this row keys on its value. */
-static tpurt_status_t lower_foreach_norm(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_foreach_norm(lower_ctx_t* ctx) {
   double ord = lower_is_none(ctx, 1) ? 2.0 : lower_scalar_value(ctx, 1);
   if (ord != 1.0 && ord != 2.0 && !isinf(ord))
     return lower_error(TPURT_UNIMPLEMENTED, "_foreach_norm: ord %g is not lowered", ord);
@@ -350,7 +345,7 @@ static tpurt_status_t lower_foreach_norm(lower_ctx_t* ctx) {
       return lower_error(TPURT_INVALID_ARGUMENT, "_foreach_norm: expected a floating point tensor, got %s",
                          tpurt_dtype_name(t->dtype));
     tpurt_dtype_t out = lower_dtype(ctx, 2, t->dtype), acc = lower_acc_dtype(lower_promote(out, t->dtype));
-    ir_value_t x = ir_unary(f, IR_OP_ABS, lower_cast(ctx, lower_list_tensor(ctx, 0, k), acc));
+    ir_value_t x = ir_abs(f, lower_cast(ctx, lower_list_tensor(ctx, 0, k), acc));
     int64_t dims[TPURT_MAX_RANK];
     for (int32_t i = 0; i < t->rank; ++i) dims[i] = i;
     ir_value_t r;
@@ -361,8 +356,7 @@ static tpurt_status_t lower_foreach_norm(lower_ctx_t* ctx) {
       r = ir_reduce(f, x, ir_constant_f64(f, acc, 0.0), dims, t->rank, IR_REDUCE_ADD);
     } else {
       r = ir_unary(f, IR_OP_SQRT,
-                   ir_reduce(f, ir_binary(f, IR_OP_MULTIPLY, x, x), ir_constant_f64(f, acc, 0.0), dims,
-                             t->rank, IR_REDUCE_ADD));
+                   ir_reduce(f, ir_mul(f, x, x), ir_constant_f64(f, acc, 0.0), dims, t->rank, IR_REDUCE_ADD));
     }
     lower_set_result(ctx, k, lower_cast(ctx, r, out));
   }
@@ -371,7 +365,7 @@ static tpurt_status_t lower_foreach_norm(lower_ctx_t* ctx) {
 
 /* Single tensors: addcmul/addcdiv(self, t1, t2, value=1), lerp(self, end,
 ** weight) with a Scalar or a Tensor weight. */
-static tpurt_status_t single(lower_ctx_t* ctx, int op, int32_t coef) {
+static TPURT_MUST_USE tpurt_status_t single(lower_ctx_t* ctx, int op, int32_t coef) {
   foreach_t* fe = tpurt_xmalloc(sizeof(*fe));
   fe->ctx = ctx;
   for (int32_t i = 0; i < LOWER_MAX_ARGS; ++i)
@@ -384,11 +378,11 @@ static tpurt_status_t single(lower_ctx_t* ctx, int op, int32_t coef) {
 }
 
 /* single with the row's constants (LOWER_*_WITH rows). */
-static tpurt_status_t single_row(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t single_row(lower_ctx_t* ctx) {
   return single(ctx, lower_rule_int(ctx, 0), lower_rule_int(ctx, 1));
 }
 
-static tpurt_status_t lower_lerp(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_lerp(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1), *w = lower_meta(ctx, 2);
   if (a->dtype != b->dtype || (w && w->dtype != a->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "expected dtype %s for `end` but got dtype %s",

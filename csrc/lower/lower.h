@@ -29,7 +29,8 @@ typedef enum lower_variant_e {
 ** one-line wrapper function per row. */
 #define LOWER_RULE_MAX_INTS 5
 typedef struct lower_rule_data_s {
-  const char* str;                  /* an op name or mode */
+  ir_op_t op;                       /* the StableHLO op a shared rule emits */
+  const char* str;                  /* a mode or kernel name */
   int64_t num[LOWER_RULE_MAX_INTS]; /* ints, bools and enums, in the rule's order */
   double real;
 } lower_rule_data_t;
@@ -75,8 +76,14 @@ typedef struct lower_rule_s {
 /* Finds the rule for |name|. "aten::x_.ov" with no row of its own resolves to
 ** the functional "aten::x.ov" as LOWER_INPLACE. NULL if there is none. */
 const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch);
+/* An error naming every overload that two rows of |families| (tables ended
+** by LOWER_END) both claim; NULL if none does. lower_find keeps the first
+** such row in table order. */
+TPURT_MUST_USE tpurt_status_t lower_check_rows(const lower_rule_t* const* families, int32_t num_families);
+/* lower_check_rows over the real table (every family). */
+TPURT_MUST_USE tpurt_status_t lower_check_table(void);
 /* Runs |rule| over |ctx| (which remembers the rule for lower_rule_*). */
-tpurt_status_t lower_rule_run(const lower_rule_t* rule, lower_ctx_t* ctx);
+TPURT_MUST_USE tpurt_status_t lower_rule_run(const lower_rule_t* rule, lower_ctx_t* ctx);
 
 /*===------------------------------------------------------------------===*/
 /* The context a rule works in                                            */
@@ -147,6 +154,8 @@ void lower_ctx_clear(lower_ctx_t* ctx);
 ** none or no row is running. */
 int64_t lower_rule_int(const lower_ctx_t* ctx, int32_t k);
 const char* lower_rule_str(const lower_ctx_t* ctx);
+/* The row's op (IR_OP_NONE when it names none). */
+ir_op_t lower_rule_op(const lower_ctx_t* ctx);
 double lower_rule_real(const lower_ctx_t* ctx);
 
 /* Arguments. |i| is the schema position. */
@@ -212,7 +221,7 @@ bool lower_bool_list_item(const lower_ctx_t* ctx, int32_t i, int32_t k, bool if_
 /* Emits an inclusive scan of |x| along |dim| with the StableHLO binary |op|
 ** (log-step shifted combines: O(n log n) work, no host round trip; the
 ** shifted-in elements are |identity|). */
-ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, const char* op, double identity);
+ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, ir_op_t op, double identity);
 /* lower_scan with add: an inclusive prefix sum. */
 ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim);
 
@@ -249,7 +258,7 @@ ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, cons
                        double value);
 /* The error PyTorch's CPU kernels give for a dtype they do not dispatch:
 ** "\"|kernel|\" not implemented for 'Long'", unless arg 0 is floating. */
-tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel);
+TPURT_MUST_USE tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel);
 /* Wraps a possibly negative dim; error "Dimension out of range (expected to
 ** be in range of [-r, r-1], but got d)". */
 TPURT_MUST_USE tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim);
@@ -308,6 +317,6 @@ extern const lower_rule_t lower_decomp_rules[];
 extern const lower_rule_t lower_complex_rules[];
 extern const lower_rule_t lower_fft_rules[];
 /* angle of a complex tensor (complex.c), for the real angle rule. */
-tpurt_status_t lower_complex_angle(lower_ctx_t* ctx);
+TPURT_MUST_USE tpurt_status_t lower_complex_angle(lower_ctx_t* ctx);
 
 #endif /* TPURT_LOWER_LOWER_H_ */
