@@ -253,7 +253,9 @@ static TPURT_MUST_USE tpurt_status_t bitwise(lower_ctx_t* ctx) {
 /* bitwise_left_shift / bitwise_right_shift: StableHLO's shifts already give
 ** what CPU gives for counts outside [0, bits): 0 to the left, the sign bit
 ** to the right (a count is read as unsigned, so a negative one is huge). */
-static TPURT_MUST_USE tpurt_status_t shift(lower_ctx_t* ctx, bool left) {
+static TPURT_MUST_USE tpurt_status_t shift(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  bool left = row->flag;
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   if (is_float(dt) || dt == TPURT_DTYPE_BOOL)
@@ -267,9 +269,6 @@ static TPURT_MUST_USE tpurt_status_t shift(lower_ctx_t* ctx, bool left) {
   lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
   return NULL;
 }
-
-static TPURT_MUST_USE tpurt_status_t lower_left_shift(lower_ctx_t* ctx) { return shift(ctx, true); }
-static TPURT_MUST_USE tpurt_status_t lower_right_shift(lower_ctx_t* ctx) { return shift(ctx, false); }
 
 /* gcd(a, b): Euclid's algorithm on |a|, |b| as a stablehlo.while that runs
 ** until every element's remainder is 0 (at most ~92 rounds for int64). */
@@ -294,7 +293,9 @@ static ir_value_t gcd_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   return out[1];
 }
 
-static TPURT_MUST_USE tpurt_status_t gcd_lcm(lower_ctx_t* ctx, bool lcm) {
+static TPURT_MUST_USE tpurt_status_t gcd_lcm(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  bool lcm = row->flag;
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   if (is_float(dt) || dt == TPURT_DTYPE_BOOL)
@@ -313,9 +314,6 @@ static TPURT_MUST_USE tpurt_status_t gcd_lcm(lower_ctx_t* ctx, bool lcm) {
   lower_set_result(ctx, 0, g);
   return NULL;
 }
-
-static TPURT_MUST_USE tpurt_status_t lower_gcd(lower_ctx_t* ctx) { return gcd_lcm(ctx, false); }
-static TPURT_MUST_USE tpurt_status_t lower_lcm(lower_ctx_t* ctx) { return gcd_lcm(ctx, true); }
 
 static TPURT_MUST_USE tpurt_status_t logical(lower_ctx_t* ctx) {
   ir_op_t op = lower_rule_op(ctx);
@@ -578,26 +576,26 @@ static TPURT_MUST_USE tpurt_status_t is_signed_inf(lower_ctx_t* ctx) {
 
 /* Sorted by name. In-place forms (add_.Tensor...) resolve to these rows. */
 const lower_rule_t lower_elementwise_rules[] = {
-    LOWER_FN("aten::gcd", lower_gcd),
-    LOWER_OUT_FN("aten::gcd.out", lower_gcd),
-    LOWER_FN("aten::lcm", lower_lcm),
-    LOWER_OUT_FN("aten::lcm.out", lower_lcm),
-    LOWER_FN("aten::bitwise_left_shift.Tensor", lower_left_shift),
-    LOWER_OUT_FN("aten::bitwise_left_shift.Tensor_out", lower_left_shift),
-    LOWER_FN("aten::bitwise_left_shift.Tensor_Scalar", lower_left_shift),
-    LOWER_OUT_FN("aten::bitwise_left_shift.Tensor_Scalar_out", lower_left_shift),
-    LOWER_FN("aten::bitwise_left_shift.Scalar_Tensor", lower_left_shift),
-    LOWER_OUT_FN("aten::bitwise_left_shift.Scalar_Tensor_out", lower_left_shift),
-    LOWER_FN("aten::__lshift__.Tensor", lower_left_shift),
-    LOWER_FN("aten::__lshift__.Scalar", lower_left_shift),
-    LOWER_FN("aten::bitwise_right_shift.Tensor", lower_right_shift),
-    LOWER_OUT_FN("aten::bitwise_right_shift.Tensor_out", lower_right_shift),
-    LOWER_FN("aten::bitwise_right_shift.Tensor_Scalar", lower_right_shift),
-    LOWER_OUT_FN("aten::bitwise_right_shift.Tensor_Scalar_out", lower_right_shift),
-    LOWER_FN("aten::bitwise_right_shift.Scalar_Tensor", lower_right_shift),
-    LOWER_OUT_FN("aten::bitwise_right_shift.Scalar_Tensor_out", lower_right_shift),
-    LOWER_FN("aten::__rshift__.Tensor", lower_right_shift),
-    LOWER_FN("aten::__rshift__.Scalar", lower_right_shift),
+    LOWER_FN_WITH("aten::gcd", gcd_lcm),
+    LOWER_OUT_FN_WITH("aten::gcd.out", gcd_lcm),
+    LOWER_FN_WITH("aten::lcm", gcd_lcm, .flag = true),
+    LOWER_OUT_FN_WITH("aten::lcm.out", gcd_lcm, .flag = true),
+    LOWER_FN_WITH("aten::bitwise_left_shift.Tensor", shift, .flag = true),
+    LOWER_OUT_FN_WITH("aten::bitwise_left_shift.Tensor_out", shift, .flag = true),
+    LOWER_FN_WITH("aten::bitwise_left_shift.Tensor_Scalar", shift, .flag = true),
+    LOWER_OUT_FN_WITH("aten::bitwise_left_shift.Tensor_Scalar_out", shift, .flag = true),
+    LOWER_FN_WITH("aten::bitwise_left_shift.Scalar_Tensor", shift, .flag = true),
+    LOWER_OUT_FN_WITH("aten::bitwise_left_shift.Scalar_Tensor_out", shift, .flag = true),
+    LOWER_FN_WITH("aten::__lshift__.Tensor", shift, .flag = true),
+    LOWER_FN_WITH("aten::__lshift__.Scalar", shift, .flag = true),
+    LOWER_FN_WITH("aten::bitwise_right_shift.Tensor", shift),
+    LOWER_OUT_FN_WITH("aten::bitwise_right_shift.Tensor_out", shift),
+    LOWER_FN_WITH("aten::bitwise_right_shift.Tensor_Scalar", shift),
+    LOWER_OUT_FN_WITH("aten::bitwise_right_shift.Tensor_Scalar_out", shift),
+    LOWER_FN_WITH("aten::bitwise_right_shift.Scalar_Tensor", shift),
+    LOWER_OUT_FN_WITH("aten::bitwise_right_shift.Scalar_Tensor_out", shift),
+    LOWER_FN_WITH("aten::__rshift__.Tensor", shift),
+    LOWER_FN_WITH("aten::__rshift__.Scalar", shift),
     LOWER_FN_WITH("aten::abs", same_unary, .op = IR_OP_ABS, .num = {false}),
     LOWER_OUT_FN_WITH("aten::abs.out", same_unary, .op = IR_OP_ABS, .num = {false}),
     LOWER_FN_WITH("aten::add.Scalar", arith, .op = IR_OP_ADD, .num = {2}),

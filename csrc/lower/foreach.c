@@ -263,9 +263,14 @@ static TPURT_MUST_USE tpurt_status_t one_item(foreach_t* fe, int op, int32_t coe
   return NULL;
 }
 
-/* Runs |op| over the list: the list length comes from the first Tensor[]
-** operand; every other list must match it. */
-static TPURT_MUST_USE tpurt_status_t foreach_run(lower_ctx_t* ctx, int op, int32_t coef) {
+/* Runs the row's op (.kind, an OP_*) over the list: the list length comes
+** from the first Tensor[] operand; every other list must match it. .arg is
+** the schema position of its coefficient, -1 for none (add/sub: (self,
+** other, alpha) for List and Tensor, (self, scalar) else). */
+static TPURT_MUST_USE tpurt_status_t foreach_row(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  int op = (int)row->kind;
+  int32_t coef = row->arg;
   foreach_t* fe = tpurt_xmalloc(sizeof(*fe));
   fe->ctx = ctx;
   for (int32_t i = 0; i < LOWER_MAX_ARGS; ++i)
@@ -304,31 +309,6 @@ static TPURT_MUST_USE tpurt_status_t foreach_run(lower_ctx_t* ctx, int op, int32
   free(fe);
   return status;
 }
-
-#define FOREACH_RULE(fn, op, coef) \
-  static TPURT_MUST_USE tpurt_status_t fn(lower_ctx_t* ctx) { return foreach_run(ctx, op, coef); }
-
-/* add/sub: (self, other, alpha) for List and Tensor, (self, scalar) else. */
-FOREACH_RULE(lower_foreach_add, OP_ADD, 2)
-FOREACH_RULE(lower_foreach_sub, OP_SUB, 2)
-FOREACH_RULE(lower_foreach_mul, OP_MUL, -1)
-FOREACH_RULE(lower_foreach_div, OP_DIV, -1)
-FOREACH_RULE(lower_foreach_maximum, OP_MAXIMUM, -1)
-FOREACH_RULE(lower_foreach_minimum, OP_MINIMUM, -1)
-FOREACH_RULE(lower_foreach_pow, OP_POW, -1)
-FOREACH_RULE(lower_foreach_addcmul, OP_ADDCMUL, 3)
-FOREACH_RULE(lower_foreach_addcdiv, OP_ADDCDIV, 3)
-FOREACH_RULE(lower_foreach_lerp, OP_LERP, 2)
-FOREACH_RULE(lower_foreach_sqrt, OP_SQRT, -1)
-FOREACH_RULE(lower_foreach_rsqrt, OP_RSQRT, -1)
-FOREACH_RULE(lower_foreach_neg, OP_NEG, -1)
-FOREACH_RULE(lower_foreach_reciprocal, OP_RECIPROCAL, -1)
-FOREACH_RULE(lower_foreach_exp, OP_EXP, -1)
-FOREACH_RULE(lower_foreach_log, OP_LOG, -1)
-FOREACH_RULE(lower_foreach_abs, OP_ABS, -1)
-FOREACH_RULE(lower_foreach_sign, OP_SIGN, -1)
-FOREACH_RULE(lower_foreach_sigmoid, OP_SIGMOID, -1)
-FOREACH_RULE(lower_foreach_zero, OP_ZERO, -1)
 
 /* _foreach_norm.Scalar(self, ord=2, dtype=None): one 0-d norm per item.
 ** ord shapes the program, so this row keys on its value. */
@@ -379,7 +359,8 @@ static TPURT_MUST_USE tpurt_status_t single(lower_ctx_t* ctx, int op, int32_t co
 
 /* single with the row's constants (LOWER_*_WITH rows). */
 static TPURT_MUST_USE tpurt_status_t single_row(lower_ctx_t* ctx) {
-  return single(ctx, lower_rule_int(ctx, 0), lower_rule_int(ctx, 1));
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  return single(ctx, (int)row->kind, row->arg);
 }
 
 static TPURT_MUST_USE tpurt_status_t lower_lerp(lower_ctx_t* ctx) {
@@ -407,59 +388,59 @@ static TPURT_MUST_USE tpurt_status_t lower_lerp(lower_ctx_t* ctx) {
 }
 
 const lower_rule_t lower_foreach_rules[] = {
-    LOWER_FN("aten::_foreach_abs", lower_foreach_abs),
-    LOWER_FN("aten::_foreach_add.List", lower_foreach_add),
-    LOWER_FN("aten::_foreach_add.Scalar", lower_foreach_add),
-    LOWER_FN("aten::_foreach_add.ScalarList", lower_foreach_add),
-    LOWER_FN("aten::_foreach_add.Tensor", lower_foreach_add),
-    LOWER_FN("aten::_foreach_addcdiv.Scalar", lower_foreach_addcdiv),
-    LOWER_FN("aten::_foreach_addcdiv.ScalarList", lower_foreach_addcdiv),
-    LOWER_FN("aten::_foreach_addcmul.Scalar", lower_foreach_addcmul),
-    LOWER_FN("aten::_foreach_addcmul.ScalarList", lower_foreach_addcmul),
-    LOWER_FN("aten::_foreach_clamp_max.List", lower_foreach_minimum),
-    LOWER_FN("aten::_foreach_clamp_max.Scalar", lower_foreach_minimum),
-    LOWER_FN("aten::_foreach_clamp_max.ScalarList", lower_foreach_minimum),
-    LOWER_FN("aten::_foreach_clamp_min.List", lower_foreach_maximum),
-    LOWER_FN("aten::_foreach_clamp_min.Scalar", lower_foreach_maximum),
-    LOWER_FN("aten::_foreach_clamp_min.ScalarList", lower_foreach_maximum),
-    LOWER_FN("aten::_foreach_div.List", lower_foreach_div),
-    LOWER_FN("aten::_foreach_div.Scalar", lower_foreach_div),
-    LOWER_FN("aten::_foreach_div.ScalarList", lower_foreach_div),
-    LOWER_FN("aten::_foreach_div.Tensor", lower_foreach_div),
-    LOWER_FN("aten::_foreach_exp", lower_foreach_exp),
-    LOWER_FN("aten::_foreach_lerp.List", lower_foreach_lerp),
-    LOWER_FN("aten::_foreach_lerp.Scalar", lower_foreach_lerp),
-    LOWER_FN("aten::_foreach_lerp.ScalarList", lower_foreach_lerp),
-    LOWER_FN("aten::_foreach_log", lower_foreach_log),
-    LOWER_FN("aten::_foreach_maximum.List", lower_foreach_maximum),
-    LOWER_FN("aten::_foreach_maximum.Scalar", lower_foreach_maximum),
-    LOWER_FN("aten::_foreach_maximum.ScalarList", lower_foreach_maximum),
-    LOWER_FN("aten::_foreach_minimum.List", lower_foreach_minimum),
-    LOWER_FN("aten::_foreach_minimum.Scalar", lower_foreach_minimum),
-    LOWER_FN("aten::_foreach_minimum.ScalarList", lower_foreach_minimum),
-    LOWER_FN("aten::_foreach_mul.List", lower_foreach_mul),
-    LOWER_FN("aten::_foreach_mul.Scalar", lower_foreach_mul),
-    LOWER_FN("aten::_foreach_mul.ScalarList", lower_foreach_mul),
-    LOWER_FN("aten::_foreach_mul.Tensor", lower_foreach_mul),
-    LOWER_FN("aten::_foreach_neg", lower_foreach_neg),
+    LOWER_FN_WITH("aten::_foreach_abs", foreach_row, .kind = OP_ABS, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_add.List", foreach_row, .kind = OP_ADD, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_add.Scalar", foreach_row, .kind = OP_ADD, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_add.ScalarList", foreach_row, .kind = OP_ADD, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_add.Tensor", foreach_row, .kind = OP_ADD, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_addcdiv.Scalar", foreach_row, .kind = OP_ADDCDIV, .arg = 3),
+    LOWER_FN_WITH("aten::_foreach_addcdiv.ScalarList", foreach_row, .kind = OP_ADDCDIV, .arg = 3),
+    LOWER_FN_WITH("aten::_foreach_addcmul.Scalar", foreach_row, .kind = OP_ADDCMUL, .arg = 3),
+    LOWER_FN_WITH("aten::_foreach_addcmul.ScalarList", foreach_row, .kind = OP_ADDCMUL, .arg = 3),
+    LOWER_FN_WITH("aten::_foreach_clamp_max.List", foreach_row, .kind = OP_MINIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_clamp_max.Scalar", foreach_row, .kind = OP_MINIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_clamp_max.ScalarList", foreach_row, .kind = OP_MINIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_clamp_min.List", foreach_row, .kind = OP_MAXIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_clamp_min.Scalar", foreach_row, .kind = OP_MAXIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_clamp_min.ScalarList", foreach_row, .kind = OP_MAXIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_div.List", foreach_row, .kind = OP_DIV, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_div.Scalar", foreach_row, .kind = OP_DIV, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_div.ScalarList", foreach_row, .kind = OP_DIV, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_div.Tensor", foreach_row, .kind = OP_DIV, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_exp", foreach_row, .kind = OP_EXP, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_lerp.List", foreach_row, .kind = OP_LERP, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_lerp.Scalar", foreach_row, .kind = OP_LERP, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_lerp.ScalarList", foreach_row, .kind = OP_LERP, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_log", foreach_row, .kind = OP_LOG, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_maximum.List", foreach_row, .kind = OP_MAXIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_maximum.Scalar", foreach_row, .kind = OP_MAXIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_maximum.ScalarList", foreach_row, .kind = OP_MAXIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_minimum.List", foreach_row, .kind = OP_MINIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_minimum.Scalar", foreach_row, .kind = OP_MINIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_minimum.ScalarList", foreach_row, .kind = OP_MINIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_mul.List", foreach_row, .kind = OP_MUL, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_mul.Scalar", foreach_row, .kind = OP_MUL, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_mul.ScalarList", foreach_row, .kind = OP_MUL, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_mul.Tensor", foreach_row, .kind = OP_MUL, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_neg", foreach_row, .kind = OP_NEG, .arg = -1),
     LOWER_KEYED_FN("aten::_foreach_norm.Scalar", lower_foreach_norm),
-    LOWER_FN("aten::_foreach_pow.List", lower_foreach_pow),
-    LOWER_FN("aten::_foreach_pow.Scalar", lower_foreach_pow),
-    LOWER_FN("aten::_foreach_pow.ScalarAndTensor", lower_foreach_pow),
-    LOWER_FN("aten::_foreach_pow.ScalarList", lower_foreach_pow),
-    LOWER_FN("aten::_foreach_reciprocal", lower_foreach_reciprocal),
-    LOWER_FN("aten::_foreach_rsqrt", lower_foreach_rsqrt),
-    LOWER_FN("aten::_foreach_sigmoid", lower_foreach_sigmoid),
-    LOWER_FN("aten::_foreach_sign", lower_foreach_sign),
-    LOWER_FN("aten::_foreach_sqrt", lower_foreach_sqrt),
-    LOWER_FN("aten::_foreach_sub.List", lower_foreach_sub),
-    LOWER_FN("aten::_foreach_sub.Scalar", lower_foreach_sub),
-    LOWER_FN("aten::_foreach_sub.ScalarList", lower_foreach_sub),
-    LOWER_FN("aten::_foreach_zero", lower_foreach_zero),
-    LOWER_FN_WITH("aten::addcdiv", single_row, .num = {OP_ADDCDIV, 3}),
-    LOWER_OUT_FN_WITH("aten::addcdiv.out", single_row, .num = {OP_ADDCDIV, 3}),
-    LOWER_FN_WITH("aten::addcmul", single_row, .num = {OP_ADDCMUL, 3}),
-    LOWER_OUT_FN_WITH("aten::addcmul.out", single_row, .num = {OP_ADDCMUL, 3}),
+    LOWER_FN_WITH("aten::_foreach_pow.List", foreach_row, .kind = OP_POW, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_pow.Scalar", foreach_row, .kind = OP_POW, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_pow.ScalarAndTensor", foreach_row, .kind = OP_POW, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_pow.ScalarList", foreach_row, .kind = OP_POW, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_reciprocal", foreach_row, .kind = OP_RECIPROCAL, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_rsqrt", foreach_row, .kind = OP_RSQRT, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_sigmoid", foreach_row, .kind = OP_SIGMOID, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_sign", foreach_row, .kind = OP_SIGN, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_sqrt", foreach_row, .kind = OP_SQRT, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_sub.List", foreach_row, .kind = OP_SUB, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_sub.Scalar", foreach_row, .kind = OP_SUB, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_sub.ScalarList", foreach_row, .kind = OP_SUB, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_zero", foreach_row, .kind = OP_ZERO, .arg = -1),
+    LOWER_FN_WITH("aten::addcdiv", single_row, .kind = OP_ADDCDIV, .arg = 3),
+    LOWER_OUT_FN_WITH("aten::addcdiv.out", single_row, .kind = OP_ADDCDIV, .arg = 3),
+    LOWER_FN_WITH("aten::addcmul", single_row, .kind = OP_ADDCMUL, .arg = 3),
+    LOWER_OUT_FN_WITH("aten::addcmul.out", single_row, .kind = OP_ADDCMUL, .arg = 3),
     LOWER_FN("aten::lerp.Scalar", lower_lerp),
     LOWER_OUT_FN("aten::lerp.Scalar_out", lower_lerp),
     LOWER_FN("aten::lerp.Tensor", lower_lerp),

@@ -15,6 +15,9 @@
 
 typedef struct lower_ctx_s lower_ctx_t;
 typedef TPURT_MUST_USE tpurt_status_t (*lower_fn_t)(lower_ctx_t* ctx);
+/* A formula a shared rule applies elementwise (erfc_of, hypot_of...). */
+typedef ir_value_t (*lower_unary_formula_t)(lower_ctx_t* ctx, ir_value_t x);
+typedef ir_value_t (*lower_binary_formula_t)(lower_ctx_t* ctx, ir_value_t a, ir_value_t b);
 
 /* How a table row relates to the op's schema. */
 typedef enum lower_variant_e {
@@ -24,12 +27,21 @@ typedef enum lower_variant_e {
 } lower_variant_t;
 
 /* The constants a row hands to a rule function that several rows share
-** (which comparison, which StableHLO op, how many spatial dims...), read
-** with lower_rule_str / lower_rule_int / lower_rule_real. They replace a
-** one-line wrapper function per row. */
+** (which op, which formula, how many spatial dims...), by name:
+**   LOWER_FN_WITH("aten::erfc", float_unary_row, .unary = erfc_of)
+** The rule reads them with lower_rule_data(ctx)->field. They replace a
+** one-line wrapper function per row. Zero (IR_OP_NONE, NULL, false) is
+** "not given". |num| is for the rules that take several schema positions
+** (a reduction's dim, keepdim and dtype args), read with lower_rule_int. */
 #define LOWER_RULE_MAX_INTS 5
 typedef struct lower_rule_data_s {
   ir_op_t op;                       /* the StableHLO op a shared rule emits */
+  lower_unary_formula_t unary;      /* the formula a shared unary rule applies */
+  lower_binary_formula_t binary;    /* ... a shared binary rule */
+  int64_t kind;                     /* an enum of the rule's own (which polynomial, which foreach op) */
+  bool flag;                        /* the rule's one switch (lcm not gcd, upper, max not min) */
+  int32_t spatial;                  /* spatial dims (pooling, resampling) */
+  int32_t arg;                      /* a schema position the rule reads (foreach's coefficient; -1 none) */
   const char* str;                  /* a mode or kernel name */
   int64_t num[LOWER_RULE_MAX_INTS]; /* ints, bools and enums, in the rule's order */
   double real;
@@ -156,6 +168,8 @@ int64_t lower_rule_int(const lower_ctx_t* ctx, int32_t k);
 const char* lower_rule_str(const lower_ctx_t* ctx);
 /* The row's op (IR_OP_NONE when it names none). */
 ir_op_t lower_rule_op(const lower_ctx_t* ctx);
+/* The constants of the row being run; all zero when none is running. */
+const lower_rule_data_t* lower_rule_data(const lower_ctx_t* ctx);
 double lower_rule_real(const lower_ctx_t* ctx);
 
 /* Arguments. |i| is the schema position. */

@@ -527,7 +527,10 @@ static TPURT_MUST_USE tpurt_status_t adaptive_avg(lower_ctx_t* ctx) {
 ** output_size, stride, padding): self's values written at their plane
 ** |indices| into zeros of [*lead, *output_size] (one scatter; an index out
 ** of the plane is dropped, where CPU raises: that check would need a sync). */
-static TPURT_MUST_USE tpurt_status_t max_unpool(lower_ctx_t* ctx, int32_t ns, const char* name) {
+static TPURT_MUST_USE tpurt_status_t max_unpool(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  int32_t ns = row->spatial;
+  const char* name = row->str;
   const tpurt_tensor_t *t = lower_meta(ctx, 0), *it = lower_meta(ctx, 1);
   if (it->dtype != TPURT_DTYPE_I64)
     return lower_error(TPURT_INVALID_ARGUMENT, "elements in indices should be type int64 but got: %s",
@@ -561,20 +564,16 @@ static TPURT_MUST_USE tpurt_status_t max_unpool(lower_ctx_t* ctx, int32_t ns, co
   return NULL;
 }
 
-static TPURT_MUST_USE tpurt_status_t lower_max_unpool2d(lower_ctx_t* ctx) {
-  return max_unpool(ctx, 2, "max_unpool2d");
-}
-static TPURT_MUST_USE tpurt_status_t lower_max_unpool3d(lower_ctx_t* ctx) {
-  return max_unpool(ctx, 3, "max_unpool3d");
-}
-
 /* adaptive_max_pool{2,3}d(self, output_size) -> (out, indices): windows of
 ** varying size [floor(o In / Out), ceil((o + 1) In / Out)) per spatial dim.
 ** Separable passes, last spatial dim first, each reducing (value, flat plane
 ** index) pairs over every window with one total order: NaN beats numbers
 ** (the later NaN wins), then the larger value, then the earlier index; the
 ** composition gives CPU's row-major scan (first maximum, last NaN). */
-static TPURT_MUST_USE tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx, int32_t ns, const char* name) {
+static TPURT_MUST_USE tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  int32_t ns = row->spatial;
+  const char* name = row->str;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t out[POOL_MAX_SPATIAL];
   if (lower_ints(ctx, 1, out, POOL_MAX_SPATIAL) != ns)
@@ -664,22 +663,17 @@ static TPURT_MUST_USE tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx, int32_t
   return NULL;
 }
 
-static TPURT_MUST_USE tpurt_status_t lower_adaptive_max_pool2d(lower_ctx_t* ctx) {
-  return adaptive_max_pool(ctx, 2, "adaptive_max_pool2d");
-}
-static TPURT_MUST_USE tpurt_status_t lower_adaptive_max_pool3d(lower_ctx_t* ctx) {
-  return adaptive_max_pool(ctx, 3, "adaptive_max_pool3d");
-}
-
 const lower_rule_t lower_pooling_rules[] = {
-    LOWER_FN("aten::adaptive_max_pool2d", lower_adaptive_max_pool2d),
-    LOWER_OUT_FN("aten::adaptive_max_pool2d.out", lower_adaptive_max_pool2d),
-    LOWER_FN("aten::adaptive_max_pool3d", lower_adaptive_max_pool3d),
-    LOWER_OUT_FN("aten::adaptive_max_pool3d.out", lower_adaptive_max_pool3d),
-    LOWER_FN("aten::max_unpool2d", lower_max_unpool2d),
-    LOWER_OUT_FN("aten::max_unpool2d.out", lower_max_unpool2d),
-    LOWER_FN("aten::max_unpool3d", lower_max_unpool3d),
-    LOWER_OUT_FN("aten::max_unpool3d.out", lower_max_unpool3d),
+    LOWER_FN_WITH("aten::adaptive_max_pool2d", adaptive_max_pool, .spatial = 2, .str = "adaptive_max_pool2d"),
+    LOWER_OUT_FN_WITH("aten::adaptive_max_pool2d.out", adaptive_max_pool, .spatial = 2,
+                      .str = "adaptive_max_pool2d"),
+    LOWER_FN_WITH("aten::adaptive_max_pool3d", adaptive_max_pool, .spatial = 3, .str = "adaptive_max_pool3d"),
+    LOWER_OUT_FN_WITH("aten::adaptive_max_pool3d.out", adaptive_max_pool, .spatial = 3,
+                      .str = "adaptive_max_pool3d"),
+    LOWER_FN_WITH("aten::max_unpool2d", max_unpool, .spatial = 2, .str = "max_unpool2d"),
+    LOWER_OUT_FN_WITH("aten::max_unpool2d.out", max_unpool, .spatial = 2, .str = "max_unpool2d"),
+    LOWER_FN_WITH("aten::max_unpool3d", max_unpool, .spatial = 3, .str = "max_unpool3d"),
+    LOWER_OUT_FN_WITH("aten::max_unpool3d.out", max_unpool, .spatial = 3, .str = "max_unpool3d"),
     LOWER_FN_WITH("aten::_adaptive_avg_pool2d", adaptive_avg, .num = {2, false}),
     LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool2d.out", adaptive_avg, .num = {2, false}),
     LOWER_FN_WITH("aten::_adaptive_avg_pool2d_backward", adaptive_avg, .num = {2, true}),

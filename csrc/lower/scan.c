@@ -137,7 +137,9 @@ static ir_value_t identity(ir_func_t* f, tpurt_dtype_t dt, bool is_max) {
 }
 
 /* cummax / cummin(self, dim) -> (values, indices) */
-static TPURT_MUST_USE tpurt_status_t cumextreme(lower_ctx_t* ctx, bool is_max) {
+static TPURT_MUST_USE tpurt_status_t cumextreme(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  bool is_max = row->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim = 0;
   TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank > 0 ? t->rank : 1, &dim));
@@ -179,14 +181,11 @@ static TPURT_MUST_USE tpurt_status_t cumextreme(lower_ctx_t* ctx, bool is_max) {
   return NULL;
 }
 
-static TPURT_MUST_USE tpurt_status_t lower_cummax(lower_ctx_t* ctx) { return cumextreme(ctx, true); }
-static TPURT_MUST_USE tpurt_status_t lower_cummin(lower_ctx_t* ctx) { return cumextreme(ctx, false); }
-
 const lower_rule_t lower_scan_rules[] = {
-    LOWER_FN("aten::cummax", lower_cummax),
-    LOWER_OUT_FN("aten::cummax.out", lower_cummax),
-    LOWER_FN("aten::cummin", lower_cummin),
-    LOWER_OUT_FN("aten::cummin.out", lower_cummin),
+    LOWER_FN_WITH("aten::cummax", cumextreme, .flag = true),
+    LOWER_OUT_FN_WITH("aten::cummax.out", cumextreme, .flag = true),
+    LOWER_FN_WITH("aten::cummin", cumextreme),
+    LOWER_OUT_FN_WITH("aten::cummin.out", cumextreme),
     LOWER_FN("aten::_logcumsumexp", lower_logcumsumexp),
     LOWER_OUT_FN("aten::_logcumsumexp.out", lower_logcumsumexp),
     LOWER_FN_WITH("aten::cumprod", cumulative, .op = IR_OP_MULTIPLY, .real = 1.0),

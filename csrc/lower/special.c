@@ -45,7 +45,7 @@ static tpurt_dtype_t precise_dtype(const lower_ctx_t* ctx, tpurt_dtype_t dt) {
 
 /*===--- unary ---===*/
 
-typedef ir_value_t (*unary_fn_t)(lower_ctx_t* ctx, ir_value_t x);
+typedef lower_unary_formula_t unary_fn_t;
 
 /* Applies |fn| to arg 0 in the op-math dtype of its float dtype. */
 static TPURT_MUST_USE tpurt_status_t float_unary(lower_ctx_t* ctx, unary_fn_t fn) {
@@ -53,6 +53,11 @@ static TPURT_MUST_USE tpurt_status_t float_unary(lower_ctx_t* ctx, unary_fn_t fn
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
   lower_set_result(ctx, 0, lower_cast(ctx, fn(ctx, x), dt));
   return NULL;
+}
+
+/* float_unary of the row's formula (.unary) */
+static TPURT_MUST_USE tpurt_status_t float_unary_row(lower_ctx_t* ctx) {
+  return float_unary(ctx, lower_rule_data(ctx)->unary);
 }
 
 static ir_value_t erfc_of(lower_ctx_t* ctx, ir_value_t x) { return ir_unary(ctx->func, IR_OP_ERFC, x); }
@@ -96,16 +101,6 @@ static ir_value_t log_ndtr_of(lower_ctx_t* ctx, ir_value_t x) {
   ir_value_t t = ir_mul(ctx->func, x, ir_const_like(ctx->func, x, -M_SQRT1_2));
   ir_value_t c = ir_mul(ctx->func, ir_unary(ctx->func, IR_OP_ERFC, t), ir_const_like(ctx->func, x, 0.5));
   return ir_log(ctx->func, c);
-}
-
-static TPURT_MUST_USE tpurt_status_t lower_erfc(lower_ctx_t* ctx) { return float_unary(ctx, erfc_of); }
-static TPURT_MUST_USE tpurt_status_t lower_lgamma(lower_ctx_t* ctx) { return float_unary(ctx, lgamma_of); }
-static TPURT_MUST_USE tpurt_status_t lower_digamma(lower_ctx_t* ctx) { return float_unary(ctx, digamma_of); }
-static TPURT_MUST_USE tpurt_status_t lower_sinc(lower_ctx_t* ctx) { return float_unary(ctx, sinc_of); }
-static TPURT_MUST_USE tpurt_status_t lower_entr(lower_ctx_t* ctx) { return float_unary(ctx, entr_of); }
-static TPURT_MUST_USE tpurt_status_t lower_ndtri(lower_ctx_t* ctx) { return float_unary(ctx, ndtri_of); }
-static TPURT_MUST_USE tpurt_status_t lower_log_ndtr(lower_ctx_t* ctx) {
-  return float_unary(ctx, log_ndtr_of);
 }
 
 /* logit(self, eps?) = log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given */
@@ -545,7 +540,10 @@ static ir_value_t poly_step(lower_ctx_t* ctx, poly_kind_t kind, ir_value_t x, ir
   }
 }
 
-static TPURT_MUST_USE tpurt_status_t orthogonal_poly(lower_ctx_t* ctx, poly_kind_t kind, bool shifted) {
+static TPURT_MUST_USE tpurt_status_t orthogonal_poly(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  poly_kind_t kind = (poly_kind_t)row->kind;
+  bool shifted = row->flag;
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = float_of(lower_result_type(ctx, idx, 2));
   ir_value_t v[2];
@@ -644,43 +642,6 @@ static TPURT_MUST_USE tpurt_status_t orthogonal_poly(lower_ctx_t* ctx, poly_kind
   return NULL;
 }
 
-static TPURT_MUST_USE tpurt_status_t lower_cheb_t(lower_ctx_t* ctx) {
-  return orthogonal_poly(ctx, POLY_T, false);
-}
-static TPURT_MUST_USE tpurt_status_t lower_cheb_u(lower_ctx_t* ctx) {
-  return orthogonal_poly(ctx, POLY_U, false);
-}
-static TPURT_MUST_USE tpurt_status_t lower_cheb_v(lower_ctx_t* ctx) {
-  return orthogonal_poly(ctx, POLY_V, false);
-}
-static TPURT_MUST_USE tpurt_status_t lower_cheb_w(lower_ctx_t* ctx) {
-  return orthogonal_poly(ctx, POLY_W, false);
-}
-static TPURT_MUST_USE tpurt_status_t lower_shifted_t(lower_ctx_t* ctx) {
-  return orthogonal_poly(ctx, POLY_T, true);
-}
-static TPURT_MUST_USE tpurt_status_t lower_shifted_u(lower_ctx_t* ctx) {
-  return orthogonal_poly(ctx, POLY_U, true);
-}
-static TPURT_MUST_USE tpurt_status_t lower_shifted_v(lower_ctx_t* ctx) {
-  return orthogonal_poly(ctx, POLY_V, true);
-}
-static TPURT_MUST_USE tpurt_status_t lower_shifted_w(lower_ctx_t* ctx) {
-  return orthogonal_poly(ctx, POLY_W, true);
-}
-static TPURT_MUST_USE tpurt_status_t lower_hermite_h(lower_ctx_t* ctx) {
-  return orthogonal_poly(ctx, POLY_H, false);
-}
-static TPURT_MUST_USE tpurt_status_t lower_hermite_he(lower_ctx_t* ctx) {
-  return orthogonal_poly(ctx, POLY_HE, false);
-}
-static TPURT_MUST_USE tpurt_status_t lower_laguerre(lower_ctx_t* ctx) {
-  return orthogonal_poly(ctx, POLY_L, false);
-}
-static TPURT_MUST_USE tpurt_status_t lower_legendre(lower_ctx_t* ctx) {
-  return orthogonal_poly(ctx, POLY_P, false);
-}
-
 /* nextafter(a, b): the next float after a towards b, one step of the bits:
 ** up in magnitude when b is further from 0 on a's side, else down; from 0,
 ** the smallest subnormal with b's sign. */
@@ -701,7 +662,7 @@ static ir_value_t nextafter_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   return ir_select(f, any_nan, ir_add(f, a, b), r);
 }
 
-typedef ir_value_t (*binary_fn_t)(lower_ctx_t* ctx, ir_value_t a, ir_value_t b);
+typedef lower_binary_formula_t binary_fn_t;
 
 /* Applies |fn| to args |a_arg|, |b_arg| promoted together; ints become
 ** float32 when |to_float|. */
@@ -715,6 +676,13 @@ static TPURT_MUST_USE tpurt_status_t binary(lower_ctx_t* ctx, int32_t a_arg, int
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, math, v));
   lower_set_result(ctx, 0, lower_cast(ctx, fn(ctx, v[0], v[1]), dt));
   return NULL;
+}
+
+/* binary of args 0 and 1 with the row's formula (.binary); .flag: computed
+** in floating point (ints promote to the default float) */
+static TPURT_MUST_USE tpurt_status_t binary_row(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  return binary(ctx, 0, 1, row->binary, row->flag);
 }
 
 /* xlogy(x, y) = x log y, 0 where x == 0 (unless y is NaN) */
@@ -836,32 +804,6 @@ static TPURT_MUST_USE tpurt_status_t lower_angle(lower_ctx_t* ctx) {
   if (tpurt_dtype_is_complex(lower_meta(ctx, 0)->dtype)) return lower_complex_angle(ctx);
   return float_unary(ctx, angle_of);
 }
-
-static TPURT_MUST_USE tpurt_status_t lower_xlogy(lower_ctx_t* ctx) {
-  return binary(ctx, 0, 1, xlogy_of, true);
-}
-static TPURT_MUST_USE tpurt_status_t lower_xlog1py(lower_ctx_t* ctx) {
-  return binary(ctx, 0, 1, xlog1py_of, true);
-}
-static TPURT_MUST_USE tpurt_status_t lower_hypot(lower_ctx_t* ctx) {
-  return binary(ctx, 0, 1, hypot_of, true);
-}
-static TPURT_MUST_USE tpurt_status_t lower_copysign(lower_ctx_t* ctx) {
-  return binary(ctx, 0, 1, copysign_of, true);
-}
-static TPURT_MUST_USE tpurt_status_t lower_fmax(lower_ctx_t* ctx) {
-  return binary(ctx, 0, 1, fmax_of, false);
-}
-static TPURT_MUST_USE tpurt_status_t lower_fmin(lower_ctx_t* ctx) {
-  return binary(ctx, 0, 1, fmin_of, false);
-}
-static TPURT_MUST_USE tpurt_status_t lower_logaddexp(lower_ctx_t* ctx) {
-  return binary(ctx, 0, 1, logaddexp_of, true);
-}
-static TPURT_MUST_USE tpurt_status_t lower_logaddexp2(lower_ctx_t* ctx) {
-  return binary(ctx, 0, 1, logaddexp2_of, true);
-}
-static TPURT_MUST_USE tpurt_status_t lower_zeta(lower_ctx_t* ctx) { return binary(ctx, 0, 1, zeta_of, true); }
 
 static TPURT_MUST_USE tpurt_status_t lower_heaviside(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
@@ -1026,7 +968,9 @@ static ir_value_t igamma_full(lower_ctx_t* ctx, ir_value_t a, ir_value_t x, bool
   return ir_select(f, any_nan, ir_const_like(f, x, NAN), r);
 }
 
-static TPURT_MUST_USE tpurt_status_t igamma_rule(lower_ctx_t* ctx, bool upper) {
+static TPURT_MUST_USE tpurt_status_t igamma_rule(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  bool upper = row->flag;
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = float_of(lower_result_type(ctx, idx, 2));
   ir_value_t v[2];
@@ -1034,39 +978,37 @@ static TPURT_MUST_USE tpurt_status_t igamma_rule(lower_ctx_t* ctx, bool upper) {
   lower_set_result(ctx, 0, lower_cast(ctx, igamma_full(ctx, v[0], v[1], upper), dt));
   return NULL;
 }
-static TPURT_MUST_USE tpurt_status_t lower_igamma(lower_ctx_t* ctx) { return igamma_rule(ctx, false); }
-static TPURT_MUST_USE tpurt_status_t lower_igammac(lower_ctx_t* ctx) { return igamma_rule(ctx, true); }
 
 const lower_rule_t lower_special_rules[] = {
-    LOWER_FN("aten::copysign.Scalar", lower_copysign),
-    LOWER_FN("aten::copysign.Tensor", lower_copysign),
-    LOWER_OUT_FN("aten::copysign.out", lower_copysign),
+    LOWER_FN_WITH("aten::copysign.Scalar", binary_row, .binary = copysign_of, .flag = true),
+    LOWER_FN_WITH("aten::copysign.Tensor", binary_row, .binary = copysign_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::copysign.out", binary_row, .binary = copysign_of, .flag = true),
     LOWER_FN("aten::angle", lower_angle),
     LOWER_OUT_FN("aten::angle.out", lower_angle),
-    LOWER_FN("aten::digamma", lower_digamma),
-    LOWER_OUT_FN("aten::digamma.out", lower_digamma),
-    LOWER_FN("aten::erfc", lower_erfc),
-    LOWER_OUT_FN("aten::erfc.out", lower_erfc),
-    LOWER_FN("aten::fmax", lower_fmax),
-    LOWER_OUT_FN("aten::fmax.out", lower_fmax),
-    LOWER_FN("aten::fmin", lower_fmin),
-    LOWER_OUT_FN("aten::fmin.out", lower_fmin),
+    LOWER_FN_WITH("aten::digamma", float_unary_row, .unary = digamma_of),
+    LOWER_OUT_FN_WITH("aten::digamma.out", float_unary_row, .unary = digamma_of),
+    LOWER_FN_WITH("aten::erfc", float_unary_row, .unary = erfc_of),
+    LOWER_OUT_FN_WITH("aten::erfc.out", float_unary_row, .unary = erfc_of),
+    LOWER_FN_WITH("aten::fmax", binary_row, .binary = fmax_of),
+    LOWER_OUT_FN_WITH("aten::fmax.out", binary_row, .binary = fmax_of),
+    LOWER_FN_WITH("aten::fmin", binary_row, .binary = fmin_of),
+    LOWER_OUT_FN_WITH("aten::fmin.out", binary_row, .binary = fmin_of),
     LOWER_FN("aten::frexp.Tensor", lower_frexp),
     LOWER_OUT_FN("aten::frexp.Tensor_out", lower_frexp),
     LOWER_FN("aten::heaviside", lower_heaviside),
-    LOWER_FN("aten::igamma", lower_igamma),
-    LOWER_OUT_FN("aten::igamma.out", lower_igamma),
-    LOWER_FN("aten::igammac", lower_igammac),
-    LOWER_OUT_FN("aten::igammac.out", lower_igammac),
+    LOWER_FN_WITH("aten::igamma", igamma_rule),
+    LOWER_OUT_FN_WITH("aten::igamma.out", igamma_rule),
+    LOWER_FN_WITH("aten::igammac", igamma_rule, .flag = true),
+    LOWER_OUT_FN_WITH("aten::igammac.out", igamma_rule, .flag = true),
     LOWER_OUT_FN("aten::heaviside.out", lower_heaviside),
-    LOWER_FN("aten::hypot", lower_hypot),
-    LOWER_OUT_FN("aten::hypot.out", lower_hypot),
-    LOWER_FN("aten::lgamma", lower_lgamma),
-    LOWER_OUT_FN("aten::lgamma.out", lower_lgamma),
-    LOWER_FN("aten::logaddexp", lower_logaddexp),
-    LOWER_OUT_FN("aten::logaddexp.out", lower_logaddexp),
-    LOWER_FN("aten::logaddexp2", lower_logaddexp2),
-    LOWER_OUT_FN("aten::logaddexp2.out", lower_logaddexp2),
+    LOWER_FN_WITH("aten::hypot", binary_row, .binary = hypot_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::hypot.out", binary_row, .binary = hypot_of, .flag = true),
+    LOWER_FN_WITH("aten::lgamma", float_unary_row, .unary = lgamma_of),
+    LOWER_OUT_FN_WITH("aten::lgamma.out", float_unary_row, .unary = lgamma_of),
+    LOWER_FN_WITH("aten::logaddexp", binary_row, .binary = logaddexp_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::logaddexp.out", binary_row, .binary = logaddexp_of, .flag = true),
+    LOWER_FN_WITH("aten::logaddexp2", binary_row, .binary = logaddexp2_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::logaddexp2.out", binary_row, .binary = logaddexp2_of, .flag = true),
     LOWER_FN("aten::logit", lower_logit),
     LOWER_OUT_FN("aten::logit.out", lower_logit),
     LOWER_FN("aten::nan_to_num", lower_nan_to_num),
@@ -1079,24 +1021,24 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_OUT_FN("aten::round.decimals_out", lower_round_decimals),
     LOWER_FN("aten::signbit", lower_signbit),
     LOWER_OUT_FN("aten::signbit.out", lower_signbit),
-    LOWER_FN("aten::sinc", lower_sinc),
-    LOWER_OUT_FN("aten::sinc.out", lower_sinc),
-    LOWER_FN("aten::special_entr", lower_entr),
-    LOWER_OUT_FN("aten::special_entr.out", lower_entr),
-    LOWER_FN("aten::special_log_ndtr", lower_log_ndtr),
-    LOWER_OUT_FN("aten::special_log_ndtr.out", lower_log_ndtr),
-    LOWER_FN("aten::special_ndtri", lower_ndtri),
-    LOWER_OUT_FN("aten::special_ndtri.out", lower_ndtri),
-    LOWER_FN("aten::special_xlog1py", lower_xlog1py),
-    LOWER_OUT_FN("aten::special_xlog1py.out", lower_xlog1py),
-    LOWER_FN("aten::special_zeta", lower_zeta),
-    LOWER_OUT_FN("aten::special_zeta.out", lower_zeta),
-    LOWER_FN("aten::xlogy.Tensor", lower_xlogy),
-    LOWER_FN("aten::xlogy.Scalar_Other", lower_xlogy),
-    LOWER_FN("aten::xlogy.Scalar_Self", lower_xlogy),
-    LOWER_OUT_FN("aten::xlogy.OutTensor", lower_xlogy),
-    LOWER_OUT_FN("aten::xlogy.OutScalar_Other", lower_xlogy),
-    LOWER_OUT_FN("aten::xlogy.OutScalar_Self", lower_xlogy),
+    LOWER_FN_WITH("aten::sinc", float_unary_row, .unary = sinc_of),
+    LOWER_OUT_FN_WITH("aten::sinc.out", float_unary_row, .unary = sinc_of),
+    LOWER_FN_WITH("aten::special_entr", float_unary_row, .unary = entr_of),
+    LOWER_OUT_FN_WITH("aten::special_entr.out", float_unary_row, .unary = entr_of),
+    LOWER_FN_WITH("aten::special_log_ndtr", float_unary_row, .unary = log_ndtr_of),
+    LOWER_OUT_FN_WITH("aten::special_log_ndtr.out", float_unary_row, .unary = log_ndtr_of),
+    LOWER_FN_WITH("aten::special_ndtri", float_unary_row, .unary = ndtri_of),
+    LOWER_OUT_FN_WITH("aten::special_ndtri.out", float_unary_row, .unary = ndtri_of),
+    LOWER_FN_WITH("aten::special_xlog1py", binary_row, .binary = xlog1py_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_xlog1py.out", binary_row, .binary = xlog1py_of, .flag = true),
+    LOWER_FN_WITH("aten::special_zeta", binary_row, .binary = zeta_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_zeta.out", binary_row, .binary = zeta_of, .flag = true),
+    LOWER_FN_WITH("aten::xlogy.Tensor", binary_row, .binary = xlogy_of, .flag = true),
+    LOWER_FN_WITH("aten::xlogy.Scalar_Other", binary_row, .binary = xlogy_of, .flag = true),
+    LOWER_FN_WITH("aten::xlogy.Scalar_Self", binary_row, .binary = xlogy_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::xlogy.OutTensor", binary_row, .binary = xlogy_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::xlogy.OutScalar_Other", binary_row, .binary = xlogy_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::xlogy.OutScalar_Self", binary_row, .binary = xlogy_of, .flag = true),
     LOWER_FN_WITH("aten::i0", bessel_row, .num = {BESSEL_I, 0, false}),
     LOWER_OUT_FN_WITH("aten::i0.out", bessel_row, .num = {BESSEL_I, 0, false}),
     LOWER_FN_WITH("aten::special_i0e", bessel_row, .num = {BESSEL_I, 0, true}),
@@ -1130,77 +1072,101 @@ const lower_rule_t lower_special_rules[] = {
                       .num = {BESSEL_SPHERICAL_J, 0, false}),
     LOWER_FN("aten::special_erfcx", lower_erfcx),
     LOWER_OUT_FN("aten::special_erfcx.out", lower_erfcx),
-    LOWER_FN("aten::special_chebyshev_polynomial_t", lower_cheb_t),
-    LOWER_FN("aten::special_chebyshev_polynomial_t.x_scalar", lower_cheb_t),
-    LOWER_FN("aten::special_chebyshev_polynomial_t.n_scalar", lower_cheb_t),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_t.out", lower_cheb_t),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_t.x_scalar_out", lower_cheb_t),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_t.n_scalar_out", lower_cheb_t),
-    LOWER_FN("aten::special_chebyshev_polynomial_u", lower_cheb_u),
-    LOWER_FN("aten::special_chebyshev_polynomial_u.x_scalar", lower_cheb_u),
-    LOWER_FN("aten::special_chebyshev_polynomial_u.n_scalar", lower_cheb_u),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_u.out", lower_cheb_u),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_u.x_scalar_out", lower_cheb_u),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_u.n_scalar_out", lower_cheb_u),
-    LOWER_FN("aten::special_chebyshev_polynomial_v", lower_cheb_v),
-    LOWER_FN("aten::special_chebyshev_polynomial_v.x_scalar", lower_cheb_v),
-    LOWER_FN("aten::special_chebyshev_polynomial_v.n_scalar", lower_cheb_v),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_v.out", lower_cheb_v),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_v.x_scalar_out", lower_cheb_v),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_v.n_scalar_out", lower_cheb_v),
-    LOWER_FN("aten::special_chebyshev_polynomial_w", lower_cheb_w),
-    LOWER_FN("aten::special_chebyshev_polynomial_w.x_scalar", lower_cheb_w),
-    LOWER_FN("aten::special_chebyshev_polynomial_w.n_scalar", lower_cheb_w),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_w.out", lower_cheb_w),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_w.x_scalar_out", lower_cheb_w),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_w.n_scalar_out", lower_cheb_w),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_t", lower_shifted_t),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_t.x_scalar", lower_shifted_t),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_t.n_scalar", lower_shifted_t),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_t.out", lower_shifted_t),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_t.x_scalar_out", lower_shifted_t),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_t.n_scalar_out", lower_shifted_t),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_u", lower_shifted_u),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_u.x_scalar", lower_shifted_u),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_u.n_scalar", lower_shifted_u),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_u.out", lower_shifted_u),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_u.x_scalar_out", lower_shifted_u),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_u.n_scalar_out", lower_shifted_u),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_v", lower_shifted_v),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_v.x_scalar", lower_shifted_v),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_v.n_scalar", lower_shifted_v),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_v.out", lower_shifted_v),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_v.x_scalar_out", lower_shifted_v),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_v.n_scalar_out", lower_shifted_v),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_w", lower_shifted_w),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_w.x_scalar", lower_shifted_w),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_w.n_scalar", lower_shifted_w),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_w.out", lower_shifted_w),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_w.x_scalar_out", lower_shifted_w),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_w.n_scalar_out", lower_shifted_w),
-    LOWER_FN("aten::special_hermite_polynomial_h", lower_hermite_h),
-    LOWER_FN("aten::special_hermite_polynomial_h.x_scalar", lower_hermite_h),
-    LOWER_FN("aten::special_hermite_polynomial_h.n_scalar", lower_hermite_h),
-    LOWER_OUT_FN("aten::special_hermite_polynomial_h.out", lower_hermite_h),
-    LOWER_OUT_FN("aten::special_hermite_polynomial_h.x_scalar_out", lower_hermite_h),
-    LOWER_OUT_FN("aten::special_hermite_polynomial_h.n_scalar_out", lower_hermite_h),
-    LOWER_FN("aten::special_hermite_polynomial_he", lower_hermite_he),
-    LOWER_FN("aten::special_hermite_polynomial_he.x_scalar", lower_hermite_he),
-    LOWER_FN("aten::special_hermite_polynomial_he.n_scalar", lower_hermite_he),
-    LOWER_OUT_FN("aten::special_hermite_polynomial_he.out", lower_hermite_he),
-    LOWER_OUT_FN("aten::special_hermite_polynomial_he.x_scalar_out", lower_hermite_he),
-    LOWER_OUT_FN("aten::special_hermite_polynomial_he.n_scalar_out", lower_hermite_he),
-    LOWER_FN("aten::special_laguerre_polynomial_l", lower_laguerre),
-    LOWER_FN("aten::special_laguerre_polynomial_l.x_scalar", lower_laguerre),
-    LOWER_FN("aten::special_laguerre_polynomial_l.n_scalar", lower_laguerre),
-    LOWER_OUT_FN("aten::special_laguerre_polynomial_l.out", lower_laguerre),
-    LOWER_OUT_FN("aten::special_laguerre_polynomial_l.x_scalar_out", lower_laguerre),
-    LOWER_OUT_FN("aten::special_laguerre_polynomial_l.n_scalar_out", lower_laguerre),
-    LOWER_FN("aten::special_legendre_polynomial_p", lower_legendre),
-    LOWER_FN("aten::special_legendre_polynomial_p.x_scalar", lower_legendre),
-    LOWER_FN("aten::special_legendre_polynomial_p.n_scalar", lower_legendre),
-    LOWER_OUT_FN("aten::special_legendre_polynomial_p.out", lower_legendre),
-    LOWER_OUT_FN("aten::special_legendre_polynomial_p.x_scalar_out", lower_legendre),
-    LOWER_OUT_FN("aten::special_legendre_polynomial_p.n_scalar_out", lower_legendre),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_t", orthogonal_poly, .kind = POLY_T),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_t.x_scalar", orthogonal_poly, .kind = POLY_T),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_t.n_scalar", orthogonal_poly, .kind = POLY_T),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_t.out", orthogonal_poly, .kind = POLY_T),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_t.x_scalar_out", orthogonal_poly, .kind = POLY_T),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_t.n_scalar_out", orthogonal_poly, .kind = POLY_T),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_u", orthogonal_poly, .kind = POLY_U),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_u.x_scalar", orthogonal_poly, .kind = POLY_U),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_u.n_scalar", orthogonal_poly, .kind = POLY_U),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_u.out", orthogonal_poly, .kind = POLY_U),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_u.x_scalar_out", orthogonal_poly, .kind = POLY_U),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_u.n_scalar_out", orthogonal_poly, .kind = POLY_U),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_v", orthogonal_poly, .kind = POLY_V),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_v.x_scalar", orthogonal_poly, .kind = POLY_V),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_v.n_scalar", orthogonal_poly, .kind = POLY_V),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_v.out", orthogonal_poly, .kind = POLY_V),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_v.x_scalar_out", orthogonal_poly, .kind = POLY_V),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_v.n_scalar_out", orthogonal_poly, .kind = POLY_V),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_w", orthogonal_poly, .kind = POLY_W),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_w.x_scalar", orthogonal_poly, .kind = POLY_W),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_w.n_scalar", orthogonal_poly, .kind = POLY_W),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_w.out", orthogonal_poly, .kind = POLY_W),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_w.x_scalar_out", orthogonal_poly, .kind = POLY_W),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_w.n_scalar_out", orthogonal_poly, .kind = POLY_W),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_t", orthogonal_poly, .kind = POLY_T,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_t.x_scalar", orthogonal_poly, .kind = POLY_T,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_t.n_scalar", orthogonal_poly, .kind = POLY_T,
+                  .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_t.out", orthogonal_poly, .kind = POLY_T,
+                      .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_t.x_scalar_out", orthogonal_poly,
+                      .kind = POLY_T, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_t.n_scalar_out", orthogonal_poly,
+                      .kind = POLY_T, .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_u", orthogonal_poly, .kind = POLY_U,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_u.x_scalar", orthogonal_poly, .kind = POLY_U,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_u.n_scalar", orthogonal_poly, .kind = POLY_U,
+                  .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_u.out", orthogonal_poly, .kind = POLY_U,
+                      .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_u.x_scalar_out", orthogonal_poly,
+                      .kind = POLY_U, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_u.n_scalar_out", orthogonal_poly,
+                      .kind = POLY_U, .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_v", orthogonal_poly, .kind = POLY_V,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_v.x_scalar", orthogonal_poly, .kind = POLY_V,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_v.n_scalar", orthogonal_poly, .kind = POLY_V,
+                  .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_v.out", orthogonal_poly, .kind = POLY_V,
+                      .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_v.x_scalar_out", orthogonal_poly,
+                      .kind = POLY_V, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_v.n_scalar_out", orthogonal_poly,
+                      .kind = POLY_V, .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_w", orthogonal_poly, .kind = POLY_W,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_w.x_scalar", orthogonal_poly, .kind = POLY_W,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_w.n_scalar", orthogonal_poly, .kind = POLY_W,
+                  .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_w.out", orthogonal_poly, .kind = POLY_W,
+                      .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_w.x_scalar_out", orthogonal_poly,
+                      .kind = POLY_W, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_w.n_scalar_out", orthogonal_poly,
+                      .kind = POLY_W, .flag = true),
+    LOWER_FN_WITH("aten::special_hermite_polynomial_h", orthogonal_poly, .kind = POLY_H),
+    LOWER_FN_WITH("aten::special_hermite_polynomial_h.x_scalar", orthogonal_poly, .kind = POLY_H),
+    LOWER_FN_WITH("aten::special_hermite_polynomial_h.n_scalar", orthogonal_poly, .kind = POLY_H),
+    LOWER_OUT_FN_WITH("aten::special_hermite_polynomial_h.out", orthogonal_poly, .kind = POLY_H),
+    LOWER_OUT_FN_WITH("aten::special_hermite_polynomial_h.x_scalar_out", orthogonal_poly, .kind = POLY_H),
+    LOWER_OUT_FN_WITH("aten::special_hermite_polynomial_h.n_scalar_out", orthogonal_poly, .kind = POLY_H),
+    LOWER_FN_WITH("aten::special_hermite_polynomial_he", orthogonal_poly, .kind = POLY_HE),
+    LOWER_FN_WITH("aten::special_hermite_polynomial_he.x_scalar", orthogonal_poly, .kind = POLY_HE),
+    LOWER_FN_WITH("aten::special_hermite_polynomial_he.n_scalar", orthogonal_poly, .kind = POLY_HE),
+    LOWER_OUT_FN_WITH("aten::special_hermite_polynomial_he.out", orthogonal_poly, .kind = POLY_HE),
+    LOWER_OUT_FN_WITH("aten::special_hermite_polynomial_he.x_scalar_out", orthogonal_poly, .kind = POLY_HE),
+    LOWER_OUT_FN_WITH("aten::special_hermite_polynomial_he.n_scalar_out", orthogonal_poly, .kind = POLY_HE),
+    LOWER_FN_WITH("aten::special_laguerre_polynomial_l", orthogonal_poly, .kind = POLY_L),
+    LOWER_FN_WITH("aten::special_laguerre_polynomial_l.x_scalar", orthogonal_poly, .kind = POLY_L),
+    LOWER_FN_WITH("aten::special_laguerre_polynomial_l.n_scalar", orthogonal_poly, .kind = POLY_L),
+    LOWER_OUT_FN_WITH("aten::special_laguerre_polynomial_l.out", orthogonal_poly, .kind = POLY_L),
+    LOWER_OUT_FN_WITH("aten::special_laguerre_polynomial_l.x_scalar_out", orthogonal_poly, .kind = POLY_L),
+    LOWER_OUT_FN_WITH("aten::special_laguerre_polynomial_l.n_scalar_out", orthogonal_poly, .kind = POLY_L),
+    LOWER_FN_WITH("aten::special_legendre_polynomial_p", orthogonal_poly, .kind = POLY_P),
+    LOWER_FN_WITH("aten::special_legendre_polynomial_p.x_scalar", orthogonal_poly, .kind = POLY_P),
+    LOWER_FN_WITH("aten::special_legendre_polynomial_p.n_scalar", orthogonal_poly, .kind = POLY_P),
+    LOWER_OUT_FN_WITH("aten::special_legendre_polynomial_p.out", orthogonal_poly, .kind = POLY_P),
+    LOWER_OUT_FN_WITH("aten::special_legendre_polynomial_p.x_scalar_out", orthogonal_poly, .kind = POLY_P),
+    LOWER_OUT_FN_WITH("aten::special_legendre_polynomial_p.n_scalar_out", orthogonal_poly, .kind = POLY_P),
     LOWER_END,
 };

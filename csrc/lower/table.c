@@ -71,6 +71,10 @@ int64_t lower_rule_int(const lower_ctx_t* ctx, int32_t k) {
   return ctx->rule && k >= 0 && k < LOWER_RULE_MAX_INTS ? ctx->rule->data.num[k] : 0;
 }
 const char* lower_rule_str(const lower_ctx_t* ctx) { return ctx->rule ? ctx->rule->data.str : NULL; }
+const lower_rule_data_t* lower_rule_data(const lower_ctx_t* ctx) {
+  static const lower_rule_data_t kNone = {.arg = -1};
+  return ctx->rule ? &ctx->rule->data : &kNone;
+}
 ir_op_t lower_rule_op(const lower_ctx_t* ctx) { return ctx->rule ? ctx->rule->data.op : IR_OP_NONE; }
 double lower_rule_real(const lower_ctx_t* ctx) { return ctx->rule ? ctx->rule->data.real : 0.0; }
 
