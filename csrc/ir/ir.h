@@ -56,7 +56,8 @@ typedef enum ir_op_e {
   IR_OP_COUNT
 } ir_op_t;
 
-/* "stablehlo.add"; "?" for IR_OP_NONE and values outside the list. */
+/* The op's name as ir_ops.def spells it (stablehlo.add); "?" for IR_OP_NONE
+** and values outside the list. */
 const char* ir_op_name(ir_op_t op);
 /* Operand count; -1 when it varies (and for IR_OP_NONE). */
 int32_t ir_op_arity(ir_op_t op);

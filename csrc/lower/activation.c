@@ -51,7 +51,7 @@ static TPURT_MUST_USE tpurt_status_t lower_relu(lower_ctx_t* ctx) {
 
 /* _softmax(self, dim, half_to_float) and _log_softmax. */
 static TPURT_MUST_USE tpurt_status_t softmax(lower_ctx_t* ctx) {
-  bool log = lower_rule_int(ctx, 0);
+  bool log = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!tpurt_dtype_is_float(t->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'",
@@ -268,7 +268,7 @@ static TPURT_MUST_USE tpurt_status_t float_activation(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype, acc = lower_acc_dtype(dt);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc), y = IR_NONE;
-  switch ((float_act_t)lower_rule_int(ctx, 0)) {
+  switch ((float_act_t)lower_rule_data(ctx)->kind) {
     case ACT_SOFTPLUS: /* softplus(self, beta=1, threshold=20) */
       y = softplus_value(ctx, x, scalar_or_default(ctx, 1, x, 1.0), scalar_or_default(ctx, 2, x, 20.0));
       break;
@@ -279,7 +279,7 @@ static TPURT_MUST_USE tpurt_status_t float_activation(lower_ctx_t* ctx) {
     case ACT_HARDSWISH: {
       ir_value_t c = ir_clamp(f, ir_constant_f64(f, acc, 0.0), ir_add(f, x, ir_const_like(f, x, 3.0)),
                               ir_constant_f64(f, acc, 6.0));
-      if (lower_rule_int(ctx, 0) == ACT_HARDSWISH) c = ir_mul(f, x, c);
+      if (lower_rule_data(ctx)->kind == ACT_HARDSWISH) c = ir_mul(f, x, c);
       y = ir_div(f, c, ir_const_like(f, x, 6.0));
       break;
     }
@@ -302,11 +302,11 @@ static TPURT_MUST_USE tpurt_status_t float_activation(lower_ctx_t* ctx) {
 }
 
 const lower_rule_t lower_activation_rules[] = {
-    LOWER_FN_WITH("aten::_log_softmax", softmax, .num = {true}),
+    LOWER_FN_WITH("aten::_log_softmax", softmax, .flag = true),
     LOWER_FN("aten::_prelu_kernel", lower_prelu_kernel),
-    LOWER_OUT_FN_WITH("aten::_log_softmax.out", softmax, .num = {true}),
-    LOWER_FN_WITH("aten::_softmax", softmax, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::_softmax.out", softmax, .num = {false}),
+    LOWER_OUT_FN_WITH("aten::_log_softmax.out", softmax, .flag = true),
+    LOWER_FN("aten::_softmax", softmax),
+    LOWER_OUT_FN("aten::_softmax.out", softmax),
     LOWER_FN("aten::gelu", lower_gelu),
     LOWER_FN("aten::glu", lower_glu),
     LOWER_OUT_FN("aten::glu.out", lower_glu),
@@ -328,13 +328,13 @@ const lower_rule_t lower_activation_rules[] = {
     LOWER_OUT_FN("aten::softshrink.out", lower_softshrink),
     LOWER_FN("aten::threshold", lower_threshold),
     LOWER_OUT_FN("aten::threshold.out", lower_threshold),
-    LOWER_FN_WITH("aten::elu", float_activation, .str = "elu_cpu", .num = {ACT_ELU}),
-    LOWER_OUT_FN_WITH("aten::elu.out", float_activation, .str = "elu_cpu", .num = {ACT_ELU}),
-    LOWER_FN_WITH("aten::hardsigmoid", float_activation, .str = "hardsigmoid_cpu", .num = {ACT_HARDSIGMOID}),
-    LOWER_FN_WITH("aten::hardswish", float_activation, .str = "hardswish_cpu", .num = {ACT_HARDSWISH}),
-    LOWER_FN_WITH("aten::leaky_relu", float_activation, .str = "leaky_relu_cpu", .num = {ACT_LEAKY_RELU}),
-    LOWER_FN_WITH("aten::mish", float_activation, .str = "mish_cpu", .num = {ACT_MISH}),
-    LOWER_FN_WITH("aten::softplus", float_activation, .str = "softplus_cpu", .num = {ACT_SOFTPLUS}),
-    LOWER_OUT_FN_WITH("aten::softplus.out", float_activation, .str = "softplus_cpu", .num = {ACT_SOFTPLUS}),
+    LOWER_FN_WITH("aten::elu", float_activation, .str = "elu_cpu", .kind = ACT_ELU),
+    LOWER_OUT_FN_WITH("aten::elu.out", float_activation, .str = "elu_cpu", .kind = ACT_ELU),
+    LOWER_FN_WITH("aten::hardsigmoid", float_activation, .str = "hardsigmoid_cpu", .kind = ACT_HARDSIGMOID),
+    LOWER_FN_WITH("aten::hardswish", float_activation, .str = "hardswish_cpu", .kind = ACT_HARDSWISH),
+    LOWER_FN_WITH("aten::leaky_relu", float_activation, .str = "leaky_relu_cpu", .kind = ACT_LEAKY_RELU),
+    LOWER_FN_WITH("aten::mish", float_activation, .str = "mish_cpu", .kind = ACT_MISH),
+    LOWER_FN_WITH("aten::softplus", float_activation, .str = "softplus_cpu", .kind = ACT_SOFTPLUS),
+    LOWER_OUT_FN_WITH("aten::softplus.out", float_activation, .str = "softplus_cpu", .kind = ACT_SOFTPLUS),
     LOWER_END,
 };

@@ -141,7 +141,7 @@ static TPURT_MUST_USE tpurt_status_t lower_hardswish_backward(lower_ctx_t* ctx) 
 /* _softmax_backward_data(grad_output, output, dim, input_dtype):
 **   y (g - sum(g y, dim));  log: g - exp(y) sum(g, dim). */
 static TPURT_MUST_USE tpurt_status_t softmax_backward(lower_ctx_t* ctx) {
-  bool log = lower_rule_int(ctx, 0);
+  bool log = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t *tg = lower_meta(ctx, 0), *ty = lower_meta(ctx, 1);
   bool same = tg->rank == ty->rank;
   for (int32_t i = 0; same && i < tg->rank; ++i) same = tg->sizes[i] == ty->sizes[i];
@@ -372,10 +372,10 @@ static TPURT_MUST_USE tpurt_status_t lower_nll_loss_backward(lower_ctx_t* ctx) {
 }
 
 const lower_rule_t lower_backward_rules[] = {
-    LOWER_FN_WITH("aten::_log_softmax_backward_data", softmax_backward, .num = {true}),
-    LOWER_OUT_FN_WITH("aten::_log_softmax_backward_data.out", softmax_backward, .num = {true}),
-    LOWER_FN_WITH("aten::_softmax_backward_data", softmax_backward, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::_softmax_backward_data.out", softmax_backward, .num = {false}),
+    LOWER_FN_WITH("aten::_log_softmax_backward_data", softmax_backward, .flag = true),
+    LOWER_OUT_FN_WITH("aten::_log_softmax_backward_data.out", softmax_backward, .flag = true),
+    LOWER_FN("aten::_softmax_backward_data", softmax_backward),
+    LOWER_OUT_FN("aten::_softmax_backward_data.out", softmax_backward),
     LOWER_FN("aten::gelu_backward", lower_gelu_backward),
     LOWER_OUT_FN("aten::gelu_backward.grad_input", lower_gelu_backward),
     LOWER_FN("aten::hardswish_backward", lower_hardswish_backward),

@@ -358,7 +358,7 @@ static TPURT_MUST_USE tpurt_status_t lower_convolution(lower_ctx_t* ctx) {
 ** padding, dilation, transposed, output_padding, groups, output_mask);
 ** the _overrideable form has no bias_sizes (|first| is where stride is). */
 static TPURT_MUST_USE tpurt_status_t conv_backward(lower_ctx_t* ctx) {
-  int32_t first = lower_rule_int(ctx, 0);
+  int32_t first = lower_rule_data(ctx)->arg; /* the schema position of stride */
   const tpurt_tensor_t* dyt = lower_meta(ctx, 0);
   const tpurt_tensor_t* in = lower_meta(ctx, 1);
   const tpurt_tensor_t* w = lower_meta(ctx, 2);
@@ -477,8 +477,8 @@ const lower_rule_t lower_conv_rules[] = {
     LOWER_FN("aten::im2col", lower_im2col),
     LOWER_OUT_FN("aten::im2col.out", lower_im2col),
     LOWER_FN("aten::convolution", lower_convolution),
-    LOWER_FN_WITH("aten::convolution_backward", conv_backward, .num = {4}),
-    LOWER_FN_WITH("aten::convolution_backward_overrideable", conv_backward, .num = {3}),
+    LOWER_FN_WITH("aten::convolution_backward", conv_backward, .arg = 4),
+    LOWER_FN_WITH("aten::convolution_backward_overrideable", conv_backward, .arg = 3),
     LOWER_FN("aten::convolution_overrideable", lower_convolution),
     LOWER_END,
 };

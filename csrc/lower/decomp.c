@@ -537,7 +537,7 @@ static void lu_det_parts(lower_ctx_t* ctx, const lu_t* r, int64_t n, ir_value_t*
 /* _linalg_det(A) -> (det, LU, pivots) and _linalg_slogdet(A) -> (sign,
 ** logabsdet, LU, pivots): the row's int says which (1: slogdet). */
 static TPURT_MUST_USE tpurt_status_t det_row(lower_ctx_t* ctx) {
-  bool slog = lower_rule_int(ctx, 0);
+  bool slog = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix(slog ? "linalg.slogdet" : "linalg.det", t, true));
   mats_t m;
@@ -1144,10 +1144,10 @@ static TPURT_MUST_USE tpurt_status_t lower_ormqr(lower_ctx_t* ctx) {
 
 const lower_rule_t lower_decomp_rules[] = {
     LOWER_FN("aten::_cholesky_solve_helper", lower_cholesky_solve_helper),
-    LOWER_FN_WITH("aten::_linalg_det", det_row, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::_linalg_det.result", det_row, .num = {false}),
-    LOWER_FN_WITH("aten::_linalg_slogdet", det_row, .num = {true}),
-    LOWER_OUT_FN_WITH("aten::_linalg_slogdet.sign", det_row, .num = {true}),
+    LOWER_FN("aten::_linalg_det", det_row),
+    LOWER_OUT_FN("aten::_linalg_det.result", det_row),
+    LOWER_FN_WITH("aten::_linalg_slogdet", det_row, .flag = true),
+    LOWER_OUT_FN_WITH("aten::_linalg_slogdet.sign", det_row, .flag = true),
     LOWER_FN("aten::_linalg_eigh", lower_linalg_eigh),
     LOWER_OUT_FN("aten::_linalg_eigh.eigenvalues", lower_linalg_eigh),
     LOWER_FN("aten::_linalg_solve_ex", lower_linalg_solve_ex),

@@ -45,7 +45,7 @@ static tpurt_dtype_t f8_math(tpurt_dtype_t d) { return tpurt_dtype_is_float8(d) 
 
 static TPURT_MUST_USE tpurt_status_t arith(lower_ctx_t* ctx) {
   ir_op_t op = lower_rule_op(ctx);
-  int32_t alpha_arg = lower_rule_int(ctx, 0);
+  int32_t alpha_arg = lower_rule_data(ctx)->arg;
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   if (dt == TPURT_DTYPE_BOOL && op == IR_OP_SUBTRACT)
@@ -173,7 +173,7 @@ static TPURT_MUST_USE tpurt_status_t lower_div_mode(lower_ctx_t* ctx) {
 /* remainder: Python's modulo (sign of the divisor); fmod: C's (sign of the
 ** dividend). */
 static TPURT_MUST_USE tpurt_status_t modulo(lower_ctx_t* ctx) {
-  bool python = lower_rule_int(ctx, 0);
+  bool python = lower_rule_data(ctx)->flag;
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   tpurt_dtype_t math = is_float(dt) ? opmath(dt) : dt;
@@ -341,7 +341,7 @@ static TPURT_MUST_USE tpurt_status_t lower_bitwise_not(lower_ctx_t* ctx) {
 /*===--- comparisons ---===*/
 
 static TPURT_MUST_USE tpurt_status_t compare(lower_ctx_t* ctx) {
-  ir_compare_dir_t dir = lower_rule_int(ctx, 0);
+  ir_compare_dir_t dir = (ir_compare_dir_t)lower_rule_data(ctx)->kind;
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   /* complex numbers have no order; PyTorch has no kernel for it */
@@ -451,7 +451,7 @@ static TPURT_MUST_USE tpurt_status_t lower_reciprocal(lower_ctx_t* ctx) {
 /* Ops that keep the dtype; floor/ceil/round/trunc are identities on ints. */
 static TPURT_MUST_USE tpurt_status_t same_unary(lower_ctx_t* ctx) {
   ir_op_t op = lower_rule_op(ctx);
-  bool int_identity = lower_rule_int(ctx, 0);
+  bool int_identity = lower_rule_data(ctx)->flag;
   ir_value_t x = lower_tensor(ctx, 0);
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
   if (!is_float(dt) && int_identity) {
@@ -482,7 +482,7 @@ static TPURT_MUST_USE tpurt_status_t lower_trunc(lower_ctx_t* ctx) {
 }
 
 static TPURT_MUST_USE tpurt_status_t classify(lower_ctx_t* ctx) {
-  int which = lower_rule_int(ctx, 0);
+  int which = lower_rule_data(ctx)->kind;
   ir_value_t x = lower_tensor(ctx, 0);
   ir_func_t* f = ctx->func;
   if (!is_float(lower_meta(ctx, 0)->dtype)) { /* ints are finite, never nan */
@@ -576,8 +576,8 @@ static TPURT_MUST_USE tpurt_status_t is_signed_inf(lower_ctx_t* ctx) {
 
 /* Sorted by name. In-place forms (add_.Tensor...) resolve to these rows. */
 const lower_rule_t lower_elementwise_rules[] = {
-    LOWER_FN_WITH("aten::gcd", gcd_lcm),
-    LOWER_OUT_FN_WITH("aten::gcd.out", gcd_lcm),
+    LOWER_FN("aten::gcd", gcd_lcm),
+    LOWER_OUT_FN("aten::gcd.out", gcd_lcm),
     LOWER_FN_WITH("aten::lcm", gcd_lcm, .flag = true),
     LOWER_OUT_FN_WITH("aten::lcm.out", gcd_lcm, .flag = true),
     LOWER_FN_WITH("aten::bitwise_left_shift.Tensor", shift, .flag = true),
@@ -588,19 +588,19 @@ const lower_rule_t lower_elementwise_rules[] = {
     LOWER_OUT_FN_WITH("aten::bitwise_left_shift.Scalar_Tensor_out", shift, .flag = true),
     LOWER_FN_WITH("aten::__lshift__.Tensor", shift, .flag = true),
     LOWER_FN_WITH("aten::__lshift__.Scalar", shift, .flag = true),
-    LOWER_FN_WITH("aten::bitwise_right_shift.Tensor", shift),
-    LOWER_OUT_FN_WITH("aten::bitwise_right_shift.Tensor_out", shift),
-    LOWER_FN_WITH("aten::bitwise_right_shift.Tensor_Scalar", shift),
-    LOWER_OUT_FN_WITH("aten::bitwise_right_shift.Tensor_Scalar_out", shift),
-    LOWER_FN_WITH("aten::bitwise_right_shift.Scalar_Tensor", shift),
-    LOWER_OUT_FN_WITH("aten::bitwise_right_shift.Scalar_Tensor_out", shift),
-    LOWER_FN_WITH("aten::__rshift__.Tensor", shift),
-    LOWER_FN_WITH("aten::__rshift__.Scalar", shift),
-    LOWER_FN_WITH("aten::abs", same_unary, .op = IR_OP_ABS, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::abs.out", same_unary, .op = IR_OP_ABS, .num = {false}),
-    LOWER_FN_WITH("aten::add.Scalar", arith, .op = IR_OP_ADD, .num = {2}),
-    LOWER_FN_WITH("aten::add.Tensor", arith, .op = IR_OP_ADD, .num = {2}),
-    LOWER_OUT_FN_WITH("aten::add.out", arith, .op = IR_OP_ADD, .num = {2}),
+    LOWER_FN("aten::bitwise_right_shift.Tensor", shift),
+    LOWER_OUT_FN("aten::bitwise_right_shift.Tensor_out", shift),
+    LOWER_FN("aten::bitwise_right_shift.Tensor_Scalar", shift),
+    LOWER_OUT_FN("aten::bitwise_right_shift.Tensor_Scalar_out", shift),
+    LOWER_FN("aten::bitwise_right_shift.Scalar_Tensor", shift),
+    LOWER_OUT_FN("aten::bitwise_right_shift.Scalar_Tensor_out", shift),
+    LOWER_FN("aten::__rshift__.Tensor", shift),
+    LOWER_FN("aten::__rshift__.Scalar", shift),
+    LOWER_FN_WITH("aten::abs", same_unary, .op = IR_OP_ABS),
+    LOWER_OUT_FN_WITH("aten::abs.out", same_unary, .op = IR_OP_ABS),
+    LOWER_FN_WITH("aten::add.Scalar", arith, .op = IR_OP_ADD, .arg = 2),
+    LOWER_FN_WITH("aten::add.Tensor", arith, .op = IR_OP_ADD, .arg = 2),
+    LOWER_OUT_FN_WITH("aten::add.out", arith, .op = IR_OP_ADD, .arg = 2),
     LOWER_FN("aten::atan2", lower_atan2),
     LOWER_FN_WITH("aten::bitwise_and.Scalar", bitwise, .op = IR_OP_AND),
     LOWER_FN_WITH("aten::bitwise_and.Tensor", bitwise, .op = IR_OP_AND),
@@ -609,7 +609,7 @@ const lower_rule_t lower_elementwise_rules[] = {
     LOWER_FN_WITH("aten::bitwise_or.Tensor", bitwise, .op = IR_OP_OR),
     LOWER_FN_WITH("aten::bitwise_xor.Scalar", bitwise, .op = IR_OP_XOR),
     LOWER_FN_WITH("aten::bitwise_xor.Tensor", bitwise, .op = IR_OP_XOR),
-    LOWER_FN_WITH("aten::ceil", same_unary, .op = IR_OP_CEIL, .num = {true}),
+    LOWER_FN_WITH("aten::ceil", same_unary, .op = IR_OP_CEIL, .flag = true),
     LOWER_FN("aten::clamp", lower_clamp),
     LOWER_FN("aten::clamp.Tensor", lower_clamp),
     LOWER_OUT_FN("aten::clamp.out", lower_clamp),
@@ -623,26 +623,26 @@ const lower_rule_t lower_elementwise_rules[] = {
     LOWER_FN_WITH("aten::div.Tensor", div_mode_row, .str = NULL),
     LOWER_FN("aten::div.Tensor_mode", lower_div_mode),
     LOWER_OUT_FN_WITH("aten::div.out", div_mode_row, .str = NULL),
-    LOWER_FN_WITH("aten::eq.Scalar", compare, .num = {IR_EQ}),
-    LOWER_FN_WITH("aten::eq.Tensor", compare, .num = {IR_EQ}),
+    LOWER_FN_WITH("aten::eq.Scalar", compare, .kind = IR_EQ),
+    LOWER_FN_WITH("aten::eq.Tensor", compare, .kind = IR_EQ),
     LOWER_FN_WITH("aten::erf", float_unary, .op = IR_OP_ERF),
     LOWER_FN_WITH("aten::exp", float_unary, .op = IR_OP_EXPONENTIAL),
     LOWER_OUT_FN_WITH("aten::exp.out", float_unary, .op = IR_OP_EXPONENTIAL),
     LOWER_FN_WITH("aten::expm1", float_unary, .op = IR_OP_EXPONENTIAL_MINUS_ONE),
-    LOWER_FN_WITH("aten::floor", same_unary, .op = IR_OP_FLOOR, .num = {true}),
+    LOWER_FN_WITH("aten::floor", same_unary, .op = IR_OP_FLOOR, .flag = true),
     LOWER_FN_WITH("aten::floor_divide", div_mode_row, .str = "floor"),
     LOWER_FN_WITH("aten::floor_divide.Scalar", div_mode_row, .str = "floor"),
-    LOWER_FN_WITH("aten::fmod.Scalar", modulo, .num = {false}),
-    LOWER_FN_WITH("aten::fmod.Tensor", modulo, .num = {false}),
-    LOWER_FN_WITH("aten::ge.Scalar", compare, .num = {IR_GE}),
-    LOWER_FN_WITH("aten::ge.Tensor", compare, .num = {IR_GE}),
-    LOWER_FN_WITH("aten::gt.Scalar", compare, .num = {IR_GT}),
-    LOWER_FN_WITH("aten::gt.Tensor", compare, .num = {IR_GT}),
-    LOWER_FN_WITH("aten::isfinite", classify, .num = {2}),
-    LOWER_FN_WITH("aten::isinf", classify, .num = {1}),
-    LOWER_FN_WITH("aten::isnan", classify, .num = {0}),
-    LOWER_FN_WITH("aten::le.Scalar", compare, .num = {IR_LE}),
-    LOWER_FN_WITH("aten::le.Tensor", compare, .num = {IR_LE}),
+    LOWER_FN("aten::fmod.Scalar", modulo),
+    LOWER_FN("aten::fmod.Tensor", modulo),
+    LOWER_FN_WITH("aten::ge.Scalar", compare, .kind = IR_GE),
+    LOWER_FN_WITH("aten::ge.Tensor", compare, .kind = IR_GE),
+    LOWER_FN_WITH("aten::gt.Scalar", compare, .kind = IR_GT),
+    LOWER_FN_WITH("aten::gt.Tensor", compare, .kind = IR_GT),
+    LOWER_FN_WITH("aten::isfinite", classify, .kind = 2),
+    LOWER_FN_WITH("aten::isinf", classify, .kind = 1),
+    LOWER_FN_WITH("aten::isnan", classify, .kind = 0),
+    LOWER_FN_WITH("aten::le.Scalar", compare, .kind = IR_LE),
+    LOWER_FN_WITH("aten::le.Tensor", compare, .kind = IR_LE),
     LOWER_FN_WITH("aten::log", float_unary, .op = IR_OP_LOG),
     LOWER_OUT_FN_WITH("aten::log.out", float_unary, .op = IR_OP_LOG),
     LOWER_FN_WITH("aten::log1p", float_unary, .op = IR_OP_LOG_PLUS_ONE),
@@ -651,36 +651,36 @@ const lower_rule_t lower_elementwise_rules[] = {
     LOWER_FN("aten::logical_not", lower_logical_not),
     LOWER_FN_WITH("aten::logical_or", logical, .op = IR_OP_OR),
     LOWER_FN_WITH("aten::logical_xor", logical, .op = IR_OP_XOR),
-    LOWER_FN_WITH("aten::lt.Scalar", compare, .num = {IR_LT}),
-    LOWER_FN_WITH("aten::lt.Tensor", compare, .num = {IR_LT}),
-    LOWER_FN_WITH("aten::maximum", arith, .op = IR_OP_MAXIMUM, .num = {-1}),
-    LOWER_FN_WITH("aten::minimum", arith, .op = IR_OP_MINIMUM, .num = {-1}),
-    LOWER_FN_WITH("aten::mul.Scalar", arith, .op = IR_OP_MULTIPLY, .num = {-1}),
-    LOWER_FN_WITH("aten::mul.Tensor", arith, .op = IR_OP_MULTIPLY, .num = {-1}),
-    LOWER_OUT_FN_WITH("aten::mul.out", arith, .op = IR_OP_MULTIPLY, .num = {-1}),
-    LOWER_FN_WITH("aten::ne.Scalar", compare, .num = {IR_NE}),
-    LOWER_FN_WITH("aten::ne.Tensor", compare, .num = {IR_NE}),
-    LOWER_FN_WITH("aten::neg", same_unary, .op = IR_OP_NEGATE, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::neg.out", same_unary, .op = IR_OP_NEGATE, .num = {false}),
+    LOWER_FN_WITH("aten::lt.Scalar", compare, .kind = IR_LT),
+    LOWER_FN_WITH("aten::lt.Tensor", compare, .kind = IR_LT),
+    LOWER_FN_WITH("aten::maximum", arith, .op = IR_OP_MAXIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::minimum", arith, .op = IR_OP_MINIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::mul.Scalar", arith, .op = IR_OP_MULTIPLY, .arg = -1),
+    LOWER_FN_WITH("aten::mul.Tensor", arith, .op = IR_OP_MULTIPLY, .arg = -1),
+    LOWER_OUT_FN_WITH("aten::mul.out", arith, .op = IR_OP_MULTIPLY, .arg = -1),
+    LOWER_FN_WITH("aten::ne.Scalar", compare, .kind = IR_NE),
+    LOWER_FN_WITH("aten::ne.Tensor", compare, .kind = IR_NE),
+    LOWER_FN_WITH("aten::neg", same_unary, .op = IR_OP_NEGATE),
+    LOWER_OUT_FN_WITH("aten::neg.out", same_unary, .op = IR_OP_NEGATE),
     LOWER_FN("aten::pow.Scalar", lower_pow),
     LOWER_FN("aten::pow.Tensor_Scalar", lower_pow),
     LOWER_FN("aten::pow.Tensor_Tensor", lower_pow),
     LOWER_FN("aten::reciprocal", lower_reciprocal),
-    LOWER_FN_WITH("aten::remainder.Scalar", modulo, .num = {true}),
-    LOWER_FN_WITH("aten::remainder.Scalar_Tensor", modulo, .num = {true}),
-    LOWER_FN_WITH("aten::remainder.Tensor", modulo, .num = {true}),
-    LOWER_FN_WITH("aten::round", same_unary, .op = IR_OP_ROUND_NEAREST_EVEN, .num = {true}),
+    LOWER_FN_WITH("aten::remainder.Scalar", modulo, .flag = true),
+    LOWER_FN_WITH("aten::remainder.Scalar_Tensor", modulo, .flag = true),
+    LOWER_FN_WITH("aten::remainder.Tensor", modulo, .flag = true),
+    LOWER_FN_WITH("aten::round", same_unary, .op = IR_OP_ROUND_NEAREST_EVEN, .flag = true),
     LOWER_FN_WITH("aten::rsqrt", float_unary, .op = IR_OP_RSQRT),
     LOWER_FN("aten::rsub.Scalar", lower_rsub),
     LOWER_FN("aten::rsub.Tensor", lower_rsub),
     LOWER_FN_WITH("aten::sigmoid", float_unary, .op = IR_OP_LOGISTIC),
-    LOWER_FN_WITH("aten::sign", same_unary, .op = IR_OP_SIGN, .num = {false}),
+    LOWER_FN_WITH("aten::sign", same_unary, .op = IR_OP_SIGN),
     LOWER_FN_WITH("aten::sin", float_unary, .op = IR_OP_SINE),
     LOWER_FN_WITH("aten::sqrt", float_unary, .op = IR_OP_SQRT),
     LOWER_OUT_FN_WITH("aten::sqrt.out", float_unary, .op = IR_OP_SQRT),
-    LOWER_FN_WITH("aten::sub.Scalar", arith, .op = IR_OP_SUBTRACT, .num = {2}),
-    LOWER_FN_WITH("aten::sub.Tensor", arith, .op = IR_OP_SUBTRACT, .num = {2}),
-    LOWER_OUT_FN_WITH("aten::sub.out", arith, .op = IR_OP_SUBTRACT, .num = {2}),
+    LOWER_FN_WITH("aten::sub.Scalar", arith, .op = IR_OP_SUBTRACT, .arg = 2),
+    LOWER_FN_WITH("aten::sub.Tensor", arith, .op = IR_OP_SUBTRACT, .arg = 2),
+    LOWER_OUT_FN_WITH("aten::sub.out", arith, .op = IR_OP_SUBTRACT, .arg = 2),
     LOWER_FN_WITH("aten::tan", float_unary, .op = IR_OP_TAN),
     LOWER_FN_WITH("aten::tanh", float_unary, .op = IR_OP_TANH),
     LOWER_OUT_FN_WITH("aten::tanh.out", float_unary, .op = IR_OP_TANH),

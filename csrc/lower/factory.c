@@ -105,7 +105,7 @@ static TPURT_MUST_USE tpurt_status_t lower_arange(lower_ctx_t* ctx) {
 
 /* eye.m_out(n, m, *, out) / eye.out(n, *, out): ones on the main diagonal */
 static TPURT_MUST_USE tpurt_status_t eye(lower_ctx_t* ctx) {
-  bool has_m = lower_rule_int(ctx, 0);
+  bool has_m = lower_rule_data(ctx)->flag;
   int64_t dims[2] = {lower_int(ctx, 0, 0), has_m ? lower_int(ctx, 1, 0) : lower_int(ctx, 0, 0)};
   if (dims[0] < 0)
     return lower_error(TPURT_INVALID_ARGUMENT, "n must be greater or equal to 0, got %lld",
@@ -135,7 +135,7 @@ static ir_value_t trunc_value(lower_ctx_t* ctx, ir_value_t x) {
 /* |base_arg| >= 0: logspace, base ** (the linspace values), the power taken
 ** in double as PyTorch's kernel takes std::pow(double base, exponent). */
 static TPURT_MUST_USE tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx) {
-  int32_t base_arg = lower_rule_int(ctx, 0);
+  int32_t base_arg = lower_rule_data(ctx)->arg;
   int64_t steps = lower_int(ctx, 2, 0);
   if (steps < 0) return lower_error(TPURT_INVALID_ARGUMENT, "number of steps must be non-negative");
   const tpurt_arg_t* out = &ctx->args[ctx->arg_index[ctx->num_args]];
@@ -178,12 +178,12 @@ static TPURT_MUST_USE tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx) {
 const lower_rule_t lower_factory_rules[] = {
     LOWER_KEYED_OUT_FN("aten::arange.start_out", lower_arange),
     LOWER_INPLACE_FN("aten::copy_", lower_copy),
-    LOWER_OUT_FN_WITH("aten::eye.m_out", eye, .num = {true}),
-    LOWER_OUT_FN_WITH("aten::eye.out", eye, .num = {false}),
+    LOWER_OUT_FN_WITH("aten::eye.m_out", eye, .flag = true),
+    LOWER_OUT_FN("aten::eye.out", eye),
     LOWER_INPLACE_FN("aten::fill_.Scalar", lower_fill),
     LOWER_INPLACE_FN("aten::fill_.Tensor", lower_fill),
     LOWER_INPLACE_FN("aten::zero_", lower_zero),
-    LOWER_OUT_FN_WITH("aten::linspace.out", linspace_or_logspace, .num = {-1}),
-    LOWER_OUT_FN_WITH("aten::logspace.out", linspace_or_logspace, .num = {3}),
+    LOWER_OUT_FN_WITH("aten::linspace.out", linspace_or_logspace, .arg = -1),
+    LOWER_OUT_FN_WITH("aten::logspace.out", linspace_or_logspace, .arg = 3),
     LOWER_END,
 };

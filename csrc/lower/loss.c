@@ -27,7 +27,7 @@ static TPURT_MUST_USE tpurt_status_t check_reduction(int64_t reduction) {
 
 /* |huber|: huber_loss(self, target, reduction, delta); else smooth_l1_loss(self, target, reduction, beta) */
 static TPURT_MUST_USE tpurt_status_t smooth_loss(lower_ctx_t* ctx) {
-  bool huber = lower_rule_int(ctx, 0);
+  bool huber = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t reduction = lower_int(ctx, 2, REDUCTION_MEAN);
   TPURT_RETURN_IF_ERROR(check_reduction(reduction));
@@ -68,7 +68,7 @@ static TPURT_MUST_USE tpurt_status_t smooth_loss(lower_ctx_t* ctx) {
 
 /* *_backward(grad_output, self, target, reduction, beta|delta) */
 static TPURT_MUST_USE tpurt_status_t smooth_loss_backward(lower_ctx_t* ctx) {
-  bool huber = lower_rule_int(ctx, 0);
+  bool huber = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 1);
   int64_t reduction = lower_int(ctx, 3, REDUCTION_MEAN);
   TPURT_RETURN_IF_ERROR(check_reduction(reduction));
@@ -282,13 +282,13 @@ const lower_rule_t lower_loss_rules[] = {
     LOWER_OUT_FN("aten::binary_cross_entropy.out", lower_binary_cross_entropy),
     LOWER_FN("aten::binary_cross_entropy_backward", lower_binary_cross_entropy_backward),
     LOWER_OUT_FN("aten::binary_cross_entropy_backward.grad_input", lower_binary_cross_entropy_backward),
-    LOWER_FN_WITH("aten::huber_loss", smooth_loss, .num = {true}),
-    LOWER_OUT_FN_WITH("aten::huber_loss.out", smooth_loss, .num = {true}),
-    LOWER_FN_WITH("aten::huber_loss_backward", smooth_loss_backward, .num = {true}),
-    LOWER_OUT_FN_WITH("aten::huber_loss_backward.out", smooth_loss_backward, .num = {true}),
-    LOWER_FN_WITH("aten::smooth_l1_loss", smooth_loss, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::smooth_l1_loss.out", smooth_loss, .num = {false}),
-    LOWER_FN_WITH("aten::smooth_l1_loss_backward", smooth_loss_backward, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::smooth_l1_loss_backward.grad_input", smooth_loss_backward, .num = {false}),
+    LOWER_FN_WITH("aten::huber_loss", smooth_loss, .flag = true),
+    LOWER_OUT_FN_WITH("aten::huber_loss.out", smooth_loss, .flag = true),
+    LOWER_FN_WITH("aten::huber_loss_backward", smooth_loss_backward, .flag = true),
+    LOWER_OUT_FN_WITH("aten::huber_loss_backward.out", smooth_loss_backward, .flag = true),
+    LOWER_FN("aten::smooth_l1_loss", smooth_loss),
+    LOWER_OUT_FN("aten::smooth_l1_loss.out", smooth_loss),
+    LOWER_FN("aten::smooth_l1_loss_backward", smooth_loss_backward),
+    LOWER_OUT_FN("aten::smooth_l1_loss_backward.grad_input", smooth_loss_backward),
     LOWER_END,
 };

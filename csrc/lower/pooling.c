@@ -220,7 +220,7 @@ static void max_pool(lower_ctx_t* ctx, ir_value_t x, const pool_t* p, ir_value_t
 
 /* max_pool{2,3}d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) */
 static TPURT_MUST_USE tpurt_status_t max_pool_with_indices(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
+  int32_t ns = lower_rule_data(ctx)->spatial;
   const char* name = lower_rule_str(ctx);
   pool_t p;
   TPURT_RETURN_IF_ERROR(read_pool(ctx, name, ns, 0, 1, 4, 5, &p));
@@ -272,7 +272,7 @@ static ir_value_t scatter_add_plane(lower_ctx_t* ctx, ir_value_t updates, ir_val
 /* max_pool{2,3}d_with_indices_backward(grad_output, self, kernel_size, stride,
 ** padding, dilation, ceil_mode, indices) */
 static TPURT_MUST_USE tpurt_status_t max_pool_backward(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
+  int32_t ns = lower_rule_data(ctx)->spatial;
   const char* name = lower_rule_str(ctx);
   pool_t p;
   TPURT_RETURN_IF_ERROR(read_pool(ctx, name, ns, 1, 2, 5, 6, &p));
@@ -354,7 +354,7 @@ static TPURT_MUST_USE tpurt_status_t read_avg(lower_ctx_t* ctx, int32_t input_ar
 }
 
 static TPURT_MUST_USE tpurt_status_t avg_pool(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
+  int32_t ns = lower_rule_data(ctx)->spatial;
   const char* name = lower_rule_str(ctx);
   pool_t p;
   bool include_pad;
@@ -383,7 +383,7 @@ static TPURT_MUST_USE tpurt_status_t avg_pool(lower_ctx_t* ctx) {
 ** ceil_mode, count_include_pad, divisor_override): every input position
 ** gets the sum of grad/divisor over the windows that contain it. */
 static TPURT_MUST_USE tpurt_status_t avg_pool_backward(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
+  int32_t ns = lower_rule_data(ctx)->spatial;
   const char* name = lower_rule_str(ctx);
   pool_t p;
   bool include_pad;
@@ -445,8 +445,8 @@ static ir_value_t adaptive_matrix(lower_ctx_t* ctx, int64_t in, int64_t out, tpu
 /* Contracts spatial dim |lead| of x with the window matrix of each spatial
 ** dim in turn; |transposed| for the backward (matrix [out, in] used as [in, out]). */
 static TPURT_MUST_USE tpurt_status_t adaptive_avg(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
-  bool backward = lower_rule_int(ctx, 1);
+  int32_t ns = lower_rule_data(ctx)->spatial;
+  bool backward = lower_rule_data(ctx)->flag;
   const char* name = ns == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d";
   const tpurt_tensor_t* in = lower_meta(ctx, backward ? 1 : 0);
   if (in->rank != ns + 1 && in->rank != ns + 2)
@@ -674,39 +674,40 @@ const lower_rule_t lower_pooling_rules[] = {
     LOWER_OUT_FN_WITH("aten::max_unpool2d.out", max_unpool, .spatial = 2, .str = "max_unpool2d"),
     LOWER_FN_WITH("aten::max_unpool3d", max_unpool, .spatial = 3, .str = "max_unpool3d"),
     LOWER_OUT_FN_WITH("aten::max_unpool3d.out", max_unpool, .spatial = 3, .str = "max_unpool3d"),
-    LOWER_FN_WITH("aten::_adaptive_avg_pool2d", adaptive_avg, .num = {2, false}),
-    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool2d.out", adaptive_avg, .num = {2, false}),
-    LOWER_FN_WITH("aten::_adaptive_avg_pool2d_backward", adaptive_avg, .num = {2, true}),
-    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool2d_backward.out", adaptive_avg, .num = {2, true}),
-    LOWER_FN_WITH("aten::_adaptive_avg_pool3d", adaptive_avg, .num = {3, false}),
-    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool3d.out", adaptive_avg, .num = {3, false}),
-    LOWER_FN_WITH("aten::_adaptive_avg_pool3d_backward", adaptive_avg, .num = {3, true}),
-    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool3d_backward.out", adaptive_avg, .num = {3, true}),
-    LOWER_OUT_FN_WITH("aten::adaptive_avg_pool3d.out", adaptive_avg, .num = {3, false}),
-    LOWER_OUT_FN_WITH("aten::adaptive_avg_pool3d_backward.grad_input", adaptive_avg, .num = {3, true}),
-    LOWER_FN_WITH("aten::avg_pool2d", avg_pool, .str = "avg_pool2d", .num = {2}),
-    LOWER_OUT_FN_WITH("aten::avg_pool2d.out", avg_pool, .str = "avg_pool2d", .num = {2}),
-    LOWER_FN_WITH("aten::avg_pool2d_backward", avg_pool_backward, .str = "avg_pool2d", .num = {2}),
+    LOWER_FN_WITH("aten::_adaptive_avg_pool2d", adaptive_avg, .spatial = 2),
+    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool2d.out", adaptive_avg, .spatial = 2),
+    LOWER_FN_WITH("aten::_adaptive_avg_pool2d_backward", adaptive_avg, .spatial = 2, .flag = true),
+    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool2d_backward.out", adaptive_avg, .spatial = 2, .flag = true),
+    LOWER_FN_WITH("aten::_adaptive_avg_pool3d", adaptive_avg, .spatial = 3),
+    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool3d.out", adaptive_avg, .spatial = 3),
+    LOWER_FN_WITH("aten::_adaptive_avg_pool3d_backward", adaptive_avg, .spatial = 3, .flag = true),
+    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool3d_backward.out", adaptive_avg, .spatial = 3, .flag = true),
+    LOWER_OUT_FN_WITH("aten::adaptive_avg_pool3d.out", adaptive_avg, .spatial = 3),
+    LOWER_OUT_FN_WITH("aten::adaptive_avg_pool3d_backward.grad_input", adaptive_avg, .spatial = 3,
+                      .flag = true),
+    LOWER_FN_WITH("aten::avg_pool2d", avg_pool, .str = "avg_pool2d", .spatial = 2),
+    LOWER_OUT_FN_WITH("aten::avg_pool2d.out", avg_pool, .str = "avg_pool2d", .spatial = 2),
+    LOWER_FN_WITH("aten::avg_pool2d_backward", avg_pool_backward, .str = "avg_pool2d", .spatial = 2),
     LOWER_OUT_FN_WITH("aten::avg_pool2d_backward.grad_input", avg_pool_backward, .str = "avg_pool2d",
-                      .num = {2}),
-    LOWER_FN_WITH("aten::avg_pool3d", avg_pool, .str = "avg_pool3d", .num = {3}),
-    LOWER_OUT_FN_WITH("aten::avg_pool3d.out", avg_pool, .str = "avg_pool3d", .num = {3}),
-    LOWER_FN_WITH("aten::avg_pool3d_backward", avg_pool_backward, .str = "avg_pool3d", .num = {3}),
+                      .spatial = 2),
+    LOWER_FN_WITH("aten::avg_pool3d", avg_pool, .str = "avg_pool3d", .spatial = 3),
+    LOWER_OUT_FN_WITH("aten::avg_pool3d.out", avg_pool, .str = "avg_pool3d", .spatial = 3),
+    LOWER_FN_WITH("aten::avg_pool3d_backward", avg_pool_backward, .str = "avg_pool3d", .spatial = 3),
     LOWER_OUT_FN_WITH("aten::avg_pool3d_backward.grad_input", avg_pool_backward, .str = "avg_pool3d",
-                      .num = {3}),
-    LOWER_FN_WITH("aten::max_pool2d_with_indices", max_pool_with_indices, .str = "max_pool2d", .num = {2}),
+                      .spatial = 3),
+    LOWER_FN_WITH("aten::max_pool2d_with_indices", max_pool_with_indices, .str = "max_pool2d", .spatial = 2),
     LOWER_OUT_FN_WITH("aten::max_pool2d_with_indices.out", max_pool_with_indices, .str = "max_pool2d",
-                      .num = {2}),
+                      .spatial = 2),
     LOWER_FN_WITH("aten::max_pool2d_with_indices_backward", max_pool_backward, .str = "max_pool2d",
-                  .num = {2}),
+                  .spatial = 2),
     LOWER_OUT_FN_WITH("aten::max_pool2d_with_indices_backward.grad_input", max_pool_backward,
-                      .str = "max_pool2d", .num = {2}),
-    LOWER_FN_WITH("aten::max_pool3d_with_indices", max_pool_with_indices, .str = "max_pool3d", .num = {3}),
+                      .str = "max_pool2d", .spatial = 2),
+    LOWER_FN_WITH("aten::max_pool3d_with_indices", max_pool_with_indices, .str = "max_pool3d", .spatial = 3),
     LOWER_OUT_FN_WITH("aten::max_pool3d_with_indices.out", max_pool_with_indices, .str = "max_pool3d",
-                      .num = {3}),
+                      .spatial = 3),
     LOWER_FN_WITH("aten::max_pool3d_with_indices_backward", max_pool_backward, .str = "max_pool3d",
-                  .num = {3}),
+                  .spatial = 3),
     LOWER_OUT_FN_WITH("aten::max_pool3d_with_indices_backward.grad_input", max_pool_backward,
-                      .str = "max_pool3d", .num = {3}),
+                      .str = "max_pool3d", .spatial = 3),
     LOWER_END,
 };

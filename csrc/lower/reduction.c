@@ -172,7 +172,7 @@ static TPURT_MUST_USE tpurt_status_t extreme_row(lower_ctx_t* ctx) {
 }
 
 static TPURT_MUST_USE tpurt_status_t full_extreme(lower_ctx_t* ctx) {
-  bool is_max = lower_rule_int(ctx, 0);
+  bool is_max = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(refuse_complex(t));
   int64_t numel = 1;
@@ -239,7 +239,7 @@ static void arg_reduce(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool is_max,
 
 /* argmax(self, dim=None, keepdim=False) */
 static TPURT_MUST_USE tpurt_status_t arg_extreme(lower_ctx_t* ctx) {
-  bool is_max = lower_rule_int(ctx, 0);
+  bool is_max = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   ir_value_t x = lower_tensor(ctx, 0);
   bool keep = lower_bool(ctx, 2, false);
@@ -280,7 +280,7 @@ static TPURT_MUST_USE tpurt_status_t arg_extreme(lower_ctx_t* ctx) {
 
 /* max.dim(self, dim, keepdim) -> (values, indices) */
 static TPURT_MUST_USE tpurt_status_t extreme_dim(lower_ctx_t* ctx) {
-  bool is_max = lower_rule_int(ctx, 0);
+  bool is_max = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(refuse_complex(t));
   int64_t dim;
@@ -541,10 +541,10 @@ const lower_rule_t lower_reduction_rules[] = {
     LOWER_OUT_FN("aten::aminmax.out", lower_aminmax),
     LOWER_FN_WITH("aten::any", any_all, .num = {-1, -1, true}),
     LOWER_FN_WITH("aten::any.dims", any_all, .num = {1, 2, true}),
-    LOWER_FN_WITH("aten::argmax", arg_extreme, .num = {true}),
-    LOWER_OUT_FN_WITH("aten::argmax.out", arg_extreme, .num = {true}),
-    LOWER_FN_WITH("aten::argmin", arg_extreme, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::argmin.out", arg_extreme, .num = {false}),
+    LOWER_FN_WITH("aten::argmax", arg_extreme, .flag = true),
+    LOWER_OUT_FN_WITH("aten::argmax.out", arg_extreme, .flag = true),
+    LOWER_FN("aten::argmin", arg_extreme),
+    LOWER_OUT_FN("aten::argmin.out", arg_extreme),
     /* the order (a number) selects the program: keyed */
     LOWER_KEYED_FN("aten::linalg_vector_norm", lower_vector_norm),
     LOWER_KEYED_OUT_FN("aten::linalg_vector_norm.out", lower_vector_norm),
@@ -555,15 +555,15 @@ const lower_rule_t lower_reduction_rules[] = {
     LOWER_KEYED_OUT_FN("aten::norm.out", lower_vector_norm),
     LOWER_FN("aten::count_nonzero", lower_count_nonzero),
     LOWER_FN("aten::count_nonzero.dim_IntList", lower_count_nonzero),
-    LOWER_FN_WITH("aten::max", full_extreme, .num = {true}),
-    LOWER_FN_WITH("aten::max.dim", extreme_dim, .num = {true}),
-    LOWER_OUT_FN_WITH("aten::max.dim_max", extreme_dim, .num = {true}),
+    LOWER_FN_WITH("aten::max", full_extreme, .flag = true),
+    LOWER_FN_WITH("aten::max.dim", extreme_dim, .flag = true),
+    LOWER_OUT_FN_WITH("aten::max.dim_max", extreme_dim, .flag = true),
     LOWER_FN_WITH("aten::mean", sum_like, .num = {-1, -1, 1, true, false}),
     LOWER_FN_WITH("aten::mean.dim", sum_like, .num = {1, 2, 3, true, false}),
     LOWER_OUT_FN_WITH("aten::mean.out", sum_like, .num = {1, 2, 3, true, false}),
-    LOWER_FN_WITH("aten::min", full_extreme, .num = {false}),
-    LOWER_FN_WITH("aten::min.dim", extreme_dim, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::min.dim_min", extreme_dim, .num = {false}),
+    LOWER_FN("aten::min", full_extreme),
+    LOWER_FN("aten::min.dim", extreme_dim),
+    LOWER_OUT_FN("aten::min.dim_min", extreme_dim),
     LOWER_FN("aten::nansum", lower_nansum),
     LOWER_OUT_FN("aten::nansum.out", lower_nansum),
     LOWER_FN_WITH("aten::prod", sum_like, .num = {-1, -1, 1, false, true}),

@@ -267,8 +267,8 @@ static bool float_dtype(tpurt_dtype_t d) {
 
 /* upsample_*(self, output_size, [align_corners,] scales...) */
 static TPURT_MUST_USE tpurt_status_t upsample(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
-  resample_mode_t mode = lower_rule_int(ctx, 1);
+  int32_t ns = lower_rule_data(ctx)->spatial;
+  resample_mode_t mode = (resample_mode_t)lower_rule_data(ctx)->kind;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   bool linear = mode == MODE_LINEAR;
   int64_t full_in[TPURT_MAX_RANK];
@@ -305,8 +305,8 @@ static TPURT_MUST_USE tpurt_status_t upsample(lower_ctx_t* ctx) {
 /* upsample_*_backward(grad_output, output_size, input_size, [align_corners,]
 ** scales...) */
 static TPURT_MUST_USE tpurt_status_t upsample_backward(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
-  resample_mode_t mode = lower_rule_int(ctx, 1);
+  int32_t ns = lower_rule_data(ctx)->spatial;
+  resample_mode_t mode = (resample_mode_t)lower_rule_data(ctx)->kind;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   bool linear = mode == MODE_LINEAR;
   int64_t full_in[TPURT_MAX_RANK];
@@ -543,8 +543,8 @@ static TPURT_MUST_USE tpurt_status_t check_pad(pad_kind_t kind, int32_t ns, int3
 
 /* reflection_padNd / replication_padNd(self, padding) */
 static TPURT_MUST_USE tpurt_status_t pad_nd(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
-  pad_kind_t kind = lower_rule_int(ctx, 1);
+  int32_t ns = lower_rule_data(ctx)->spatial;
+  pad_kind_t kind = (pad_kind_t)lower_rule_data(ctx)->kind;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t pad[2 * TPURT_MAX_RANK], out[TPURT_MAX_RANK];
   int32_t npad = lower_ints(ctx, 1, pad, 2 * TPURT_MAX_RANK);
@@ -565,8 +565,8 @@ static TPURT_MUST_USE tpurt_status_t pad_nd(lower_ctx_t* ctx) {
 /* reflection_padNd_backward / replication_padNd_backward(grad_output,
 ** self, padding) */
 static TPURT_MUST_USE tpurt_status_t pad_nd_backward(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
-  pad_kind_t kind = lower_rule_int(ctx, 1);
+  int32_t ns = lower_rule_data(ctx)->spatial;
+  pad_kind_t kind = (pad_kind_t)lower_rule_data(ctx)->kind;
   const tpurt_tensor_t* gt = lower_meta(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 1);
   int64_t pad[2 * TPURT_MAX_RANK], out[TPURT_MAX_RANK];
@@ -597,82 +597,89 @@ static TPURT_MUST_USE tpurt_status_t pad_nd_backward(lower_ctx_t* ctx) {
 }
 
 const lower_rule_t lower_resample_rules[] = {
-    LOWER_FN_WITH("aten::_upsample_nearest_exact1d", upsample, .num = {1, MODE_NEAREST_EXACT}),
-    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact1d.out", upsample, .num = {1, MODE_NEAREST_EXACT}),
-    LOWER_FN_WITH("aten::_upsample_nearest_exact1d_backward", upsample_backward,
-                  .num = {1, MODE_NEAREST_EXACT}),
-    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact1d_backward.grad_input", upsample_backward,
-                      .num = {1, MODE_NEAREST_EXACT}),
-    LOWER_FN_WITH("aten::_upsample_nearest_exact2d", upsample, .num = {2, MODE_NEAREST_EXACT}),
-    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact2d.out", upsample, .num = {2, MODE_NEAREST_EXACT}),
-    LOWER_FN_WITH("aten::_upsample_nearest_exact2d_backward", upsample_backward,
-                  .num = {2, MODE_NEAREST_EXACT}),
-    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact2d_backward.grad_input", upsample_backward,
-                      .num = {2, MODE_NEAREST_EXACT}),
-    LOWER_FN_WITH("aten::_upsample_nearest_exact3d", upsample, .num = {3, MODE_NEAREST_EXACT}),
-    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact3d.out", upsample, .num = {3, MODE_NEAREST_EXACT}),
-    LOWER_FN_WITH("aten::_upsample_nearest_exact3d_backward", upsample_backward,
-                  .num = {3, MODE_NEAREST_EXACT}),
-    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact3d_backward.grad_input", upsample_backward,
-                      .num = {3, MODE_NEAREST_EXACT}),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact1d", upsample, .spatial = 1, .kind = MODE_NEAREST_EXACT),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact1d.out", upsample, .spatial = 1,
+                      .kind = MODE_NEAREST_EXACT),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact1d_backward", upsample_backward, .spatial = 1,
+                  .kind = MODE_NEAREST_EXACT),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact1d_backward.grad_input", upsample_backward, .spatial = 1,
+                      .kind = MODE_NEAREST_EXACT),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact2d", upsample, .spatial = 2, .kind = MODE_NEAREST_EXACT),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact2d.out", upsample, .spatial = 2,
+                      .kind = MODE_NEAREST_EXACT),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact2d_backward", upsample_backward, .spatial = 2,
+                  .kind = MODE_NEAREST_EXACT),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact2d_backward.grad_input", upsample_backward, .spatial = 2,
+                      .kind = MODE_NEAREST_EXACT),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact3d", upsample, .spatial = 3, .kind = MODE_NEAREST_EXACT),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact3d.out", upsample, .spatial = 3,
+                      .kind = MODE_NEAREST_EXACT),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact3d_backward", upsample_backward, .spatial = 3,
+                  .kind = MODE_NEAREST_EXACT),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact3d_backward.grad_input", upsample_backward, .spatial = 3,
+                      .kind = MODE_NEAREST_EXACT),
     LOWER_FN("aten::constant_pad_nd", lower_constant_pad_nd),
     LOWER_OUT_FN("aten::constant_pad_nd.out", lower_constant_pad_nd),
-    LOWER_FN_WITH("aten::reflection_pad1d", pad_nd, .num = {1, PAD_REFLECT}),
-    LOWER_OUT_FN_WITH("aten::reflection_pad1d.out", pad_nd, .num = {1, PAD_REFLECT}),
-    LOWER_FN_WITH("aten::reflection_pad1d_backward", pad_nd_backward, .num = {1, PAD_REFLECT}),
-    LOWER_OUT_FN_WITH("aten::reflection_pad1d_backward.grad_input", pad_nd_backward, .num = {1, PAD_REFLECT}),
-    LOWER_FN_WITH("aten::reflection_pad2d", pad_nd, .num = {2, PAD_REFLECT}),
-    LOWER_OUT_FN_WITH("aten::reflection_pad2d.out", pad_nd, .num = {2, PAD_REFLECT}),
-    LOWER_FN_WITH("aten::reflection_pad2d_backward", pad_nd_backward, .num = {2, PAD_REFLECT}),
-    LOWER_OUT_FN_WITH("aten::reflection_pad2d_backward.grad_input", pad_nd_backward, .num = {2, PAD_REFLECT}),
-    LOWER_FN_WITH("aten::reflection_pad3d", pad_nd, .num = {3, PAD_REFLECT}),
-    LOWER_OUT_FN_WITH("aten::reflection_pad3d.out", pad_nd, .num = {3, PAD_REFLECT}),
-    LOWER_FN_WITH("aten::reflection_pad3d_backward", pad_nd_backward, .num = {3, PAD_REFLECT}),
-    LOWER_OUT_FN_WITH("aten::reflection_pad3d_backward.grad_input", pad_nd_backward, .num = {3, PAD_REFLECT}),
-    LOWER_FN_WITH("aten::replication_pad1d", pad_nd, .num = {1, PAD_REPLICATE}),
-    LOWER_OUT_FN_WITH("aten::replication_pad1d.out", pad_nd, .num = {1, PAD_REPLICATE}),
-    LOWER_FN_WITH("aten::replication_pad1d_backward", pad_nd_backward, .num = {1, PAD_REPLICATE}),
-    LOWER_OUT_FN_WITH("aten::replication_pad1d_backward.grad_input", pad_nd_backward,
-                      .num = {1, PAD_REPLICATE}),
-    LOWER_FN_WITH("aten::replication_pad2d", pad_nd, .num = {2, PAD_REPLICATE}),
-    LOWER_OUT_FN_WITH("aten::replication_pad2d.out", pad_nd, .num = {2, PAD_REPLICATE}),
-    LOWER_FN_WITH("aten::replication_pad2d_backward", pad_nd_backward, .num = {2, PAD_REPLICATE}),
-    LOWER_OUT_FN_WITH("aten::replication_pad2d_backward.grad_input", pad_nd_backward,
-                      .num = {2, PAD_REPLICATE}),
-    LOWER_FN_WITH("aten::replication_pad3d", pad_nd, .num = {3, PAD_REPLICATE}),
-    LOWER_OUT_FN_WITH("aten::replication_pad3d.out", pad_nd, .num = {3, PAD_REPLICATE}),
-    LOWER_FN_WITH("aten::replication_pad3d_backward", pad_nd_backward, .num = {3, PAD_REPLICATE}),
-    LOWER_OUT_FN_WITH("aten::replication_pad3d_backward.grad_input", pad_nd_backward,
-                      .num = {3, PAD_REPLICATE}),
-    LOWER_FN_WITH("aten::upsample_bilinear2d", upsample, .num = {2, MODE_LINEAR}),
-    LOWER_OUT_FN_WITH("aten::upsample_bilinear2d.out", upsample, .num = {2, MODE_LINEAR}),
-    LOWER_FN_WITH("aten::upsample_bilinear2d_backward", upsample_backward, .num = {2, MODE_LINEAR}),
-    LOWER_OUT_FN_WITH("aten::upsample_bilinear2d_backward.grad_input", upsample_backward,
-                      .num = {2, MODE_LINEAR}),
-    LOWER_FN_WITH("aten::upsample_linear1d", upsample, .num = {1, MODE_LINEAR}),
-    LOWER_OUT_FN_WITH("aten::upsample_linear1d.out", upsample, .num = {1, MODE_LINEAR}),
-    LOWER_FN_WITH("aten::upsample_linear1d_backward", upsample_backward, .num = {1, MODE_LINEAR}),
-    LOWER_OUT_FN_WITH("aten::upsample_linear1d_backward.grad_input", upsample_backward,
-                      .num = {1, MODE_LINEAR}),
-    LOWER_FN_WITH("aten::upsample_nearest1d", upsample, .num = {1, MODE_NEAREST}),
-    LOWER_OUT_FN_WITH("aten::upsample_nearest1d.out", upsample, .num = {1, MODE_NEAREST}),
-    LOWER_FN_WITH("aten::upsample_nearest1d_backward", upsample_backward, .num = {1, MODE_NEAREST}),
-    LOWER_OUT_FN_WITH("aten::upsample_nearest1d_backward.grad_input", upsample_backward,
-                      .num = {1, MODE_NEAREST}),
-    LOWER_FN_WITH("aten::upsample_nearest2d", upsample, .num = {2, MODE_NEAREST}),
-    LOWER_OUT_FN_WITH("aten::upsample_nearest2d.out", upsample, .num = {2, MODE_NEAREST}),
-    LOWER_FN_WITH("aten::upsample_nearest2d_backward", upsample_backward, .num = {2, MODE_NEAREST}),
-    LOWER_OUT_FN_WITH("aten::upsample_nearest2d_backward.grad_input", upsample_backward,
-                      .num = {2, MODE_NEAREST}),
-    LOWER_FN_WITH("aten::upsample_nearest3d", upsample, .num = {3, MODE_NEAREST}),
-    LOWER_OUT_FN_WITH("aten::upsample_nearest3d.out", upsample, .num = {3, MODE_NEAREST}),
-    LOWER_FN_WITH("aten::upsample_nearest3d_backward", upsample_backward, .num = {3, MODE_NEAREST}),
-    LOWER_OUT_FN_WITH("aten::upsample_nearest3d_backward.grad_input", upsample_backward,
-                      .num = {3, MODE_NEAREST}),
-    LOWER_FN_WITH("aten::upsample_trilinear3d", upsample, .num = {3, MODE_LINEAR}),
-    LOWER_OUT_FN_WITH("aten::upsample_trilinear3d.out", upsample, .num = {3, MODE_LINEAR}),
-    LOWER_FN_WITH("aten::upsample_trilinear3d_backward", upsample_backward, .num = {3, MODE_LINEAR}),
-    LOWER_OUT_FN_WITH("aten::upsample_trilinear3d_backward.grad_input", upsample_backward,
-                      .num = {3, MODE_LINEAR}),
+    LOWER_FN_WITH("aten::reflection_pad1d", pad_nd, .spatial = 1, .kind = PAD_REFLECT),
+    LOWER_OUT_FN_WITH("aten::reflection_pad1d.out", pad_nd, .spatial = 1, .kind = PAD_REFLECT),
+    LOWER_FN_WITH("aten::reflection_pad1d_backward", pad_nd_backward, .spatial = 1, .kind = PAD_REFLECT),
+    LOWER_OUT_FN_WITH("aten::reflection_pad1d_backward.grad_input", pad_nd_backward, .spatial = 1,
+                      .kind = PAD_REFLECT),
+    LOWER_FN_WITH("aten::reflection_pad2d", pad_nd, .spatial = 2, .kind = PAD_REFLECT),
+    LOWER_OUT_FN_WITH("aten::reflection_pad2d.out", pad_nd, .spatial = 2, .kind = PAD_REFLECT),
+    LOWER_FN_WITH("aten::reflection_pad2d_backward", pad_nd_backward, .spatial = 2, .kind = PAD_REFLECT),
+    LOWER_OUT_FN_WITH("aten::reflection_pad2d_backward.grad_input", pad_nd_backward, .spatial = 2,
+                      .kind = PAD_REFLECT),
+    LOWER_FN_WITH("aten::reflection_pad3d", pad_nd, .spatial = 3, .kind = PAD_REFLECT),
+    LOWER_OUT_FN_WITH("aten::reflection_pad3d.out", pad_nd, .spatial = 3, .kind = PAD_REFLECT),
+    LOWER_FN_WITH("aten::reflection_pad3d_backward", pad_nd_backward, .spatial = 3, .kind = PAD_REFLECT),
+    LOWER_OUT_FN_WITH("aten::reflection_pad3d_backward.grad_input", pad_nd_backward, .spatial = 3,
+                      .kind = PAD_REFLECT),
+    LOWER_FN_WITH("aten::replication_pad1d", pad_nd, .spatial = 1, .kind = PAD_REPLICATE),
+    LOWER_OUT_FN_WITH("aten::replication_pad1d.out", pad_nd, .spatial = 1, .kind = PAD_REPLICATE),
+    LOWER_FN_WITH("aten::replication_pad1d_backward", pad_nd_backward, .spatial = 1, .kind = PAD_REPLICATE),
+    LOWER_OUT_FN_WITH("aten::replication_pad1d_backward.grad_input", pad_nd_backward, .spatial = 1,
+                      .kind = PAD_REPLICATE),
+    LOWER_FN_WITH("aten::replication_pad2d", pad_nd, .spatial = 2, .kind = PAD_REPLICATE),
+    LOWER_OUT_FN_WITH("aten::replication_pad2d.out", pad_nd, .spatial = 2, .kind = PAD_REPLICATE),
+    LOWER_FN_WITH("aten::replication_pad2d_backward", pad_nd_backward, .spatial = 2, .kind = PAD_REPLICATE),
+    LOWER_OUT_FN_WITH("aten::replication_pad2d_backward.grad_input", pad_nd_backward, .spatial = 2,
+                      .kind = PAD_REPLICATE),
+    LOWER_FN_WITH("aten::replication_pad3d", pad_nd, .spatial = 3, .kind = PAD_REPLICATE),
+    LOWER_OUT_FN_WITH("aten::replication_pad3d.out", pad_nd, .spatial = 3, .kind = PAD_REPLICATE),
+    LOWER_FN_WITH("aten::replication_pad3d_backward", pad_nd_backward, .spatial = 3, .kind = PAD_REPLICATE),
+    LOWER_OUT_FN_WITH("aten::replication_pad3d_backward.grad_input", pad_nd_backward, .spatial = 3,
+                      .kind = PAD_REPLICATE),
+    LOWER_FN_WITH("aten::upsample_bilinear2d", upsample, .spatial = 2, .kind = MODE_LINEAR),
+    LOWER_OUT_FN_WITH("aten::upsample_bilinear2d.out", upsample, .spatial = 2, .kind = MODE_LINEAR),
+    LOWER_FN_WITH("aten::upsample_bilinear2d_backward", upsample_backward, .spatial = 2, .kind = MODE_LINEAR),
+    LOWER_OUT_FN_WITH("aten::upsample_bilinear2d_backward.grad_input", upsample_backward, .spatial = 2,
+                      .kind = MODE_LINEAR),
+    LOWER_FN_WITH("aten::upsample_linear1d", upsample, .spatial = 1, .kind = MODE_LINEAR),
+    LOWER_OUT_FN_WITH("aten::upsample_linear1d.out", upsample, .spatial = 1, .kind = MODE_LINEAR),
+    LOWER_FN_WITH("aten::upsample_linear1d_backward", upsample_backward, .spatial = 1, .kind = MODE_LINEAR),
+    LOWER_OUT_FN_WITH("aten::upsample_linear1d_backward.grad_input", upsample_backward, .spatial = 1,
+                      .kind = MODE_LINEAR),
+    LOWER_FN_WITH("aten::upsample_nearest1d", upsample, .spatial = 1, .kind = MODE_NEAREST),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest1d.out", upsample, .spatial = 1, .kind = MODE_NEAREST),
+    LOWER_FN_WITH("aten::upsample_nearest1d_backward", upsample_backward, .spatial = 1, .kind = MODE_NEAREST),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest1d_backward.grad_input", upsample_backward, .spatial = 1,
+                      .kind = MODE_NEAREST),
+    LOWER_FN_WITH("aten::upsample_nearest2d", upsample, .spatial = 2, .kind = MODE_NEAREST),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest2d.out", upsample, .spatial = 2, .kind = MODE_NEAREST),
+    LOWER_FN_WITH("aten::upsample_nearest2d_backward", upsample_backward, .spatial = 2, .kind = MODE_NEAREST),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest2d_backward.grad_input", upsample_backward, .spatial = 2,
+                      .kind = MODE_NEAREST),
+    LOWER_FN_WITH("aten::upsample_nearest3d", upsample, .spatial = 3, .kind = MODE_NEAREST),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest3d.out", upsample, .spatial = 3, .kind = MODE_NEAREST),
+    LOWER_FN_WITH("aten::upsample_nearest3d_backward", upsample_backward, .spatial = 3, .kind = MODE_NEAREST),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest3d_backward.grad_input", upsample_backward, .spatial = 3,
+                      .kind = MODE_NEAREST),
+    LOWER_FN_WITH("aten::upsample_trilinear3d", upsample, .spatial = 3, .kind = MODE_LINEAR),
+    LOWER_OUT_FN_WITH("aten::upsample_trilinear3d.out", upsample, .spatial = 3, .kind = MODE_LINEAR),
+    LOWER_FN_WITH("aten::upsample_trilinear3d_backward", upsample_backward, .spatial = 3,
+                  .kind = MODE_LINEAR),
+    LOWER_OUT_FN_WITH("aten::upsample_trilinear3d_backward.grad_input", upsample_backward, .spatial = 3,
+                      .kind = MODE_LINEAR),
     LOWER_END,
 };

@@ -109,7 +109,7 @@ static TPURT_MUST_USE tpurt_status_t lower_roll(lower_ctx_t* ctx) {
 
 /* tril/triu(self, diagonal): a mask from two iotas over the last dims. */
 static TPURT_MUST_USE tpurt_status_t triangle(lower_ctx_t* ctx) {
-  bool lower = lower_rule_int(ctx, 0);
+  bool lower = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (t->rank < 2)
     return lower_error(TPURT_INVALID_ARGUMENT, "%s: input tensor must have at least 2 dimensions",
@@ -166,7 +166,7 @@ const lower_rule_t lower_shape_rules[] = {
     LOWER_FN("aten::clone", lower_clone),
     LOWER_FN("aten::flip", lower_flip),
     LOWER_FN("aten::roll", lower_roll),
-    LOWER_FN_WITH("aten::tril", triangle, .num = {true}),
-    LOWER_FN_WITH("aten::triu", triangle, .num = {false}),
+    LOWER_FN_WITH("aten::tril", triangle, .flag = true),
+    LOWER_FN("aten::triu", triangle),
     LOWER_END,
 };

@@ -199,7 +199,7 @@ static TPURT_MUST_USE tpurt_status_t lower_kthvalue(lower_ctx_t* ctx) {
 }
 
 static TPURT_MUST_USE tpurt_status_t median_dim(lower_ctx_t* ctx) {
-  order_stat_t which = lower_rule_int(ctx, 0);
+  order_stat_t which = (order_stat_t)lower_rule_data(ctx)->kind;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
@@ -280,11 +280,11 @@ const lower_rule_t lower_sort_rules[] = {
     LOWER_FN("aten::kthvalue", lower_kthvalue),
     LOWER_OUT_FN("aten::kthvalue.values", lower_kthvalue),
     LOWER_FN_WITH("aten::median", order_stat_row, .num = {STAT_MEDIAN, 0, false, 0, false}),
-    LOWER_FN_WITH("aten::median.dim", median_dim, .num = {STAT_MEDIAN}),
-    LOWER_OUT_FN_WITH("aten::median.dim_values", median_dim, .num = {STAT_MEDIAN}),
+    LOWER_FN_WITH("aten::median.dim", median_dim, .kind = STAT_MEDIAN),
+    LOWER_OUT_FN_WITH("aten::median.dim_values", median_dim, .kind = STAT_MEDIAN),
     LOWER_FN_WITH("aten::nanmedian", order_stat_row, .num = {STAT_NANMEDIAN, 0, false, 0, false}),
-    LOWER_FN_WITH("aten::nanmedian.dim", median_dim, .num = {STAT_NANMEDIAN}),
-    LOWER_OUT_FN_WITH("aten::nanmedian.dim_values", median_dim, .num = {STAT_NANMEDIAN}),
+    LOWER_FN_WITH("aten::nanmedian.dim", median_dim, .kind = STAT_NANMEDIAN),
+    LOWER_OUT_FN_WITH("aten::nanmedian.dim_values", median_dim, .kind = STAT_NANMEDIAN),
     LOWER_FN("aten::sort.stable", lower_sort),
     LOWER_OUT_FN("aten::sort.values_stable", lower_sort),
     LOWER_FN("aten::topk", lower_topk),

@@ -45,10 +45,8 @@ static tpurt_dtype_t precise_dtype(const lower_ctx_t* ctx, tpurt_dtype_t dt) {
 
 /*===--- unary ---===*/
 
-typedef lower_unary_formula_t unary_fn_t;
-
 /* Applies |fn| to arg 0 in the op-math dtype of its float dtype. */
-static TPURT_MUST_USE tpurt_status_t float_unary(lower_ctx_t* ctx, unary_fn_t fn) {
+static TPURT_MUST_USE tpurt_status_t float_unary(lower_ctx_t* ctx, lower_unary_formula_t fn) {
   tpurt_dtype_t dt = float_of(lower_meta(ctx, 0)->dtype);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
   lower_set_result(ctx, 0, lower_cast(ctx, fn(ctx, x), dt));
@@ -439,7 +437,7 @@ static ir_value_t erfcx_in(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t x2_dtyp
 }
 
 /* Applies |fn| in the precise dtype (see precise_dtype); ints become float32. */
-static TPURT_MUST_USE tpurt_status_t precise_unary(lower_ctx_t* ctx, unary_fn_t fn) {
+static TPURT_MUST_USE tpurt_status_t precise_unary(lower_ctx_t* ctx, lower_unary_formula_t fn) {
   tpurt_dtype_t dt = float_of(lower_meta(ctx, 0)->dtype);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), precise_dtype(ctx, dt));
   lower_set_result(ctx, 0, lower_cast(ctx, fn(ctx, x), dt));
@@ -662,12 +660,10 @@ static ir_value_t nextafter_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   return ir_select(f, any_nan, ir_add(f, a, b), r);
 }
 
-typedef lower_binary_formula_t binary_fn_t;
-
 /* Applies |fn| to args |a_arg|, |b_arg| promoted together; ints become
 ** float32 when |to_float|. */
-static TPURT_MUST_USE tpurt_status_t binary(lower_ctx_t* ctx, int32_t a_arg, int32_t b_arg, binary_fn_t fn,
-                                            bool to_float) {
+static TPURT_MUST_USE tpurt_status_t binary(lower_ctx_t* ctx, int32_t a_arg, int32_t b_arg,
+                                            lower_binary_formula_t fn, bool to_float) {
   int32_t idx[2] = {a_arg, b_arg};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   if (to_float) dt = float_of(dt);
