@@ -35,7 +35,7 @@ SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-r
 LDLIBS   := -ldl -lpthread -lm
 
 CORE_SRCS  := $(sort $(wildcard csrc/base/*.c csrc/pjrt/*.c csrc/ir/*.c csrc/lower/*.c csrc/engine/*.c csrc/cache/*.c))
-CORE_HDRS  := $(wildcard csrc/*/*.h)
+CORE_HDRS  := $(wildcard csrc/*/*.h csrc/*/*.def)
 TEST_SRCS  := $(sort $(wildcard csrc/tests/*_test.c))
 CORE_OBJS  := $(CORE_SRCS:csrc/%.c=build/obj/%.o)
 ASAN_OBJS  := $(CORE_SRCS:csrc/%.c=build/asan/%.o)

@@ -34,8 +34,8 @@ static ir_value_t flatten(ir_func_t* f, ir_value_t x) {
 ** taken apart and joined instead. */
 static ir_value_t complex_to_parts(ir_func_t* f, ir_value_t flat) {
   int64_t n = ir_value_type(f, flat)->dims[0], column[2] = {n, 1}, total = 2 * n;
-  ir_value_t parts[2] = {ir_reshape(f, ir_complex_part(f, "stablehlo.real", flat), 2, column),
-                         ir_reshape(f, ir_complex_part(f, "stablehlo.imag", flat), 2, column)};
+  ir_value_t parts[2] = {ir_reshape(f, ir_complex_part(f, IR_OP_REAL, flat), 2, column),
+                         ir_reshape(f, ir_complex_part(f, IR_OP_IMAG, flat), 2, column)};
   return ir_reshape(f, ir_concatenate(f, parts, 2, 1), 1, &total);
 }
 
@@ -126,7 +126,7 @@ static ir_value_t strided_indices(ir_func_t* f, const tpurt_tensor_t* v, ir_valu
     ir_value_t io = ir_iota(f, t, d);
     ir_value_t st =
         ir_broadcast_in_dim(f, ir_constant_i64(f, TPURT_DTYPE_I64, v->strides[d]), v->rank, dims, NULL);
-    idx = ir_binary(f, "stablehlo.add", idx, ir_binary(f, "stablehlo.multiply", io, st));
+    idx = ir_binary(f, IR_OP_ADD, idx, ir_binary(f, IR_OP_MULTIPLY, io, st));
   }
   return idx;
 }

@@ -125,13 +125,40 @@ const char* ir_type_str(const ir_type_t* type) {
 }
 
 /*===------------------------------------------------------------------===*/
+/* The op list (ir_ops.def)                                               */
+/*===------------------------------------------------------------------===*/
+
+typedef struct op_info_s {
+  const char* name;
+  int32_t arity;
+  ir_op_class_t klass;
+} op_info_t;
+
+static const op_info_t kOps[IR_OP_COUNT] = {
+#define IR_OP(id, name, arity, klass) [IR_OP_##id] = {name, arity, klass},
+#include "ir_ops.def"
+#undef IR_OP
+};
+
+static bool op_valid(ir_op_t op) { return (int)op > (int)IR_OP_NONE && (int)op < (int)IR_OP_COUNT; }
+const char* ir_op_name(ir_op_t op) { return op_valid(op) ? kOps[op].name : "?"; }
+int32_t ir_op_arity(ir_op_t op) { return op_valid(op) ? kOps[op].arity : -1; }
+ir_op_class_t ir_op_class(ir_op_t op) { return op_valid(op) ? kOps[op].klass : IR_OP_CLASS_OTHER; }
+
+ir_op_t ir_op_from_name(const char* name) {
+  for (int i = IR_OP_NONE + 1; name && i < (int)IR_OP_COUNT; ++i)
+    if (strcmp(kOps[i].name, name) == 0) return (ir_op_t)i;
+  return IR_OP_NONE;
+}
+
+/*===------------------------------------------------------------------===*/
 /* Functions, values, errors                                              */
 /*===------------------------------------------------------------------===*/
 
 ir_func_t* ir_func_create(void) {
   ir_func_t* func = tpurt_xcalloc(1, sizeof(*func));
   func->body.num_returns = -1;
-  func->body.owner = "func.func";
+  func->body.owner = IR_OP_FUNC;
   func->open[0] = &func->body;
   func->num_open = 1;
   return func;
@@ -173,18 +200,18 @@ const ir_type_t* ir_value_type(const ir_func_t* func, ir_value_t value) {
 /* The type of an operand of |op|, or NULL: silently for IR_NONE (an earlier
 ** error), with a new error for an id that was never made or one defined in
 ** a region that is closed now (out of scope). */
-const ir_type_t* ir_operand_type(ir_func_t* func, const char* op, ir_value_t value) {
+const ir_type_t* ir_operand_type(ir_func_t* func, ir_op_t op, ir_value_t value) {
   if (value == IR_NONE) return NULL;
   if (value < 0 || value >= func->num_values) {
-    ir_failf(func, "%s: operand %%v%d is not a value of this function (it has %d)", op, (int)value,
-             (int)func->num_values);
+    ir_failf(func, "%s: operand %%v%d is not a value of this function (it has %d)", ir_op_name(op),
+             (int)value, (int)func->num_values);
     return NULL;
   }
   const ir_region_t* scope = func->values[value].scope;
   for (int32_t i = func->num_open - 1; i >= 0; --i)
     if (func->open[i] == scope) return &func->values[value].type;
-  ir_failf(func, "%s: operand %%v%d is defined inside a region of %s that is closed", op, (int)value,
-           scope->owner);
+  ir_failf(func, "%s: operand %%v%d is defined inside a region of %s that is closed", ir_op_name(op),
+           (int)value, ir_op_name(scope->owner));
   return NULL;
 }
 
@@ -204,18 +231,18 @@ ir_value_t ir_new_values(ir_func_t* func, const ir_type_t* types, int32_t count)
   return first;
 }
 
-bool ir_check_type(ir_func_t* func, const char* op, const ir_type_t* type) {
+bool ir_check_type(ir_func_t* func, ir_op_t op, const ir_type_t* type) {
   if (!ir_dtype_valid(type->dtype)) {
-    ir_failf(func, "%s: invalid element type %d", op, (int)type->dtype);
+    ir_failf(func, "%s: invalid element type %d", ir_op_name(op), (int)type->dtype);
     return false;
   }
   if (type->rank < 0 || type->rank > TPURT_MAX_RANK) {
-    ir_failf(func, "%s: rank %d is outside [0, %d]", op, (int)type->rank, TPURT_MAX_RANK);
+    ir_failf(func, "%s: rank %d is outside [0, %d]", ir_op_name(op), (int)type->rank, TPURT_MAX_RANK);
     return false;
   }
   for (int32_t i = 0; i < type->rank; ++i) {
     if (type->dims[i] < 0) {
-      ir_failf(func, "%s: dimension %d of the result has negative size %lld", op, (int)i,
+      ir_failf(func, "%s: dimension %d of the result has negative size %lld", ir_op_name(op), (int)i,
                (long long)type->dims[i]);
       return false;
     }
@@ -225,7 +252,7 @@ bool ir_check_type(ir_func_t* func, const char* op, const ir_type_t* type) {
 
 ir_value_t ir_param(ir_func_t* func, ir_type_t type) {
   if (!func) return IR_NONE;
-  if (!ir_check_type(func, "func.func parameter", &type)) return IR_NONE;
+  if (!ir_check_type(func, IR_OP_FUNC, &type)) return IR_NONE;
   ir_value_t v = ir_new_values(func, &type, 1);
   func->values[v].scope = &func->body; /* even when a region is open */
   func->params = grow(&func->arena, func->params, func->num_params, &func->cap_params, sizeof(ir_value_t));
@@ -237,10 +264,10 @@ void ir_func_set_results(ir_func_t* func, const ir_value_t* values, int32_t coun
   if (!func) return;
   for (int32_t i = 0; i < count; ++i) {
     if (values[i] == IR_NONE) {
-      ir_failf(func, "func.return: result %d is IR_NONE", (int)i);
+      ir_failf(func, "%s: result %d is IR_NONE", ir_op_name(IR_OP_FUNC_RETURN), (int)i);
       return;
     }
-    if (!ir_operand_type(func, "func.return", values[i])) return;
+    if (!ir_operand_type(func, IR_OP_FUNC_RETURN, values[i])) return;
   }
   func->results = tpurt_arena_alloc(&func->arena, (size_t)(count > 0 ? count : 1) * sizeof(ir_value_t));
   if (count > 0) memcpy(func->results, values, (size_t)count * sizeof(ir_value_t));
@@ -249,22 +276,22 @@ void ir_func_set_results(ir_func_t* func, const ir_value_t* values, int32_t coun
 
 /* Appends an op to the innermost open block. |attrs| is copied. Returns
 ** the op's index. Result values must be made by the caller first. */
-int32_t ir_add_op(ir_func_t* func, const char* name, const ir_value_t* operands, int32_t num_operands,
+int32_t ir_add_op(ir_func_t* func, ir_op_t op, const ir_value_t* operands, int32_t num_operands,
                   ir_value_t first_result, int32_t num_results, const char* attrs) {
-  func->ops = grow(&func->arena, func->ops, func->num_ops, &func->cap_ops, sizeof(ir_op_t));
+  func->ops = grow(&func->arena, func->ops, func->num_ops, &func->cap_ops, sizeof(ir_inst_t));
   int32_t index = func->num_ops++;
-  ir_op_t* op = &func->ops[index];
-  memset(op, 0, sizeof(*op));
-  op->name = tpurt_arena_strdup(&func->arena, name);
+  ir_inst_t* inst = &func->ops[index];
+  memset(inst, 0, sizeof(*inst));
+  inst->op = op;
   if (num_operands > 0) {
     ir_value_t* copy = tpurt_arena_alloc(&func->arena, (size_t)num_operands * sizeof(ir_value_t));
     memcpy(copy, operands, (size_t)num_operands * sizeof(ir_value_t));
-    op->operands = copy;
+    inst->operands = copy;
   }
-  op->num_operands = num_operands;
-  op->first_result = first_result;
-  op->num_results = num_results;
-  op->attrs = attrs ? tpurt_arena_strdup(&func->arena, attrs) : NULL;
+  inst->num_operands = num_operands;
+  inst->first_result = first_result;
+  inst->num_results = num_results;
+  inst->attrs = attrs ? tpurt_arena_strdup(&func->arena, attrs) : NULL;
   ir_region_t* block = func->open[func->num_open - 1];
   block->ops = grow(&func->arena, block->ops, block->num_ops, &block->cap_ops, sizeof(int32_t));
   block->ops[block->num_ops++] = index;
@@ -272,18 +299,18 @@ int32_t ir_add_op(ir_func_t* func, const char* name, const ir_value_t* operands,
 }
 
 /* The common case: one result of |type|. */
-ir_value_t ir_emit(ir_func_t* func, const char* name, const ir_value_t* operands, int32_t num_operands,
+ir_value_t ir_emit(ir_func_t* func, ir_op_t op, const ir_value_t* operands, int32_t num_operands,
                    const ir_type_t* type, const char* attrs) {
-  if (!ir_check_type(func, name, type)) return IR_NONE;
+  if (!ir_check_type(func, op, type)) return IR_NONE;
   ir_value_t v = ir_new_values(func, type, 1);
-  ir_add_op(func, name, operands, num_operands, v, 1, attrs);
+  ir_add_op(func, op, operands, num_operands, v, 1, attrs);
   return v;
 }
 
 /* Same as emit, with attributes built in a strbuf that this frees. */
-ir_value_t ir_emit_buf(ir_func_t* func, const char* name, const ir_value_t* operands, int32_t num_operands,
+ir_value_t ir_emit_buf(ir_func_t* func, ir_op_t op, const ir_value_t* operands, int32_t num_operands,
                        const ir_type_t* type, tpurt_strbuf_t* attrs) {
-  ir_value_t v = ir_emit(func, name, operands, num_operands, type, attrs->data);
+  ir_value_t v = ir_emit(func, op, operands, num_operands, type, attrs->data);
   tpurt_strbuf_free(attrs);
   return v;
 }
@@ -477,19 +504,19 @@ static ir_value_t emit_constant(ir_func_t* func, const ir_type_t* type, tpurt_st
   tpurt_strbuf_append(&attrs, "> : ", 4);
   ir_print_type(&attrs, type);
   tpurt_strbuf_free(literal);
-  return ir_emit_buf(func, "stablehlo.constant", NULL, 0, type, &attrs);
+  return ir_emit_buf(func, IR_OP_CONSTANT, NULL, 0, type, &attrs);
 }
 
 ir_value_t ir_constant_f64(ir_func_t* func, tpurt_dtype_t dtype, double value) {
   if (!func) return IR_NONE;
   if (!ir_dtype_valid(dtype)) {
-    ir_failf(func, "stablehlo.constant: invalid element type %d", (int)dtype);
+    ir_failf(func, "%s: invalid element type %d", ir_op_name(IR_OP_CONSTANT), (int)dtype);
     return IR_NONE;
   }
   if (!tpurt_dtype_is_float(dtype) && !tpurt_dtype_is_complex(dtype)) {
     if (dtype == TPURT_DTYPE_BOOL) return ir_constant_i64(func, dtype, value != 0);
     if (!isfinite(value) || value >= 9223372036854775808.0 || value < -9223372036854775808.0) {
-      ir_failf(func, "stablehlo.constant: %g does not fit %s", value, ir_dtype_mlir_name(dtype));
+      ir_failf(func, "%s: %g does not fit %s", ir_op_name(IR_OP_CONSTANT), value, ir_dtype_mlir_name(dtype));
       return IR_NONE;
     }
     return ir_constant_i64(func, dtype, (int64_t)value);
@@ -503,7 +530,7 @@ ir_value_t ir_constant_f64(ir_func_t* func, tpurt_dtype_t dtype, double value) {
 ir_value_t ir_constant_i64(ir_func_t* func, tpurt_dtype_t dtype, int64_t value) {
   if (!func) return IR_NONE;
   if (!ir_dtype_valid(dtype)) {
-    ir_failf(func, "stablehlo.constant: invalid element type %d", (int)dtype);
+    ir_failf(func, "%s: invalid element type %d", ir_op_name(IR_OP_CONSTANT), (int)dtype);
     return IR_NONE;
   }
   ir_type_t type = ir_type_scalar(dtype);
@@ -514,7 +541,7 @@ ir_value_t ir_constant_i64(ir_func_t* func, tpurt_dtype_t dtype, int64_t value) 
 
 ir_value_t ir_constant_i64_array(ir_func_t* func, ir_type_t type, const int64_t* values) {
   if (!func) return IR_NONE;
-  if (!ir_check_type(func, "stablehlo.constant", &type)) return IR_NONE;
+  if (!ir_check_type(func, IR_OP_CONSTANT, &type)) return IR_NONE;
   tpurt_strbuf_t literal = {0};
   if (ir_type_numel(&type) == 0) {
     tpurt_strbuf_puts(&literal, ""); /* dense<> parses for every empty shape */
@@ -525,31 +552,48 @@ ir_value_t ir_constant_i64_array(ir_func_t* func, ir_type_t type, const int64_t*
   return emit_constant(func, &type, &literal);
 }
 
+ir_value_t ir_splat(ir_func_t* func, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims, double value) {
+  if (!func) return IR_NONE;
+  ir_value_t c = tpurt_dtype_is_float(dtype) || tpurt_dtype_is_complex(dtype)
+                     ? ir_constant_f64(func, dtype, value)
+                     : ir_constant_i64(func, dtype, (int64_t)value);
+  if (rank == 0) return c;
+  return ir_broadcast_in_dim(func, c, rank, dims, NULL);
+}
+
+ir_value_t ir_const_like(ir_func_t* func, ir_value_t like, double value) {
+  if (!func) return IR_NONE;
+  const ir_type_t* t = ir_value_type(func, like);
+  if (!t) return IR_NONE;
+  ir_type_t copy = *t; /* the constant's ops may move the value table */
+  return ir_splat(func, copy.dtype, copy.rank, copy.dims, value);
+}
+
 ir_value_t ir_iota(ir_func_t* func, ir_type_t type, int32_t dimension) {
   if (!func) return IR_NONE;
   if (type.rank < 1 || dimension < 0 || dimension >= type.rank) {
-    ir_failf(func, "stablehlo.iota: iota_dimension %d is outside the rank %d of %s", (int)dimension,
-             (int)type.rank, ir_type_str(&type));
+    ir_failf(func, "%s: iota_dimension %d is outside the rank %d of %s", ir_op_name(IR_OP_IOTA),
+             (int)dimension, (int)type.rank, ir_type_str(&type));
     return IR_NONE;
   }
   if (type.dtype == TPURT_DTYPE_BOOL) {
-    ir_failf(func, "stablehlo.iota: element type i1 is not supported");
+    ir_failf(func, "%s: element type i1 is not supported", ir_op_name(IR_OP_IOTA));
     return IR_NONE;
   }
   char attrs[64];
   snprintf(attrs, sizeof(attrs), "iota_dimension = %d : i64", (int)dimension);
-  return ir_emit(func, "stablehlo.iota", NULL, 0, &type, attrs);
+  return ir_emit(func, IR_OP_IOTA, NULL, 0, &type, attrs);
 }
 
 /*===------------------------------------------------------------------===*/
 /* Regions                                                                */
 /*===------------------------------------------------------------------===*/
 
-bool ir_open_region(ir_func_t* func, const char* owner, int32_t op_index, const ir_type_t* arg_types,
+bool ir_open_region(ir_func_t* func, ir_op_t owner, int32_t op_index, const ir_type_t* arg_types,
                     int32_t num_args, const ir_type_t* return_types, int32_t num_returns,
                     ir_value_t* out_args) {
   if (func->num_open >= IR_MAX_OPEN_REGIONS) {
-    ir_failf(func, "%s: more than %d nested regions", owner, IR_MAX_OPEN_REGIONS - 1);
+    ir_failf(func, "%s: more than %d nested regions", ir_op_name(owner), IR_MAX_OPEN_REGIONS - 1);
     for (int32_t i = 0; i < num_args; ++i) out_args[i] = IR_NONE;
     return false;
   }
@@ -568,7 +612,7 @@ bool ir_open_region(ir_func_t* func, const char* owner, int32_t op_index, const 
       out_args[i] = region->args[i];
     }
     /* an op has few regions: the list is copied one longer each time */
-    ir_op_t* op = &func->ops[op_index];
+    ir_inst_t* op = &func->ops[op_index];
     ir_region_t** regions = tpurt_arena_alloc(&func->arena, (size_t)(op->num_regions + 1) * sizeof(*regions));
     if (op->num_regions) memcpy(regions, op->regions, (size_t)op->num_regions * sizeof(*regions));
     regions[op->num_regions++] = region;
@@ -580,7 +624,7 @@ bool ir_open_region(ir_func_t* func, const char* owner, int32_t op_index, const 
   return true;
 }
 
-bool ir_push_region(ir_func_t* func, const char* owner, int32_t op_index, const tpurt_dtype_t* arg_dtypes,
+bool ir_push_region(ir_func_t* func, ir_op_t owner, int32_t op_index, const tpurt_dtype_t* arg_dtypes,
                     int32_t num_args, const tpurt_dtype_t* return_dtypes, int32_t num_returns,
                     ir_value_t* out_args) {
   ir_type_t args[2 * TPURT_MAX_RESULTS], returns[TPURT_MAX_RESULTS];
@@ -594,26 +638,26 @@ bool ir_push_region(ir_func_t* func, const char* owner, int32_t op_index, const 
 void ir_region_end(ir_func_t* func, const ir_value_t* values, int32_t count) {
   if (!func) return;
   if (func->num_open <= 1) {
-    ir_failf(func, "stablehlo.return: no region is open");
+    ir_failf(func, "%s: no region is open", ir_op_name(IR_OP_RETURN));
     return;
   }
   ir_region_t* region = func->open[func->num_open - 1];
   bool ok = region->num_returns >= 0;
   if (ok && count != region->num_returns) {
-    ir_failf(func, "%s: the region returns %d values, expected %d", region->owner, (int)count,
+    ir_failf(func, "%s: the region returns %d values, expected %d", ir_op_name(region->owner), (int)count,
              (int)region->num_returns);
     ok = false;
   }
   for (int32_t i = 0; ok && i < count; ++i) {
-    const ir_type_t* t = ir_operand_type(func, "stablehlo.return", values[i]);
+    const ir_type_t* t = ir_operand_type(func, IR_OP_RETURN, values[i]);
     if (!t) {
       ok = false;
     } else if (!ir_type_equal(t, &region->return_types[i])) {
-      ir_failf(func, "%s: region result %d must be %s, got %s", region->owner, (int)i,
+      ir_failf(func, "%s: region result %d must be %s, got %s", ir_op_name(region->owner), (int)i,
                ir_type_str(&region->return_types[i]), ir_type_str(t));
       ok = false;
     }
   }
-  if (ok) ir_add_op(func, "stablehlo.return", values, count, IR_NONE, 0, NULL);
+  if (ok) ir_add_op(func, IR_OP_RETURN, values, count, IR_NONE, 0, NULL);
   --func->num_open;
 }

@@ -39,6 +39,32 @@ const char* ir_dtype_mlir_name(tpurt_dtype_t dtype);
 typedef struct ir_func_s ir_func_t;
 
 /*===------------------------------------------------------------------===*/
+/* Ops by name: ir_ops.def lists them, with arity and class               */
+/*===------------------------------------------------------------------===*/
+
+/* What ir_unary / ir_binary accept (see ir_ops.def). */
+typedef enum ir_op_class_e { IR_OP_CLASS_UNARY, IR_OP_CLASS_BINARY, IR_OP_CLASS_OTHER } ir_op_class_t;
+
+/* One per op of ir_ops.def: IR_OP_ADD, IR_OP_ERF... Rules name ops by this
+** enum, never by string: a misspelt op fails to compile instead of failing
+** in XLA's parser. */
+typedef enum ir_op_e {
+  IR_OP_NONE = 0, /* no op: a row or a result that names none */
+#define IR_OP(id, name, arity, klass) IR_OP_##id,
+#include "ir_ops.def"
+#undef IR_OP
+  IR_OP_COUNT
+} ir_op_t;
+
+/* The op's name as ir_ops.def spells it (stablehlo.add); "?" for IR_OP_NONE
+** and values outside the list. */
+const char* ir_op_name(ir_op_t op);
+/* Operand count; -1 when it varies (and for IR_OP_NONE). */
+int32_t ir_op_arity(ir_op_t op);
+/* IR_OP_CLASS_OTHER for IR_OP_NONE. */
+ir_op_class_t ir_op_class(ir_op_t op);
+
+/*===------------------------------------------------------------------===*/
 /* Functions                                                              */
 /*===------------------------------------------------------------------===*/
 
@@ -79,10 +105,56 @@ ir_value_t ir_constant_i64(ir_func_t* func, tpurt_dtype_t dtype, int64_t value);
 ir_value_t ir_constant_i64_array(ir_func_t* func, ir_type_t type, const int64_t* values);
 ir_value_t ir_iota(ir_func_t* func, ir_type_t type, int32_t dimension);
 
-/* Elementwise ops on same-typed operands. |op| is the StableHLO op name,
-** e.g. "stablehlo.exponential", "stablehlo.add". Result type = operand's. */
-ir_value_t ir_unary(ir_func_t* func, const char* op, ir_value_t x);
-ir_value_t ir_binary(ir_func_t* func, const char* op, ir_value_t a, ir_value_t b);
+/* A rank-0 constant of |dtype| broadcast to |rank|/|dims| (ints truncate
+** |value|). */
+ir_value_t ir_splat(ir_func_t* func, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims, double value);
+/* ir_splat of |like|'s type: the "k" of a formula (x * 0.5, 1 - p). */
+ir_value_t ir_const_like(ir_func_t* func, ir_value_t like, double value);
+
+/* Elementwise ops on same-typed operands; the result has the operands'
+** type. |op| must be of class IR_OP_CLASS_UNARY (ir_unary) or
+** IR_OP_CLASS_BINARY (ir_binary); another op is a sticky error. */
+ir_value_t ir_unary(ir_func_t* func, ir_op_t op, ir_value_t x);
+ir_value_t ir_binary(ir_func_t* func, ir_op_t op, ir_value_t a, ir_value_t b);
+
+/* The ops that formulas spell most often, by name. */
+static inline ir_value_t ir_add(ir_func_t* f, ir_value_t a, ir_value_t b) {
+  return ir_binary(f, IR_OP_ADD, a, b);
+}
+static inline ir_value_t ir_sub(ir_func_t* f, ir_value_t a, ir_value_t b) {
+  return ir_binary(f, IR_OP_SUBTRACT, a, b);
+}
+static inline ir_value_t ir_mul(ir_func_t* f, ir_value_t a, ir_value_t b) {
+  return ir_binary(f, IR_OP_MULTIPLY, a, b);
+}
+static inline ir_value_t ir_div(ir_func_t* f, ir_value_t a, ir_value_t b) {
+  return ir_binary(f, IR_OP_DIVIDE, a, b);
+}
+static inline ir_value_t ir_max(ir_func_t* f, ir_value_t a, ir_value_t b) {
+  return ir_binary(f, IR_OP_MAXIMUM, a, b);
+}
+static inline ir_value_t ir_min(ir_func_t* f, ir_value_t a, ir_value_t b) {
+  return ir_binary(f, IR_OP_MINIMUM, a, b);
+}
+static inline ir_value_t ir_pow(ir_func_t* f, ir_value_t a, ir_value_t b) {
+  return ir_binary(f, IR_OP_POWER, a, b);
+}
+static inline ir_value_t ir_and(ir_func_t* f, ir_value_t a, ir_value_t b) {
+  return ir_binary(f, IR_OP_AND, a, b);
+}
+static inline ir_value_t ir_or(ir_func_t* f, ir_value_t a, ir_value_t b) {
+  return ir_binary(f, IR_OP_OR, a, b);
+}
+static inline ir_value_t ir_neg(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_NEGATE, x); }
+static inline ir_value_t ir_not(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_NOT, x); }
+static inline ir_value_t ir_abs(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_ABS, x); }
+static inline ir_value_t ir_exp(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_EXPONENTIAL, x); }
+static inline ir_value_t ir_log(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_LOG, x); }
+static inline ir_value_t ir_sqrt(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_SQRT, x); }
+static inline ir_value_t ir_rsqrt(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_RSQRT, x); }
+
+/* The op named |name| in ir_ops.def, or IR_OP_NONE. */
+ir_op_t ir_op_from_name(const char* name);
 /* stablehlo.is_finite: result is bool (i1) of the same shape. */
 ir_value_t ir_is_finite(ir_func_t* func, ir_value_t x);
 
@@ -97,10 +169,10 @@ ir_value_t ir_convert(ir_func_t* func, ir_value_t x, tpurt_dtype_t dtype);
 ** shrinks as StableHLO defines). */
 ir_value_t ir_bitcast_convert(ir_func_t* func, ir_value_t x, ir_type_t type);
 
-/* Complex numbers. |op| is "stablehlo.real", "stablehlo.imag" or
-** "stablehlo.abs": a value of the complex operand's real type. stablehlo.complex joins
-** two f32 (or f64) values of one type into complex<f32> (complex<f64>). */
-ir_value_t ir_complex_part(ir_func_t* func, const char* op, ir_value_t x);
+/* Complex numbers. |op| is IR_OP_REAL, IR_OP_IMAG or IR_OP_ABS: a value of
+** the complex operand's real type. stablehlo.complex joins two f32 (or f64)
+** values of one type into complex<f32> (complex<f64>). */
+ir_value_t ir_complex_part(ir_func_t* func, ir_op_t op, ir_value_t x);
 ir_value_t ir_complex(ir_func_t* func, ir_value_t re, ir_value_t im);
 
 /* stablehlo.fft over the last |num_lengths| (1 to 3) dims, whose sizes are

@@ -25,8 +25,9 @@ typedef struct ir_value_info_s {
   const ir_region_t* scope; /* the block that defines it */
 } ir_value_info_t;
 
-typedef struct ir_op_s {
-  const char* name; /* "stablehlo.add" */
+/* An op as built (the enum ir_op_t says which op it is). */
+typedef struct ir_inst_s {
+  ir_op_t op;
   const ir_value_t* operands;
   int32_t num_operands;
   ir_value_t first_result;
@@ -34,7 +35,7 @@ typedef struct ir_op_s {
   const char* attrs;     /* "dimensions = array<i64: 1>" or NULL */
   ir_region_t** regions; /* in order: reduce/scatter/sort 1, while 2 (cond, body), if 2, case n */
   int32_t num_regions;
-} ir_op_t;
+} ir_inst_t;
 
 struct ir_region_s {
   /* the block's arguments */
@@ -47,7 +48,7 @@ struct ir_region_s {
   ** body and for detached regions of failed ops (anything goes) */
   int32_t num_returns;
   ir_type_t return_types[TPURT_MAX_RESULTS];
-  const char* owner; /* op name, for messages */
+  ir_op_t owner; /* for messages */
 };
 
 #define IR_MAX_OPEN_REGIONS 32
@@ -57,7 +58,7 @@ struct ir_func_s {
   tpurt_status_t status;
   ir_value_info_t* values;
   int32_t num_values, cap_values;
-  ir_op_t* ops;
+  ir_inst_t* ops;
   int32_t num_ops, cap_ops;
   ir_value_t* params;
   int32_t num_params, cap_params;
@@ -94,31 +95,31 @@ void ir_failf(ir_func_t* func, const char* fmt, ...)
 /* The type of an operand of |op|, or NULL: silently for IR_NONE (an earlier
 ** error), with a new error for an id that was never made or one defined in
 ** a region that is closed now (out of scope). */
-const ir_type_t* ir_operand_type(ir_func_t* func, const char* op, ir_value_t value);
+const ir_type_t* ir_operand_type(ir_func_t* func, ir_op_t op, ir_value_t value);
 /* Makes |count| new values with consecutive ids sharing one base name. */
 ir_value_t ir_new_values(ir_func_t* func, const ir_type_t* types, int32_t count);
 /* A valid result type (dtype, rank, sizes), or false (error recorded). */
-bool ir_check_type(ir_func_t* func, const char* op, const ir_type_t* type);
+bool ir_check_type(ir_func_t* func, ir_op_t op, const ir_type_t* type);
 /* Appends an op to the innermost open block. |attrs| is copied. Returns
 ** the op's index. Result values must be made by the caller first. */
-int32_t ir_add_op(ir_func_t* func, const char* name, const ir_value_t* operands, int32_t num_operands,
+int32_t ir_add_op(ir_func_t* func, ir_op_t op, const ir_value_t* operands, int32_t num_operands,
                   ir_value_t first_result, int32_t num_results, const char* attrs);
 /* The common case: one result of |type|. */
-ir_value_t ir_emit(ir_func_t* func, const char* name, const ir_value_t* operands, int32_t num_operands,
+ir_value_t ir_emit(ir_func_t* func, ir_op_t op, const ir_value_t* operands, int32_t num_operands,
                    const ir_type_t* type, const char* attrs);
 /* Same as ir_emit, with attributes built in a strbuf that this frees. */
-ir_value_t ir_emit_buf(ir_func_t* func, const char* name, const ir_value_t* operands, int32_t num_operands,
+ir_value_t ir_emit_buf(ir_func_t* func, ir_op_t op, const ir_value_t* operands, int32_t num_operands,
                        const ir_type_t* type, tpurt_strbuf_t* attrs);
 /* Opens the next region of op |op_index| (a block with |num_args| args of
 ** |arg_types|, closed by a stablehlo.return of |return_types|), or a
 ** detached one when op_index < 0 (a failed begin: the caller still builds
 ** its body and ends it, all into the void). */
-bool ir_open_region(ir_func_t* func, const char* owner, int32_t op_index, const ir_type_t* arg_types,
+bool ir_open_region(ir_func_t* func, ir_op_t owner, int32_t op_index, const ir_type_t* arg_types,
                     int32_t num_args, const ir_type_t* return_types, int32_t num_returns,
                     ir_value_t* out_args);
 /* ir_open_region for the scalar regions of reduce, scatter and sort: rank-0
 ** args of |arg_dtypes|, rank-0 returns of |return_dtypes|. */
-bool ir_push_region(ir_func_t* func, const char* owner, int32_t op_index, const tpurt_dtype_t* arg_dtypes,
+bool ir_push_region(ir_func_t* func, ir_op_t owner, int32_t op_index, const tpurt_dtype_t* arg_dtypes,
                     int32_t num_args, const tpurt_dtype_t* return_dtypes, int32_t num_returns,
                     ir_value_t* out_args);
 
@@ -138,10 +139,10 @@ void ir_put_named_array(tpurt_strbuf_t* buf, const char* sep, const char* name, 
 void ir_put_padding(tpurt_strbuf_t* buf, const char* sep, const int64_t* low, const int64_t* high,
                     int32_t count);
 /* |dims| must be distinct and in [0, rank); false (error recorded) if not. */
-bool ir_check_dims(ir_func_t* func, const char* op, const char* what, const int64_t* dims, int32_t count,
+bool ir_check_dims(ir_func_t* func, ir_op_t op, const char* what, const int64_t* dims, int32_t count,
                    int32_t rank);
 /* |dims| must be strictly increasing; false (error recorded) if not. */
-bool ir_check_sorted(ir_func_t* func, const char* op, const char* what, const int64_t* dims, int32_t count);
+bool ir_check_sorted(ir_func_t* func, ir_op_t op, const char* what, const int64_t* dims, int32_t count);
 bool ir_dims_contain(const int64_t* dims, int32_t count, int64_t d);
 
 #endif /* TPURT_IR_IR_INTERNAL_H_ */

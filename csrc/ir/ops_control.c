@@ -41,18 +41,18 @@ static void put_row_major_layouts(tpurt_strbuf_t* buf, const char* name, const i
 void ir_custom_call(ir_func_t* func, const char* call_target_name, const ir_value_t* operands,
                     int32_t num_operands, const ir_type_t* result_types, int32_t num_results,
                     const char* backend_config, int32_t api_version, ir_value_t* out_results) {
-  const char* op = "stablehlo.custom_call";
+  const ir_op_t op = IR_OP_CUSTOM_CALL;
   if (!func) return;
   for (int32_t i = 0; i < num_results; ++i) out_results[i] = IR_NONE;
   if (!call_target_name || !*call_target_name) {
-    ir_failf(func, "%s: no call target name", op);
+    ir_failf(func, "%s: no call target name", ir_op_name(op));
     return;
   }
   if (num_results < 1 || num_results > TPURT_MAX_RESULTS || num_operands < 0 ||
       num_operands > IR_MAX_CUSTOM_CALL_OPERANDS) {
-    ir_failf(func, "%s %s: %d ir_operand_type(s) and %d result(s) are outside [0, %d] and [1, %d]", op,
-             call_target_name, (int)num_operands, (int)num_results, IR_MAX_CUSTOM_CALL_OPERANDS,
-             TPURT_MAX_RESULTS);
+    ir_failf(func, "%s %s: %d ir_operand_type(s) and %d result(s) are outside [0, %d] and [1, %d]",
+             ir_op_name(op), call_target_name, (int)num_operands, (int)num_results,
+             IR_MAX_CUSTOM_CALL_OPERANDS, TPURT_MAX_RESULTS);
     return;
   }
   const ir_type_t* operand_types[IR_MAX_CUSTOM_CALL_OPERANDS];
@@ -85,7 +85,7 @@ void ir_custom_call(ir_func_t* func, const char* call_target_name, const ir_valu
 ** with |num_args| args of |arg_types| returning |return_types|; on a bad
 ** operand (|ok| false) opens a detached region instead, so the caller's
 ** sequence still balances. */
-static ir_region_op_t begin_region_op(ir_func_t* func, const char* name, bool ok, const ir_value_t* operands,
+static ir_region_op_t begin_region_op(ir_func_t* func, ir_op_t op, bool ok, const ir_value_t* operands,
                                       int32_t num_operands, int32_t num_regions, int32_t num_values,
                                       const ir_type_t* arg_types, int32_t num_args,
                                       const ir_type_t* return_types, int32_t num_returns,
@@ -96,10 +96,10 @@ static ir_region_op_t begin_region_op(ir_func_t* func, const char* name, bool ok
                       .depth = func->num_open,
                       .num_values = num_values};
   if (ok) {
-    h.op_index = ir_add_op(func, name, operands, num_operands, IR_NONE, 0, NULL);
+    h.op_index = ir_add_op(func, op, operands, num_operands, IR_NONE, 0, NULL);
     ++func->num_unended;
   }
-  ir_open_region(func, name, h.op_index, arg_types, ok ? num_args : 0, return_types, num_returns, out_args);
+  ir_open_region(func, op, h.op_index, arg_types, ok ? num_args : 0, return_types, num_returns, out_args);
   if (!ok)
     for (int32_t i = 0; i < num_args; ++i) out_args[i] = IR_NONE;
   return h;
@@ -110,7 +110,7 @@ static ir_region_op_t begin_region_op(ir_func_t* func, const char* name, bool ok
 ** ending). */
 static bool region_op_ready(ir_func_t* func, const ir_region_op_t* h, const char* call, bool want_more) {
   if (h->op_index < 0) return false;
-  const char* name = h->op_index < func->num_ops ? func->ops[h->op_index].name : "?";
+  const char* name = h->op_index < func->num_ops ? ir_op_name(func->ops[h->op_index].op) : "?";
   if (func->num_open != h->depth) {
     ir_failf(func, "%s: %s: the previous region is still open (%d region(s) deeper than the op)", call, name,
              (int)(func->num_open - h->depth));
@@ -140,7 +140,7 @@ static void next_region(ir_func_t* func, ir_region_op_t* h, const char* call, bo
   ++h->next_region;
   if (!ok) {
     for (int32_t i = 0; out_args && i < h->num_values; ++i) out_args[i] = IR_NONE;
-    ir_open_region(func, call, -1, NULL, 0, NULL, 0, NULL);
+    ir_open_region(func, IR_OP_NONE, -1, NULL, 0, NULL, 0, NULL); /* no op owns it */
     return;
   }
   const ir_region_t* first = func->ops[h->op_index].regions[0];
@@ -160,7 +160,7 @@ static void end_region_op(ir_func_t* func, ir_region_op_t* h, const char* call, 
   if (h->op_index < 0) return;
   --func->num_unended;
   bool ok = region_op_ready(func, h, call, false);
-  ir_op_t* op = &func->ops[h->op_index];
+  ir_inst_t* op = &func->ops[h->op_index];
   h->op_index = -1;
   if (!ok) return;
   const ir_region_t* last = op->regions[op->num_regions - 1];
@@ -173,13 +173,14 @@ static void end_region_op(ir_func_t* func, ir_region_op_t* h, const char* call, 
 
 ir_region_op_t ir_while_begin(ir_func_t* func, const ir_value_t* init, int32_t num_values,
                               ir_value_t* out_cond_args) {
-  const char* op = "stablehlo.while";
+  const ir_op_t op = IR_OP_WHILE;
   ir_region_op_t failed = {.op_index = -1};
   if (!func) return failed;
   bool ok = true;
   ir_type_t types[TPURT_MAX_RESULTS];
   if (num_values < 1 || num_values > TPURT_MAX_RESULTS) {
-    ir_failf(func, "%s: %d loop-carried values is outside [1, %d]", op, (int)num_values, TPURT_MAX_RESULTS);
+    ir_failf(func, "%s: %d loop-carried values is outside [1, %d]", ir_op_name(op), (int)num_values,
+             TPURT_MAX_RESULTS);
     ok = false;
     num_values = 0;
   }
@@ -204,20 +205,20 @@ void ir_while_end(ir_func_t* func, ir_region_op_t* op, ir_value_t* out_results) 
 }
 
 /* if and case: a rank-0 selector of |dtype| and |num_results| valid types. */
-static ir_region_op_t begin_branches(ir_func_t* func, const char* op, ir_value_t selector,
-                                     tpurt_dtype_t dtype, int32_t num_branches, const ir_type_t* result_types,
+static ir_region_op_t begin_branches(ir_func_t* func, ir_op_t op, ir_value_t selector, tpurt_dtype_t dtype,
+                                     int32_t num_branches, const ir_type_t* result_types,
                                      int32_t num_results) {
   bool ok = true;
   const ir_type_t* t = ir_operand_type(func, op, selector);
   if (!t) {
     ok = false;
   } else if (t->rank != 0 || t->dtype != dtype) {
-    ir_failf(func, "%s: the selector must be tensor<%s>, got %s", op, ir_dtype_mlir_name(dtype),
+    ir_failf(func, "%s: the selector must be tensor<%s>, got %s", ir_op_name(op), ir_dtype_mlir_name(dtype),
              ir_type_str(t));
     ok = false;
   }
   if (num_results < 0 || num_results > TPURT_MAX_RESULTS) {
-    ir_failf(func, "%s: %d results is outside [0, %d]", op, (int)num_results, TPURT_MAX_RESULTS);
+    ir_failf(func, "%s: %d results is outside [0, %d]", ir_op_name(op), (int)num_results, TPURT_MAX_RESULTS);
     ok = false;
     num_results = 0;
   }
@@ -231,7 +232,7 @@ ir_region_op_t ir_if_begin(ir_func_t* func, ir_value_t pred, const ir_type_t* re
                            int32_t num_results) {
   ir_region_op_t failed = {.op_index = -1};
   if (!func) return failed;
-  return begin_branches(func, "stablehlo.if", pred, TPURT_DTYPE_BOOL, 2, result_types, num_results);
+  return begin_branches(func, IR_OP_IF, pred, TPURT_DTYPE_BOOL, 2, result_types, num_results);
 }
 
 void ir_if_else(ir_func_t* func, ir_region_op_t* op) { next_region(func, op, "ir_if_else", false, NULL); }
@@ -245,12 +246,11 @@ ir_region_op_t ir_case_begin(ir_func_t* func, ir_value_t index, int32_t num_bran
   ir_region_op_t failed = {.op_index = -1};
   if (!func) return failed;
   if (num_branches < 1) {
-    ir_failf(func, "stablehlo.case: %d branches (at least 1)", (int)num_branches);
+    ir_failf(func, "%s: %d branches (at least 1)", ir_op_name(IR_OP_CASE), (int)num_branches);
     num_branches = 1;
     index = IR_NONE;
   }
-  return begin_branches(func, "stablehlo.case", index, TPURT_DTYPE_I32, num_branches, result_types,
-                        num_results);
+  return begin_branches(func, IR_OP_CASE, index, TPURT_DTYPE_I32, num_branches, result_types, num_results);
 }
 
 void ir_case_next(ir_func_t* func, ir_region_op_t* op) { next_region(func, op, "ir_case_next", false, NULL); }

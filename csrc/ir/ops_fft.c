@@ -6,17 +6,17 @@ static const char* const kFftTypeNames[] = {"FFT", "IFFT", "RFFT", "IRFFT"};
 
 ir_value_t ir_fft(ir_func_t* func, ir_value_t x, ir_fft_type_t fft_type, const int64_t* lengths,
                   int32_t num_lengths) {
-  const char* op = "stablehlo.fft";
+  const ir_op_t op = IR_OP_FFT;
   if (!func) return IR_NONE;
   const ir_type_t* t = ir_operand_type(func, op, x);
   if (!t) return IR_NONE;
   if ((int)fft_type < 0 || fft_type > IR_FFT_IRFFT) {
-    ir_failf(func, "%s: invalid fft_type %d", op, (int)fft_type);
+    ir_failf(func, "%s: invalid fft_type %d", ir_op_name(op), (int)fft_type);
     return IR_NONE;
   }
   if (num_lengths < 1 || num_lengths > 3 || num_lengths > t->rank) {
-    ir_failf(func, "%s: fft_length has %d dims; need 1 to 3, at most the rank of %s", op, (int)num_lengths,
-             ir_type_str(t));
+    ir_failf(func, "%s: fft_length has %d dims; need 1 to 3, at most the rank of %s", ir_op_name(op),
+             (int)num_lengths, ir_type_str(t));
     return IR_NONE;
   }
   bool real_in = fft_type == IR_FFT_RFFT;
@@ -24,7 +24,7 @@ ir_value_t ir_fft(ir_func_t* func, ir_value_t x, ir_fft_type_t fft_type, const i
   bool in_ok = real_in ? (t->dtype == TPURT_DTYPE_F32 || t->dtype == TPURT_DTYPE_F64)
                        : tpurt_dtype_is_complex(t->dtype);
   if (!in_ok) {
-    ir_failf(func, "%s: %s takes a %s operand, got %s", op, kFftTypeNames[fft_type],
+    ir_failf(func, "%s: %s takes a %s operand, got %s", ir_op_name(op), kFftTypeNames[fft_type],
              real_in ? "f32 or f64" : "complex", ir_type_str(t));
     return IR_NONE;
   }
@@ -35,8 +35,9 @@ ir_value_t ir_fft(ir_func_t* func, ir_value_t x, ir_fft_type_t fft_type, const i
     bool last = i == num_lengths - 1;
     int64_t want = (real_out && last) ? lengths[i] / 2 + 1 : lengths[i];
     if (lengths[i] < 0 || t->dims[first + i] != want) {
-      ir_failf(func, "%s: %s of %s needs dim %d to be %lld (fft_length %lld)", op, kFftTypeNames[fft_type],
-               ir_type_str(t), (int)(first + i), (long long)want, (long long)lengths[i]);
+      ir_failf(func, "%s: %s of %s needs dim %d to be %lld (fft_length %lld)", ir_op_name(op),
+               kFftTypeNames[fft_type], ir_type_str(t), (int)(first + i), (long long)want,
+               (long long)lengths[i]);
       return IR_NONE;
     }
     type.dims[first + i] = (real_in && last) ? lengths[i] / 2 + 1 : lengths[i];

@@ -6,15 +6,14 @@
 /*===------------------------------------------------------------------===*/
 
 /* Size of the index vector: indices.dims[ivd], or 1 when ivd == rank. */
-static bool index_vector_size(ir_func_t* func, const char* op, const ir_type_t* ti, int64_t ivd,
-                              int64_t* out) {
+static bool index_vector_size(ir_func_t* func, ir_op_t op, const ir_type_t* ti, int64_t ivd, int64_t* out) {
   if (!tpurt_dtype_is_integral(ti->dtype)) {
-    ir_failf(func, "%s: indices must be integers, got %s", op, ir_type_str(ti));
+    ir_failf(func, "%s: indices must be integers, got %s", ir_op_name(op), ir_type_str(ti));
     return false;
   }
   if (ivd < 0 || ivd > ti->rank) {
-    ir_failf(func, "%s: index_vector_dim %lld is outside [0, %d] for indices %s", op, (long long)ivd,
-             (int)ti->rank, ir_type_str(ti));
+    ir_failf(func, "%s: index_vector_dim %lld is outside [0, %d] for indices %s", ir_op_name(op),
+             (long long)ivd, (int)ti->rank, ir_type_str(ti));
     return false;
   }
   *out = ivd < ti->rank ? ti->dims[ivd] : 1;
@@ -23,7 +22,7 @@ static bool index_vector_size(ir_func_t* func, const char* op, const ir_type_t* 
 
 ir_value_t ir_gather(ir_func_t* func, ir_value_t operand_value, ir_value_t indices,
                      const ir_gather_dims_t* dims) {
-  const char* op = "stablehlo.gather";
+  const ir_op_t op = IR_OP_GATHER;
   if (!func) return IR_NONE;
   const ir_type_t* to = ir_operand_type(func, op, operand_value);
   const ir_type_t* ti = ir_operand_type(func, op, indices);
@@ -36,12 +35,12 @@ ir_value_t ir_gather(ir_func_t* func, ir_value_t operand_value, ir_value_t indic
       !ir_check_dims(func, op, "start_index_map", dims->start_index_map, dims->num_start_index_map, to->rank))
     return IR_NONE;
   if (dims->num_start_index_map != ivsize) {
-    ir_failf(func, "%s: start_index_map has %d entries but the index vector of %s has %lld", op,
+    ir_failf(func, "%s: start_index_map has %d entries but the index vector of %s has %lld", ir_op_name(op),
              (int)dims->num_start_index_map, ir_type_str(ti), (long long)ivsize);
     return IR_NONE;
   }
   if (dims->num_offset_dims != to->rank - dims->num_collapsed) {
-    ir_failf(func, "%s: expected %d offset_dims (operand rank %d - %d collapsed), got %d", op,
+    ir_failf(func, "%s: expected %d offset_dims (operand rank %d - %d collapsed), got %d", ir_op_name(op),
              (int)(to->rank - dims->num_collapsed), (int)to->rank, (int)dims->num_collapsed,
              (int)dims->num_offset_dims);
     return IR_NONE;
@@ -50,16 +49,16 @@ ir_value_t ir_gather(ir_func_t* func, ir_value_t operand_value, ir_value_t indic
     int64_t s = dims->slice_sizes[d];
     bool collapsed = ir_dims_contain(dims->collapsed_slice_dims, dims->num_collapsed, d);
     if (s < 0 || s > to->dims[d] || (collapsed && s > 1)) {
-      ir_failf(func, "%s: slice_sizes[%d] = %lld is outside [0, %lld] for %s%s", op, (int)d, (long long)s,
-               (long long)(collapsed ? (to->dims[d] < 1 ? to->dims[d] : 1) : to->dims[d]), ir_type_str(to),
-               collapsed ? " (a collapsed dim)" : "");
+      ir_failf(func, "%s: slice_sizes[%d] = %lld is outside [0, %lld] for %s%s", ir_op_name(op), (int)d,
+               (long long)s, (long long)(collapsed ? (to->dims[d] < 1 ? to->dims[d] : 1) : to->dims[d]),
+               ir_type_str(to), collapsed ? " (a collapsed dim)" : "");
       return IR_NONE;
     }
   }
   int32_t batch_rank = ti->rank - (dims->index_vector_dim < ti->rank ? 1 : 0);
   int32_t rank = dims->num_offset_dims + batch_rank;
   if (rank > TPURT_MAX_RANK) {
-    ir_failf(func, "%s: result rank %d is above %d", op, (int)rank, TPURT_MAX_RANK);
+    ir_failf(func, "%s: result rank %d is above %d", ir_op_name(op), (int)rank, TPURT_MAX_RANK);
     return IR_NONE;
   }
   if (!ir_check_dims(func, op, "offset_dims", dims->offset_dims, dims->num_offset_dims, rank) ||
@@ -99,7 +98,7 @@ ir_value_t ir_gather(ir_func_t* func, ir_value_t operand_value, ir_value_t indic
 
 ir_value_t ir_scatter_begin(ir_func_t* func, ir_value_t operand_value, ir_value_t indices, ir_value_t updates,
                             const ir_scatter_dims_t* dims, ir_value_t* out_block_args) {
-  const char* op = "stablehlo.scatter";
+  const ir_op_t op = IR_OP_SCATTER;
   if (!func) return IR_NONE;
   const ir_type_t* to = ir_operand_type(func, op, operand_value);
   const ir_type_t* ti = ir_operand_type(func, op, indices);
@@ -108,8 +107,8 @@ ir_value_t ir_scatter_begin(ir_func_t* func, ir_value_t operand_value, ir_value_
   int64_t ivsize = 0;
   if (ok) ok = index_vector_size(func, op, ti, dims->index_vector_dim, &ivsize);
   if (ok && tu->dtype != to->dtype) {
-    ir_failf(func, "%s: updates %s and operand %s must have one element type", op, ir_type_str(tu),
-             ir_type_str(to));
+    ir_failf(func, "%s: updates %s and operand %s must have one element type", ir_op_name(op),
+             ir_type_str(tu), ir_type_str(to));
     ok = false;
   }
   if (ok) {
@@ -124,20 +123,20 @@ ir_value_t ir_scatter_begin(ir_func_t* func, ir_value_t operand_value, ir_value_
                        dims->num_scatter_dims_to_operand, to->rank);
   }
   if (ok && dims->num_scatter_dims_to_operand != ivsize) {
-    ir_failf(func, "%s: scatter_dims_to_operand_dims has %d entries but the index vector of %s has %lld", op,
-             (int)dims->num_scatter_dims_to_operand, ir_type_str(ti), (long long)ivsize);
+    ir_failf(func, "%s: scatter_dims_to_operand_dims has %d entries but the index vector of %s has %lld",
+             ir_op_name(op), (int)dims->num_scatter_dims_to_operand, ir_type_str(ti), (long long)ivsize);
     ok = false;
   }
   if (ok && dims->num_update_window_dims + dims->num_inserted != to->rank) {
     ir_failf(func, "%s: %d update_window_dims + %d inserted_window_dims must equal the operand rank of %s",
-             op, (int)dims->num_update_window_dims, (int)dims->num_inserted, ir_type_str(to));
+             ir_op_name(op), (int)dims->num_update_window_dims, (int)dims->num_inserted, ir_type_str(to));
     ok = false;
   }
   int32_t scatter_rank = ok ? ti->rank - (dims->index_vector_dim < ti->rank ? 1 : 0) : 0;
   if (ok && tu->rank != scatter_rank + dims->num_update_window_dims) {
-    ir_failf(func, "%s: updates %s must have rank %d (%d scatter dims of %s + %d window dims)", op,
-             ir_type_str(tu), (int)(scatter_rank + dims->num_update_window_dims), (int)scatter_rank,
-             ir_type_str(ti), (int)dims->num_update_window_dims);
+    ir_failf(func, "%s: updates %s must have rank %d (%d scatter dims of %s + %d window dims)",
+             ir_op_name(op), ir_type_str(tu), (int)(scatter_rank + dims->num_update_window_dims),
+             (int)scatter_rank, ir_type_str(ti), (int)dims->num_update_window_dims);
     ok = false;
   }
   if (ok) { /* update scatter dims match the indices' batch dims; windows fit */
@@ -146,16 +145,17 @@ ir_value_t ir_scatter_begin(ir_func_t* func, ir_value_t operand_value, ir_value_
       if (ir_dims_contain(dims->update_window_dims, dims->num_update_window_dims, d)) {
         while (ir_dims_contain(dims->inserted_window_dims, dims->num_inserted, next_window)) ++next_window;
         if (tu->dims[d] > to->dims[next_window]) {
-          ir_failf(func, "%s: update window dim %d has size %lld, above operand dim %d of %s", op, (int)d,
-                   (long long)tu->dims[d], (int)next_window, ir_type_str(to));
+          ir_failf(func, "%s: update window dim %d has size %lld, above operand dim %d of %s", ir_op_name(op),
+                   (int)d, (long long)tu->dims[d], (int)next_window, ir_type_str(to));
           ok = false;
         }
         ++next_window;
       } else {
         if (next_batch == dims->index_vector_dim) ++next_batch;
         if (tu->dims[d] != ti->dims[next_batch]) {
-          ir_failf(func, "%s: updates dim %d has size %lld, indices dim %d of %s has %lld", op, (int)d,
-                   (long long)tu->dims[d], (int)next_batch, ir_type_str(ti), (long long)ti->dims[next_batch]);
+          ir_failf(func, "%s: updates dim %d has size %lld, indices dim %d of %s has %lld", ir_op_name(op),
+                   (int)d, (long long)tu->dims[d], (int)next_batch, ir_type_str(ti),
+                   (long long)ti->dims[next_batch]);
           ok = false;
         }
         ++next_batch;

@@ -22,13 +22,14 @@ static void put_precision(const ir_func_t* func, tpurt_strbuf_t* attrs, tpurt_dt
 
 /* The types of a contraction's operands, or false (error recorded) unless
 ** both are values of one element type. */
-static bool contraction_operands(ir_func_t* func, const char* op, ir_value_t lhs, ir_value_t rhs,
+static bool contraction_operands(ir_func_t* func, ir_op_t op, ir_value_t lhs, ir_value_t rhs,
                                  const ir_type_t** out_lhs, const ir_type_t** out_rhs) {
   const ir_type_t* tl = *out_lhs = ir_operand_type(func, op, lhs);
   const ir_type_t* tr = *out_rhs = ir_operand_type(func, op, rhs);
   if (!tl || !tr) return false;
   if (tl->dtype != tr->dtype) {
-    ir_failf(func, "%s: lhs %s and rhs %s must have one element type", op, ir_type_str(tl), ir_type_str(tr));
+    ir_failf(func, "%s: lhs %s and rhs %s must have one element type", ir_op_name(op), ir_type_str(tl),
+             ir_type_str(tr));
     return false;
   }
   return true;
@@ -36,14 +37,14 @@ static bool contraction_operands(ir_func_t* func, const char* op, ir_value_t lhs
 
 ir_value_t ir_dot_general(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const ir_dot_dims_t* dims,
                           tpurt_dtype_t result_dtype) {
-  const char* op = "stablehlo.dot_general";
+  const ir_op_t op = IR_OP_DOT_GENERAL;
   const ir_type_t *tl, *tr;
   if (!func || !contraction_operands(func, op, lhs, rhs, &tl, &tr)) return IR_NONE;
   int64_t lhs_used[2 * TPURT_MAX_RANK], rhs_used[2 * TPURT_MAX_RANK];
   int32_t nb = dims->num_batch, nc = dims->num_contract;
   if (nb < 0 || nc < 0 || nb + nc > tl->rank || nb + nc > tr->rank) {
-    ir_failf(func, "%s: %d batching + %d contracting dims do not fit lhs %s and rhs %s", op, (int)nb, (int)nc,
-             ir_type_str(tl), ir_type_str(tr));
+    ir_failf(func, "%s: %d batching + %d contracting dims do not fit lhs %s and rhs %s", ir_op_name(op),
+             (int)nb, (int)nc, ir_type_str(tl), ir_type_str(tr));
     return IR_NONE;
   }
   for (int32_t i = 0; i < nb; ++i) lhs_used[i] = dims->lhs_batch[i], rhs_used[i] = dims->rhs_batch[i];
@@ -56,9 +57,9 @@ ir_value_t ir_dot_general(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const
   for (int32_t i = 0; i < nb + nc; ++i) {
     if (tl->dims[lhs_used[i]] != tr->dims[rhs_used[i]]) {
       ir_failf(func, "%s: %s dim pair %d: lhs dim %lld of %s has size %lld, rhs dim %lld of %s has size %lld",
-               op, i < nb ? "batching" : "contracting", (int)(i < nb ? i : i - nb), (long long)lhs_used[i],
-               ir_type_str(tl), (long long)tl->dims[lhs_used[i]], (long long)rhs_used[i], ir_type_str(tr),
-               (long long)tr->dims[rhs_used[i]]);
+               ir_op_name(op), i < nb ? "batching" : "contracting", (int)(i < nb ? i : i - nb),
+               (long long)lhs_used[i], ir_type_str(tl), (long long)tl->dims[lhs_used[i]],
+               (long long)rhs_used[i], ir_type_str(tr), (long long)tr->dims[rhs_used[i]]);
       return IR_NONE;
     }
   }
@@ -71,8 +72,8 @@ ir_value_t ir_dot_general(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const
   for (int32_t d = 0; d < tr->rank; ++d) {
     if (ir_dims_contain(rhs_used, nb + nc, d)) continue;
     if (type.rank >= TPURT_MAX_RANK) {
-      ir_failf(func, "%s: result of %s x %s has rank above %d", op, ir_type_str(tl), ir_type_str(tr),
-               TPURT_MAX_RANK);
+      ir_failf(func, "%s: result of %s x %s has rank above %d", ir_op_name(op), ir_type_str(tl),
+               ir_type_str(tr), TPURT_MAX_RANK);
       return IR_NONE;
     }
     type.dims[type.rank++] = tr->dims[d];
@@ -104,14 +105,14 @@ static bool put_conv_layout(ir_func_t* func, tpurt_strbuf_t* buf, const char* wh
                             int32_t num_spatial) {
   int64_t all[TPURT_MAX_RANK];
   if (num_spatial + 2 != rank) {
-    ir_failf(func, "stablehlo.convolution: %s has rank %d, expected %d spatial dims + 2", what, (int)rank,
-             (int)num_spatial);
+    ir_failf(func, "%s: %s has rank %d, expected %d spatial dims + 2", ir_op_name(IR_OP_CONVOLUTION), what,
+             (int)rank, (int)num_spatial);
     return false;
   }
   all[0] = a_dim;
   all[1] = b_dim;
   for (int32_t i = 0; i < num_spatial; ++i) all[2 + i] = spatial[i];
-  if (!ir_check_dims(func, "stablehlo.convolution", what, all, rank, rank)) return false;
+  if (!ir_check_dims(func, IR_OP_CONVOLUTION, what, all, rank, rank)) return false;
   tpurt_strbuf_puts(buf, "[");
   for (int32_t d = 0; d < rank; ++d) {
     if (d) tpurt_strbuf_puts(buf, ", ");
@@ -130,12 +131,12 @@ static bool put_conv_layout(ir_func_t* func, tpurt_strbuf_t* buf, const char* wh
 
 ir_value_t ir_convolution(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const ir_conv_dims_t* dims,
                           tpurt_dtype_t result_dtype) {
-  const char* op = "stablehlo.convolution";
+  const ir_op_t op = IR_OP_CONVOLUTION;
   const ir_type_t *tl, *tr;
   if (!func || !contraction_operands(func, op, lhs, rhs, &tl, &tr)) return IR_NONE;
   int32_t ns = dims->num_spatial;
   if (ns < 0 || ns + 2 > TPURT_MAX_RANK) {
-    ir_failf(func, "%s: %d spatial dims is outside [0, %d]", op, (int)ns, TPURT_MAX_RANK - 2);
+    ir_failf(func, "%s: %d spatial dims is outside [0, %d]", ir_op_name(op), (int)ns, TPURT_MAX_RANK - 2);
     return IR_NONE;
   }
   tpurt_strbuf_t layout = {0};
@@ -151,8 +152,8 @@ ir_value_t ir_convolution(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const
   tpurt_strbuf_puts(&layout, ">");
   int64_t fg = dims->feature_group_count, bg = dims->batch_group_count;
   if (ok && (fg < 1 || bg < 1 || (fg > 1 && bg > 1))) {
-    ir_failf(func, "%s: feature_group_count %lld and batch_group_count %lld must be >= 1, one of them 1", op,
-             (long long)fg, (long long)bg);
+    ir_failf(func, "%s: feature_group_count %lld and batch_group_count %lld must be >= 1, one of them 1",
+             ir_op_name(op), (long long)fg, (long long)bg);
     ok = false;
   }
   int64_t batch = ok ? tl->dims[dims->input_batch] : 0, in_f = ok ? tl->dims[dims->input_feature] : 0;
@@ -163,7 +164,7 @@ ir_value_t ir_convolution(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const
              "%s: lhs %s and rhs %s do not fit feature_group_count %lld and batch_group_count %lld "
              "(input features %lld = kernel input features %lld * groups; kernel output features %lld and "
              "batch %lld divisible by the groups)",
-             op, ir_type_str(tl), ir_type_str(tr), (long long)fg, (long long)bg, (long long)in_f,
+             ir_op_name(op), ir_type_str(tl), ir_type_str(tr), (long long)fg, (long long)bg, (long long)in_f,
              (long long)k_in, (long long)k_out, (long long)batch);
     ok = false;
   }
@@ -179,8 +180,8 @@ ir_value_t ir_convolution(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const
     int64_t in = tl->dims[dims->input_spatial[i]], k = tr->dims[dims->kernel_spatial[i]];
     int64_t stride = dims->window_strides[i], ld = dims->lhs_dilation[i], rd = dims->rhs_dilation[i];
     if (stride < 1 || ld < 1 || rd < 1) {
-      ir_failf(func, "%s: spatial dim %d: stride %lld, lhs dilation %lld, rhs dilation %lld must be >= 1", op,
-               (int)i, (long long)stride, (long long)ld, (long long)rd);
+      ir_failf(func, "%s: spatial dim %d: stride %lld, lhs dilation %lld, rhs dilation %lld must be >= 1",
+               ir_op_name(op), (int)i, (long long)stride, (long long)ld, (long long)rd);
       ok = false;
       break;
     }
@@ -188,8 +189,8 @@ ir_value_t ir_convolution(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const
     int64_t padded = dilated + dims->padding_low[i] + dims->padding_high[i];
     int64_t window = k > 0 ? (k - 1) * rd + 1 : 0;
     if (padded < 0) {
-      ir_failf(func, "%s: spatial dim %d of %s padded by %lld and %lld has negative size", op, (int)i,
-               ir_type_str(tl), (long long)dims->padding_low[i], (long long)dims->padding_high[i]);
+      ir_failf(func, "%s: spatial dim %d of %s padded by %lld and %lld has negative size", ir_op_name(op),
+               (int)i, ir_type_str(tl), (long long)dims->padding_low[i], (long long)dims->padding_high[i]);
       ok = false;
       break;
     }

@@ -39,13 +39,13 @@ static void print_value_types(tpurt_strbuf_t* buf, const ir_func_t* func, const 
 
 static void print_block(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_region_t* block, int indent);
 
-static void print_op(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_op_t* op, int indent) {
+static void print_op(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_inst_t* op, int indent) {
   print_indent(buf, indent);
   if (op->num_results == 1)
     tpurt_strbuf_printf(buf, "%%v%d = ", (int)op->first_result);
   else if (op->num_results > 1)
     tpurt_strbuf_printf(buf, "%%v%d:%d = ", (int)op->first_result, (int)op->num_results);
-  tpurt_strbuf_printf(buf, "\"%s\"(", op->name);
+  tpurt_strbuf_printf(buf, "\"%s\"(", ir_op_name(op->op));
   for (int32_t i = 0; i < op->num_operands; ++i) {
     if (i) tpurt_strbuf_puts(buf, ", ");
     print_value(buf, func, op->operands[i]);
@@ -91,14 +91,14 @@ static void print_block(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_reg
   for (int32_t i = 0; i < block->num_ops; ++i) print_op(buf, func, &func->ops[block->ops[i]], indent);
 }
 
-tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out_size) {
+TPURT_MUST_USE tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out_size) {
   *out_text = NULL;
   if (out_size) *out_size = 0;
   if (func->status)
     return tpurt_status_create(tpurt_status_code(func->status), "%s", tpurt_status_message(func->status));
   if (func->num_open != 1)
     return tpurt_status_create(TPURT_INTERNAL, "ir_func_print: %d region(s) still open (%s)",
-                               (int)(func->num_open - 1), func->open[func->num_open - 1]->owner);
+                               (int)(func->num_open - 1), ir_op_name(func->open[func->num_open - 1]->owner));
   if (func->num_unended != 0)
     return tpurt_status_create(TPURT_INTERNAL, "ir_func_print: %d while/if/case op(s) begun and not ended",
                                (int)func->num_unended);
@@ -117,7 +117,7 @@ tpurt_status_t ir_func_print(const ir_func_t* func, char** out_text, size_t* out
   print_value_types(&buf, func, func->results, func->num_results);
   tpurt_strbuf_puts(&buf, " {\n");
   print_block(&buf, func, &func->body, 4);
-  tpurt_strbuf_puts(&buf, "    \"func.return\"(");
+  tpurt_strbuf_printf(&buf, "    \"%s\"(", ir_op_name(IR_OP_FUNC_RETURN));
   for (int32_t i = 0; i < func->num_results; ++i) {
     if (i) tpurt_strbuf_puts(&buf, ", ");
     print_value(&buf, func, func->results[i]);
@@ -173,9 +173,9 @@ static void put_value(tpurt_strbuf_t* buf, const ir_func_t* func, ir_value_t v) 
 static void encode_block(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_region_t* block) {
   put_i64(buf, block->num_ops);
   for (int32_t i = 0; i < block->num_ops; ++i) {
-    const ir_op_t* op = &func->ops[block->ops[i]];
+    const ir_inst_t* op = &func->ops[block->ops[i]];
     put_pair(buf, op->first_result, op->num_results);
-    put_str(buf, op->name);
+    put_i64(buf, (int64_t)op->op);
     /* Operands by name only: a value's type is fixed where it is defined
     ** (a parameter, a region argument or an op's result, all encoded with
     ** their types), so the operand types the printer repeats are already
@@ -197,7 +197,7 @@ static void encode_block(tpurt_strbuf_t* buf, const ir_func_t* func, const ir_re
   }
 }
 
-tpurt_status_t ir_func_encode(const ir_func_t* func, char** out_bytes, size_t* out_size) {
+TPURT_MUST_USE tpurt_status_t ir_func_encode(const ir_func_t* func, char** out_bytes, size_t* out_size) {
   *out_bytes = NULL;
   *out_size = 0;
   /* The printer's refusals, so that a function encodes iff it prints. */

@@ -55,7 +55,7 @@ static const sdpa_args_t kBackwardArgs = {1, 2, 3, 4, 12, 13, 16};
 #define SDPA_BLOCK_BYTES (32u << 20)
 #define SDPA_MIN_LOOP_ROWS 16
 
-static tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_t* p) {
+static TPURT_MUST_USE tpurt_status_t check_inputs(lower_ctx_t* ctx, const sdpa_args_t* a, sdpa_t* p) {
   const tpurt_tensor_t *q = lower_meta(ctx, a->q), *k = lower_meta(ctx, a->k), *v = lower_meta(ctx, a->v);
   if (q->dtype != k->dtype || q->dtype != v->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT,
@@ -274,7 +274,7 @@ static ir_value_t scaled_query(lower_ctx_t* ctx, const sdpa_args_t* a, const sdp
   if (!prescaled(p)) return q;
   int64_t dims[TPURT_MAX_RANK];
   grouped_dims(p, p->lb, p->d, dims);
-  return ir_binary(ctx->func, "stablehlo.multiply", q, lower_broadcast_to(ctx, scale, p->w, dims));
+  return ir_mul(ctx->func, q, lower_broadcast_to(ctx, scale, p->w, dims));
 }
 
 /* The operands of one block of query rows, in the grouped layout of the
@@ -296,21 +296,20 @@ static ir_value_t scores(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p
   grouped_dims(p, p->lb, p->s, dims);
   int64_t lc = p->w - 1, rc = 2;
   ir_value_t s = batched_dot(ctx, p, blk->q, blk->k, 1, &lc, &rc);
-  if (!prescaled(p)) s = ir_binary(f, "stablehlo.multiply", s, lower_broadcast_to(ctx, scale, p->w, dims));
-  ir_value_t neg_inf = lower_splat(ctx, p->acc, p->w, dims, -INFINITY);
+  if (!prescaled(p)) s = ir_mul(f, s, lower_broadcast_to(ctx, scale, p->w, dims));
+  ir_value_t neg_inf = ir_splat(f, p->acc, p->w, dims, -INFINITY);
   if (!lower_is_none(ctx, a->bias)) {
     const tpurt_tensor_t* bm = lower_meta(ctx, a->bias);
     ir_value_t b = lower_tensor(ctx, a->bias);
     if (bm->dtype != TPURT_DTYPE_BOOL) b = lower_cast(ctx, b, p->acc);
     b = bias_to_grouped(ctx, p, b, bm);
-    s = bm->dtype == TPURT_DTYPE_BOOL ? ir_select(f, b, s, neg_inf) : ir_binary(f, "stablehlo.add", s, b);
+    s = bm->dtype == TPURT_DTYPE_BOOL ? ir_select(f, b, s, neg_inf) : ir_add(f, s, b);
   }
   if (lower_bool(ctx, a->causal, false)) { /* key j is visible from query i iff j <= i (top left) */
     int64_t ls[2] = {p->lb, p->s}, last2[2] = {p->w - 2, p->w - 1};
     ir_type_t t = ir_type_make(TPURT_DTYPE_I64, 2, ls);
     ir_value_t row = ir_iota(f, t, 0);
-    if (blk->row0 != IR_NONE)
-      row = ir_binary(f, "stablehlo.add", row, lower_broadcast_to(ctx, blk->row0, 2, ls));
+    if (blk->row0 != IR_NONE) row = ir_add(f, row, lower_broadcast_to(ctx, blk->row0, 2, ls));
     ir_value_t keep = ir_compare(f, IR_LE, ir_iota(f, t, 1), row);
     s = ir_select(f, ir_broadcast_in_dim(f, keep, p->w, dims, last2), s, neg_inf);
   }
@@ -350,10 +349,9 @@ static void forward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* 
   ir_value_t m = ir_reduce(f, s, ir_constant_f64(f, p->acc, -INFINITY), &last, 1, IR_REDUCE_MAX);
   /* a row with every key masked has max -inf: shift it by 0 instead, so its
   ** exponentials are 0 (not nan) and its output is 0 */
-  ir_value_t dead = ir_compare(f, IR_EQ, m, lower_splat(ctx, p->acc, p->w - 1, rdims, -INFINITY));
-  m = ir_select(f, dead, lower_splat(ctx, p->acc, p->w - 1, rdims, 0.0), m);
-  ir_value_t e =
-      ir_unary(f, "stablehlo.exponential", ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, p, m, p->s)));
+  ir_value_t dead = ir_compare(f, IR_EQ, m, ir_splat(f, p->acc, p->w - 1, rdims, -INFINITY));
+  m = ir_select(f, dead, ir_splat(f, p->acc, p->w - 1, rdims, 0.0), m);
+  ir_value_t e = ir_exp(f, ir_sub(f, s, over_rows(ctx, p, m, p->s)));
   int64_t lc = p->w - 1, rc = 1;
   ir_value_t o, sum;
   if (prescaled(p) && blk->row0 == IR_NONE) {
@@ -364,7 +362,7 @@ static void forward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* 
     ** than the pass (1, 8, 4096, 64): 280 against 265 ms. */
     const ir_type_t* vt = ir_value_type(f, blk->v);
     int64_t ones_dims[3] = {vt->dims[0], vt->dims[1], 1};
-    ir_value_t parts[2] = {blk->v, lower_splat(ctx, p->acc, 3, ones_dims, 1.0)};
+    ir_value_t parts[2] = {blk->v, ir_splat(f, p->acc, 3, ones_dims, 1.0)};
     ir_value_t both = batched_dot(ctx, p, e, ir_concatenate(f, parts, 2, 2), 1, &lc, &rc);
     int64_t start[TPURT_MAX_RANK] = {0}, limit[TPURT_MAX_RANK], step[TPURT_MAX_RANK];
     grouped_dims(p, p->lb, p->dv + 1, limit);
@@ -378,10 +376,10 @@ static void forward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* 
     sum = ir_reduce(f, e, ir_constant_f64(f, p->acc, 0.0), &last, 1, IR_REDUCE_ADD);
     o = batched_dot(ctx, p, lower_cast(ctx, e, p->dtype), blk->v, 1, &lc, &rc);
   }
-  ir_value_t safe_sum = ir_select(f, dead, lower_splat(ctx, p->acc, p->w - 1, rdims, 1.0), sum);
-  o = ir_binary(f, "stablehlo.divide", o, over_rows(ctx, p, safe_sum, p->dv));
+  ir_value_t safe_sum = ir_select(f, dead, ir_splat(f, p->acc, p->w - 1, rdims, 1.0), sum);
+  o = ir_div(f, o, over_rows(ctx, p, safe_sum, p->dv));
   *out_o = lower_cast(ctx, o, p->dtype);
-  ir_value_t lse = ir_binary(f, "stablehlo.add", m, ir_unary(f, "stablehlo.log", sum));
+  ir_value_t lse = ir_add(f, m, ir_log(f, sum));
   *out_lse = lower_cast(ctx, lse, TPURT_DTYPE_F32);
 }
 
@@ -419,9 +417,8 @@ static ir_region_op_t loop_begin(lower_ctx_t* ctx, const sdpa_t* p, int64_t rows
   it->p.h = p->g;
   it->p.nb = 0;
   it->p.lb = rows;
-  it->b = ir_binary(f, "stablehlo.divide", args[0], nb);
-  it->r0 = ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.remainder", args[0], nb),
-                     ir_constant_i64(f, TPURT_DTYPE_I64, rows));
+  it->b = ir_div(f, args[0], nb);
+  it->r0 = ir_mul(f, ir_binary(f, IR_OP_REMAINDER, args[0], nb), ir_constant_i64(f, TPURT_DTYPE_I64, rows));
   it->zero = ir_constant_i64(f, TPURT_DTYPE_I64, 0);
   /* the counter rides along as carried[0]: stash it for loop_end */
   acc[n] = args[0];
@@ -433,7 +430,7 @@ static void loop_end(lower_ctx_t* ctx, ir_region_op_t* w, ir_value_t counter, co
                      int32_t n, ir_value_t* out) {
   ir_func_t* f = ctx->func;
   ir_value_t carried[TPURT_MAX_RESULTS], results[TPURT_MAX_RESULTS];
-  carried[0] = ir_binary(f, "stablehlo.add", counter, ir_constant_i64(f, TPURT_DTYPE_I64, 1));
+  carried[0] = ir_add(f, counter, ir_constant_i64(f, TPURT_DTYPE_I64, 1));
   for (int32_t i = 0; i < n; ++i) carried[i + 1] = next[i];
   ir_region_end(f, carried, n + 1);
   ir_while_end(f, w, results);
@@ -475,7 +472,7 @@ static ir_value_t entry_of(lower_ctx_t* ctx, const sdpa_loop_t* it, ir_value_t x
 static ir_value_t add_to_entry(lower_ctx_t* ctx, const sdpa_loop_t* it, ir_value_t x, ir_value_t add,
                                int64_t last) {
   ir_value_t starts[3] = {it->b, it->zero, it->zero};
-  ir_value_t sum = ir_binary(ctx->func, "stablehlo.add", entry_of(ctx, it, x, last), add);
+  ir_value_t sum = ir_add(ctx->func, entry_of(ctx, it, x, last), add);
   return ir_dynamic_update_slice(ctx->func, x, sum, starts);
 }
 
@@ -516,8 +513,8 @@ static void forward_all(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p,
   int64_t odims[TPURT_MAX_RANK], rdims[TPURT_MAX_RANK];
   grouped_dims(p, p->l, p->dv, odims);
   row_dims(p, rdims);
-  ir_value_t init[2] = {lower_splat(ctx, p->dtype, p->w, odims, 0.0),
-                        lower_splat(ctx, TPURT_DTYPE_F32, p->w - 1, rdims, 0.0)};
+  ir_value_t init[2] = {ir_splat(ctx->func, p->dtype, p->w, odims, 0.0),
+                        ir_splat(ctx->func, TPURT_DTYPE_F32, p->w - 1, rdims, 0.0)};
   ir_value_t acc[3], next[2], out[2];
   sdpa_loop_t it;
   ir_region_op_t w = loop_begin(ctx, p, rows, init, 2, acc, &it);
@@ -535,7 +532,7 @@ static void forward_all(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p,
 ** attn_bias?, dropout_p, is_causal, return_debug_mask, *, scale?) ->
 ** (output, logsumexp, cum_seq_q, cum_seq_k, max_q, max_k, philox_seed,
 **  philox_offset, debug_attn_mask) */
-static tpurt_status_t lower_sdpa_forward(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_sdpa_forward(lower_ctx_t* ctx) {
   const sdpa_args_t* a = &kForwardArgs;
   sdpa_t p;
   TPURT_RETURN_IF_ERROR(check_inputs(ctx, a, &p));
@@ -591,8 +588,7 @@ static void backward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t*
   int64_t sdims[TPURT_MAX_RANK];
   grouped_dims(p, p->lb, p->s, sdims);
   /* P = exp(s - lse) */
-  ir_value_t prob = ir_unary(f, "stablehlo.exponential",
-                             ir_binary(f, "stablehlo.subtract", s, over_rows(ctx, p, blk->lse, p->s)));
+  ir_value_t prob = ir_exp(f, ir_sub(f, s, over_rows(ctx, p, blk->lse, p->s)));
   int64_t gl[2] = {1, 2}; /* the (G), rows dims of a grouped tensor */
   int32_t ngl = 1 + p->gd;
   if (gr->want_v) /* dV = P^T dO, summed over the group */
@@ -601,25 +597,20 @@ static void backward_block(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t*
   /* dS = P * (dO V^T - rowsum(dO * O)) */
   int64_t lc = p->w - 1, rc = 2;
   ir_value_t dp = batched_dot(ctx, p, blk->dout, blk->v, 1, &lc, &rc);
-  ir_value_t oo =
-      ir_binary(f, "stablehlo.multiply", lower_cast(ctx, blk->dout, p->acc), lower_cast(ctx, blk->o, p->acc));
+  ir_value_t oo = ir_mul(f, lower_cast(ctx, blk->dout, p->acc), lower_cast(ctx, blk->o, p->acc));
   ir_value_t di = ir_reduce(f, oo, ir_constant_f64(f, p->acc, 0.0), &lc, 1, IR_REDUCE_ADD);
-  ir_value_t ds = ir_binary(f, "stablehlo.multiply", prob,
-                            ir_binary(f, "stablehlo.subtract", dp, over_rows(ctx, p, di, p->s)));
+  ir_value_t ds = ir_mul(f, prob, ir_sub(f, dp, over_rows(ctx, p, di, p->s)));
   /* prescaled: the scale goes on dQ [rows, D] and comes with the scaled
   ** query into dK, so no [rows, S] multiply */
   ir_value_t dss =
-      prescaled(p)
-          ? ds
-          : lower_cast(ctx,
-                       ir_binary(f, "stablehlo.multiply", ds, lower_broadcast_to(ctx, scale, p->w, sdims)),
-                       p->dtype);
+      prescaled(p) ? ds
+                   : lower_cast(ctx, ir_mul(f, ds, lower_broadcast_to(ctx, scale, p->w, sdims)), p->dtype);
   if (gr->want_q) { /* dQ = scale dS K */
     int64_t klc = p->w - 1, krc = 1, qdims[TPURT_MAX_RANK];
     gr->dq = batched_dot(ctx, p, dss, blk->k, 1, &klc, &krc);
     if (prescaled(p)) {
       grouped_dims(p, p->lb, p->d, qdims);
-      gr->dq = ir_binary(f, "stablehlo.multiply", gr->dq, lower_broadcast_to(ctx, scale, p->w, qdims));
+      gr->dq = ir_mul(f, gr->dq, lower_broadcast_to(ctx, scale, p->w, qdims));
     }
   }
   if (gr->want_k) /* dK = scale dS^T Q, summed over the group */
@@ -636,8 +627,8 @@ static void backward_all(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p
   int64_t rdims[TPURT_MAX_RANK];
   row_dims(p, rdims);
   ir_value_t l = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 7), p->acc), p->w - 1, rdims);
-  ir_value_t dead = ir_compare(f, IR_EQ, l, lower_splat(ctx, p->acc, p->w - 1, rdims, -INFINITY));
-  l = ir_select(f, dead, lower_splat(ctx, p->acc, p->w - 1, rdims, INFINITY), l);
+  ir_value_t dead = ir_compare(f, IR_EQ, l, ir_splat(f, p->acc, p->w - 1, rdims, -INFINITY));
+  l = ir_select(f, dead, ir_splat(f, p->acc, p->w - 1, rdims, INFINITY), l);
   sdpa_block_t whole = {.q = scaled_query(ctx, a, p, scale),
                         .k = kv_batched(ctx, p, a->k),
                         .v = kv_batched(ctx, p, a->v),
@@ -652,8 +643,8 @@ static void backward_all(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p
   int64_t qdims[TPURT_MAX_RANK], kdims[3] = {p->n * p->hk, p->s, p->d},
                                  vdims[3] = {p->n * p->hk, p->s, p->dv};
   grouped_dims(p, p->l, p->d, qdims);
-  ir_value_t init[3] = {lower_splat(ctx, p->acc, p->w, qdims, 0.0), lower_splat(ctx, p->acc, 3, kdims, 0.0),
-                        lower_splat(ctx, p->acc, 3, vdims, 0.0)};
+  ir_value_t init[3] = {ir_splat(f, p->acc, p->w, qdims, 0.0), ir_splat(f, p->acc, 3, kdims, 0.0),
+                        ir_splat(f, p->acc, 3, vdims, 0.0)};
   ir_value_t acc[4], next[3], out[3];
   sdpa_loop_t it;
   ir_region_op_t w = loop_begin(ctx, p, rows, init, 3, acc, &it);
@@ -674,7 +665,7 @@ static void backward_all(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p
 ** cum_seq_k, max_q, max_k, dropout_p, is_causal, philox_seed,
 ** philox_offset, *, scale?) -> (grad_query, grad_key, grad_value,
 ** grad_attn_bias). */
-static tpurt_status_t lower_sdpa_backward(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_sdpa_backward(lower_ctx_t* ctx) {
   const sdpa_args_t* a = &kBackwardArgs;
   sdpa_t p;
   TPURT_RETURN_IF_ERROR(check_inputs(ctx, a, &p));

@@ -59,8 +59,7 @@ static double config_scale(const sdpa_t* p) { return 1.0 / sqrt((double)p->d); }
 static ir_value_t scale_factor(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t* p) {
   if (lower_is_none(ctx, a->scale)) return IR_NONE;
   ir_value_t scale = lower_scalar(ctx, a->scale, TPURT_DTYPE_F32);
-  return ir_binary(ctx->func, "stablehlo.multiply", scale,
-                   ir_constant_f64(ctx->func, TPURT_DTYPE_F32, 1.0 / config_scale(p)));
+  return ir_mul(ctx->func, scale, ir_constant_f64(ctx->func, TPURT_DTYPE_F32, 1.0 / config_scale(p)));
 }
 
 /* |x| times a 0-d f32 |factor| (IR_NONE: |x| itself), in |x|'s type. */
@@ -70,7 +69,7 @@ static ir_value_t scaled(lower_ctx_t* ctx, ir_value_t x, ir_value_t factor, tpur
   if (!t) return IR_NONE;
   ir_value_t wide = lower_cast(ctx, x, TPURT_DTYPE_F32);
   ir_value_t f = lower_broadcast_to(ctx, factor, t->rank, t->dims);
-  return lower_cast(ctx, ir_binary(ctx->func, "stablehlo.multiply", wide, f), dtype);
+  return lower_cast(ctx, ir_mul(ctx->func, wide, f), dtype);
 }
 
 /* A plain [N.., heads, rows, last] tensor as [B, heads, rows, last]. */
@@ -105,8 +104,8 @@ static ir_value_t bias_bnts(lower_ctx_t* ctx, const sdpa_args_t* a, const sdpa_t
     /* -2^41 (bf16) and -2^15 (f16): exact in the type, far below any score
     ** and far from the type's limit, so sums with it stay finite */
     double masked = p->dtype == TPURT_DTYPE_BF16 ? -2199023255552.0 : -32768.0;
-    ir_value_t zero = lower_splat(ctx, p->dtype, bm->rank, bm->sizes, 0.0);
-    ir_value_t neg = lower_splat(ctx, p->dtype, bm->rank, bm->sizes, masked);
+    ir_value_t zero = ir_splat(f, p->dtype, bm->rank, bm->sizes, 0.0);
+    ir_value_t neg = ir_splat(f, p->dtype, bm->rank, bm->sizes, masked);
     b = ir_select(f, b, zero, neg);
   } else {
     b = lower_cast(ctx, b, p->dtype);

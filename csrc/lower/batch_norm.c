@@ -19,7 +19,7 @@ typedef struct bn_s {
   int64_t count; /* elements per channel */
 } bn_t;
 
-static tpurt_status_t bn_setup(lower_ctx_t* ctx, int32_t in_arg, int32_t w_arg, bn_t* b) {
+static TPURT_MUST_USE tpurt_status_t bn_setup(lower_ctx_t* ctx, int32_t in_arg, int32_t w_arg, bn_t* b) {
   b->in = lower_meta(ctx, in_arg);
   if (b->in->rank < 2)
     return lower_error(TPURT_INVALID_ARGUMENT, "batch_norm: expected 2D or more input (got %dD input)",
@@ -50,11 +50,12 @@ static ir_value_t per_channel(lower_ctx_t* ctx, const bn_t* b, ir_value_t c) {
 /* A [C] param arg as an acc value, or |if_none|. */
 static ir_value_t channel_arg(lower_ctx_t* ctx, const bn_t* b, int32_t arg, double if_none) {
   int64_t c = b->in->sizes[1];
-  if (arg < 0 || !lower_meta(ctx, arg)) return lower_splat(ctx, b->acc, 1, &c, if_none);
+  if (arg < 0 || !lower_meta(ctx, arg)) return ir_splat(ctx->func, b->acc, 1, &c, if_none);
   return lower_cast(ctx, lower_tensor(ctx, arg), b->acc);
 }
 
-static tpurt_status_t check_channel_arg(lower_ctx_t* ctx, const bn_t* b, int32_t arg, const char* what) {
+static TPURT_MUST_USE tpurt_status_t check_channel_arg(lower_ctx_t* ctx, const bn_t* b, int32_t arg,
+                                                       const char* what) {
   const tpurt_tensor_t* t = arg >= 0 ? lower_meta(ctx, arg) : NULL;
   if (t && (t->rank != 1 || t->sizes[0] != b->in->sizes[1]))
     return lower_error(TPURT_INVALID_ARGUMENT, "%s should contain %lld elements not %lld", what,
@@ -63,8 +64,8 @@ static tpurt_status_t check_channel_arg(lower_ctx_t* ctx, const bn_t* b, int32_t
 }
 
 /* Forward; |rm|/|rv| < 0 when there are none. Sets out, save_mean, save_invstd. */
-static tpurt_status_t bn_forward(lower_ctx_t* ctx, int32_t w, int32_t bias, int32_t rm, int32_t rv,
-                                 bool training, int32_t eps_arg) {
+static TPURT_MUST_USE tpurt_status_t bn_forward(lower_ctx_t* ctx, int32_t w, int32_t bias, int32_t rm,
+                                                int32_t rv, bool training, int32_t eps_arg) {
   bn_t b;
   TPURT_RETURN_IF_ERROR(bn_setup(ctx, 0, w, &b));
   TPURT_RETURN_IF_ERROR(check_channel_arg(ctx, &b, w, "weight"));
@@ -89,52 +90,52 @@ static tpurt_status_t bn_forward(lower_ctx_t* ctx, int32_t w, int32_t bias, int3
   ir_value_t mean, var;
   if (training) {
     mean = ir_reduce(f, x, zero, b.dims, b.num_dims, IR_REDUCE_ADD);
-    mean = ir_binary(f, "stablehlo.divide", mean, lower_full_like(ctx, mean, (double)b.count));
-    ir_value_t dev = ir_binary(f, "stablehlo.subtract", x, per_channel(ctx, &b, mean));
-    var = ir_reduce(f, ir_binary(f, "stablehlo.multiply", dev, dev), zero, b.dims, b.num_dims, IR_REDUCE_ADD);
-    var = ir_binary(f, "stablehlo.divide", var, lower_full_like(ctx, var, (double)b.count));
+    mean = ir_div(f, mean, ir_const_like(f, mean, (double)b.count));
+    ir_value_t dev = ir_sub(f, x, per_channel(ctx, &b, mean));
+    var = ir_reduce(f, ir_mul(f, dev, dev), zero, b.dims, b.num_dims, IR_REDUCE_ADD);
+    var = ir_div(f, var, ir_const_like(f, var, (double)b.count));
   } else {
     mean = channel_arg(ctx, &b, rm, 0.0);
     var = channel_arg(ctx, &b, rv, 1.0);
   }
   const ir_type_t* vt = ir_value_type(f, var);
   ir_value_t eps = lower_broadcast_to(ctx, lower_scalar(ctx, eps_arg, b.acc), vt->rank, vt->dims);
-  ir_value_t invstd = ir_unary(f, "stablehlo.rsqrt", ir_binary(f, "stablehlo.add", var, eps));
+  ir_value_t invstd = ir_rsqrt(f, ir_add(f, var, eps));
   /* y = x * scale + shift with scale = w * invstd, shift = b - mean * scale */
-  ir_value_t scale = ir_binary(f, "stablehlo.multiply", channel_arg(ctx, &b, w, 1.0), invstd);
-  ir_value_t dev = ir_binary(f, "stablehlo.subtract", x, per_channel(ctx, &b, mean));
-  ir_value_t y = ir_binary(f, "stablehlo.multiply", dev, per_channel(ctx, &b, scale));
-  y = ir_binary(f, "stablehlo.add", y, per_channel(ctx, &b, channel_arg(ctx, &b, bias, 0.0)));
+  ir_value_t scale = ir_mul(f, channel_arg(ctx, &b, w, 1.0), invstd);
+  ir_value_t dev = ir_sub(f, x, per_channel(ctx, &b, mean));
+  ir_value_t y = ir_mul(f, dev, per_channel(ctx, &b, scale));
+  y = ir_add(f, y, per_channel(ctx, &b, channel_arg(ctx, &b, bias, 0.0)));
   lower_set_result(ctx, 0, lower_cast(ctx, y, b.in->dtype));
   if (training) {
     lower_set_result(ctx, 1, lower_cast(ctx, mean, b.stat));
     lower_set_result(ctx, 2, lower_cast(ctx, invstd, b.stat));
   } else { /* PyTorch returns empty statistics in evaluation mode */
     int64_t none = 0;
-    lower_set_result(ctx, 1, lower_splat(ctx, b.stat, 1, &none, 0.0));
-    lower_set_result(ctx, 2, lower_splat(ctx, b.stat, 1, &none, 0.0));
+    lower_set_result(ctx, 1, ir_splat(f, b.stat, 1, &none, 0.0));
+    lower_set_result(ctx, 2, ir_splat(f, b.stat, 1, &none, 0.0));
   }
   return NULL;
 }
 
 /* native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps) */
-static tpurt_status_t lower_native_batch_norm(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_native_batch_norm(lower_ctx_t* ctx) {
   return bn_forward(ctx, 1, 2, 3, 4, lower_bool(ctx, 5, false), 7);
 }
 
 /* _native_batch_norm_legit.no_stats(input, weight?, bias?, training, momentum, eps) */
-static tpurt_status_t lower_batch_norm_no_stats(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_batch_norm_no_stats(lower_ctx_t* ctx) {
   return bn_forward(ctx, 1, 2, -1, -1, lower_bool(ctx, 3, true), 5);
 }
 
 /* _native_batch_norm_legit_no_training(input, weight?, bias?, running_mean, running_var, momentum, eps) */
-static tpurt_status_t lower_batch_norm_no_training(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_batch_norm_no_training(lower_ctx_t* ctx) {
   return bn_forward(ctx, 1, 2, 3, 4, false, 6);
 }
 
 /* native_batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?,
 ** save_mean?, save_invstd?, train, eps, output_mask) -> (grad_input, grad_weight, grad_bias) */
-static tpurt_status_t lower_native_batch_norm_backward(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_native_batch_norm_backward(lower_ctx_t* ctx) {
   bn_t b;
   TPURT_RETURN_IF_ERROR(bn_setup(ctx, 1, 2, &b));
   bool train = lower_bool(ctx, 7, false);
@@ -155,28 +156,24 @@ static tpurt_status_t lower_native_batch_norm_backward(lower_ctx_t* ctx) {
     ir_value_t var = channel_arg(ctx, &b, 4, 1.0);
     const ir_type_t* vt = ir_value_type(f, var);
     ir_value_t eps = lower_broadcast_to(ctx, lower_scalar(ctx, 8, b.acc), vt->rank, vt->dims);
-    invstd = ir_unary(f, "stablehlo.rsqrt", ir_binary(f, "stablehlo.add", var, eps));
+    invstd = ir_rsqrt(f, ir_add(f, var, eps));
   }
   ir_value_t zero = ir_constant_f64(f, b.acc, 0.0);
   ir_value_t w = channel_arg(ctx, &b, 2, 1.0);
-  ir_value_t xhat =
-      ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", x, per_channel(ctx, &b, mean)),
-                per_channel(ctx, &b, invstd));
+  ir_value_t xhat = ir_mul(f, ir_sub(f, x, per_channel(ctx, &b, mean)), per_channel(ctx, &b, invstd));
   ir_value_t sum_g = ir_reduce(f, g, zero, b.dims, b.num_dims, IR_REDUCE_ADD);
-  ir_value_t sum_gx =
-      ir_reduce(f, ir_binary(f, "stablehlo.multiply", g, xhat), zero, b.dims, b.num_dims, IR_REDUCE_ADD);
+  ir_value_t sum_gx = ir_reduce(f, ir_mul(f, g, xhat), zero, b.dims, b.num_dims, IR_REDUCE_ADD);
   if (lower_bool_list_item(ctx, 9, 0, true)) {
-    ir_value_t scale = ir_binary(f, "stablehlo.multiply", w, invstd);
+    ir_value_t scale = ir_mul(f, w, invstd);
     ir_value_t gi;
     if (train) { /* w*invstd * (g - mean(g) - xhat * mean(g*xhat)) */
-      ir_value_t n = lower_full_like(ctx, sum_g, (double)b.count);
-      ir_value_t mg = per_channel(ctx, &b, ir_binary(f, "stablehlo.divide", sum_g, n));
-      ir_value_t mgx = per_channel(ctx, &b, ir_binary(f, "stablehlo.divide", sum_gx, n));
-      gi = ir_binary(f, "stablehlo.subtract", ir_binary(f, "stablehlo.subtract", g, mg),
-                     ir_binary(f, "stablehlo.multiply", xhat, mgx));
-      gi = ir_binary(f, "stablehlo.multiply", gi, per_channel(ctx, &b, scale));
+      ir_value_t n = ir_const_like(f, sum_g, (double)b.count);
+      ir_value_t mg = per_channel(ctx, &b, ir_div(f, sum_g, n));
+      ir_value_t mgx = per_channel(ctx, &b, ir_div(f, sum_gx, n));
+      gi = ir_sub(f, ir_sub(f, g, mg), ir_mul(f, xhat, mgx));
+      gi = ir_mul(f, gi, per_channel(ctx, &b, scale));
     } else {
-      gi = ir_binary(f, "stablehlo.multiply", g, per_channel(ctx, &b, scale));
+      gi = ir_mul(f, g, per_channel(ctx, &b, scale));
     }
     lower_set_result(ctx, 0, lower_cast(ctx, gi, b.in->dtype));
   } else {

@@ -8,7 +8,8 @@
 
 /* complex(real, imag) / polar(abs, angle): two real tensors of one float
 ** type (f32 or f64), broadcast, joined into complex. */
-static tpurt_status_t join_parts(lower_ctx_t* ctx, const char* op, ir_value_t* re, ir_value_t* im) {
+static TPURT_MUST_USE tpurt_status_t join_parts(lower_ctx_t* ctx, const char* op, ir_value_t* re,
+                                                ir_value_t* im) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
   if (a->dtype != b->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT,
@@ -25,7 +26,7 @@ static tpurt_status_t join_parts(lower_ctx_t* ctx, const char* op, ir_value_t* r
   return NULL;
 }
 
-static tpurt_status_t lower_complex(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_complex(lower_ctx_t* ctx) {
   ir_value_t re, im;
   TPURT_RETURN_IF_ERROR(join_parts(ctx, "complex", &re, &im));
   lower_set_result(ctx, 0, ir_complex(ctx->func, re, im));
@@ -33,12 +34,12 @@ static tpurt_status_t lower_complex(lower_ctx_t* ctx) {
 }
 
 /* polar(abs, angle) = abs * (cos(angle) + i sin(angle)) */
-static tpurt_status_t lower_polar(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_polar(lower_ctx_t* ctx) {
   ir_value_t r, theta;
   TPURT_RETURN_IF_ERROR(join_parts(ctx, "polar", &r, &theta));
   ir_func_t* f = ctx->func;
-  ir_value_t re = ir_binary(f, "stablehlo.multiply", r, ir_unary(f, "stablehlo.cosine", theta));
-  ir_value_t im = ir_binary(f, "stablehlo.multiply", r, ir_unary(f, "stablehlo.sine", theta));
+  ir_value_t re = ir_mul(f, r, ir_unary(f, IR_OP_COSINE, theta));
+  ir_value_t im = ir_mul(f, r, ir_unary(f, IR_OP_SINE, theta));
   lower_set_result(ctx, 0, ir_complex(f, re, im));
   return NULL;
 }
@@ -46,23 +47,22 @@ static tpurt_status_t lower_polar(lower_ctx_t* ctx) {
 /* _conj_physical / conj_physical: the conjugate, computed (PyTorch's conj()
 ** only flips a bit; the glue resolves that bit through this rule). A real
 ** tensor is its own conjugate. */
-static tpurt_status_t lower_conj_physical(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_conj_physical(lower_ctx_t* ctx) {
   ir_value_t x = lower_tensor(ctx, 0);
   if (tpurt_dtype_is_complex(lower_meta(ctx, 0)->dtype)) {
     ir_func_t* f = ctx->func;
-    x = ir_complex(f, ir_complex_part(f, "stablehlo.real", x),
-                   ir_unary(f, "stablehlo.negate", ir_complex_part(f, "stablehlo.imag", x)));
+    x = ir_complex(f, ir_complex_part(f, IR_OP_REAL, x), ir_neg(f, ir_complex_part(f, IR_OP_IMAG, x)));
   }
   lower_set_result(ctx, 0, x);
   return NULL;
 }
 
-tpurt_status_t lower_complex_angle(lower_ctx_t* ctx) {
+TPURT_MUST_USE tpurt_status_t lower_complex_angle(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_tensor(ctx, 0);
-  lower_set_result(ctx, 0,
-                   ir_binary(f, "stablehlo.atan2", ir_complex_part(f, "stablehlo.imag", x),
-                             ir_complex_part(f, "stablehlo.real", x)));
+  lower_set_result(
+      ctx, 0,
+      ir_binary(f, IR_OP_ATAN2, ir_complex_part(f, IR_OP_IMAG, x), ir_complex_part(f, IR_OP_REAL, x)));
   return NULL;
 }
 

@@ -23,8 +23,8 @@ typedef struct conv_params_s {
 } conv_params_t;
 
 /* expand_param_if_needed: one value for every dim, or one per dim. */
-static tpurt_status_t expand_param(const lower_ctx_t* ctx, int32_t arg, const char* name, int32_t ns,
-                                   int64_t* out) {
+static TPURT_MUST_USE tpurt_status_t expand_param(const lower_ctx_t* ctx, int32_t arg, const char* name,
+                                                  int32_t ns, int64_t* out) {
   int64_t given[TPURT_MAX_RANK];
   int32_t n = lower_ints(ctx, arg, given, TPURT_MAX_RANK);
   if (n == 1) {
@@ -43,7 +43,8 @@ static tpurt_status_t expand_param(const lower_ctx_t* ctx, int32_t arg, const ch
 
 /* Reads stride..groups starting at schema arg |first| (stride, padding,
 ** dilation, transposed, output_padding, groups), for |ns| spatial dims. */
-static tpurt_status_t read_params(const lower_ctx_t* ctx, int32_t first, int32_t ns, conv_params_t* p) {
+static TPURT_MUST_USE tpurt_status_t read_params(const lower_ctx_t* ctx, int32_t first, int32_t ns,
+                                                 conv_params_t* p) {
   memset(p, 0, sizeof(*p));
   p->ns = ns;
   p->transposed = lower_bool(ctx, first + 3, false);
@@ -69,8 +70,8 @@ static tpurt_status_t read_params(const lower_ctx_t* ctx, int32_t first, int32_t
 
 /* The checks of PyTorch's _convolution / check_shape_forward, in its order
 ** and wording. */
-static tpurt_status_t check_forward(const tpurt_tensor_t* in, const tpurt_tensor_t* w,
-                                    const tpurt_tensor_t* b, const conv_params_t* p) {
+static TPURT_MUST_USE tpurt_status_t check_forward(const tpurt_tensor_t* in, const tpurt_tensor_t* w,
+                                                   const tpurt_tensor_t* b, const conv_params_t* p) {
   int64_t g = p->groups;
   char wsz[256];
   snprintf(wsz, sizeof(wsz), "%s", lower_shape_str(w->rank, w->sizes));
@@ -303,7 +304,7 @@ static bool channels_last(const tpurt_tensor_t* t) {
 
 /* convolution(input, weight, bias?, stride, padding, dilation, transposed,
 **             output_padding, groups) (and convolution_overrideable) */
-static tpurt_status_t lower_convolution(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_convolution(lower_ctx_t* ctx) {
   const tpurt_tensor_t* in = lower_meta(ctx, 0);
   const tpurt_tensor_t* w = lower_meta(ctx, 1);
   const tpurt_tensor_t* b = lower_meta(ctx, 2);
@@ -334,9 +335,9 @@ static tpurt_status_t lower_convolution(lower_ctx_t* ctx) {
     const ir_type_t* ty = ir_value_type(ctx->func, y);
     int64_t one = 1;
     if (ty)
-      y = ir_binary(ctx->func, "stablehlo.add", y,
-                    ir_broadcast_in_dim(ctx->func, lower_cast(ctx, lower_tensor(ctx, 2), acc), ty->rank,
-                                        ty->dims, &one));
+      y = ir_add(ctx->func, y,
+                 ir_broadcast_in_dim(ctx->func, lower_cast(ctx, lower_tensor(ctx, 2), acc), ty->rank,
+                                     ty->dims, &one));
   }
   y = lower_cast(ctx, y, in->dtype);
   if (channels_last(in) || channels_last(w)) {
@@ -356,8 +357,8 @@ static tpurt_status_t lower_convolution(lower_ctx_t* ctx) {
 /* convolution_backward(grad_output, input, weight, bias_sizes?, stride,
 ** padding, dilation, transposed, output_padding, groups, output_mask);
 ** the _overrideable form has no bias_sizes (|first| is where stride is). */
-static tpurt_status_t conv_backward(lower_ctx_t* ctx) {
-  int32_t first = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t conv_backward(lower_ctx_t* ctx) {
+  int32_t first = lower_rule_data(ctx)->arg; /* the schema position of stride */
   const tpurt_tensor_t* dyt = lower_meta(ctx, 0);
   const tpurt_tensor_t* in = lower_meta(ctx, 1);
   const tpurt_tensor_t* w = lower_meta(ctx, 2);
@@ -414,7 +415,7 @@ static tpurt_status_t conv_backward(lower_ctx_t* ctx) {
 ** stride) -> [N, C * kh * kw, L]: for each kernel offset (i, j), a strided
 ** slice of the zero-padded input (exact: no products, so inf and NaN stay
 ** where they are), stacked after the channel dim. */
-static tpurt_status_t lower_im2col(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_im2col(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t k[2], dil[2], pad[2], st[2];
   const char* what[4] = {"kernel_size", "dilation", "padding", "stride"};
@@ -476,8 +477,8 @@ const lower_rule_t lower_conv_rules[] = {
     LOWER_FN("aten::im2col", lower_im2col),
     LOWER_OUT_FN("aten::im2col.out", lower_im2col),
     LOWER_FN("aten::convolution", lower_convolution),
-    LOWER_FN_WITH("aten::convolution_backward", conv_backward, .num = {4}),
-    LOWER_FN_WITH("aten::convolution_backward_overrideable", conv_backward, .num = {3}),
+    LOWER_FN_WITH("aten::convolution_backward", conv_backward, .arg = 4),
+    LOWER_FN_WITH("aten::convolution_backward_overrideable", conv_backward, .arg = 3),
     LOWER_FN("aten::convolution_overrideable", lower_convolution),
     LOWER_END,
 };

@@ -19,9 +19,6 @@
 
 #define DECOMP_MAX_N 128
 
-static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t b) {
-  return ir_binary(ctx->func, op, a, b);
-}
 static const ir_type_t* type_of(lower_ctx_t* ctx, ir_value_t v) { return ir_value_type(ctx->func, v); }
 
 /* A[:, k, :] as [B, c] */
@@ -60,7 +57,7 @@ static ir_value_t spread_batch(lower_ctx_t* ctx, ir_value_t v, int32_t rank, con
 /* u[B, r] (x) v[B, c] -> [B, r, c] */
 static ir_value_t outer(lower_ctx_t* ctx, ir_value_t u, ir_value_t v) {
   int64_t dims[3] = {type_of(ctx, u)->dims[0], type_of(ctx, u)->dims[1], type_of(ctx, v)->dims[1]};
-  return bin(ctx, "stablehlo.multiply", spread(ctx, u, dims, 1), spread(ctx, v, dims, 2));
+  return ir_mul(ctx->func, spread(ctx, u, dims, 1), spread(ctx, v, dims, 2));
 }
 
 /* iota along |dim| of a [B, r, c] (or [B, n]) shape, compared with |k| */
@@ -68,10 +65,8 @@ static ir_value_t index_is(lower_ctx_t* ctx, int32_t rank, const int64_t* dims, 
                            ir_compare_dir_t dir, int64_t k) {
   ir_type_t it = ir_type_make(TPURT_DTYPE_I64, rank, dims);
   ir_value_t iota = ir_iota(ctx->func, it, dim);
-  return ir_compare(ctx->func, dir, iota, lower_full_like(ctx, iota, (double)k));
+  return ir_compare(ctx->func, dir, iota, ir_const_like(ctx->func, iota, (double)k));
 }
-
-static ir_value_t zeros_like(lower_ctx_t* ctx, ir_value_t v) { return lower_full_like(ctx, v, 0.0); }
 
 /* A with row k replaced by v[B, c] */
 static ir_value_t set_row(lower_ctx_t* ctx, ir_value_t a, int64_t k, ir_value_t v) {
@@ -93,12 +88,12 @@ static ir_value_t solve_triangular(lower_ctx_t* ctx, ir_value_t t, ir_value_t y,
     ir_value_t yk = row(ctx, y, k);
     if (!unit) {
       int64_t bm[2] = {dims[0], dims[2]}, b0[1] = {0};
-      yk = bin(ctx, "stablehlo.divide", yk, ir_broadcast_in_dim(ctx->func, elem(ctx, c, k), 2, bm, b0));
+      yk = ir_div(ctx->func, yk, ir_broadcast_in_dim(ctx->func, elem(ctx, c, k), 2, bm, b0));
       y = set_row(ctx, y, k, yk);
     }
     ir_value_t mask = index_is(ctx, 3, dims, 1, eff_lower ? IR_GT : IR_LT, k);
     ir_value_t upd = outer(ctx, c, yk);
-    y = bin(ctx, "stablehlo.subtract", y, ir_select(ctx->func, mask, upd, zeros_like(ctx, upd)));
+    y = ir_sub(ctx->func, y, ir_select(ctx->func, mask, upd, ir_const_like(ctx->func, upd, 0.0)));
   }
   return y;
 }
@@ -128,7 +123,7 @@ static mats_t mats_of(const tpurt_tensor_t* t) {
   return m;
 }
 
-static tpurt_status_t check_matrix(const char* op, const tpurt_tensor_t* t, bool square) {
+static TPURT_MUST_USE tpurt_status_t check_matrix(const char* op, const tpurt_tensor_t* t, bool square) {
   if (t->rank < 2)
     return lower_error(TPURT_INVALID_ARGUMENT, "%s: The input tensor A must have at least 2 dimensions.", op);
   if (!tpurt_dtype_is_float(t->dtype))
@@ -178,18 +173,17 @@ static ir_value_t cholesky(lower_ctx_t* ctx, ir_value_t a, ir_value_t* info) {
   for (int64_t k = 0; k < n; ++k) {
     ir_value_t c = col(ctx, a, k);
     ir_value_t pivot = elem(ctx, c, k);
-    ir_value_t not_pd = ir_unary(f, "stablehlo.not", ir_compare(f, IR_GT, pivot, zeros_like(ctx, pivot)));
-    ir_value_t first = ir_binary(f, "stablehlo.and", not_pd, ir_compare(f, IR_EQ, bad, zeros_like(ctx, bad)));
-    bad = ir_select(f, first, lower_full_like(ctx, bad, (double)(k + 1)), bad);
-    ir_value_t d = ir_unary(f, "stablehlo.sqrt", pivot);
+    ir_value_t not_pd = ir_not(f, ir_compare(f, IR_GT, pivot, ir_const_like(f, pivot, 0.0)));
+    ir_value_t first = ir_and(f, not_pd, ir_compare(f, IR_EQ, bad, ir_const_like(f, bad, 0.0)));
+    bad = ir_select(f, first, ir_const_like(f, bad, (double)(k + 1)), bad);
+    ir_value_t d = ir_sqrt(f, pivot);
     int64_t b0[1] = {0};
-    ir_value_t l = bin(ctx, "stablehlo.divide", c, ir_broadcast_in_dim(f, d, 2, vdims, b0));
-    l = ir_select(f, index_is(ctx, 2, vdims, 1, IR_LT, k), zeros_like(ctx, l), l);
+    ir_value_t l = ir_div(f, c, ir_broadcast_in_dim(f, d, 2, vdims, b0));
+    l = ir_select(f, index_is(ctx, 2, vdims, 1, IR_LT, k), ir_const_like(f, l, 0.0), l);
     cols[k] = l;
     ir_value_t upd = outer(ctx, l, l);
-    ir_value_t mask = ir_binary(f, "stablehlo.and", index_is(ctx, 3, dims, 1, IR_GT, k),
-                                index_is(ctx, 3, dims, 2, IR_GT, k));
-    a = bin(ctx, "stablehlo.subtract", a, ir_select(f, mask, upd, zeros_like(ctx, upd)));
+    ir_value_t mask = ir_and(f, index_is(ctx, 3, dims, 1, IR_GT, k), index_is(ctx, 3, dims, 2, IR_GT, k));
+    a = ir_sub(f, a, ir_select(f, mask, upd, ir_const_like(f, upd, 0.0)));
   }
   if (info) *info = bad;
   if (n == 0) return a;
@@ -199,7 +193,7 @@ static ir_value_t cholesky(lower_ctx_t* ctx, ir_value_t a, ir_value_t* info) {
 }
 
 /* linalg_cholesky_ex(self, *, upper=False, check_errors=False) -> (L, info) */
-static tpurt_status_t lower_linalg_cholesky_ex(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_linalg_cholesky_ex(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.cholesky", t, true));
   bool upper = lower_bool(ctx, 1, false);
@@ -216,7 +210,7 @@ static tpurt_status_t lower_linalg_cholesky_ex(lower_ctx_t* ctx) {
 
 /* cholesky(self, upper=False): the deprecated form; a matrix that is not
 ** positive-definite gives NaN here (CPU raises: that check needs a sync) */
-static tpurt_status_t lower_cholesky(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_cholesky(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix("cholesky", t, true));
   bool upper = lower_bool(ctx, 1, false);
@@ -230,7 +224,7 @@ static tpurt_status_t lower_cholesky(lower_ctx_t* ctx) {
 }
 
 /* _cholesky_solve_helper(self=B, A=factor, upper): A = L L^T (or U^T U) */
-static tpurt_status_t lower_cholesky_solve_helper(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_cholesky_solve_helper(lower_ctx_t* ctx) {
   const tpurt_tensor_t *bt = lower_meta(ctx, 0), *at = lower_meta(ctx, 1);
   TPURT_RETURN_IF_ERROR(check_matrix("cholesky_solve", at, true));
   bool upper = lower_bool(ctx, 2, false);
@@ -254,7 +248,7 @@ static ir_value_t identity_mats(lower_ctx_t* ctx, int64_t b, int64_t n, tpurt_dt
 }
 
 /* cholesky_inverse(self=factor, upper=False): (L L^T)^-1 */
-static tpurt_status_t lower_cholesky_inverse(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_cholesky_inverse(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix("cholesky_inverse", t, true));
   bool upper = lower_bool(ctx, 1, false);
@@ -272,8 +266,8 @@ static tpurt_status_t lower_cholesky_inverse(lower_ctx_t* ctx) {
 
 /* Broadcasts the batch dims of args |ia| (A, square) and |ib| (B) and reads
 ** both as [count, r, c]. */
-static tpurt_status_t read_pair(lower_ctx_t* ctx, int32_t ia, int32_t ib, mats_t* ma, mats_t* mb,
-                                ir_value_t* a, ir_value_t* b) {
+static TPURT_MUST_USE tpurt_status_t read_pair(lower_ctx_t* ctx, int32_t ia, int32_t ib, mats_t* ma,
+                                               mats_t* mb, ir_value_t* a, ir_value_t* b) {
   const tpurt_tensor_t *at = lower_meta(ctx, ia), *bt = lower_meta(ctx, ib);
   mats_t a0 = mats_of(at), b0 = mats_of(bt);
   int32_t rank = 0;
@@ -304,7 +298,7 @@ static tpurt_status_t read_pair(lower_ctx_t* ctx, int32_t ia, int32_t ib, mats_t
 }
 
 /* linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False) */
-static tpurt_status_t lower_linalg_solve_triangular(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_linalg_solve_triangular(lower_ctx_t* ctx) {
   const tpurt_tensor_t *at = lower_meta(ctx, 0), *bt = lower_meta(ctx, 1);
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.solve_triangular", at, true));
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.solve_triangular", bt, false));
@@ -332,7 +326,7 @@ static tpurt_status_t lower_linalg_solve_triangular(lower_ctx_t* ctx) {
 }
 
 /* triangular_solve(self=B, A, upper=True, transpose=False, unitriangular=False) -> (X, A clone) */
-static tpurt_status_t lower_triangular_solve(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_triangular_solve(lower_ctx_t* ctx) {
   const tpurt_tensor_t *bt = lower_meta(ctx, 0), *at = lower_meta(ctx, 1);
   TPURT_RETURN_IF_ERROR(check_matrix("triangular_solve", at, true));
   TPURT_RETURN_IF_ERROR(check_matrix("triangular_solve", bt, false));
@@ -369,12 +363,12 @@ static ir_value_t swap_rows(lower_ctx_t* ctx, ir_value_t v, int64_t k, ir_value_
   ir_type_t it = ir_type_make(TPURT_DTYPE_I64, t->rank, t->dims);
   ir_value_t rows = ir_iota(f, it, 1);
   ir_value_t is_p = ir_compare(f, IR_EQ, rows, spread_batch(ctx, p, t->rank, t->dims));
-  ir_value_t is_k = ir_compare(f, IR_EQ, rows, lower_full_like(ctx, rows, (double)k));
+  ir_value_t is_k = ir_compare(f, IR_EQ, rows, ir_const_like(f, rows, (double)k));
   /* row p, per batch: the one row the mask keeps, summed out (exact: the rest are zeros) */
   int64_t rdim[1] = {1};
   ir_value_t zero =
       tpurt_dtype_is_float(t->dtype) ? ir_constant_f64(f, t->dtype, 0.0) : ir_constant_i64(f, t->dtype, 0);
-  ir_value_t vp = ir_reduce(f, ir_select(f, is_p, v, zeros_like(ctx, v)), zero, rdim, 1, IR_REDUCE_ADD);
+  ir_value_t vp = ir_reduce(f, ir_select(f, is_p, v, ir_const_like(f, v, 0.0)), zero, rdim, 1, IR_REDUCE_ADD);
   ir_value_t vk = mat ? row(ctx, v, k) : elem(ctx, v, k);
   ir_value_t vp_all = mat ? spread(ctx, vp, t->dims, 2) : spread_batch(ctx, vp, t->rank, t->dims);
   ir_value_t vk_all = mat ? spread(ctx, vk, t->dims, 2) : spread_batch(ctx, vk, t->rank, t->dims);
@@ -392,36 +386,35 @@ static lu_t lu_factor(lower_ctx_t* ctx, ir_value_t a) {
   ir_value_t piv[DECOMP_MAX_N];
   for (int64_t k = 0; k < steps; ++k) {
     ir_value_t c = col(ctx, a, k);
-    ir_value_t ac = ir_unary(f, "stablehlo.abs", c);
-    ac = ir_select(f, index_is(ctx, 2, vdims, 1, IR_LT, k), lower_full_like(ctx, ac, -1.0), ac);
+    ir_value_t ac = ir_abs(f, c);
+    ac = ir_select(f, index_is(ctx, 2, vdims, 1, IR_LT, k), ir_const_like(f, ac, -1.0), ac);
     int64_t rdim[1] = {1};
     ir_value_t mx = ir_reduce(f, ac, ir_constant_f64(f, t->dtype, -INFINITY), rdim, 1, IR_REDUCE_MAX);
     ir_value_t rows = ir_iota(f, pt, 1);
     ir_value_t hit = ir_compare(f, IR_EQ, ac, spread_batch(ctx, mx, 2, vdims));
-    ir_value_t cand = ir_select(f, hit, rows, lower_full_like(ctx, rows, (double)m));
+    ir_value_t cand = ir_select(f, hit, rows, ir_const_like(f, rows, (double)m));
     ir_value_t p = ir_reduce(f, cand, ir_constant_i64(f, TPURT_DTYPE_I64, m), rdim, 1, IR_REDUCE_MIN);
     /* an all-NaN column has no hit: keep row k */
-    p = ir_select(f, ir_compare(f, IR_GE, p, lower_full_like(ctx, p, (double)m)),
-                  lower_full_like(ctx, p, (double)k), p);
-    piv[k] = ir_convert(f, bin(ctx, "stablehlo.add", p, lower_full_like(ctx, p, 1.0)), TPURT_DTYPE_I32);
+    p = ir_select(f, ir_compare(f, IR_GE, p, ir_const_like(f, p, (double)m)), ir_const_like(f, p, (double)k),
+                  p);
+    piv[k] = ir_convert(f, ir_add(f, p, ir_const_like(f, p, 1.0)), TPURT_DTYPE_I32);
     a = swap_rows(ctx, a, k, p);
     r.perm = swap_rows(ctx, r.perm, k, p);
     ir_value_t ck = col(ctx, a, k);
     ir_value_t d = elem(ctx, ck, k);
-    ir_value_t zero_pivot = ir_compare(f, IR_EQ, d, zeros_like(ctx, d));
-    ir_value_t first =
-        ir_binary(f, "stablehlo.and", zero_pivot, ir_compare(f, IR_EQ, r.info, zeros_like(ctx, r.info)));
-    r.info = ir_select(f, first, lower_full_like(ctx, r.info, (double)(k + 1)), r.info);
+    ir_value_t zero_pivot = ir_compare(f, IR_EQ, d, ir_const_like(f, d, 0.0));
+    ir_value_t first = ir_and(f, zero_pivot, ir_compare(f, IR_EQ, r.info, ir_const_like(f, r.info, 0.0)));
+    r.info = ir_select(f, first, ir_const_like(f, r.info, (double)(k + 1)), r.info);
     /* LAPACK leaves a zero pivot's column unscaled (it is all zeros then) */
-    ir_value_t safe_d = ir_select(f, zero_pivot, lower_full_like(ctx, d, 1.0), d);
-    ir_value_t l = bin(ctx, "stablehlo.divide", ck, spread_batch(ctx, safe_d, 2, vdims));
-    l = ir_select(f, index_is(ctx, 2, vdims, 1, IR_GT, k), l, zeros_like(ctx, l));
+    ir_value_t safe_d = ir_select(f, zero_pivot, ir_const_like(f, d, 1.0), d);
+    ir_value_t l = ir_div(f, ck, spread_batch(ctx, safe_d, 2, vdims));
+    l = ir_select(f, index_is(ctx, 2, vdims, 1, IR_GT, k), l, ir_const_like(f, l, 0.0));
     ir_value_t below = index_is(ctx, 3, dims, 1, IR_GT, k);
     /* column k below the diagonal becomes l; the trailing block loses l (x) row k */
     ir_value_t upd = outer(ctx, l, row(ctx, a, k));
-    ir_value_t trailing = ir_binary(f, "stablehlo.and", below, index_is(ctx, 3, dims, 2, IR_GT, k));
-    a = bin(ctx, "stablehlo.subtract", a, ir_select(f, trailing, upd, zeros_like(ctx, upd)));
-    ir_value_t colk = ir_binary(f, "stablehlo.and", below, index_is(ctx, 3, dims, 2, IR_EQ, k));
+    ir_value_t trailing = ir_and(f, below, index_is(ctx, 3, dims, 2, IR_GT, k));
+    a = ir_sub(f, a, ir_select(f, trailing, upd, ir_const_like(f, upd, 0.0)));
+    ir_value_t colk = ir_and(f, below, index_is(ctx, 3, dims, 2, IR_EQ, k));
     a = ir_select(f, colk, spread(ctx, l, dims, 1), a);
   }
   r.lu = a;
@@ -444,7 +437,7 @@ static ir_value_t perm_of_pivots(lower_ctx_t* ctx, ir_value_t pivots, int64_t m)
   ir_value_t perm = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 2, vdims), 1);
   for (int64_t k = 0; k < t->dims[1]; ++k) {
     ir_value_t p = ir_convert(f, elem(ctx, pivots, k), TPURT_DTYPE_I64);
-    perm = swap_rows(ctx, perm, k, bin(ctx, "stablehlo.subtract", p, lower_full_like(ctx, p, 1.0)));
+    perm = swap_rows(ctx, perm, k, ir_sub(f, p, ir_const_like(f, p, 1.0)));
   }
   return perm;
 }
@@ -469,7 +462,8 @@ static ir_value_t permute_rows(lower_ctx_t* ctx, ir_value_t y, ir_value_t perm, 
   int64_t bp[3] = {0, 1, 2}, by[3] = {0, 2, 3};
   ir_value_t p4 = ir_broadcast_in_dim(f, p, 4, dims4, bp);
   ir_value_t y4 = ir_broadcast_in_dim(f, y, 4, dims4, by);
-  ir_value_t picked = ir_select(f, ir_compare(f, IR_NE, p4, zeros_like(ctx, p4)), y4, zeros_like(ctx, y4));
+  ir_value_t picked =
+      ir_select(f, ir_compare(f, IR_NE, p4, ir_const_like(f, p4, 0.0)), y4, ir_const_like(f, y4, 0.0));
   int64_t rdim[1] = {2};
   return ir_reduce(f, picked, ir_constant_f64(f, t->dtype, 0.0), rdim, 1, IR_REDUCE_ADD);
 }
@@ -502,7 +496,7 @@ static lu_t factor_arg(lower_ctx_t* ctx, int32_t i, mats_t* m) {
 }
 
 /* linalg_lu_factor_ex(A, *, pivot=True, check_errors=False) -> (LU, pivots, info) */
-static tpurt_status_t lower_linalg_lu_factor_ex(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_linalg_lu_factor_ex(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix("torch.linalg.lu_factor", t, false));
   if (!lower_bool(ctx, 1, true))
@@ -529,12 +523,11 @@ static void lu_det_parts(lower_ctx_t* ctx, const lu_t* r, int64_t n, ir_value_t*
   for (int64_t k = 0; k < n; ++k) {
     ir_value_t u = elem(ctx, col(ctx, r->lu, k), k);
     ir_value_t p = elem(ctx, r->pivots, k);
-    ir_value_t swapped = ir_compare(f, IR_NE, p, lower_full_like(ctx, p, (double)(k + 1)));
-    ir_value_t flip = ir_select(f, swapped, lower_full_like(ctx, u, -1.0), lower_full_like(ctx, u, 1.0));
-    d = bin(ctx, "stablehlo.multiply", d, bin(ctx, "stablehlo.multiply", u, flip));
-    s = bin(ctx, "stablehlo.multiply", s,
-            bin(ctx, "stablehlo.multiply", ir_unary(f, "stablehlo.sign", u), flip));
-    la = bin(ctx, "stablehlo.add", la, ir_unary(f, "stablehlo.log", ir_unary(f, "stablehlo.abs", u)));
+    ir_value_t swapped = ir_compare(f, IR_NE, p, ir_const_like(f, p, (double)(k + 1)));
+    ir_value_t flip = ir_select(f, swapped, ir_const_like(f, u, -1.0), ir_const_like(f, u, 1.0));
+    d = ir_mul(f, d, ir_mul(f, u, flip));
+    s = ir_mul(f, s, ir_mul(f, ir_unary(f, IR_OP_SIGN, u), flip));
+    la = ir_add(f, la, ir_log(f, ir_abs(f, u)));
   }
   if (sign) *sign = s;
   if (logabs) *logabs = la;
@@ -543,8 +536,8 @@ static void lu_det_parts(lower_ctx_t* ctx, const lu_t* r, int64_t n, ir_value_t*
 
 /* _linalg_det(A) -> (det, LU, pivots) and _linalg_slogdet(A) -> (sign,
 ** logabsdet, LU, pivots): the row's int says which (1: slogdet). */
-static tpurt_status_t det_row(lower_ctx_t* ctx) {
-  bool slog = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t det_row(lower_ctx_t* ctx) {
+  bool slog = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix(slog ? "linalg.slogdet" : "linalg.det", t, true));
   mats_t m;
@@ -562,7 +555,7 @@ static tpurt_status_t det_row(lower_ctx_t* ctx) {
 }
 
 /* linalg_inv_ex(A, *, check_errors=False) -> (inverse, info) */
-static tpurt_status_t lower_linalg_inv_ex(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_linalg_inv_ex(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.inv", t, true));
   mats_t m;
@@ -576,7 +569,7 @@ static tpurt_status_t lower_linalg_inv_ex(lower_ctx_t* ctx) {
 
 /* _linalg_solve_ex(A, B, *, left=True, check_errors=False) -> (result, LU, pivots, info).
 ** B is a batch of vectors when it has one dim less than A and matches A's batch (PyTorch's rule). */
-static tpurt_status_t lower_linalg_solve_ex(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_linalg_solve_ex(lower_ctx_t* ctx) {
   const tpurt_tensor_t *at = lower_meta(ctx, 0), *bt = lower_meta(ctx, 1);
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.solve", at, true));
   bool left = lower_bool(ctx, 2, true);
@@ -639,7 +632,7 @@ static tpurt_status_t lower_linalg_solve_ex(lower_ctx_t* ctx) {
 }
 
 /* linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False) */
-static tpurt_status_t lower_linalg_lu_solve(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_linalg_lu_solve(lower_ctx_t* ctx) {
   const tpurt_tensor_t *lt = lower_meta(ctx, 0), *pt = lower_meta(ctx, 1), *bt = lower_meta(ctx, 2);
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.lu_solve", lt, true));
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.lu_solve", bt, false));
@@ -682,9 +675,9 @@ static void unpack(lower_ctx_t* ctx, ir_value_t lu, ir_value_t perm, const mats_
   int64_t ldims[3] = {b, m->rows, k}, udims[3] = {b, k, m->cols};
   ir_type_t lt = ir_type_make(TPURT_DTYPE_I64, 3, ldims), ut = ir_type_make(TPURT_DTYPE_I64, 3, udims);
   ir_value_t li = ir_iota(f, lt, 1), lj = ir_iota(f, lt, 2);
-  l = ir_select(f, ir_compare(f, IR_GT, li, lj), l, zeros_like(ctx, l));
-  l = ir_select(f, ir_compare(f, IR_EQ, li, lj), lower_full_like(ctx, l, 1.0), l);
-  u = ir_select(f, ir_compare(f, IR_LE, ir_iota(f, ut, 1), ir_iota(f, ut, 2)), u, zeros_like(ctx, u));
+  l = ir_select(f, ir_compare(f, IR_GT, li, lj), l, ir_const_like(f, l, 0.0));
+  l = ir_select(f, ir_compare(f, IR_EQ, li, lj), ir_const_like(f, l, 1.0), l);
+  u = ir_select(f, ir_compare(f, IR_LE, ir_iota(f, ut, 1), ir_iota(f, ut, 2)), u, ir_const_like(f, u, 0.0));
   int64_t pt[2] = {m->rows, m->rows}, ltail[2] = {m->rows, k}, utail[2] = {k, m->cols};
   lower_set_result(ctx, 0, to_batch(ctx, p, m, 2, pt, dtype));
   lower_set_result(ctx, 1, to_batch(ctx, l, m, 2, ltail, dtype));
@@ -692,7 +685,7 @@ static void unpack(lower_ctx_t* ctx, ir_value_t lu, ir_value_t perm, const mats_
 }
 
 /* linalg_lu(A, *, pivot=True) -> (P, L, U) */
-static tpurt_status_t lower_linalg_lu(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_linalg_lu(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.lu", t, false));
   if (!lower_bool(ctx, 1, true))
@@ -705,7 +698,7 @@ static tpurt_status_t lower_linalg_lu(lower_ctx_t* ctx) {
 }
 
 /* lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True) -> (P, L, U) */
-static tpurt_status_t lower_lu_unpack(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_lu_unpack(lower_ctx_t* ctx) {
   const tpurt_tensor_t *t = lower_meta(ctx, 0), *pt = lower_meta(ctx, 1);
   TPURT_RETURN_IF_ERROR(check_matrix("torch.lu_unpack", t, false));
   if (!lower_bool(ctx, 2, true) || !lower_bool(ctx, 3, true))
@@ -730,8 +723,8 @@ static tpurt_status_t lower_lu_unpack(lower_ctx_t* ctx) {
 static ir_value_t col_dot(lower_ctx_t* ctx, ir_value_t u, ir_value_t v) {
   const ir_type_t* t = type_of(ctx, u);
   int64_t rdim[1] = {1};
-  return ir_reduce(ctx->func, bin(ctx, "stablehlo.multiply", u, v), ir_constant_f64(ctx->func, t->dtype, 0.0),
-                   rdim, 1, IR_REDUCE_ADD);
+  return ir_reduce(ctx->func, ir_mul(ctx->func, u, v), ir_constant_f64(ctx->func, t->dtype, 0.0), rdim, 1,
+                   IR_REDUCE_ADD);
 }
 
 static ir_value_t concat_cols(lower_ctx_t* ctx, ir_value_t* cols, int64_t n) {
@@ -769,43 +762,37 @@ static void svd_jacobi(lower_ctx_t* ctx, ir_value_t w, ir_value_t* u_out, ir_val
     for (int64_t q = p + 1; q < n; ++q) {
       ir_value_t alpha = col_dot(ctx, wc[p], wc[p]), beta = col_dot(ctx, wc[q], wc[q]);
       ir_value_t gamma = col_dot(ctx, wc[p], wc[q]);
-      ir_value_t scale = ir_unary(f, "stablehlo.sqrt", bin(ctx, "stablehlo.multiply", alpha, beta));
-      ir_value_t rotate = ir_compare(f, IR_GT, ir_unary(f, "stablehlo.abs", gamma),
-                                     bin(ctx, "stablehlo.multiply", scale, lower_full_like(ctx, scale, eps)));
-      any = ir_binary(f, "stablehlo.or", any, rotate);
-      ir_value_t safe_g = ir_select(f, rotate, gamma, lower_full_like(ctx, gamma, 1.0));
-      ir_value_t zeta = bin(ctx, "stablehlo.divide", bin(ctx, "stablehlo.subtract", beta, alpha),
-                            bin(ctx, "stablehlo.multiply", safe_g, lower_full_like(ctx, safe_g, 2.0)));
-      ir_value_t root = ir_unary(f, "stablehlo.sqrt",
-                                 bin(ctx, "stablehlo.add", lower_full_like(ctx, zeta, 1.0),
-                                     bin(ctx, "stablehlo.multiply", zeta, zeta)));
-      ir_value_t sgn = ir_select(f, ir_compare(f, IR_LT, zeta, zeros_like(ctx, zeta)),
-                                 lower_full_like(ctx, zeta, -1.0), lower_full_like(ctx, zeta, 1.0));
-      ir_value_t tan = bin(ctx, "stablehlo.divide", sgn,
-                           bin(ctx, "stablehlo.add", ir_unary(f, "stablehlo.abs", zeta), root));
-      ir_value_t c = bin(ctx, "stablehlo.divide", lower_full_like(ctx, tan, 1.0),
-                         ir_unary(f, "stablehlo.sqrt",
-                                  bin(ctx, "stablehlo.add", lower_full_like(ctx, tan, 1.0),
-                                      bin(ctx, "stablehlo.multiply", tan, tan))));
-      ir_value_t sn = bin(ctx, "stablehlo.multiply", c, tan);
-      c = ir_select(f, rotate, c, lower_full_like(ctx, c, 1.0));
-      sn = ir_select(f, rotate, sn, zeros_like(ctx, sn));
+      ir_value_t scale = ir_sqrt(f, ir_mul(f, alpha, beta));
+      ir_value_t rotate =
+          ir_compare(f, IR_GT, ir_abs(f, gamma), ir_mul(f, scale, ir_const_like(f, scale, eps)));
+      any = ir_or(f, any, rotate);
+      ir_value_t safe_g = ir_select(f, rotate, gamma, ir_const_like(f, gamma, 1.0));
+      ir_value_t zeta = ir_div(f, ir_sub(f, beta, alpha), ir_mul(f, safe_g, ir_const_like(f, safe_g, 2.0)));
+      ir_value_t root =
+          ir_unary(f, IR_OP_SQRT, ir_add(f, ir_const_like(f, zeta, 1.0), ir_mul(f, zeta, zeta)));
+      ir_value_t sgn = ir_select(f, ir_compare(f, IR_LT, zeta, ir_const_like(f, zeta, 0.0)),
+                                 ir_const_like(f, zeta, -1.0), ir_const_like(f, zeta, 1.0));
+      ir_value_t tan = ir_div(f, sgn, ir_add(f, ir_abs(f, zeta), root));
+      ir_value_t c =
+          ir_div(f, ir_const_like(f, tan, 1.0),
+                 ir_unary(f, IR_OP_SQRT, ir_add(f, ir_const_like(f, tan, 1.0), ir_mul(f, tan, tan))));
+      ir_value_t sn = ir_mul(f, c, tan);
+      c = ir_select(f, rotate, c, ir_const_like(f, c, 1.0));
+      sn = ir_select(f, rotate, sn, ir_const_like(f, sn, 0.0));
       ir_value_t* cols[2] = {wc, vc};
       int64_t rows[2] = {m, n};
       for (int32_t which = 0; which < 2; ++which) {
         int64_t vd[2] = {b, rows[which]}, b0[1] = {0};
         ir_value_t cb = ir_broadcast_in_dim(f, c, 2, vd, b0), sb = ir_broadcast_in_dim(f, sn, 2, vd, b0);
         ir_value_t xp = cols[which][p], xq = cols[which][q];
-        cols[which][p] = bin(ctx, "stablehlo.subtract", bin(ctx, "stablehlo.multiply", cb, xp),
-                             bin(ctx, "stablehlo.multiply", sb, xq));
-        cols[which][q] = bin(ctx, "stablehlo.add", bin(ctx, "stablehlo.multiply", sb, xp),
-                             bin(ctx, "stablehlo.multiply", cb, xq));
+        cols[which][p] = ir_sub(f, ir_mul(f, cb, xp), ir_mul(f, sb, xq));
+        cols[which][q] = ir_add(f, ir_mul(f, sb, xp), ir_mul(f, cb, xq));
       }
     }
   }
   int64_t all[1] = {0};
   ir_value_t rotated = ir_reduce(f, any, ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), all, 1, IR_REDUCE_OR);
-  ir_value_t next_count = ir_binary(f, "stablehlo.add", args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 1));
+  ir_value_t next_count = ir_add(f, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 1));
   next_count = ir_select(f, rotated, next_count, ir_constant_i64(f, TPURT_DTYPE_I32, -1));
   ir_value_t next[3] = {next_count, concat_cols(ctx, wc, n), concat_cols(ctx, vc, n)};
   ir_region_end(f, next, 3);
@@ -814,11 +801,11 @@ static void svd_jacobi(lower_ctx_t* ctx, ir_value_t w, ir_value_t* u_out, ir_val
   ir_value_t sv[DECOMP_MAX_N], uc[DECOMP_MAX_N];
   for (int64_t k = 0; k < n; ++k) {
     ir_value_t x = col(ctx, out[1], k);
-    ir_value_t norm = ir_unary(f, "stablehlo.sqrt", col_dot(ctx, x, x));
-    ir_value_t safe = ir_select(f, ir_compare(f, IR_GT, norm, zeros_like(ctx, norm)), norm,
-                                lower_full_like(ctx, norm, 1.0));
+    ir_value_t norm = ir_sqrt(f, col_dot(ctx, x, x));
+    ir_value_t safe = ir_select(f, ir_compare(f, IR_GT, norm, ir_const_like(f, norm, 0.0)), norm,
+                                ir_const_like(f, norm, 1.0));
     int64_t vd[2] = {b, m}, b0[1] = {0};
-    uc[k] = bin(ctx, "stablehlo.divide", x, ir_broadcast_in_dim(f, safe, 2, vd, b0));
+    uc[k] = ir_div(f, x, ir_broadcast_in_dim(f, safe, 2, vd, b0));
     int64_t d2[2] = {b, 1};
     sv[k] = ir_reshape(f, norm, 2, d2);
   }
@@ -836,7 +823,7 @@ static void svd_jacobi(lower_ctx_t* ctx, ir_value_t w, ir_value_t* u_out, ir_val
 }
 
 /* _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None) -> (U, S, Vh) */
-static tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.svd", t, false));
   bool full = lower_bool(ctx, 1, false), compute_uv = lower_bool(ctx, 2, true);
@@ -851,19 +838,19 @@ static tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
     memcpy(dims, m.batch, sizeof(int64_t) * (size_t)m.batch_rank);
     int32_t r = m.batch_rank;
     dims[r] = k;
-    lower_set_result(ctx, 1, lower_splat(ctx, t->dtype, r + 1, dims, 0.0));
+    lower_set_result(ctx, 1, ir_splat(ctx->func, t->dtype, r + 1, dims, 0.0));
     if (!compute_uv) {
       int64_t zero[1] = {0};
-      lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, 1, zero, 0.0));
-      lower_set_result(ctx, 2, lower_splat(ctx, t->dtype, 1, zero, 0.0));
+      lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, 1, zero, 0.0));
+      lower_set_result(ctx, 2, ir_splat(ctx->func, t->dtype, 1, zero, 0.0));
       return NULL;
     }
     dims[r] = m.rows;
     dims[r + 1] = k;
-    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, r + 2, dims, 0.0));
+    lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, r + 2, dims, 0.0));
     dims[r] = k;
     dims[r + 1] = m.cols;
-    lower_set_result(ctx, 2, lower_splat(ctx, t->dtype, r + 2, dims, 0.0));
+    lower_set_result(ctx, 2, ir_splat(ctx->func, t->dtype, r + 2, dims, 0.0));
     return NULL;
   }
   ir_value_t a = read_mats(ctx, 0, &m);
@@ -883,8 +870,8 @@ static tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
     lower_set_result(ctx, 2, to_batch(ctx, transpose3(ctx, v), &m, 2, vt, t->dtype));
   } else {
     int64_t zero[1] = {0};
-    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, 1, zero, 0.0));
-    lower_set_result(ctx, 2, lower_splat(ctx, t->dtype, 1, zero, 0.0));
+    lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, 1, zero, 0.0));
+    lower_set_result(ctx, 2, ir_splat(ctx->func, t->dtype, 1, zero, 0.0));
   }
   return NULL;
 }
@@ -894,7 +881,7 @@ static tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
 ** positive semi-definite B = A + cI, whose SVD is its eigendecomposition:
 ** lambda = sigma - c (the absolute error, eps ||A||, of any backward-stable
 ** eigensolver), the vectors B's right singular vectors; ascending order. */
-static tpurt_status_t lower_linalg_eigh(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_linalg_eigh(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.eigh", t, true));
   const char* uplo = lower_str(ctx, 1, "L");
@@ -910,11 +897,11 @@ static tpurt_status_t lower_linalg_eigh(lower_ctx_t* ctx) {
     int32_t r = m.batch_rank;
     dims[r] = n;
     dims[r + 1] = n;
-    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, r + 1, dims, 0.0));
+    lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, r + 1, dims, 0.0));
     int64_t zero[1] = {0};
-    lower_set_result(
-        ctx, 1,
-        compute_v ? lower_splat(ctx, t->dtype, r + 2, dims, 0.0) : lower_splat(ctx, t->dtype, 1, zero, 0.0));
+    lower_set_result(ctx, 1,
+                     compute_v ? ir_splat(ctx->func, t->dtype, r + 2, dims, 0.0)
+                               : ir_splat(ctx->func, t->dtype, 1, zero, 0.0));
     return NULL;
   }
   ir_func_t* f = ctx->func;
@@ -923,22 +910,22 @@ static tpurt_status_t lower_linalg_eigh(lower_ctx_t* ctx) {
   ir_type_t it = ir_type_make(TPURT_DTYPE_I64, 3, dims);
   ir_value_t i = ir_iota(f, it, 1), j = ir_iota(f, it, 2);
   ir_value_t keep = ir_compare(f, lower ? IR_GE : IR_LE, i, j);
-  ir_value_t tri = ir_select(f, keep, a, zeros_like(ctx, a));
-  ir_value_t strict = ir_select(f, ir_compare(f, IR_EQ, i, j), zeros_like(ctx, tri), tri);
-  ir_value_t sym = bin(ctx, "stablehlo.add", tri, transpose3(ctx, strict));
+  ir_value_t tri = ir_select(f, keep, a, ir_const_like(f, a, 0.0));
+  ir_value_t strict = ir_select(f, ir_compare(f, IR_EQ, i, j), ir_const_like(f, tri, 0.0), tri);
+  ir_value_t sym = ir_add(f, tri, transpose3(ctx, strict));
   int64_t rd[2] = {1, 2};
   ir_value_t fro =
-      ir_unary(f, "stablehlo.sqrt",
-               ir_reduce(f, bin(ctx, "stablehlo.multiply", sym, sym),
-                         ir_constant_f64(f, type_of(ctx, sym)->dtype, 0.0), rd, 2, IR_REDUCE_ADD));
+      ir_unary(f, IR_OP_SQRT,
+               ir_reduce(f, ir_mul(f, sym, sym), ir_constant_f64(f, type_of(ctx, sym)->dtype, 0.0), rd, 2,
+                         IR_REDUCE_ADD));
   int64_t b0[1] = {0};
   ir_value_t shift = ir_broadcast_in_dim(f, fro, 3, dims, b0);
   ir_value_t eye = identity_mats(ctx, m.count, n, type_of(ctx, sym)->dtype);
-  ir_value_t shifted = bin(ctx, "stablehlo.add", sym, bin(ctx, "stablehlo.multiply", eye, shift));
+  ir_value_t shifted = ir_add(f, sym, ir_mul(f, eye, shift));
   ir_value_t u, s, v;
   svd_jacobi(ctx, shifted, &u, &s, &v);
   int64_t vd[2] = {m.count, n};
-  ir_value_t lam = bin(ctx, "stablehlo.subtract", s, ir_broadcast_in_dim(f, fro, 2, vd, b0));
+  ir_value_t lam = ir_sub(f, s, ir_broadcast_in_dim(f, fro, 2, vd, b0));
   /* descending -> ascending */
   int64_t rev1[1] = {1}, rev2[1] = {2};
   lam = ir_reverse(f, lam, rev1, 1);
@@ -948,7 +935,7 @@ static tpurt_status_t lower_linalg_eigh(lower_ctx_t* ctx) {
     lower_set_result(ctx, 1, to_batch(ctx, ir_reverse(f, v, rev2, 1), &m, 2, tail, t->dtype));
   } else {
     int64_t zero[1] = {0};
-    lower_set_result(ctx, 1, lower_splat(ctx, t->dtype, 1, zero, 0.0));
+    lower_set_result(ctx, 1, ir_splat(f, t->dtype, 1, zero, 0.0));
   }
   (void)u;
   return NULL;
@@ -966,22 +953,19 @@ static void householder(lower_ctx_t* ctx, ir_value_t a, int64_t k, ir_value_t* v
   int64_t vd[2] = {t->dims[0], t->dims[1]}, b0[1] = {0};
   ir_value_t x = col(ctx, a, k);
   ir_value_t below = index_is(ctx, 2, vd, 1, IR_GT, k);
-  ir_value_t xb = ir_select(f, below, x, zeros_like(ctx, x));
+  ir_value_t xb = ir_select(f, below, x, ir_const_like(f, x, 0.0));
   ir_value_t alpha = elem(ctx, x, k);
   ir_value_t xnorm2 = col_dot(ctx, xb, xb);
-  ir_value_t norm = ir_unary(f, "stablehlo.sqrt",
-                             bin(ctx, "stablehlo.add", bin(ctx, "stablehlo.multiply", alpha, alpha), xnorm2));
-  ir_value_t trivial = ir_compare(f, IR_EQ, xnorm2, zeros_like(ctx, xnorm2));
-  ir_value_t b = ir_select(f, ir_compare(f, IR_GE, alpha, zeros_like(ctx, alpha)),
-                           ir_unary(f, "stablehlo.negate", norm), norm);
+  ir_value_t norm = ir_unary(f, IR_OP_SQRT, ir_add(f, ir_mul(f, alpha, alpha), xnorm2));
+  ir_value_t trivial = ir_compare(f, IR_EQ, xnorm2, ir_const_like(f, xnorm2, 0.0));
+  ir_value_t b =
+      ir_select(f, ir_compare(f, IR_GE, alpha, ir_const_like(f, alpha, 0.0)), ir_neg(f, norm), norm);
   b = ir_select(f, trivial, alpha, b);
-  ir_value_t safe_b = ir_select(f, trivial, lower_full_like(ctx, b, 1.0), b);
-  *tau = ir_select(f, trivial, zeros_like(ctx, b),
-                   bin(ctx, "stablehlo.divide", bin(ctx, "stablehlo.subtract", safe_b, alpha), safe_b));
-  ir_value_t denom =
-      ir_select(f, trivial, lower_full_like(ctx, b, 1.0), bin(ctx, "stablehlo.subtract", alpha, b));
-  ir_value_t scaled = bin(ctx, "stablehlo.divide", xb, ir_broadcast_in_dim(f, denom, 2, vd, b0));
-  *v = ir_select(f, index_is(ctx, 2, vd, 1, IR_EQ, k), lower_full_like(ctx, scaled, 1.0), scaled);
+  ir_value_t safe_b = ir_select(f, trivial, ir_const_like(f, b, 1.0), b);
+  *tau = ir_select(f, trivial, ir_const_like(f, b, 0.0), ir_div(f, ir_sub(f, safe_b, alpha), safe_b));
+  ir_value_t denom = ir_select(f, trivial, ir_const_like(f, b, 1.0), ir_sub(f, alpha, b));
+  ir_value_t scaled = ir_div(f, xb, ir_broadcast_in_dim(f, denom, 2, vd, b0));
+  *v = ir_select(f, index_is(ctx, 2, vd, 1, IR_EQ, k), ir_const_like(f, scaled, 1.0), scaled);
   *beta = b;
 }
 
@@ -991,20 +975,18 @@ static ir_value_t apply_reflector(lower_ctx_t* ctx, ir_value_t y, ir_value_t v, 
   const ir_type_t* t = type_of(ctx, y);
   int64_t b0[1] = {0};
   if (left) {
-    ir_value_t vy = bin(ctx, "stablehlo.multiply", spread(ctx, v, t->dims, 1), y);
+    ir_value_t vy = ir_mul(f, spread(ctx, v, t->dims, 1), y);
     int64_t rd[1] = {1};
     ir_value_t w =
         ir_reduce(f, vy, ir_constant_f64(f, t->dtype, 0.0), rd, 1, IR_REDUCE_ADD); /* v^T Y: [B, c] */
     ir_value_t upd = outer(ctx, v, w);
-    return bin(ctx, "stablehlo.subtract", y,
-               bin(ctx, "stablehlo.multiply", upd, ir_broadcast_in_dim(f, tau, 3, t->dims, b0)));
+    return ir_sub(f, y, ir_mul(f, upd, ir_broadcast_in_dim(f, tau, 3, t->dims, b0)));
   }
-  ir_value_t yv = bin(ctx, "stablehlo.multiply", spread(ctx, v, t->dims, 2), y);
+  ir_value_t yv = ir_mul(f, spread(ctx, v, t->dims, 2), y);
   int64_t rd[1] = {2};
   ir_value_t w = ir_reduce(f, yv, ir_constant_f64(f, t->dtype, 0.0), rd, 1, IR_REDUCE_ADD); /* Y v: [B, r] */
   ir_value_t upd = outer(ctx, w, v);
-  return bin(ctx, "stablehlo.subtract", y,
-             bin(ctx, "stablehlo.multiply", upd, ir_broadcast_in_dim(f, tau, 3, t->dims, b0)));
+  return ir_sub(f, y, ir_mul(f, upd, ir_broadcast_in_dim(f, tau, 3, t->dims, b0)));
 }
 
 /* geqrf of A [B, m, n]: the reflectors below the diagonal, R on and above, tau [B, k] */
@@ -1021,8 +1003,8 @@ static ir_value_t geqrf(lower_ctx_t* ctx, ir_value_t a, ir_value_t* tau_out) {
     ir_value_t right = index_is(ctx, 3, dims, 2, IR_GT, k);
     a = ir_select(f, right, applied, a);
     ir_value_t colk = index_is(ctx, 3, dims, 2, IR_EQ, k);
-    ir_value_t below = ir_binary(f, "stablehlo.and", colk, index_is(ctx, 3, dims, 1, IR_GT, k));
-    ir_value_t diag = ir_binary(f, "stablehlo.and", colk, index_is(ctx, 3, dims, 1, IR_EQ, k));
+    ir_value_t below = ir_and(f, colk, index_is(ctx, 3, dims, 1, IR_GT, k));
+    ir_value_t diag = ir_and(f, colk, index_is(ctx, 3, dims, 1, IR_EQ, k));
     a = ir_select(f, below, spread(ctx, v, dims, 1), a);
     a = ir_select(f, diag, ir_broadcast_in_dim(f, beta, 3, dims, b0), a);
     int64_t d2[2] = {b, 1};
@@ -1032,7 +1014,7 @@ static ir_value_t geqrf(lower_ctx_t* ctx, ir_value_t a, ir_value_t* tau_out) {
     *tau_out = ir_concatenate(f, taus, (int32_t)steps, 1);
   } else {
     int64_t d2[2] = {b, 0};
-    *tau_out = lower_splat(ctx, t->dtype, 2, d2, 0.0);
+    *tau_out = ir_splat(f, t->dtype, 2, d2, 0.0);
   }
   return a;
 }
@@ -1042,8 +1024,8 @@ static ir_value_t reflector(lower_ctx_t* ctx, ir_value_t a, int64_t k) {
   const ir_type_t* t = type_of(ctx, a);
   int64_t vd[2] = {t->dims[0], t->dims[1]};
   ir_value_t x = col(ctx, a, k);
-  x = ir_select(ctx->func, index_is(ctx, 2, vd, 1, IR_GT, k), x, zeros_like(ctx, x));
-  return ir_select(ctx->func, index_is(ctx, 2, vd, 1, IR_EQ, k), lower_full_like(ctx, x, 1.0), x);
+  x = ir_select(ctx->func, index_is(ctx, 2, vd, 1, IR_GT, k), x, ir_const_like(ctx->func, x, 0.0));
+  return ir_select(ctx->func, index_is(ctx, 2, vd, 1, IR_EQ, k), ir_const_like(ctx->func, x, 1.0), x);
 }
 
 /* Q (or Q^T) applied to Y from the left or the right, Q = H_0 ... H_(k-1) */
@@ -1066,7 +1048,7 @@ static ir_value_t eye_rect(lower_ctx_t* ctx, int64_t b, int64_t m, int64_t n, tp
 }
 
 /* geqrf(self) -> (a, tau) */
-static tpurt_status_t lower_geqrf(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_geqrf(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix("geqrf", t, false));
   mats_t m = mats_of(t);
@@ -1079,7 +1061,7 @@ static tpurt_status_t lower_geqrf(lower_ctx_t* ctx) {
 }
 
 /* linalg_qr(A, mode="reduced") -> (Q, R) */
-static tpurt_status_t lower_linalg_qr(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_linalg_qr(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.qr", t, false));
   const char* mode = lower_str(ctx, 1, "reduced");
@@ -1101,12 +1083,12 @@ static tpurt_status_t lower_linalg_qr(lower_ctx_t* ctx) {
   int64_t rd[3] = {m.count, rrows, m.cols};
   ir_type_t it = ir_type_make(TPURT_DTYPE_I64, 3, rd);
   r = ir_select(ctx->func, ir_compare(ctx->func, IR_LE, ir_iota(ctx->func, it, 1), ir_iota(ctx->func, it, 2)),
-                r, zeros_like(ctx, r));
+                r, ir_const_like(ctx->func, r, 0.0));
   int64_t rt[2] = {rrows, m.cols};
   lower_set_result(ctx, 1, to_batch(ctx, r, &m, 2, rt, t->dtype));
   if (r_only) {
     int64_t zero[1] = {0};
-    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, 1, zero, 0.0));
+    lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, 1, zero, 0.0));
     return NULL;
   }
   ir_value_t q = apply_q(ctx, a, tau, k, eye_rect(ctx, m.count, m.rows, qcols, acc), true, false);
@@ -1116,7 +1098,7 @@ static tpurt_status_t lower_linalg_qr(lower_ctx_t* ctx) {
 }
 
 /* linalg_householder_product(input, tau): the first n columns of H_0 ... H_(k-1) */
-static tpurt_status_t lower_householder_product(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_householder_product(lower_ctx_t* ctx) {
   const tpurt_tensor_t *t = lower_meta(ctx, 0), *tt = lower_meta(ctx, 1);
   TPURT_RETURN_IF_ERROR(check_matrix("torch.linalg.householder_product", t, false));
   mats_t m = mats_of(t);
@@ -1140,7 +1122,7 @@ static tpurt_status_t lower_householder_product(lower_ctx_t* ctx) {
 }
 
 /* ormqr(self=reflectors, input2=tau, input3=C, left=True, transpose=False) */
-static tpurt_status_t lower_ormqr(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_ormqr(lower_ctx_t* ctx) {
   const tpurt_tensor_t *t = lower_meta(ctx, 0), *tt = lower_meta(ctx, 1), *ct = lower_meta(ctx, 2);
   TPURT_RETURN_IF_ERROR(check_matrix("torch.ormqr", t, false));
   TPURT_RETURN_IF_ERROR(check_matrix("torch.ormqr", ct, false));
@@ -1162,10 +1144,10 @@ static tpurt_status_t lower_ormqr(lower_ctx_t* ctx) {
 
 const lower_rule_t lower_decomp_rules[] = {
     LOWER_FN("aten::_cholesky_solve_helper", lower_cholesky_solve_helper),
-    LOWER_FN_WITH("aten::_linalg_det", det_row, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::_linalg_det.result", det_row, .num = {false}),
-    LOWER_FN_WITH("aten::_linalg_slogdet", det_row, .num = {true}),
-    LOWER_OUT_FN_WITH("aten::_linalg_slogdet.sign", det_row, .num = {true}),
+    LOWER_FN("aten::_linalg_det", det_row),
+    LOWER_OUT_FN("aten::_linalg_det.result", det_row),
+    LOWER_FN_WITH("aten::_linalg_slogdet", det_row, .flag = true),
+    LOWER_OUT_FN_WITH("aten::_linalg_slogdet.sign", det_row, .flag = true),
     LOWER_FN("aten::_linalg_eigh", lower_linalg_eigh),
     LOWER_OUT_FN("aten::_linalg_eigh.eigenvalues", lower_linalg_eigh),
     LOWER_FN("aten::_linalg_solve_ex", lower_linalg_solve_ex),

@@ -8,7 +8,7 @@
 #include "lower.h"
 
 /* fill_.Scalar(self, value) / fill_.Tensor(self, value 0-d) */
-static tpurt_status_t lower_fill(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_fill(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   ir_value_t v;
   if (lower_meta(ctx, 1)) {
@@ -25,14 +25,14 @@ static tpurt_status_t lower_fill(lower_ctx_t* ctx) {
   return NULL;
 }
 
-static tpurt_status_t lower_zero(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_zero(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
-  lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, t->rank, t->sizes, 0.0));
+  lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, t->rank, t->sizes, 0.0));
   return NULL;
 }
 
 /* copy_(self, src, non_blocking): src broadcast to self, any dtype. */
-static tpurt_status_t lower_copy(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_copy(lower_ctx_t* ctx) {
   const tpurt_tensor_t *dst = lower_meta(ctx, 0), *src = lower_meta(ctx, 1);
   int32_t r;
   int64_t dims[TPURT_MAX_RANK];
@@ -60,7 +60,7 @@ static int64_t arange_int64(const lower_ctx_t* ctx, int32_t i) {
 
 /* arange.start_out(start, end, step, *, out): the length depends on the
 ** values, so this row keys on them; start and step still enter as values. */
-static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_arange(lower_ctx_t* ctx) {
   double start = lower_scalar_value(ctx, 0), end = lower_scalar_value(ctx, 1),
          step = lower_scalar_value(ctx, 2);
   if (step == 0) return lower_error(TPURT_INVALID_ARGUMENT, "step must be nonzero");
@@ -97,16 +97,15 @@ static tpurt_status_t lower_arange(lower_ctx_t* ctx) {
                                                 : TPURT_DTYPE_I64;
   ir_func_t* f = ctx->func;
   ir_value_t io = ir_iota(f, ir_type_make(math, 1, &n), 0);
-  ir_value_t v = ir_binary(
-      f, "stablehlo.add", lower_broadcast_to(ctx, lower_scalar(ctx, 0, math), 1, &n),
-      ir_binary(f, "stablehlo.multiply", io, lower_broadcast_to(ctx, lower_scalar(ctx, 2, math), 1, &n)));
+  ir_value_t v = ir_add(f, lower_broadcast_to(ctx, lower_scalar(ctx, 0, math), 1, &n),
+                        ir_mul(f, io, lower_broadcast_to(ctx, lower_scalar(ctx, 2, math), 1, &n)));
   lower_set_result(ctx, 0, lower_cast(ctx, v, dt));
   return NULL;
 }
 
 /* eye.m_out(n, m, *, out) / eye.out(n, *, out): ones on the main diagonal */
-static tpurt_status_t eye(lower_ctx_t* ctx) {
-  bool has_m = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t eye(lower_ctx_t* ctx) {
+  bool has_m = lower_rule_data(ctx)->flag;
   int64_t dims[2] = {lower_int(ctx, 0, 0), has_m ? lower_int(ctx, 1, 0) : lower_int(ctx, 0, 0)};
   if (dims[0] < 0)
     return lower_error(TPURT_INVALID_ARGUMENT, "n must be greater or equal to 0, got %lld",
@@ -126,9 +125,8 @@ static tpurt_status_t eye(lower_ctx_t* ctx) {
 
 /* trunc(x) = x < 0 ? ceil(x) : floor(x) */
 static ir_value_t trunc_value(lower_ctx_t* ctx, ir_value_t x) {
-  ir_value_t neg = ir_compare(ctx->func, IR_LT, x, lower_full_like(ctx, x, 0.0));
-  return ir_select(ctx->func, neg, ir_unary(ctx->func, "stablehlo.ceil", x),
-                   ir_unary(ctx->func, "stablehlo.floor", x));
+  ir_value_t neg = ir_compare(ctx->func, IR_LT, x, ir_const_like(ctx->func, x, 0.0));
+  return ir_select(ctx->func, neg, ir_unary(ctx->func, IR_OP_CEIL, x), ir_unary(ctx->func, IR_OP_FLOOR, x));
 }
 
 /* linspace.out(start, end, steps, *, out): the first half counts up from
@@ -136,8 +134,8 @@ static ir_value_t trunc_value(lower_ctx_t* ctx, ir_value_t x) {
 ** step in double, then truncate). */
 /* |base_arg| >= 0: logspace, base ** (the linspace values), the power taken
 ** in double as PyTorch's kernel takes std::pow(double base, exponent). */
-static tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx) {
-  int32_t base_arg = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx) {
+  int32_t base_arg = lower_rule_data(ctx)->arg;
   int64_t steps = lower_int(ctx, 2, 0);
   if (steps < 0) return lower_error(TPURT_INVALID_ARGUMENT, "number of steps must be non-negative");
   const tpurt_arg_t* out = &ctx->args[ctx->arg_index[ctx->num_args]];
@@ -147,31 +145,27 @@ static tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx) {
   if (steps <= 1) {
     ir_value_t s = lower_scalar(ctx, 0, tpurt_dtype_is_float(dt) ? math : dt);
     if (base_arg >= 0)
-      s = ir_binary(f, "stablehlo.power", lower_scalar(ctx, base_arg, TPURT_DTYPE_F64),
-                    lower_cast(ctx, s, TPURT_DTYPE_F64));
+      s = ir_pow(f, lower_scalar(ctx, base_arg, TPURT_DTYPE_F64), lower_cast(ctx, s, TPURT_DTYPE_F64));
     s = lower_cast(ctx, s, dt);
-    lower_set_result(ctx, 0, steps == 0 ? lower_splat(ctx, dt, 1, &steps, 0.0) : ir_reshape(f, s, 1, &steps));
+    lower_set_result(ctx, 0, steps == 0 ? ir_splat(f, dt, 1, &steps, 0.0) : ir_reshape(f, s, 1, &steps));
     return NULL;
   }
   /* start and end first take the output's type, as Scalar::to<T> does */
   tpurt_dtype_t endpoint = tpurt_dtype_is_float(dt) ? math : dt;
   ir_value_t start = lower_cast(ctx, lower_scalar(ctx, 0, endpoint), math);
   ir_value_t end = lower_cast(ctx, lower_scalar(ctx, 1, endpoint), math);
-  ir_value_t step = ir_binary(f, "stablehlo.divide", ir_binary(f, "stablehlo.subtract", end, start),
-                              ir_constant_f64(f, math, (double)(steps - 1)));
+  ir_value_t step = ir_div(f, ir_sub(f, end, start), ir_constant_f64(f, math, (double)(steps - 1)));
   ir_value_t idx = ir_iota(f, ir_type_make(math, 1, &steps), 0);
-  ir_value_t up =
-      ir_binary(f, "stablehlo.add", lower_broadcast_to(ctx, start, 1, &steps),
-                ir_binary(f, "stablehlo.multiply", lower_broadcast_to(ctx, step, 1, &steps), idx));
-  ir_value_t rest = ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, idx, (double)(steps - 1)), idx);
-  ir_value_t down =
-      ir_binary(f, "stablehlo.subtract", lower_broadcast_to(ctx, end, 1, &steps),
-                ir_binary(f, "stablehlo.multiply", lower_broadcast_to(ctx, step, 1, &steps), rest));
-  ir_value_t first_half = ir_compare(f, IR_LT, idx, lower_full_like(ctx, idx, (double)(steps / 2)));
+  ir_value_t up = ir_add(f, lower_broadcast_to(ctx, start, 1, &steps),
+                         ir_mul(f, lower_broadcast_to(ctx, step, 1, &steps), idx));
+  ir_value_t rest = ir_sub(f, ir_const_like(f, idx, (double)(steps - 1)), idx);
+  ir_value_t down = ir_sub(f, lower_broadcast_to(ctx, end, 1, &steps),
+                           ir_mul(f, lower_broadcast_to(ctx, step, 1, &steps), rest));
+  ir_value_t first_half = ir_compare(f, IR_LT, idx, ir_const_like(f, idx, (double)(steps / 2)));
   ir_value_t v = ir_select(f, first_half, up, down);
   if (base_arg >= 0) {
     ir_value_t e = lower_cast(ctx, v, TPURT_DTYPE_F64);
-    v = ir_binary(f, "stablehlo.power",
+    v = ir_binary(f, IR_OP_POWER,
                   lower_broadcast_to(ctx, lower_scalar(ctx, base_arg, TPURT_DTYPE_F64), 1, &steps), e);
   }
   if (!tpurt_dtype_is_float(dt)) v = trunc_value(ctx, v);
@@ -184,12 +178,12 @@ static tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx) {
 const lower_rule_t lower_factory_rules[] = {
     LOWER_KEYED_OUT_FN("aten::arange.start_out", lower_arange),
     LOWER_INPLACE_FN("aten::copy_", lower_copy),
-    LOWER_OUT_FN_WITH("aten::eye.m_out", eye, .num = {true}),
-    LOWER_OUT_FN_WITH("aten::eye.out", eye, .num = {false}),
+    LOWER_OUT_FN_WITH("aten::eye.m_out", eye, .flag = true),
+    LOWER_OUT_FN("aten::eye.out", eye),
     LOWER_INPLACE_FN("aten::fill_.Scalar", lower_fill),
     LOWER_INPLACE_FN("aten::fill_.Tensor", lower_fill),
     LOWER_INPLACE_FN("aten::zero_", lower_zero),
-    LOWER_OUT_FN_WITH("aten::linspace.out", linspace_or_logspace, .num = {-1}),
-    LOWER_OUT_FN_WITH("aten::logspace.out", linspace_or_logspace, .num = {3}),
+    LOWER_OUT_FN_WITH("aten::linspace.out", linspace_or_logspace, .arg = -1),
+    LOWER_OUT_FN_WITH("aten::logspace.out", linspace_or_logspace, .arg = 3),
     LOWER_END,
 };

@@ -19,8 +19,8 @@ enum { FFT_NORM_NONE = 0, FFT_NORM_BY_ROOT_N = 1, FFT_NORM_BY_N = 2 };
 #define FFT_MAX_DIMS_PER_OP 3
 
 /* The wrapped, distinct dims of int[] arg |arg| into |dims|. */
-static tpurt_status_t fft_dims(lower_ctx_t* ctx, int32_t arg, const tpurt_tensor_t* t, int64_t* dims,
-                               int32_t* n) {
+static TPURT_MUST_USE tpurt_status_t fft_dims(lower_ctx_t* ctx, int32_t arg, const tpurt_tensor_t* t,
+                                              int64_t* dims, int32_t* n) {
   int64_t raw[TPURT_MAX_RANK + 1];
   int32_t m = lower_ints(ctx, arg, raw, TPURT_MAX_RANK + 1);
   if (m < 1 || m > t->rank)
@@ -78,7 +78,8 @@ static ir_value_t c2c_over(lower_ctx_t* ctx, ir_value_t x, bool forward, const i
 
 /* Multiplies |x| by the scale PyTorch's |norm| asks for, given that the
 ** transform was an inverse one of XLA's (already divided by |n|) or not. */
-static tpurt_status_t normalize(lower_ctx_t* ctx, ir_value_t* x, int64_t norm, double n, bool xla_inverse) {
+static TPURT_MUST_USE tpurt_status_t normalize(lower_ctx_t* ctx, ir_value_t* x, int64_t norm, double n,
+                                               bool xla_inverse) {
   double scale;
   switch (norm) {
     case FFT_NORM_NONE:
@@ -94,8 +95,7 @@ static tpurt_status_t normalize(lower_ctx_t* ctx, ir_value_t* x, int64_t norm, d
       return lower_error(TPURT_INVALID_ARGUMENT, "Invalid normalization mode: %lld", (long long)norm);
   }
   if (xla_inverse) scale *= n;
-  if (scale != 1.0 && n > 0)
-    *x = ir_binary(ctx->func, "stablehlo.multiply", *x, lower_full_like(ctx, *x, scale));
+  if (scale != 1.0 && n > 0) *x = ir_mul(ctx->func, *x, ir_const_like(ctx->func, *x, scale));
   return NULL;
 }
 
@@ -109,7 +109,7 @@ typedef struct fft_args_s {
   double size;
 } fft_args_t;
 
-static tpurt_status_t fft_args(lower_ctx_t* ctx, bool complex, fft_args_t* a) {
+static TPURT_MUST_USE tpurt_status_t fft_args(lower_ctx_t* ctx, bool complex, fft_args_t* a) {
   a->t = lower_meta(ctx, 0);
   tpurt_dtype_t d = a->t->dtype;
   bool ok = complex ? tpurt_dtype_is_complex(d) : (d == TPURT_DTYPE_F32 || d == TPURT_DTYPE_F64);
@@ -129,7 +129,7 @@ static void last_lengths(const fft_args_t* a, int64_t* lengths) {
 }
 
 /* Scales the result as |normalization| (arg 2) asks and sets it. */
-static tpurt_status_t finish(lower_ctx_t* ctx, ir_value_t x, double size, bool xla_inverse) {
+static TPURT_MUST_USE tpurt_status_t finish(lower_ctx_t* ctx, ir_value_t x, double size, bool xla_inverse) {
   TPURT_RETURN_IF_ERROR(normalize(ctx, &x, lower_int(ctx, 2, 0), size, xla_inverse));
   lower_set_result(ctx, 0, x);
   return NULL;
@@ -137,7 +137,7 @@ static tpurt_status_t finish(lower_ctx_t* ctx, ir_value_t x, double size, bool x
 
 /* _fft_r2c(self, dim, normalization, onesided): a real input's spectrum,
 ** halved along the last dim when onesided. */
-static tpurt_status_t lower_fft_r2c(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_fft_r2c(lower_ctx_t* ctx) {
   fft_args_t a;
   TPURT_RETURN_IF_ERROR(fft_args(ctx, false, &a));
   ir_value_t x = lower_tensor(ctx, 0);
@@ -155,7 +155,7 @@ static tpurt_status_t lower_fft_r2c(lower_ctx_t* ctx) {
 
 /* _fft_c2r(self, dim, normalization, last_dim_size): the real signal of a
 ** half spectrum; the last dim becomes last_dim_size long. */
-static tpurt_status_t lower_fft_c2r(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_fft_c2r(lower_ctx_t* ctx) {
   fft_args_t a;
   TPURT_RETURN_IF_ERROR(fft_args(ctx, true, &a));
   int64_t last = lower_int(ctx, 3, 0);
@@ -182,7 +182,7 @@ static tpurt_status_t lower_fft_c2r(lower_ctx_t* ctx) {
 }
 
 /* _fft_c2c(self, dim, normalization, forward) */
-static tpurt_status_t lower_fft_c2c(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_fft_c2c(lower_ctx_t* ctx) {
   fft_args_t a;
   TPURT_RETURN_IF_ERROR(fft_args(ctx, true, &a));
   bool forward = lower_bool(ctx, 3, true);

@@ -136,19 +136,13 @@ static ir_value_t operand(foreach_t* fe, int32_t i, int32_t k, tpurt_dtype_t dty
 
 /*===--- the math of one item ---===*/
 
-static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t b) {
-  return ir_binary(ctx->func, op, a, b);
-}
-
 /* PyTorch's lerp: |w| < 0.5 ? a + w (b - a) : b - (b - a) (1 - w). */
 static ir_value_t lerp(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, ir_value_t w) {
   ir_func_t* f = ctx->func;
-  ir_value_t diff = bin(ctx, "stablehlo.subtract", b, a);
-  ir_value_t lo = bin(ctx, "stablehlo.add", a, bin(ctx, "stablehlo.multiply", w, diff));
-  ir_value_t hi = bin(
-      ctx, "stablehlo.subtract", b,
-      bin(ctx, "stablehlo.multiply", diff, bin(ctx, "stablehlo.subtract", lower_full_like(ctx, w, 1.0), w)));
-  ir_value_t small = ir_compare(f, IR_LT, ir_unary(f, "stablehlo.abs", w), lower_full_like(ctx, w, 0.5));
+  ir_value_t diff = ir_sub(f, b, a);
+  ir_value_t lo = ir_add(f, a, ir_mul(f, w, diff));
+  ir_value_t hi = ir_sub(ctx->func, b, ir_mul(f, diff, ir_sub(f, ir_const_like(f, w, 1.0), w)));
+  ir_value_t small = ir_compare(f, IR_LT, ir_abs(f, w), ir_const_like(f, w, 0.5));
   return ir_select(f, small, lo, hi);
 }
 
@@ -156,25 +150,25 @@ static ir_value_t unary(lower_ctx_t* ctx, int op, ir_value_t x) {
   ir_func_t* f = ctx->func;
   switch (op) {
     case OP_SQRT:
-      return ir_unary(f, "stablehlo.sqrt", x);
+      return ir_sqrt(f, x);
     case OP_RSQRT:
-      return ir_unary(f, "stablehlo.rsqrt", x);
+      return ir_rsqrt(f, x);
     case OP_NEG:
-      return ir_unary(f, "stablehlo.negate", x);
+      return ir_neg(f, x);
     case OP_RECIPROCAL:
-      return bin(ctx, "stablehlo.divide", lower_full_like(ctx, x, 1.0), x);
+      return ir_div(f, ir_const_like(f, x, 1.0), x);
     case OP_EXP:
-      return ir_unary(f, "stablehlo.exponential", x);
+      return ir_exp(f, x);
     case OP_LOG:
-      return ir_unary(f, "stablehlo.log", x);
+      return ir_log(f, x);
     case OP_ABS:
-      return ir_unary(f, "stablehlo.abs", x);
+      return ir_abs(f, x);
     case OP_SIGN:
-      return ir_unary(f, "stablehlo.sign", x);
+      return ir_unary(f, IR_OP_SIGN, x);
     case OP_SIGMOID:
-      return ir_unary(f, "stablehlo.logistic", x);
+      return ir_unary(f, IR_OP_LOGISTIC, x);
     default:
-      return lower_full_like(ctx, x, 0.0);
+      return ir_const_like(f, x, 0.0);
   }
 }
 
@@ -184,7 +178,8 @@ static bool float_math(int op) {
 }
 
 /* Item |k|: operands 0..arity-1, coefficient |coef| (schema arg, -1: none). */
-static tpurt_status_t one_item(foreach_t* fe, int op, int32_t coef, int32_t k, ir_value_t* out) {
+static TPURT_MUST_USE tpurt_status_t one_item(foreach_t* fe, int op, int32_t coef, int32_t k,
+                                              ir_value_t* out) {
   lower_ctx_t* ctx = fe->ctx;
   int32_t n = op_arity(op);
   tpurt_dtype_t dt = item_dtype(ctx, n, k);
@@ -226,35 +221,35 @@ static tpurt_status_t one_item(foreach_t* fe, int op, int32_t coef, int32_t k, i
   switch (op) {
     case OP_ADD:
     case OP_SUB: {
-      ir_value_t b = c == IR_NONE ? v[1] : bin(ctx, "stablehlo.multiply", c, v[1]);
+      ir_value_t b = c == IR_NONE ? v[1] : ir_mul(ctx->func, c, v[1]);
       if (dt == TPURT_DTYPE_BOOL) {
-        r = bin(ctx, "stablehlo.or", v[0], b);
+        r = ir_or(ctx->func, v[0], b);
       } else {
-        r = bin(ctx, op == OP_ADD ? "stablehlo.add" : "stablehlo.subtract", v[0], b);
+        r = ir_binary(ctx->func, op == OP_ADD ? IR_OP_ADD : IR_OP_SUBTRACT, v[0], b);
       }
       break;
     }
     case OP_MUL:
-      r = bin(ctx, dt == TPURT_DTYPE_BOOL ? "stablehlo.and" : "stablehlo.multiply", v[0], v[1]);
+      r = ir_binary(ctx->func, dt == TPURT_DTYPE_BOOL ? IR_OP_AND : IR_OP_MULTIPLY, v[0], v[1]);
       break;
     case OP_DIV:
-      r = bin(ctx, "stablehlo.divide", v[0], v[1]);
+      r = ir_div(ctx->func, v[0], v[1]);
       break;
     case OP_MAXIMUM:
-      r = bin(ctx, "stablehlo.maximum", v[0], v[1]);
+      r = ir_max(ctx->func, v[0], v[1]);
       break;
     case OP_MINIMUM:
-      r = bin(ctx, "stablehlo.minimum", v[0], v[1]);
+      r = ir_min(ctx->func, v[0], v[1]);
       break;
     case OP_POW:
-      r = bin(ctx, "stablehlo.power", v[0], v[1]);
+      r = ir_pow(ctx->func, v[0], v[1]);
       break;
     case OP_ADDCMUL:
     case OP_ADDCDIV: {
       /* self + value * t1 (* or /) t2, in PyTorch's order */
-      ir_value_t p = c == IR_NONE ? v[1] : bin(ctx, "stablehlo.multiply", c, v[1]);
-      p = bin(ctx, op == OP_ADDCMUL ? "stablehlo.multiply" : "stablehlo.divide", p, v[2]);
-      r = bin(ctx, "stablehlo.add", v[0], p);
+      ir_value_t p = c == IR_NONE ? v[1] : ir_mul(ctx->func, c, v[1]);
+      p = ir_binary(ctx->func, op == OP_ADDCMUL ? IR_OP_MULTIPLY : IR_OP_DIVIDE, p, v[2]);
+      r = ir_add(ctx->func, v[0], p);
       break;
     }
     case OP_LERP:
@@ -268,9 +263,14 @@ static tpurt_status_t one_item(foreach_t* fe, int op, int32_t coef, int32_t k, i
   return NULL;
 }
 
-/* Runs |op| over the list: the list length comes from the first Tensor[]
-** operand; every other list must match it. */
-static tpurt_status_t foreach_run(lower_ctx_t* ctx, int op, int32_t coef) {
+/* Runs the row's op (.kind, an OP_*) over the list: the list length comes
+** from the first Tensor[] operand; every other list must match it. .arg is
+** the schema position of its coefficient, -1 for none (add/sub: (self,
+** other, alpha) for List and Tensor, (self, scalar) else). */
+static TPURT_MUST_USE tpurt_status_t foreach_row(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  int op = (int)row->kind;
+  int32_t coef = row->arg;
   foreach_t* fe = tpurt_xmalloc(sizeof(*fe));
   fe->ctx = ctx;
   for (int32_t i = 0; i < LOWER_MAX_ARGS; ++i)
@@ -310,34 +310,9 @@ static tpurt_status_t foreach_run(lower_ctx_t* ctx, int op, int32_t coef) {
   return status;
 }
 
-#define FOREACH_RULE(fn, op, coef) \
-  static tpurt_status_t fn(lower_ctx_t* ctx) { return foreach_run(ctx, op, coef); }
-
-/* add/sub: (self, other, alpha) for List and Tensor, (self, scalar) else. */
-FOREACH_RULE(lower_foreach_add, OP_ADD, 2)
-FOREACH_RULE(lower_foreach_sub, OP_SUB, 2)
-FOREACH_RULE(lower_foreach_mul, OP_MUL, -1)
-FOREACH_RULE(lower_foreach_div, OP_DIV, -1)
-FOREACH_RULE(lower_foreach_maximum, OP_MAXIMUM, -1)
-FOREACH_RULE(lower_foreach_minimum, OP_MINIMUM, -1)
-FOREACH_RULE(lower_foreach_pow, OP_POW, -1)
-FOREACH_RULE(lower_foreach_addcmul, OP_ADDCMUL, 3)
-FOREACH_RULE(lower_foreach_addcdiv, OP_ADDCDIV, 3)
-FOREACH_RULE(lower_foreach_lerp, OP_LERP, 2)
-FOREACH_RULE(lower_foreach_sqrt, OP_SQRT, -1)
-FOREACH_RULE(lower_foreach_rsqrt, OP_RSQRT, -1)
-FOREACH_RULE(lower_foreach_neg, OP_NEG, -1)
-FOREACH_RULE(lower_foreach_reciprocal, OP_RECIPROCAL, -1)
-FOREACH_RULE(lower_foreach_exp, OP_EXP, -1)
-FOREACH_RULE(lower_foreach_log, OP_LOG, -1)
-FOREACH_RULE(lower_foreach_abs, OP_ABS, -1)
-FOREACH_RULE(lower_foreach_sign, OP_SIGN, -1)
-FOREACH_RULE(lower_foreach_sigmoid, OP_SIGMOID, -1)
-FOREACH_RULE(lower_foreach_zero, OP_ZERO, -1)
-
 /* _foreach_norm.Scalar(self, ord=2, dtype=None): one 0-d norm per item.
 ** ord shapes the program, so this row keys on its value. */
-static tpurt_status_t lower_foreach_norm(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_foreach_norm(lower_ctx_t* ctx) {
   double ord = lower_is_none(ctx, 1) ? 2.0 : lower_scalar_value(ctx, 1);
   if (ord != 1.0 && ord != 2.0 && !isinf(ord))
     return lower_error(TPURT_UNIMPLEMENTED, "_foreach_norm: ord %g is not lowered", ord);
@@ -350,7 +325,7 @@ static tpurt_status_t lower_foreach_norm(lower_ctx_t* ctx) {
       return lower_error(TPURT_INVALID_ARGUMENT, "_foreach_norm: expected a floating point tensor, got %s",
                          tpurt_dtype_name(t->dtype));
     tpurt_dtype_t out = lower_dtype(ctx, 2, t->dtype), acc = lower_acc_dtype(lower_promote(out, t->dtype));
-    ir_value_t x = ir_unary(f, "stablehlo.abs", lower_cast(ctx, lower_list_tensor(ctx, 0, k), acc));
+    ir_value_t x = ir_abs(f, lower_cast(ctx, lower_list_tensor(ctx, 0, k), acc));
     int64_t dims[TPURT_MAX_RANK];
     for (int32_t i = 0; i < t->rank; ++i) dims[i] = i;
     ir_value_t r;
@@ -360,9 +335,8 @@ static tpurt_status_t lower_foreach_norm(lower_ctx_t* ctx) {
     } else if (ord == 1.0) {
       r = ir_reduce(f, x, ir_constant_f64(f, acc, 0.0), dims, t->rank, IR_REDUCE_ADD);
     } else {
-      r = ir_unary(f, "stablehlo.sqrt",
-                   ir_reduce(f, ir_binary(f, "stablehlo.multiply", x, x), ir_constant_f64(f, acc, 0.0), dims,
-                             t->rank, IR_REDUCE_ADD));
+      r = ir_unary(f, IR_OP_SQRT,
+                   ir_reduce(f, ir_mul(f, x, x), ir_constant_f64(f, acc, 0.0), dims, t->rank, IR_REDUCE_ADD));
     }
     lower_set_result(ctx, k, lower_cast(ctx, r, out));
   }
@@ -371,7 +345,7 @@ static tpurt_status_t lower_foreach_norm(lower_ctx_t* ctx) {
 
 /* Single tensors: addcmul/addcdiv(self, t1, t2, value=1), lerp(self, end,
 ** weight) with a Scalar or a Tensor weight. */
-static tpurt_status_t single(lower_ctx_t* ctx, int op, int32_t coef) {
+static TPURT_MUST_USE tpurt_status_t single(lower_ctx_t* ctx, int op, int32_t coef) {
   foreach_t* fe = tpurt_xmalloc(sizeof(*fe));
   fe->ctx = ctx;
   for (int32_t i = 0; i < LOWER_MAX_ARGS; ++i)
@@ -384,11 +358,12 @@ static tpurt_status_t single(lower_ctx_t* ctx, int op, int32_t coef) {
 }
 
 /* single with the row's constants (LOWER_*_WITH rows). */
-static tpurt_status_t single_row(lower_ctx_t* ctx) {
-  return single(ctx, lower_rule_int(ctx, 0), lower_rule_int(ctx, 1));
+static TPURT_MUST_USE tpurt_status_t single_row(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  return single(ctx, (int)row->kind, row->arg);
 }
 
-static tpurt_status_t lower_lerp(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_lerp(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1), *w = lower_meta(ctx, 2);
   if (a->dtype != b->dtype || (w && w->dtype != a->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "expected dtype %s for `end` but got dtype %s",
@@ -413,59 +388,59 @@ static tpurt_status_t lower_lerp(lower_ctx_t* ctx) {
 }
 
 const lower_rule_t lower_foreach_rules[] = {
-    LOWER_FN("aten::_foreach_abs", lower_foreach_abs),
-    LOWER_FN("aten::_foreach_add.List", lower_foreach_add),
-    LOWER_FN("aten::_foreach_add.Scalar", lower_foreach_add),
-    LOWER_FN("aten::_foreach_add.ScalarList", lower_foreach_add),
-    LOWER_FN("aten::_foreach_add.Tensor", lower_foreach_add),
-    LOWER_FN("aten::_foreach_addcdiv.Scalar", lower_foreach_addcdiv),
-    LOWER_FN("aten::_foreach_addcdiv.ScalarList", lower_foreach_addcdiv),
-    LOWER_FN("aten::_foreach_addcmul.Scalar", lower_foreach_addcmul),
-    LOWER_FN("aten::_foreach_addcmul.ScalarList", lower_foreach_addcmul),
-    LOWER_FN("aten::_foreach_clamp_max.List", lower_foreach_minimum),
-    LOWER_FN("aten::_foreach_clamp_max.Scalar", lower_foreach_minimum),
-    LOWER_FN("aten::_foreach_clamp_max.ScalarList", lower_foreach_minimum),
-    LOWER_FN("aten::_foreach_clamp_min.List", lower_foreach_maximum),
-    LOWER_FN("aten::_foreach_clamp_min.Scalar", lower_foreach_maximum),
-    LOWER_FN("aten::_foreach_clamp_min.ScalarList", lower_foreach_maximum),
-    LOWER_FN("aten::_foreach_div.List", lower_foreach_div),
-    LOWER_FN("aten::_foreach_div.Scalar", lower_foreach_div),
-    LOWER_FN("aten::_foreach_div.ScalarList", lower_foreach_div),
-    LOWER_FN("aten::_foreach_div.Tensor", lower_foreach_div),
-    LOWER_FN("aten::_foreach_exp", lower_foreach_exp),
-    LOWER_FN("aten::_foreach_lerp.List", lower_foreach_lerp),
-    LOWER_FN("aten::_foreach_lerp.Scalar", lower_foreach_lerp),
-    LOWER_FN("aten::_foreach_lerp.ScalarList", lower_foreach_lerp),
-    LOWER_FN("aten::_foreach_log", lower_foreach_log),
-    LOWER_FN("aten::_foreach_maximum.List", lower_foreach_maximum),
-    LOWER_FN("aten::_foreach_maximum.Scalar", lower_foreach_maximum),
-    LOWER_FN("aten::_foreach_maximum.ScalarList", lower_foreach_maximum),
-    LOWER_FN("aten::_foreach_minimum.List", lower_foreach_minimum),
-    LOWER_FN("aten::_foreach_minimum.Scalar", lower_foreach_minimum),
-    LOWER_FN("aten::_foreach_minimum.ScalarList", lower_foreach_minimum),
-    LOWER_FN("aten::_foreach_mul.List", lower_foreach_mul),
-    LOWER_FN("aten::_foreach_mul.Scalar", lower_foreach_mul),
-    LOWER_FN("aten::_foreach_mul.ScalarList", lower_foreach_mul),
-    LOWER_FN("aten::_foreach_mul.Tensor", lower_foreach_mul),
-    LOWER_FN("aten::_foreach_neg", lower_foreach_neg),
+    LOWER_FN_WITH("aten::_foreach_abs", foreach_row, .kind = OP_ABS, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_add.List", foreach_row, .kind = OP_ADD, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_add.Scalar", foreach_row, .kind = OP_ADD, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_add.ScalarList", foreach_row, .kind = OP_ADD, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_add.Tensor", foreach_row, .kind = OP_ADD, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_addcdiv.Scalar", foreach_row, .kind = OP_ADDCDIV, .arg = 3),
+    LOWER_FN_WITH("aten::_foreach_addcdiv.ScalarList", foreach_row, .kind = OP_ADDCDIV, .arg = 3),
+    LOWER_FN_WITH("aten::_foreach_addcmul.Scalar", foreach_row, .kind = OP_ADDCMUL, .arg = 3),
+    LOWER_FN_WITH("aten::_foreach_addcmul.ScalarList", foreach_row, .kind = OP_ADDCMUL, .arg = 3),
+    LOWER_FN_WITH("aten::_foreach_clamp_max.List", foreach_row, .kind = OP_MINIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_clamp_max.Scalar", foreach_row, .kind = OP_MINIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_clamp_max.ScalarList", foreach_row, .kind = OP_MINIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_clamp_min.List", foreach_row, .kind = OP_MAXIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_clamp_min.Scalar", foreach_row, .kind = OP_MAXIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_clamp_min.ScalarList", foreach_row, .kind = OP_MAXIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_div.List", foreach_row, .kind = OP_DIV, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_div.Scalar", foreach_row, .kind = OP_DIV, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_div.ScalarList", foreach_row, .kind = OP_DIV, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_div.Tensor", foreach_row, .kind = OP_DIV, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_exp", foreach_row, .kind = OP_EXP, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_lerp.List", foreach_row, .kind = OP_LERP, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_lerp.Scalar", foreach_row, .kind = OP_LERP, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_lerp.ScalarList", foreach_row, .kind = OP_LERP, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_log", foreach_row, .kind = OP_LOG, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_maximum.List", foreach_row, .kind = OP_MAXIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_maximum.Scalar", foreach_row, .kind = OP_MAXIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_maximum.ScalarList", foreach_row, .kind = OP_MAXIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_minimum.List", foreach_row, .kind = OP_MINIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_minimum.Scalar", foreach_row, .kind = OP_MINIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_minimum.ScalarList", foreach_row, .kind = OP_MINIMUM, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_mul.List", foreach_row, .kind = OP_MUL, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_mul.Scalar", foreach_row, .kind = OP_MUL, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_mul.ScalarList", foreach_row, .kind = OP_MUL, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_mul.Tensor", foreach_row, .kind = OP_MUL, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_neg", foreach_row, .kind = OP_NEG, .arg = -1),
     LOWER_KEYED_FN("aten::_foreach_norm.Scalar", lower_foreach_norm),
-    LOWER_FN("aten::_foreach_pow.List", lower_foreach_pow),
-    LOWER_FN("aten::_foreach_pow.Scalar", lower_foreach_pow),
-    LOWER_FN("aten::_foreach_pow.ScalarAndTensor", lower_foreach_pow),
-    LOWER_FN("aten::_foreach_pow.ScalarList", lower_foreach_pow),
-    LOWER_FN("aten::_foreach_reciprocal", lower_foreach_reciprocal),
-    LOWER_FN("aten::_foreach_rsqrt", lower_foreach_rsqrt),
-    LOWER_FN("aten::_foreach_sigmoid", lower_foreach_sigmoid),
-    LOWER_FN("aten::_foreach_sign", lower_foreach_sign),
-    LOWER_FN("aten::_foreach_sqrt", lower_foreach_sqrt),
-    LOWER_FN("aten::_foreach_sub.List", lower_foreach_sub),
-    LOWER_FN("aten::_foreach_sub.Scalar", lower_foreach_sub),
-    LOWER_FN("aten::_foreach_sub.ScalarList", lower_foreach_sub),
-    LOWER_FN("aten::_foreach_zero", lower_foreach_zero),
-    LOWER_FN_WITH("aten::addcdiv", single_row, .num = {OP_ADDCDIV, 3}),
-    LOWER_OUT_FN_WITH("aten::addcdiv.out", single_row, .num = {OP_ADDCDIV, 3}),
-    LOWER_FN_WITH("aten::addcmul", single_row, .num = {OP_ADDCMUL, 3}),
-    LOWER_OUT_FN_WITH("aten::addcmul.out", single_row, .num = {OP_ADDCMUL, 3}),
+    LOWER_FN_WITH("aten::_foreach_pow.List", foreach_row, .kind = OP_POW, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_pow.Scalar", foreach_row, .kind = OP_POW, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_pow.ScalarAndTensor", foreach_row, .kind = OP_POW, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_pow.ScalarList", foreach_row, .kind = OP_POW, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_reciprocal", foreach_row, .kind = OP_RECIPROCAL, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_rsqrt", foreach_row, .kind = OP_RSQRT, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_sigmoid", foreach_row, .kind = OP_SIGMOID, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_sign", foreach_row, .kind = OP_SIGN, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_sqrt", foreach_row, .kind = OP_SQRT, .arg = -1),
+    LOWER_FN_WITH("aten::_foreach_sub.List", foreach_row, .kind = OP_SUB, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_sub.Scalar", foreach_row, .kind = OP_SUB, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_sub.ScalarList", foreach_row, .kind = OP_SUB, .arg = 2),
+    LOWER_FN_WITH("aten::_foreach_zero", foreach_row, .kind = OP_ZERO, .arg = -1),
+    LOWER_FN_WITH("aten::addcdiv", single_row, .kind = OP_ADDCDIV, .arg = 3),
+    LOWER_OUT_FN_WITH("aten::addcdiv.out", single_row, .kind = OP_ADDCDIV, .arg = 3),
+    LOWER_FN_WITH("aten::addcmul", single_row, .kind = OP_ADDCMUL, .arg = 3),
+    LOWER_OUT_FN_WITH("aten::addcmul.out", single_row, .kind = OP_ADDCMUL, .arg = 3),
     LOWER_FN("aten::lerp.Scalar", lower_lerp),
     LOWER_OUT_FN("aten::lerp.Scalar_out", lower_lerp),
     LOWER_FN("aten::lerp.Tensor", lower_lerp),

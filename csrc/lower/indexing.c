@@ -38,14 +38,13 @@ static ir_value_t scatter(lower_ctx_t* ctx, ir_value_t operand, ir_value_t indic
   ir_value_t args[2];
   ir_value_t r = ir_scatter_begin(ctx->func, operand, indices, updates, dims, args);
   ir_value_t body = args[1];
-  if (combine == COMBINE_ADD)
-    body = ir_binary(ctx->func, is_bool ? "stablehlo.or" : "stablehlo.add", args[0], args[1]);
+  if (combine == COMBINE_ADD) body = ir_binary(ctx->func, is_bool ? IR_OP_OR : IR_OP_ADD, args[0], args[1]);
   if (combine == COMBINE_MUL)
-    body = ir_binary(ctx->func, is_bool ? "stablehlo.and" : "stablehlo.multiply", args[0], args[1]);
+    body = ir_binary(ctx->func, is_bool ? IR_OP_AND : IR_OP_MULTIPLY, args[0], args[1]);
   if (combine == COMBINE_MAX)
-    body = ir_binary(ctx->func, is_bool ? "stablehlo.or" : "stablehlo.maximum", args[0], args[1]);
+    body = ir_binary(ctx->func, is_bool ? IR_OP_OR : IR_OP_MAXIMUM, args[0], args[1]);
   if (combine == COMBINE_MIN)
-    body = ir_binary(ctx->func, is_bool ? "stablehlo.and" : "stablehlo.minimum", args[0], args[1]);
+    body = ir_binary(ctx->func, is_bool ? IR_OP_AND : IR_OP_MINIMUM, args[0], args[1]);
   ir_region_end(ctx->func, &body, 1);
   return r;
 }
@@ -63,7 +62,7 @@ static ir_value_t add_unit_dim(lower_ctx_t* ctx, ir_value_t x) {
 /*===--- index_select ---===*/
 
 /* index_select(Tensor self, int dim, Tensor index) */
-static tpurt_status_t lower_index_select(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_index_select(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* it = lower_meta(ctx, 2);
   if (!it)
@@ -88,7 +87,7 @@ static tpurt_status_t lower_index_select(lower_ctx_t* ctx) {
   for (int32_t i = 0; i < t->rank; ++i) out[i] = i == dim ? n : t->sizes[i];
   if (n > 0 && t->sizes[dim] == 0) return lower_error(TPURT_OUT_OF_RANGE, "index out of range in self");
   if (numel_of(t->rank, out) == 0) {
-    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, t->rank, out, 0.0));
+    lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, t->rank, out, 0.0));
     return NULL;
   }
   ir_value_t index = ir_reshape(ctx->func, lower_tensor(ctx, 2), 1, &n);
@@ -113,8 +112,9 @@ static ir_value_t dim_coords(lower_ctx_t* ctx, ir_value_t index, int32_t rank, c
 
 /* The checks gather and the scatters share; fills the effective rank and
 ** the index shape (a 0-d self or index counts as 1-d, as in PyTorch). */
-static tpurt_status_t dim_index_checks(lower_ctx_t* ctx, const char* op, int32_t index_arg, int32_t src_arg,
-                                       int64_t* dim, int32_t* rank, int64_t* isizes) {
+static TPURT_MUST_USE tpurt_status_t dim_index_checks(lower_ctx_t* ctx, const char* op, int32_t index_arg,
+                                                      int32_t src_arg, int64_t* dim, int32_t* rank,
+                                                      int64_t* isizes) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* it = lower_meta(ctx, index_arg);
   TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, dim));
@@ -172,7 +172,7 @@ static ir_value_t at_least_1d(lower_ctx_t* ctx, int32_t arg) {
 }
 
 /* gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) */
-static tpurt_status_t lower_gather(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_gather(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* it = lower_meta(ctx, 2);
   int64_t dim, isizes[TPURT_MAX_RANK];
@@ -180,7 +180,7 @@ static tpurt_status_t lower_gather(lower_ctx_t* ctx) {
   TPURT_RETURN_IF_ERROR(dim_index_checks(ctx, "gather", 2, -1, &dim, &r, isizes));
   int64_t n = numel_of(it->rank, it->sizes);
   if (n == 0) {
-    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, it->rank, it->sizes, 0.0));
+    lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, it->rank, it->sizes, 0.0));
     return NULL;
   }
   if (r >= TPURT_MAX_RANK) return lower_error(TPURT_UNIMPLEMENTED, "gather of a rank-%d tensor on tpu", r);
@@ -207,8 +207,8 @@ static tpurt_status_t lower_gather(lower_ctx_t* ctx) {
 /* |base|: the value scattered into (IR_NONE: self), shaped like self, of
 ** any dtype; |ones|: scatter ones of base's dtype instead of src; |out|:
 ** where the result goes (NULL: result 0). */
-static tpurt_status_t scatter_dim_on(lower_ctx_t* ctx, const char* op, combine_t combine, ir_value_t base,
-                                     bool ones, ir_value_t* out_value) {
+static TPURT_MUST_USE tpurt_status_t scatter_dim_on(lower_ctx_t* ctx, const char* op, combine_t combine,
+                                                    ir_value_t base, bool ones, ir_value_t* out_value) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* it = lower_meta(ctx, 2);
   const tpurt_tensor_t* st = lower_meta(ctx, 3);
@@ -234,7 +234,7 @@ static tpurt_status_t scatter_dim_on(lower_ctx_t* ctx, const char* op, combine_t
   tpurt_dtype_t bdt = ir_value_type(ctx->func, operand)->dtype;
   ir_value_t updates;
   if (ones) {
-    updates = lower_splat(ctx, bdt, r, isizes, 1.0);
+    updates = ir_splat(ctx->func, bdt, r, isizes, 1.0);
   } else if (st) {
     updates = at_least_1d(ctx, 3);
     int64_t zeros[TPURT_MAX_RANK] = {0}, ones[TPURT_MAX_RANK];
@@ -265,12 +265,12 @@ static tpurt_status_t scatter_dim_on(lower_ctx_t* ctx, const char* op, combine_t
   return NULL;
 }
 
-static tpurt_status_t scatter_dim(lower_ctx_t* ctx, const char* op, combine_t combine) {
+static TPURT_MUST_USE tpurt_status_t scatter_dim(lower_ctx_t* ctx, const char* op, combine_t combine) {
   return scatter_dim_on(ctx, op, combine, IR_NONE, false, NULL);
 }
 
 /* scatter_dim with the row's constants (LOWER_*_WITH rows). */
-static tpurt_status_t scatter_dim_row(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t scatter_dim_row(lower_ctx_t* ctx) {
   return scatter_dim(ctx, lower_rule_str(ctx), lower_rule_int(ctx, 0));
 }
 
@@ -281,7 +281,7 @@ static tpurt_status_t scatter_dim_row(lower_ctx_t* ctx) {
 /* scatter.reduce(self, dim, index, src, *, str reduce) /
 ** scatter.value_reduce(self, dim, index, value, *, str reduce):
 ** reduce is "add" or "multiply". */
-static tpurt_status_t lower_scatter_reduce(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_scatter_reduce(lower_ctx_t* ctx) {
   const char* reduce = lower_str(ctx, 4, "");
   if (strcmp(reduce, "add") == 0) return scatter_dim(ctx, "scatter", COMBINE_ADD);
   if (strcmp(reduce, "multiply") == 0) return scatter_dim(ctx, "scatter", COMBINE_MUL);
@@ -293,7 +293,7 @@ static tpurt_status_t lower_scatter_reduce(lower_ctx_t* ctx) {
 ** positions the index touches start from the reduction's identity; mean
 ** divides the sum by the count of values (self counted if included),
 ** flooring for integers as CPU does. */
-static tpurt_status_t lower_scatter_reduce_two(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_scatter_reduce_two(lower_ctx_t* ctx) {
   const char* reduce = lower_str(ctx, 4, "");
   bool include_self = lower_bool(ctx, 5, true);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
@@ -322,7 +322,7 @@ static tpurt_status_t lower_scatter_reduce_two(lower_ctx_t* ctx) {
   /* which positions the index touches */
   ir_value_t touched;
   TPURT_RETURN_IF_ERROR(scatter_dim_on(ctx, "scatter_reduce", COMBINE_REPLACE,
-                                       lower_splat(ctx, TPURT_DTYPE_BOOL, t->rank, t->sizes, 0.0), true,
+                                       ir_splat(f, TPURT_DTYPE_BOOL, t->rank, t->sizes, 0.0), true,
                                        &touched));
   ir_value_t base = self;
   if (!include_self) {
@@ -330,25 +330,25 @@ static tpurt_status_t lower_scatter_reduce_two(lower_ctx_t* ctx) {
                         ? ir_broadcast_in_dim(
                               f, ir_constant_i64(f, t->dtype, combine == COMBINE_MAX ? INT64_MIN : INT64_MAX),
                               t->rank, t->sizes, NULL)
-                        : lower_splat(ctx, t->dtype, t->rank, t->sizes, identity);
+                        : ir_splat(f, t->dtype, t->rank, t->sizes, identity);
     base = ir_select(f, touched, id, self);
   }
   ir_value_t r;
   TPURT_RETURN_IF_ERROR(scatter_dim_on(ctx, "scatter_reduce", combine, base, false, &r));
   if (mean) {
     ir_value_t counts;
-    ir_value_t start = lower_splat(ctx, t->dtype, t->rank, t->sizes, include_self ? 1.0 : 0.0);
+    ir_value_t start = ir_splat(f, t->dtype, t->rank, t->sizes, include_self ? 1.0 : 0.0);
     TPURT_RETURN_IF_ERROR(scatter_dim_on(ctx, "scatter_reduce", COMBINE_ADD, start, true, &counts));
-    ir_value_t safe = ir_select(f, touched, counts, lower_full_like(ctx, counts, 1.0));
-    ir_value_t q = ir_binary(f, "stablehlo.divide", r, safe);
+    ir_value_t safe = ir_select(f, touched, counts, ir_const_like(f, counts, 1.0));
+    ir_value_t q = ir_div(f, r, safe);
     if (!tpurt_dtype_is_float(
             t->dtype)) { /* floor division: one less where the signs differ and it was inexact */
-      ir_value_t rem = ir_binary(f, "stablehlo.remainder", r, safe);
-      ir_value_t zero = lower_full_like(ctx, r, 0.0);
+      ir_value_t rem = ir_binary(f, IR_OP_REMAINDER, r, safe);
+      ir_value_t zero = ir_const_like(f, r, 0.0);
       ir_value_t fix =
-          ir_binary(f, "stablehlo.and", ir_compare(f, IR_NE, rem, zero),
-                    ir_compare(f, IR_NE, ir_compare(f, IR_LT, r, zero), ir_compare(f, IR_LT, safe, zero)));
-      q = ir_select(f, fix, ir_binary(f, "stablehlo.subtract", q, lower_full_like(ctx, q, 1.0)), q);
+          ir_and(f, ir_compare(f, IR_NE, rem, zero),
+                 ir_compare(f, IR_NE, ir_compare(f, IR_LT, r, zero), ir_compare(f, IR_LT, safe, zero)));
+      q = ir_select(f, fix, ir_sub(f, q, ir_const_like(f, q, 1.0)), q);
     }
     r = ir_select(f, touched, q, self);
   }
@@ -360,7 +360,7 @@ static tpurt_status_t lower_scatter_reduce_two(lower_ctx_t* ctx) {
 
 /* take(self, index): self read as 1-D at |index| (any shape); negative
 ** indices count from the end. */
-static tpurt_status_t lower_take(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_take(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* it = lower_meta(ctx, 1);
   if (it->dtype != TPURT_DTYPE_I64)
@@ -368,7 +368,7 @@ static tpurt_status_t lower_take(lower_ctx_t* ctx) {
                        tpurt_dtype_name(it->dtype));
   int64_t n = numel_of(t->rank, t->sizes), m = numel_of(it->rank, it->sizes);
   if (m == 0) {
-    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, it->rank, it->sizes, 0.0));
+    lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, it->rank, it->sizes, 0.0));
     return NULL;
   }
   if (n == 0) return lower_error(TPURT_OUT_OF_RANGE, "take(): tried to take from an empty tensor");
@@ -376,8 +376,8 @@ static tpurt_status_t lower_take(lower_ctx_t* ctx) {
   ir_value_t flat = ir_reshape(f, lower_tensor(ctx, 0), 1, &n);
   int64_t idims[2] = {m, 1};
   ir_value_t idx = ir_reshape(f, lower_tensor(ctx, 1), 2, idims);
-  idx = ir_select(f, ir_compare(f, IR_LT, idx, lower_full_like(ctx, idx, 0.0)),
-                  ir_binary(f, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)n)), idx);
+  idx = ir_select(f, ir_compare(f, IR_LT, idx, ir_const_like(f, idx, 0.0)),
+                  ir_add(f, idx, ir_const_like(f, idx, (double)n)), idx);
   ir_value_t out = lower_gather_along(ctx, flat, 0, idx);
   lower_set_result(ctx, 0, ir_reshape(f, out, it->rank, it->sizes));
   return NULL;
@@ -386,8 +386,8 @@ static tpurt_status_t lower_take(lower_ctx_t* ctx) {
 /*===--- index_fill / index_copy ---===*/
 
 /* The index arg |arg| as wrapped int64 [n] for a dim of |size|, with PyTorch's checks. */
-static tpurt_status_t index_vector(lower_ctx_t* ctx, int32_t arg, const char* op, int64_t size,
-                                   ir_value_t* out, int64_t* n) {
+static TPURT_MUST_USE tpurt_status_t index_vector(lower_ctx_t* ctx, int32_t arg, const char* op, int64_t size,
+                                                  ir_value_t* out, int64_t* n) {
   const tpurt_tensor_t* it = lower_meta(ctx, arg);
   if (!it || !is_index_dtype(it->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected a long tensor for index, but got %s", op,
@@ -395,17 +395,16 @@ static tpurt_status_t index_vector(lower_ctx_t* ctx, int32_t arg, const char* op
   if (it->rank > 1) return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Index is supposed to be a vector", op);
   *n = numel_of(it->rank, it->sizes);
   ir_value_t idx = ir_reshape(ctx->func, lower_cast(ctx, lower_tensor(ctx, arg), TPURT_DTYPE_I64), 1, n);
-  ir_value_t neg = ir_compare(ctx->func, IR_LT, idx, lower_full_like(ctx, idx, 0.0));
-  *out = ir_select(ctx->func, neg,
-                   ir_binary(ctx->func, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)size)), idx);
+  ir_value_t neg = ir_compare(ctx->func, IR_LT, idx, ir_const_like(ctx->func, idx, 0.0));
+  *out = ir_select(ctx->func, neg, ir_add(ctx->func, idx, ir_const_like(ctx->func, idx, (double)size)), idx);
   return NULL;
 }
 
 /* index_copy / index_reduce: the index (arg 2) as wrapped int64 [n] for
 ** |dim| of self (arg 0), and PyTorch's check that source (arg 3) has self's
 ** shape but n at |dim|. */
-static tpurt_status_t source_slices_at(lower_ctx_t* ctx, const char* op, int64_t dim, ir_value_t* idx,
-                                       int64_t* n) {
+static TPURT_MUST_USE tpurt_status_t source_slices_at(lower_ctx_t* ctx, const char* op, int64_t dim,
+                                                      ir_value_t* idx, int64_t* n) {
   const tpurt_tensor_t *t = lower_meta(ctx, 0), *st = lower_meta(ctx, 3);
   TPURT_RETURN_IF_ERROR(index_vector(ctx, 2, op, t->rank ? t->sizes[dim] : 1, idx, n));
   bool ok = st->rank == t->rank && (t->rank == 0 || st->sizes[dim] == *n);
@@ -420,7 +419,7 @@ static tpurt_status_t source_slices_at(lower_ctx_t* ctx, const char* op, int64_t
 
 /* index_fill.int_Scalar / int_Tensor(self, dim, index, value): value at
 ** every position whose coordinate along dim is in index */
-static tpurt_status_t lower_index_fill(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_index_fill(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
@@ -452,7 +451,7 @@ static tpurt_status_t lower_index_fill(lower_ctx_t* ctx) {
 
 /* index_copy(self, dim, index, source): the slices of source land at
 ** self[index[k]] along dim (a scatter with the other dims as windows) */
-static tpurt_status_t lower_index_copy(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_index_copy(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* st = lower_meta(ctx, 3);
   int64_t dim;
@@ -482,7 +481,7 @@ static tpurt_status_t lower_index_copy(lower_ctx_t* ctx) {
 ** along dim: index_copy's scatter with a combining body. Without
 ** include_self the touched positions start from the reduction's identity;
 ** mean divides by the count (self counted if included), flooring for ints. */
-static tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* st = lower_meta(ctx, 3);
   const char* reduce = lower_str(ctx, 4, "");
@@ -528,35 +527,34 @@ static tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
   int64_t id[2] = {n, 1};
   ir_value_t index = ir_reshape(f, idx, 2, id);
   ir_scatter_dims_t sd = lower_scatter_dims_along(rank, dim);
-  ir_value_t touched = scatter(ctx, lower_splat(ctx, TPURT_DTYPE_BOOL, rank, sizes, 0.0), index,
-                               lower_splat(ctx, TPURT_DTYPE_BOOL, rank, ssizes, 1.0), &sd, COMBINE_REPLACE);
+  ir_value_t touched = scatter(ctx, ir_splat(f, TPURT_DTYPE_BOOL, rank, sizes, 0.0), index,
+                               ir_splat(f, TPURT_DTYPE_BOOL, rank, ssizes, 1.0), &sd, COMBINE_REPLACE);
   ir_value_t base = self;
   if (!include_self) {
     ir_value_t id_value;
     if (combine == COMBINE_MAX || combine == COMBINE_MIN) {
       id_value = tpurt_dtype_is_float(t->dtype)
-                     ? lower_splat(ctx, t->dtype, rank, sizes, combine == COMBINE_MAX ? -INFINITY : INFINITY)
+                     ? ir_splat(f, t->dtype, rank, sizes, combine == COMBINE_MAX ? -INFINITY : INFINITY)
                      : ir_broadcast_in_dim(
                            f, ir_constant_i64(f, t->dtype, combine == COMBINE_MAX ? INT64_MIN : INT64_MAX),
                            t->rank, t->sizes, NULL);
     } else {
-      id_value = lower_splat(ctx, t->dtype, rank, sizes, combine == COMBINE_MUL ? 1.0 : 0.0);
+      id_value = ir_splat(f, t->dtype, rank, sizes, combine == COMBINE_MUL ? 1.0 : 0.0);
     }
     base = ir_select(f, touched, id_value, self);
   }
   ir_value_t r = scatter(ctx, base, index, src, &sd, combine);
   if (mean) {
-    ir_value_t start = lower_splat(ctx, t->dtype, rank, sizes, include_self ? 1.0 : 0.0);
+    ir_value_t start = ir_splat(f, t->dtype, rank, sizes, include_self ? 1.0 : 0.0);
     ir_value_t counts =
-        scatter(ctx, start, index, lower_splat(ctx, t->dtype, rank, ssizes, 1.0), &sd, COMBINE_ADD);
-    ir_value_t safe = ir_select(f, touched, counts, lower_full_like(ctx, counts, 1.0));
-    ir_value_t q = ir_binary(f, "stablehlo.divide", r, safe);
+        scatter(ctx, start, index, ir_splat(f, t->dtype, rank, ssizes, 1.0), &sd, COMBINE_ADD);
+    ir_value_t safe = ir_select(f, touched, counts, ir_const_like(f, counts, 1.0));
+    ir_value_t q = ir_div(f, r, safe);
     if (!tpurt_dtype_is_float(t->dtype)) { /* floor division (counts are positive) */
-      ir_value_t rem = ir_binary(f, "stablehlo.remainder", r, safe);
-      ir_value_t zero = lower_full_like(ctx, r, 0.0);
-      ir_value_t fix =
-          ir_binary(f, "stablehlo.and", ir_compare(f, IR_NE, rem, zero), ir_compare(f, IR_LT, r, zero));
-      q = ir_select(f, fix, ir_binary(f, "stablehlo.subtract", q, lower_full_like(ctx, q, 1.0)), q);
+      ir_value_t rem = ir_binary(f, IR_OP_REMAINDER, r, safe);
+      ir_value_t zero = ir_const_like(f, r, 0.0);
+      ir_value_t fix = ir_and(f, ir_compare(f, IR_NE, rem, zero), ir_compare(f, IR_LT, r, zero));
+      q = ir_select(f, fix, ir_sub(f, q, ir_const_like(f, q, 1.0)), q);
     }
     r = ir_select(f, touched, q, self);
   }
@@ -568,7 +566,7 @@ static tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
 
 /* put(self, index, source, accumulate=False): self read as 1-D gets source
 ** at |index| (negative counts from the end), written or added */
-static tpurt_status_t lower_put(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_put(lower_ctx_t* ctx) {
   const tpurt_tensor_t *t = lower_meta(ctx, 0), *it = lower_meta(ctx, 1), *st = lower_meta(ctx, 2);
   if (it->dtype != TPURT_DTYPE_I64)
     return lower_error(TPURT_INVALID_ARGUMENT, "put_(): Expected a long tensor for index, but got %s",
@@ -595,8 +593,8 @@ static tpurt_status_t lower_put(lower_ctx_t* ctx) {
   ir_value_t flat = ir_reshape(f, self, 1, &n);
   int64_t id[2] = {k, 1};
   ir_value_t idx = ir_reshape(f, lower_tensor(ctx, 1), 2, id);
-  idx = ir_select(f, ir_compare(f, IR_LT, idx, lower_full_like(ctx, idx, 0.0)),
-                  ir_binary(f, "stablehlo.add", idx, lower_full_like(ctx, idx, (double)n)), idx);
+  idx = ir_select(f, ir_compare(f, IR_LT, idx, ir_const_like(f, idx, 0.0)),
+                  ir_add(f, idx, ir_const_like(f, idx, (double)n)), idx);
   ir_value_t src = ir_reshape(f, lower_tensor(ctx, 2), 1, &k);
   ir_scatter_dims_t sd = lower_scatter_dims_along(1, 0);
   bool acc = lower_bool(ctx, 3, false);
@@ -608,7 +606,7 @@ static tpurt_status_t lower_put(lower_ctx_t* ctx) {
 /* masked_scatter(self, mask, source): the positions where the (broadcast)
 ** mask is true take source's elements in order: element i of them is
 ** source.flatten()[running count of the mask up to i, minus 1] */
-static tpurt_status_t lower_masked_scatter(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_masked_scatter(lower_ctx_t* ctx) {
   const tpurt_tensor_t *t = lower_meta(ctx, 0), *mt = lower_meta(ctx, 1), *st = lower_meta(ctx, 2);
   if (mt->dtype != TPURT_DTYPE_BOOL)
     return lower_error(TPURT_INVALID_ARGUMENT,
@@ -627,7 +625,7 @@ static tpurt_status_t lower_masked_scatter(lower_ctx_t* ctx) {
   }
   ir_value_t mask = lower_broadcast_to(ctx, lower_tensor(ctx, 1), t->rank, t->sizes);
   ir_value_t m = ir_reshape(f, ir_convert(f, mask, TPURT_DTYPE_I64), 1, &n);
-  ir_value_t pos = ir_binary(f, "stablehlo.subtract", lower_cumsum(ctx, m, 0), lower_full_like(ctx, m, 1.0));
+  ir_value_t pos = ir_sub(f, lower_cumsum(ctx, m, 0), ir_const_like(f, m, 1.0));
   pos = ir_clamp(f, ir_constant_i64(f, TPURT_DTYPE_I64, 0), pos, ir_constant_i64(f, TPURT_DTYPE_I64, k - 1));
   int64_t id[2] = {n, 1};
   ir_value_t taken =
@@ -640,7 +638,7 @@ static tpurt_status_t lower_masked_scatter(lower_ctx_t* ctx) {
 /*===--- index_add ---===*/
 
 /* index_add(Tensor self, int dim, Tensor index, Tensor source, *, Scalar alpha=1) */
-static tpurt_status_t lower_index_add(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_index_add(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* it = lower_meta(ctx, 2);
   const tpurt_tensor_t* st = lower_meta(ctx, 3);
@@ -694,8 +692,7 @@ static tpurt_status_t lower_index_add(lower_ctx_t* ctx) {
   ir_value_t src = ir_reshape(ctx->func, lower_tensor(ctx, 3), r, want);
   if (!lower_is_none(ctx, 4) && !lower_scalar_is(ctx, 4, 1.0)) {
     ir_value_t alpha = lower_broadcast_to(ctx, lower_scalar(ctx, 4, t->dtype), r, want);
-    src = ir_binary(ctx->func, t->dtype == TPURT_DTYPE_BOOL ? "stablehlo.and" : "stablehlo.multiply", src,
-                    alpha);
+    src = ir_binary(ctx->func, t->dtype == TPURT_DTYPE_BOOL ? IR_OP_AND : IR_OP_MULTIPLY, src, alpha);
   }
   ir_value_t index = ir_reshape(ctx->func, lower_tensor(ctx, 2), 1, &n);
   ir_scatter_dims_t s = lower_scatter_dims_along(r, dim);
@@ -718,7 +715,7 @@ typedef struct adv_s {
   int64_t window[TPURT_MAX_RANK]; /* positions in the result */
 } adv_t;
 
-static tpurt_status_t adv_plan(lower_ctx_t* ctx, int32_t list_arg, adv_t* a) {
+static TPURT_MUST_USE tpurt_status_t adv_plan(lower_ctx_t* ctx, int32_t list_arg, adv_t* a) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int32_t len = lower_list_len(ctx, list_arg);
   memset(a, 0, sizeof(*a));
@@ -778,10 +775,9 @@ static ir_value_t adv_indices(lower_ctx_t* ctx, int32_t list_arg, const adv_t* a
     int32_t d = (int32_t)a->indexed[j];
     ir_value_t v = lower_cast(ctx, lower_list_tensor(ctx, list_arg, d), dt);
     v = lower_broadcast_to(ctx, v, a->b, a->bshape);
-    ir_value_t zero = lower_splat(ctx, dt, a->b, a->bshape, 0.0);
-    ir_value_t size = lower_splat(ctx, dt, a->b, a->bshape, (double)t->sizes[d]);
-    v = ir_select(ctx->func, ir_compare(ctx->func, IR_LT, v, zero),
-                  ir_binary(ctx->func, "stablehlo.add", v, size), v);
+    ir_value_t zero = ir_splat(ctx->func, dt, a->b, a->bshape, 0.0);
+    ir_value_t size = ir_splat(ctx->func, dt, a->b, a->bshape, (double)t->sizes[d]);
+    v = ir_select(ctx->func, ir_compare(ctx->func, IR_LT, v, zero), ir_add(ctx->func, v, size), v);
     parts[j] = add_unit_dim(ctx, v);
   }
   return a->k == 1 ? parts[0] : ir_concatenate(ctx->func, parts, a->k, a->b);
@@ -795,12 +791,12 @@ static bool adv_indexes_empty_dim(const lower_ctx_t* ctx, const adv_t* a) {
 }
 
 /* index.Tensor(Tensor self, Tensor?[] indices) */
-static tpurt_status_t lower_index(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_index(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   adv_t a;
   TPURT_RETURN_IF_ERROR(adv_plan(ctx, 1, &a));
   if (numel_of(a.rank, a.shape) == 0) {
-    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, a.rank, a.shape, 0.0));
+    lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, a.rank, a.shape, 0.0));
     return NULL;
   }
   if (adv_indexes_empty_dim(ctx, &a))
@@ -822,7 +818,7 @@ static tpurt_status_t lower_index(lower_ctx_t* ctx) {
 /* index_put(Tensor self, Tensor?[] indices, Tensor values, bool accumulate=False)
 ** and _index_put_impl_(self, indices, values, accumulate, unsafe): values
 ** broadcast to what self[indices] would be; accumulate adds. */
-static tpurt_status_t lower_index_put(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_index_put(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* vt = lower_meta(ctx, 2);
   if (vt && vt->dtype != t->dtype)
@@ -870,7 +866,7 @@ static tpurt_status_t lower_index_put(lower_ctx_t* ctx) {
 /* masked_fill.Scalar(Tensor self, Tensor mask, Scalar value)
 ** masked_fill.Tensor(Tensor self, Tensor mask, Tensor value): value 0-d.
 ** The mask broadcasts to self (the in-place forms keep self's shape). */
-static tpurt_status_t lower_masked_fill(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_masked_fill(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* mt = lower_meta(ctx, 1);
   if (!mt || mt->dtype != TPURT_DTYPE_BOOL)
@@ -906,7 +902,7 @@ static tpurt_status_t lower_masked_fill(lower_ctx_t* ctx) {
 ** summed into [num_weights, D] by index; the padding row gets nothing;
 ** scale_grad_by_freq divides each row by how often its index occurs. Half
 ** types accumulate in f32. */
-static tpurt_status_t lower_embedding_dense_backward(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_embedding_dense_backward(lower_ctx_t* ctx) {
   const tpurt_tensor_t* gt = lower_meta(ctx, 0);
   const tpurt_tensor_t* it = lower_meta(ctx, 1);
   if (!it || !is_index_dtype(it->dtype))
@@ -925,7 +921,7 @@ static tpurt_status_t lower_embedding_dense_backward(lower_ctx_t* ctx) {
                        lower_shape_str(gt->rank, gt->sizes), lower_shape_str(it->rank, it->sizes));
   tpurt_dtype_t acc = lower_acc_dtype(gt->dtype);
   int64_t out_dims[2] = {w, dsize};
-  ir_value_t zeros = lower_splat(ctx, acc, 2, out_dims, 0.0);
+  ir_value_t zeros = ir_splat(ctx->func, acc, 2, out_dims, 0.0);
   if (n == 0 || w == 0 || dsize == 0) {
     lower_set_result(ctx, 0, lower_cast(ctx, zeros, gt->dtype));
     return NULL;
@@ -935,17 +931,17 @@ static tpurt_status_t lower_embedding_dense_backward(lower_ctx_t* ctx) {
   ir_value_t grad = lower_cast(ctx, ir_reshape(f, lower_tensor(ctx, 0), 2, gdims), acc);
   ir_value_t idx = ir_reshape(f, lower_tensor(ctx, 1), 1, &n);
   if (pad >= 0) {
-    ir_value_t keep = ir_compare(f, IR_NE, idx, lower_splat(ctx, it->dtype, 1, &n, (double)pad));
+    ir_value_t keep = ir_compare(f, IR_NE, idx, ir_splat(f, it->dtype, 1, &n, (double)pad));
     keep = ir_broadcast_in_dim(f, keep, 2, gdims, (const int64_t[]){0});
-    grad = ir_select(f, keep, grad, lower_full_like(ctx, grad, 0.0));
+    grad = ir_select(f, keep, grad, ir_const_like(f, grad, 0.0));
   }
   if (scale) { /* counts[idx] by a scatter-add of ones, then one gather */
-    ir_value_t counts = lower_splat(ctx, acc, 1, &w, 0.0);
+    ir_value_t counts = ir_splat(f, acc, 1, &w, 0.0);
     ir_scatter_dims_t cs = lower_scatter_dims_along(1, 0);
-    counts = scatter(ctx, counts, idx, lower_splat(ctx, acc, 1, &n, 1.0), &cs, COMBINE_ADD);
+    counts = scatter(ctx, counts, idx, ir_splat(f, acc, 1, &n, 1.0), &cs, COMBINE_ADD);
     ir_value_t per_row = lower_gather_along(ctx, counts, 0, idx);
     per_row = ir_broadcast_in_dim(f, per_row, 2, gdims, (const int64_t[]){0});
-    grad = ir_binary(f, "stablehlo.divide", grad, per_row);
+    grad = ir_div(f, grad, per_row);
   }
   ir_scatter_dims_t s = lower_scatter_dims_along(2, 0);
   ir_value_t out = scatter(ctx, zeros, idx, grad, &s, COMBINE_ADD);

@@ -9,7 +9,7 @@
 #include "../base/base.h"
 #include "lower.h"
 
-static tpurt_status_t same_dtype(const tpurt_tensor_t* a, const tpurt_tensor_t* b) {
+static TPURT_MUST_USE tpurt_status_t same_dtype(const tpurt_tensor_t* a, const tpurt_tensor_t* b) {
   if (a->dtype != b->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT, "expected m1 and m2 to have the same dtype, but got: %s != %s",
                        lower_dtype_cpp_name(a->dtype), lower_dtype_cpp_name(b->dtype));
@@ -17,8 +17,8 @@ static tpurt_status_t same_dtype(const tpurt_tensor_t* a, const tpurt_tensor_t* 
 }
 
 /* addmm's and addbmm's dtype checks, before any shape check. */
-static tpurt_status_t addmm_dtypes(const tpurt_tensor_t* self, const tpurt_tensor_t* a,
-                                   const tpurt_tensor_t* b) {
+static TPURT_MUST_USE tpurt_status_t addmm_dtypes(const tpurt_tensor_t* self, const tpurt_tensor_t* a,
+                                                  const tpurt_tensor_t* b) {
   if (self->dtype != b->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT, "self and mat2 must have the same dtype, but got %s and %s",
                        tpurt_dtype_name(self->dtype), tpurt_dtype_name(b->dtype));
@@ -43,7 +43,7 @@ static ir_value_t matmul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, int32_t b
   return lower_cast(ctx, matmul_acc(ctx, a, b, batch, dtype), dtype);
 }
 
-static tpurt_status_t check_mm(const tpurt_tensor_t* a, const tpurt_tensor_t* b) {
+static TPURT_MUST_USE tpurt_status_t check_mm(const tpurt_tensor_t* a, const tpurt_tensor_t* b) {
   if (a->rank != 2) return lower_error(TPURT_INVALID_ARGUMENT, "self must be a matrix");
   if (b->rank != 2) return lower_error(TPURT_INVALID_ARGUMENT, "mat2 must be a matrix");
   if (a->sizes[1] != b->sizes[0])
@@ -54,7 +54,7 @@ static tpurt_status_t check_mm(const tpurt_tensor_t* a, const tpurt_tensor_t* b)
 }
 
 /* The bmm family's shape checks (dtypes are each op's own). */
-static tpurt_status_t check_bmm_shapes(const tpurt_tensor_t* a, const tpurt_tensor_t* b) {
+static TPURT_MUST_USE tpurt_status_t check_bmm_shapes(const tpurt_tensor_t* a, const tpurt_tensor_t* b) {
   if (a->rank != 3) return lower_error(TPURT_INVALID_ARGUMENT, "batch1 must be a 3D tensor");
   if (b->rank != 3) return lower_error(TPURT_INVALID_ARGUMENT, "batch2 must be a 3D tensor");
   if (b->sizes[0] != a->sizes[0] || b->sizes[1] != a->sizes[2])
@@ -66,7 +66,7 @@ static tpurt_status_t check_bmm_shapes(const tpurt_tensor_t* a, const tpurt_tens
   return NULL;
 }
 
-static tpurt_status_t check_bmm(const tpurt_tensor_t* a, const tpurt_tensor_t* b) {
+static TPURT_MUST_USE tpurt_status_t check_bmm(const tpurt_tensor_t* a, const tpurt_tensor_t* b) {
   TPURT_RETURN_IF_ERROR(check_bmm_shapes(a, b));
   if (a->dtype != b->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT, "expected scalar type %s but found %s",
@@ -76,7 +76,7 @@ static tpurt_status_t check_bmm(const tpurt_tensor_t* a, const tpurt_tensor_t* b
 
 /* The out= forms of the matmuls take only an out tensor of the result's
 ** dtype, as PyTorch's do (the elementwise ops cast instead). */
-static tpurt_status_t check_out_dtype(const lower_ctx_t* ctx, tpurt_dtype_t dtype) {
+static TPURT_MUST_USE tpurt_status_t check_out_dtype(const lower_ctx_t* ctx, tpurt_dtype_t dtype) {
   if (!ctx->rule || ctx->rule->variant != LOWER_OUT) return NULL;
   const tpurt_arg_t* out = &ctx->args[ctx->arg_index[ctx->num_args]];
   if (out->kind != TPURT_ARG_TENSOR || out->u.tensor.dtype == dtype) return NULL;
@@ -84,7 +84,7 @@ static tpurt_status_t check_out_dtype(const lower_ctx_t* ctx, tpurt_dtype_t dtyp
                      lower_dtype_cpp_name(dtype), lower_dtype_cpp_name(out->u.tensor.dtype));
 }
 
-static tpurt_status_t lower_mm(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_mm(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
   TPURT_RETURN_IF_ERROR(check_mm(a, b));
   TPURT_RETURN_IF_ERROR(check_out_dtype(ctx, a->dtype));
@@ -92,7 +92,7 @@ static tpurt_status_t lower_mm(lower_ctx_t* ctx) {
   return NULL;
 }
 
-static tpurt_status_t lower_bmm(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_bmm(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
   TPURT_RETURN_IF_ERROR(check_bmm(a, b));
   TPURT_RETURN_IF_ERROR(check_out_dtype(ctx, a->dtype));
@@ -104,8 +104,8 @@ static tpurt_status_t lower_bmm(lower_ctx_t* ctx) {
 ** beta == 0 ignores self entirely (nan and inf in it do not propagate).
 ** |product| is in the accumulation type: half types scale and add in f32
 ** and round once to |dtype|, as PyTorch's CPU kernels (opmath) do. */
-static tpurt_status_t scaled_sum(lower_ctx_t* ctx, ir_value_t product, tpurt_dtype_t dtype, int32_t beta_arg,
-                                 int32_t alpha_arg) {
+static TPURT_MUST_USE tpurt_status_t scaled_sum(lower_ctx_t* ctx, ir_value_t product, tpurt_dtype_t dtype,
+                                                int32_t beta_arg, int32_t alpha_arg) {
   ir_func_t* f = ctx->func;
   const ir_type_t* pt = ir_value_type(f, product);
   if (!pt) return NULL;
@@ -118,22 +118,21 @@ static tpurt_status_t scaled_sum(lower_ctx_t* ctx, ir_value_t product, tpurt_dty
     return lower_error(TPURT_INVALID_ARGUMENT, "expand: the self tensor of shape %s cannot broadcast to %s",
                        lower_shape_str(self->rank, self->sizes), lower_shape_str(t.rank, t.dims));
   if (!lower_scalar_is(ctx, alpha_arg, 1.0))
-    product = ir_binary(f, "stablehlo.multiply", product,
-                        lower_broadcast_to(ctx, lower_scalar(ctx, alpha_arg, t.dtype), t.rank, t.dims));
+    product =
+        ir_mul(f, product, lower_broadcast_to(ctx, lower_scalar(ctx, alpha_arg, t.dtype), t.rank, t.dims));
   if (lower_scalar_is(ctx, beta_arg, 0.0)) {
     lower_set_result(ctx, 0, lower_cast(ctx, product, dtype));
     return NULL;
   }
   ir_value_t s = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), t.dtype), t.rank, t.dims);
   if (!lower_scalar_is(ctx, beta_arg, 1.0))
-    s = ir_binary(f, "stablehlo.multiply", s,
-                  lower_broadcast_to(ctx, lower_scalar(ctx, beta_arg, t.dtype), t.rank, t.dims));
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(f, "stablehlo.add", s, product), dtype));
+    s = ir_mul(f, s, lower_broadcast_to(ctx, lower_scalar(ctx, beta_arg, t.dtype), t.rank, t.dims));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_add(f, s, product), dtype));
   return NULL;
 }
 
 /* addmm(self, mat1, mat2, *, beta=1, alpha=1) */
-static tpurt_status_t lower_addmm(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_addmm(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 1), *b = lower_meta(ctx, 2);
   TPURT_RETURN_IF_ERROR(addmm_dtypes(lower_meta(ctx, 0), a, b));
   if (a->rank != 2)
@@ -146,7 +145,7 @@ static tpurt_status_t lower_addmm(lower_ctx_t* ctx) {
 }
 
 /* baddbmm(self, batch1, batch2, *, beta=1, alpha=1) */
-static tpurt_status_t lower_baddbmm(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_baddbmm(lower_ctx_t* ctx) {
   const tpurt_tensor_t *self = lower_meta(ctx, 0), *a = lower_meta(ctx, 1), *b = lower_meta(ctx, 2);
   if (self->dtype != a->dtype || a->dtype != b->dtype)
     return lower_error(
@@ -159,7 +158,7 @@ static tpurt_status_t lower_baddbmm(lower_ctx_t* ctx) {
 
 /* addmv(self, mat, vec, *, beta=1, alpha=1): mv and matmul with a 1-D
 ** operand come here. */
-static tpurt_status_t lower_addmv(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_addmv(lower_ctx_t* ctx) {
   const tpurt_tensor_t *m = lower_meta(ctx, 1), *v = lower_meta(ctx, 2);
   if (m->rank != 2 || v->rank != 1)
     return lower_error(TPURT_INVALID_ARGUMENT, "vector + matrix @ vector expected, got %d, %d, %d",
@@ -177,7 +176,7 @@ static tpurt_status_t lower_addmv(lower_ctx_t* ctx) {
 }
 
 /* dot(self, tensor): 1-D inner product. */
-static tpurt_status_t lower_dot(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_dot(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
   if (a->rank != 1 || b->rank != 1)
     return lower_error(TPURT_INVALID_ARGUMENT, "1D tensors expected, but got %dD and %dD tensors", a->rank,
@@ -204,7 +203,7 @@ static tpurt_status_t lower_dot(lower_ctx_t* ctx) {
 ** dtype after each; up to 64 batches this is unrolled in that order (half
 ** types round where CPU rounds), beyond that the products are summed by one
 ** reduction. */
-static tpurt_status_t lower_addbmm(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_addbmm(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 1), *b = lower_meta(ctx, 2);
   TPURT_RETURN_IF_ERROR(addmm_dtypes(lower_meta(ctx, 0), a, b));
   TPURT_RETURN_IF_ERROR(check_bmm_shapes(a, b));
@@ -229,8 +228,8 @@ static tpurt_status_t lower_addbmm(lower_ctx_t* ctx) {
       continue;
     }
     if (!lower_scalar_is(ctx, 4, 1.0))
-      pi = ir_binary(f, "stablehlo.multiply", pi, lower_broadcast_to(ctx, lower_scalar(ctx, 4, acc), 2, mn));
-    r = lower_cast(ctx, ir_binary(f, "stablehlo.add", lower_cast(ctx, r, acc), pi), a->dtype);
+      pi = ir_mul(f, pi, lower_broadcast_to(ctx, lower_scalar(ctx, 4, acc), 2, mn));
+    r = lower_cast(ctx, ir_add(f, lower_cast(ctx, r, acc), pi), a->dtype);
   }
   lower_set_result(ctx, 0, r);
   return NULL;
@@ -247,19 +246,17 @@ static ir_value_t p_norm_over(lower_ctx_t* ctx, ir_value_t d, int64_t last, doub
   ir_value_t zero = ir_constant_f64(f, acc, 0.0);
   ir_value_t r;
   if (p == 0) {
-    r = ir_reduce(f, ir_convert(f, ir_compare(f, IR_NE, d, lower_full_like(ctx, d, 0.0)), acc), zero, &last,
-                  1, IR_REDUCE_ADD);
+    r = ir_reduce(f, ir_convert(f, ir_compare(f, IR_NE, d, ir_const_like(f, d, 0.0)), acc), zero, &last, 1,
+                  IR_REDUCE_ADD);
   } else if (isinf(p)) {
     r = ir_reduce(f, d, zero, &last, 1, IR_REDUCE_MAX);
   } else if (p == 1) {
     r = ir_reduce(f, d, zero, &last, 1, IR_REDUCE_ADD);
   } else if (p == 2) {
-    r = ir_unary(f, "stablehlo.sqrt",
-                 ir_reduce(f, ir_binary(f, "stablehlo.multiply", d, d), zero, &last, 1, IR_REDUCE_ADD));
+    r = ir_unary(f, IR_OP_SQRT, ir_reduce(f, ir_mul(f, d, d), zero, &last, 1, IR_REDUCE_ADD));
   } else {
-    r = ir_reduce(f, ir_binary(f, "stablehlo.power", d, lower_full_like(ctx, d, p)), zero, &last, 1,
-                  IR_REDUCE_ADD);
-    r = ir_binary(f, "stablehlo.power", r, lower_full_like(ctx, r, 1.0 / p));
+    r = ir_reduce(f, ir_pow(f, d, ir_const_like(f, d, p)), zero, &last, 1, IR_REDUCE_ADD);
+    r = ir_pow(f, r, ir_const_like(f, r, 1.0 / p));
   }
   return r;
 }
@@ -270,7 +267,7 @@ static ir_value_t p_norm_over(lower_ctx_t* ctx, ir_value_t d, int64_t last, doub
 ** the matrix-product mode (asked for, or above 25 rows by default), as CPU:
 ** sqrt(max(0, |a|^2 + |b|^2 - 2 a.b)) as one product of augmented rows.
 ** The value of p picks the program, so this row keys on it. */
-static tpurt_status_t lower_cdist(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_cdist(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
   if (a->rank < 2 || b->rank < 2)
     return lower_error(TPURT_INVALID_ARGUMENT, "cdist only supports at least 2D tensors, X1 got: %dD",
@@ -307,31 +304,28 @@ static tpurt_status_t lower_cdist(lower_ctx_t* ctx) {
   ir_value_t y = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), acc), br + 2, db);
   if (mm_form) { /* |a - b|^2 = [-2a, |a|^2, 1] . [b, 1, |b|^2], clamped at 0 */
     int64_t row = br + 1;
-    ir_value_t xn = ir_reduce(f, ir_binary(f, "stablehlo.multiply", x, x), ir_constant_f64(f, acc, 0.0), &row,
-                              1, IR_REDUCE_ADD);
-    ir_value_t yn = ir_reduce(f, ir_binary(f, "stablehlo.multiply", y, y), ir_constant_f64(f, acc, 0.0), &row,
-                              1, IR_REDUCE_ADD);
+    ir_value_t xn = ir_reduce(f, ir_mul(f, x, x), ir_constant_f64(f, acc, 0.0), &row, 1, IR_REDUCE_ADD);
+    ir_value_t yn = ir_reduce(f, ir_mul(f, y, y), ir_constant_f64(f, acc, 0.0), &row, 1, IR_REDUCE_ADD);
     int64_t ca[TPURT_MAX_RANK], cb[TPURT_MAX_RANK];
     memcpy(ca, da, sizeof(ca));
     memcpy(cb, db, sizeof(cb));
     ca[br + 1] = cb[br + 1] = 1;
     xn = ir_reshape(f, xn, br + 2, ca);
     yn = ir_reshape(f, yn, br + 2, cb);
-    ir_value_t xs[3] = {ir_binary(f, "stablehlo.multiply", x, lower_full_like(ctx, x, -2.0)), xn,
-                        lower_full_like(ctx, xn, 1.0)};
-    ir_value_t ys[3] = {y, lower_full_like(ctx, yn, 1.0), yn};
+    ir_value_t xs[3] = {ir_mul(f, x, ir_const_like(f, x, -2.0)), xn, ir_const_like(f, xn, 1.0)};
+    ir_value_t ys[3] = {y, ir_const_like(f, yn, 1.0), yn};
     ir_value_t xa = ir_concatenate(f, xs, 3, br + 1), ya = ir_concatenate(f, ys, 3, br + 1);
     ir_dot_dims_t dd = {.num_batch = br, .num_contract = 1};
     for (int32_t i = 0; i < br; ++i) dd.lhs_batch[i] = dd.rhs_batch[i] = i;
     dd.lhs_contract[0] = dd.rhs_contract[0] = br + 1;
     ir_value_t sq = ir_dot_general(f, xa, ya, &dd, acc);
-    sq = ir_binary(f, "stablehlo.maximum", sq, lower_full_like(ctx, sq, 0.0));
-    lower_set_result(ctx, 0, lower_cast(ctx, ir_unary(f, "stablehlo.sqrt", sq), a->dtype));
+    sq = ir_max(f, sq, ir_const_like(f, sq, 0.0));
+    lower_set_result(ctx, 0, lower_cast(ctx, ir_sqrt(f, sq), a->dtype));
     return NULL;
   }
-  ir_value_t d = ir_unary(f, "stablehlo.abs",
-                          ir_binary(f, "stablehlo.subtract", ir_broadcast_in_dim(f, x, br + 3, full, map_a),
-                                    ir_broadcast_in_dim(f, y, br + 3, full, map_b)));
+  ir_value_t d = ir_unary(f, IR_OP_ABS,
+                          ir_sub(f, ir_broadcast_in_dim(f, x, br + 3, full, map_a),
+                                 ir_broadcast_in_dim(f, y, br + 3, full, map_b)));
   ir_value_t r = p_norm_over(ctx, d, br + 2, p);
   lower_set_result(ctx, 0, lower_cast(ctx, r, a->dtype));
   return NULL;
@@ -340,7 +334,7 @@ static tpurt_status_t lower_cdist(lower_ctx_t* ctx) {
 /* _pdist_forward(self [N, M], p=2) -> [N (N - 1) / 2]: the distances of
 ** every row pair i < j in row-major order, cdist's direct form on the rows
 ** against themselves, then the upper triangle gathered. Keyed on p. */
-static tpurt_status_t lower_pdist(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_pdist(lower_ctx_t* ctx) {
   const tpurt_tensor_t* a = lower_meta(ctx, 0);
   if (a->rank != 2)
     return lower_error(TPURT_INVALID_ARGUMENT, "pdist only supports 2D tensors, got: %dD", (int)a->rank);
@@ -352,14 +346,14 @@ static tpurt_status_t lower_pdist(lower_ctx_t* ctx) {
   tpurt_dtype_t acc = lower_acc_dtype(a->dtype);
   ir_func_t* f = ctx->func;
   if (pairs <= 0) {
-    lower_set_result(ctx, 0, lower_splat(ctx, a->dtype, 1, &pairs, 0.0));
+    lower_set_result(ctx, 0, ir_splat(f, a->dtype, 1, &pairs, 0.0));
     return NULL;
   }
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   int64_t full[3] = {n, n, m}, map_a[2] = {0, 2}, map_b[2] = {1, 2};
-  ir_value_t d = ir_unary(f, "stablehlo.abs",
-                          ir_binary(f, "stablehlo.subtract", ir_broadcast_in_dim(f, x, 3, full, map_a),
-                                    ir_broadcast_in_dim(f, x, 3, full, map_b)));
+  ir_value_t d = ir_unary(
+      f, IR_OP_ABS,
+      ir_sub(f, ir_broadcast_in_dim(f, x, 3, full, map_a), ir_broadcast_in_dim(f, x, 3, full, map_b)));
   ir_value_t r = p_norm_over(ctx, d, 2, p);
   /* the (i, j), i < j, flat indices i * n + j: a constant */
   int64_t* flat_idx = tpurt_xmalloc(sizeof(int64_t) * (size_t)pairs);
@@ -377,7 +371,7 @@ static tpurt_status_t lower_pdist(lower_ctx_t* ctx) {
 
 /* linalg_cross(self, other, dim=-1): the 3-vector cross product along |dim|
 ** of the broadcast inputs, component by component. */
-static tpurt_status_t lower_linalg_cross(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_linalg_cross(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
   if (a->rank != b->rank)
     return lower_error(TPURT_INVALID_ARGUMENT,
@@ -410,9 +404,8 @@ static tpurt_status_t lower_linalg_cross(lower_ctx_t* ctx) {
   ir_value_t out[3];
   for (int32_t c = 0; c < 3; ++c) {
     int32_t p = (c + 1) % 3, q = (c + 2) % 3;
-    ir_value_t pq = ir_binary(ctx->func, "stablehlo.multiply", xc[p], yc[q]);
-    out[c] = ir_binary(ctx->func, "stablehlo.subtract", pq,
-                       ir_binary(ctx->func, "stablehlo.multiply", xc[q], yc[p]));
+    ir_value_t pq = ir_mul(ctx->func, xc[p], yc[q]);
+    out[c] = ir_sub(ctx->func, pq, ir_mul(ctx->func, xc[q], yc[p]));
   }
   lower_set_result(ctx, 0, ir_concatenate(ctx->func, out, 3, dim));
   return NULL;

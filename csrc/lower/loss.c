@@ -8,8 +8,9 @@
 enum { REDUCTION_NONE = 0, REDUCTION_MEAN = 1, REDUCTION_SUM = 2 };
 
 /* self and target (args 0, 1) broadcast together, in |acc|. */
-static tpurt_status_t loss_operands(lower_ctx_t* ctx, int32_t first, tpurt_dtype_t acc, ir_value_t* x,
-                                    ir_value_t* y, int32_t* rank, int64_t* dims) {
+static TPURT_MUST_USE tpurt_status_t loss_operands(lower_ctx_t* ctx, int32_t first, tpurt_dtype_t acc,
+                                                   ir_value_t* x, ir_value_t* y, int32_t* rank,
+                                                   int64_t* dims) {
   const tpurt_tensor_t *a = lower_meta(ctx, first), *b = lower_meta(ctx, first + 1);
   TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(a->rank, a->sizes, b->rank, b->sizes, rank, dims));
   *x = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, first), acc), *rank, dims);
@@ -17,7 +18,7 @@ static tpurt_status_t loss_operands(lower_ctx_t* ctx, int32_t first, tpurt_dtype
   return NULL;
 }
 
-static tpurt_status_t check_reduction(int64_t reduction) {
+static TPURT_MUST_USE tpurt_status_t check_reduction(int64_t reduction) {
   if (reduction < REDUCTION_NONE || reduction > REDUCTION_SUM)
     return lower_error(TPURT_INVALID_ARGUMENT, "%lld is not a valid value for reduction",
                        (long long)reduction);
@@ -25,8 +26,8 @@ static tpurt_status_t check_reduction(int64_t reduction) {
 }
 
 /* |huber|: huber_loss(self, target, reduction, delta); else smooth_l1_loss(self, target, reduction, beta) */
-static tpurt_status_t smooth_loss(lower_ctx_t* ctx) {
-  bool huber = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t smooth_loss(lower_ctx_t* ctx) {
+  bool huber = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t reduction = lower_int(ctx, 2, REDUCTION_MEAN);
   TPURT_RETURN_IF_ERROR(check_reduction(reduction));
@@ -42,33 +43,32 @@ static tpurt_status_t smooth_loss(lower_ctx_t* ctx) {
   int32_t rank;
   int64_t dims[TPURT_MAX_RANK];
   TPURT_RETURN_IF_ERROR(loss_operands(ctx, 0, acc, &x, &y, &rank, dims));
-  ir_value_t d = ir_unary(f, "stablehlo.abs", ir_binary(f, "stablehlo.subtract", x, y));
+  ir_value_t d = ir_abs(f, ir_sub(f, x, y));
   ir_value_t p = lower_broadcast_to(ctx, lower_scalar(ctx, 3, acc), rank, dims);
-  ir_value_t half = lower_full_like(ctx, d, 0.5);
-  ir_value_t quad = ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.multiply", half, d), d);
-  ir_value_t lin = ir_binary(f, "stablehlo.subtract", d, ir_binary(f, "stablehlo.multiply", half, p));
+  ir_value_t half = ir_const_like(f, d, 0.5);
+  ir_value_t quad = ir_mul(f, ir_mul(f, half, d), d);
+  ir_value_t lin = ir_sub(f, d, ir_mul(f, half, p));
   ir_value_t l;
   if (huber) {
-    l = ir_select(f, ir_compare(f, IR_LT, d, p), quad, ir_binary(f, "stablehlo.multiply", p, lin));
+    l = ir_select(f, ir_compare(f, IR_LT, d, p), quad, ir_mul(f, p, lin));
   } else if (lower_scalar_is(ctx, 3, 0.0)) {
     l = d; /* beta 0 is the L1 loss */
   } else {
-    l = ir_select(f, ir_compare(f, IR_LT, d, p), ir_binary(f, "stablehlo.divide", quad, p), lin);
+    l = ir_select(f, ir_compare(f, IR_LT, d, p), ir_div(f, quad, p), lin);
   }
   if (reduction != REDUCTION_NONE) {
     int64_t all[TPURT_MAX_RANK], n = 1;
     for (int32_t i = 0; i < rank; ++i) all[i] = i, n *= dims[i];
     l = ir_reduce(f, l, ir_constant_f64(f, acc, 0.0), all, rank, IR_REDUCE_ADD);
-    if (reduction == REDUCTION_MEAN)
-      l = ir_binary(f, "stablehlo.divide", l, lower_full_like(ctx, l, (double)n));
+    if (reduction == REDUCTION_MEAN) l = ir_div(f, l, ir_const_like(f, l, (double)n));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, l, t->dtype));
   return NULL;
 }
 
 /* *_backward(grad_output, self, target, reduction, beta|delta) */
-static tpurt_status_t smooth_loss_backward(lower_ctx_t* ctx) {
-  bool huber = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t smooth_loss_backward(lower_ctx_t* ctx) {
+  bool huber = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 1);
   int64_t reduction = lower_int(ctx, 3, REDUCTION_MEAN);
   TPURT_RETURN_IF_ERROR(check_reduction(reduction));
@@ -78,24 +78,24 @@ static tpurt_status_t smooth_loss_backward(lower_ctx_t* ctx) {
   int32_t rank;
   int64_t dims[TPURT_MAX_RANK];
   TPURT_RETURN_IF_ERROR(loss_operands(ctx, 1, acc, &x, &y, &rank, dims));
-  ir_value_t diff = ir_binary(f, "stablehlo.subtract", x, y);
-  ir_value_t d = ir_unary(f, "stablehlo.abs", diff);
+  ir_value_t diff = ir_sub(f, x, y);
+  ir_value_t d = ir_abs(f, diff);
   ir_value_t p = lower_broadcast_to(ctx, lower_scalar(ctx, 4, acc), rank, dims);
-  ir_value_t sign = ir_unary(f, "stablehlo.sign", diff);
+  ir_value_t sign = ir_unary(f, IR_OP_SIGN, diff);
   ir_value_t gl;
   if (huber) {
-    gl = ir_select(f, ir_compare(f, IR_LT, d, p), diff, ir_binary(f, "stablehlo.multiply", p, sign));
+    gl = ir_select(f, ir_compare(f, IR_LT, d, p), diff, ir_mul(f, p, sign));
   } else if (lower_scalar_is(ctx, 4, 0.0)) {
     gl = sign;
   } else {
-    gl = ir_select(f, ir_compare(f, IR_LT, d, p), ir_binary(f, "stablehlo.divide", diff, p), sign);
+    gl = ir_select(f, ir_compare(f, IR_LT, d, p), ir_div(f, diff, p), sign);
   }
   ir_value_t g = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), acc), rank, dims);
-  gl = ir_binary(f, "stablehlo.multiply", gl, g);
+  gl = ir_mul(f, gl, g);
   if (reduction == REDUCTION_MEAN) {
     int64_t n = 1;
     for (int32_t i = 0; i < rank; ++i) n *= dims[i];
-    gl = ir_binary(f, "stablehlo.divide", gl, lower_full_like(ctx, gl, (double)n));
+    gl = ir_div(f, gl, ir_const_like(f, gl, (double)n));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, gl, t->dtype));
   return NULL;
@@ -103,7 +103,7 @@ static tpurt_status_t smooth_loss_backward(lower_ctx_t* ctx) {
 
 /* binary_cross_entropy(self, target, weight?, reduction): -w (t log x + (1 - t) log(1 - x)),
 ** each log clamped at -100 as PyTorch does */
-static tpurt_status_t lower_binary_cross_entropy(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_binary_cross_entropy(lower_ctx_t* ctx) {
   const tpurt_tensor_t *x_t = lower_meta(ctx, 0), *y_t = lower_meta(ctx, 1);
   int64_t reduction = lower_int(ctx, 3, REDUCTION_MEAN);
   TPURT_RETURN_IF_ERROR(check_reduction(reduction));
@@ -117,23 +117,19 @@ static tpurt_status_t lower_binary_cross_entropy(lower_ctx_t* ctx) {
   tpurt_dtype_t acc = lower_acc_dtype(x_t->dtype);
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc), y = lower_cast(ctx, lower_tensor(ctx, 1), acc);
-  ir_value_t floor = lower_full_like(ctx, x, -100.0), one = lower_full_like(ctx, x, 1.0);
-  ir_value_t lx = ir_binary(f, "stablehlo.maximum", ir_unary(f, "stablehlo.log", x), floor);
-  ir_value_t l1x = ir_binary(f, "stablehlo.maximum",
-                             ir_unary(f, "stablehlo.log", ir_binary(f, "stablehlo.subtract", one, x)), floor);
-  ir_value_t l =
-      ir_binary(f, "stablehlo.add", ir_binary(f, "stablehlo.multiply", y, lx),
-                ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", one, y), l1x));
-  l = ir_unary(f, "stablehlo.negate", l);
+  ir_value_t floor = ir_const_like(f, x, -100.0), one = ir_const_like(f, x, 1.0);
+  ir_value_t lx = ir_max(f, ir_log(f, x), floor);
+  ir_value_t l1x = ir_max(f, ir_log(f, ir_sub(f, one, x)), floor);
+  ir_value_t l = ir_add(f, ir_mul(f, y, lx), ir_mul(f, ir_sub(f, one, y), l1x));
+  l = ir_neg(f, l);
   if (lower_meta(ctx, 2))
-    l = ir_binary(f, "stablehlo.multiply", l,
-                  lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 2), acc), x_t->rank, x_t->sizes));
+    l = ir_mul(f, l,
+               lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 2), acc), x_t->rank, x_t->sizes));
   if (reduction != REDUCTION_NONE) {
     int64_t all[TPURT_MAX_RANK], n = 1;
     for (int32_t i = 0; i < x_t->rank; ++i) all[i] = i, n *= x_t->sizes[i];
     l = ir_reduce(f, l, ir_constant_f64(f, acc, 0.0), all, x_t->rank, IR_REDUCE_ADD);
-    if (reduction == REDUCTION_MEAN)
-      l = ir_binary(f, "stablehlo.divide", l, lower_full_like(ctx, l, (double)n));
+    if (reduction == REDUCTION_MEAN) l = ir_div(f, l, ir_const_like(f, l, (double)n));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, l, x_t->dtype));
   return NULL;
@@ -141,28 +137,25 @@ static tpurt_status_t lower_binary_cross_entropy(lower_ctx_t* ctx) {
 
 /* binary_cross_entropy_backward(grad_output, self, target, weight?, reduction):
 ** grad * w * (x - t) / max(x (1 - x), 1e-12) */
-static tpurt_status_t lower_binary_cross_entropy_backward(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_binary_cross_entropy_backward(lower_ctx_t* ctx) {
   const tpurt_tensor_t* x_t = lower_meta(ctx, 1);
   int64_t reduction = lower_int(ctx, 4, REDUCTION_MEAN);
   TPURT_RETURN_IF_ERROR(check_reduction(reduction));
   tpurt_dtype_t acc = lower_acc_dtype(x_t->dtype);
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 1), acc), y = lower_cast(ctx, lower_tensor(ctx, 2), acc);
-  ir_value_t one = lower_full_like(ctx, x, 1.0);
-  ir_value_t den =
-      ir_binary(f, "stablehlo.maximum",
-                ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", one, x), x),
-                lower_full_like(ctx, x, 1e-12));
-  ir_value_t g = ir_binary(f, "stablehlo.divide", ir_binary(f, "stablehlo.subtract", x, y), den);
-  g = ir_binary(f, "stablehlo.multiply", g,
-                lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), acc), x_t->rank, x_t->sizes));
+  ir_value_t one = ir_const_like(f, x, 1.0);
+  ir_value_t den = ir_max(f, ir_mul(f, ir_sub(f, one, x), x), ir_const_like(f, x, 1e-12));
+  ir_value_t g = ir_div(f, ir_sub(f, x, y), den);
+  g = ir_mul(f, g,
+             lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), acc), x_t->rank, x_t->sizes));
   if (lower_meta(ctx, 3))
-    g = ir_binary(f, "stablehlo.multiply", g,
-                  lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 3), acc), x_t->rank, x_t->sizes));
+    g = ir_mul(f, g,
+               lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 3), acc), x_t->rank, x_t->sizes));
   if (reduction == REDUCTION_MEAN) {
     int64_t n = 1;
     for (int32_t i = 0; i < x_t->rank; ++i) n *= x_t->sizes[i];
-    g = ir_binary(f, "stablehlo.divide", g, lower_full_like(ctx, g, (double)n));
+    g = ir_div(f, g, ir_const_like(f, g, (double)n));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, g, x_t->dtype));
   return NULL;
@@ -175,8 +168,7 @@ static ir_value_t reduce_samples(lower_ctx_t* ctx, ir_value_t l, int64_t reducti
   if (reduction == REDUCTION_NONE || t->rank == 0) return l;
   int64_t all = 0, n = t->dims[0];
   l = ir_reduce(f, l, ir_constant_f64(f, t->dtype, 0.0), &all, 1, IR_REDUCE_ADD);
-  if (reduction == REDUCTION_MEAN)
-    l = ir_binary(f, "stablehlo.divide", l, lower_full_like(ctx, l, (double)n));
+  if (reduction == REDUCTION_MEAN) l = ir_div(f, l, ir_const_like(f, l, (double)n));
   return l;
 }
 
@@ -184,7 +176,7 @@ static ir_value_t reduce_samples(lower_ctx_t* ctx, ir_value_t l, int64_t reducti
 ** weight?, reduction): per sample sum over i != y of
 ** w[y] max(0, margin - x[y] + x[i])^p, divided by C. p (1 or 2) and margin
 ** stay runtime parameters: p picks its power by a select. */
-static tpurt_status_t lower_multi_margin_loss(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_multi_margin_loss(lower_ctx_t* ctx) {
   const tpurt_tensor_t *x_t = lower_meta(ctx, 0), *y_t = lower_meta(ctx, 1);
   int64_t reduction = lower_int(ctx, 5, REDUCTION_MEAN);
   TPURT_RETURN_IF_ERROR(check_reduction(reduction));
@@ -202,28 +194,25 @@ static tpurt_status_t lower_multi_margin_loss(lower_ctx_t* ctx) {
   ir_value_t cls = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 2, xd), 1);
   ir_value_t is_y = ir_compare(f, IR_EQ, cls, ir_broadcast_in_dim(f, y, 2, xd, b0));
   int64_t rdim = 1;
-  ir_value_t xy = ir_reduce(f, ir_select(f, is_y, x, lower_full_like(ctx, x, 0.0)),
-                            ir_constant_f64(f, acc, 0.0), &rdim, 1, IR_REDUCE_ADD);
+  ir_value_t xy = ir_reduce(f, ir_select(f, is_y, x, ir_const_like(f, x, 0.0)), ir_constant_f64(f, acc, 0.0),
+                            &rdim, 1, IR_REDUCE_ADD);
   ir_value_t margin = ir_broadcast_in_dim(f, lower_scalar(ctx, 3, acc), 2, xd, NULL);
-  ir_value_t z =
-      ir_binary(f, "stablehlo.add",
-                ir_binary(f, "stablehlo.subtract", margin, ir_broadcast_in_dim(f, xy, 2, xd, b0)), x);
-  z = ir_binary(f, "stablehlo.maximum", z, lower_full_like(ctx, z, 0.0));
+  ir_value_t z = ir_add(f, ir_sub(f, margin, ir_broadcast_in_dim(f, xy, 2, xd, b0)), x);
+  z = ir_max(f, z, ir_const_like(f, z, 0.0));
   ir_value_t p = ir_broadcast_in_dim(f, lower_scalar(ctx, 2, acc), 2, xd, NULL);
-  ir_value_t h = ir_select(f, ir_compare(f, IR_EQ, p, lower_full_like(ctx, p, 2.0)),
-                           ir_binary(f, "stablehlo.multiply", z, z), z);
+  ir_value_t h = ir_select(f, ir_compare(f, IR_EQ, p, ir_const_like(f, p, 2.0)), ir_mul(f, z, z), z);
   if (lower_meta(ctx, 4)) {
     int64_t cd[1] = {c};
     ir_value_t w = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 4), acc), 1, cd);
     int64_t one[1] = {1};
     ir_value_t wy =
-        ir_reduce(f, ir_select(f, is_y, ir_broadcast_in_dim(f, w, 2, xd, one), lower_full_like(ctx, x, 0.0)),
+        ir_reduce(f, ir_select(f, is_y, ir_broadcast_in_dim(f, w, 2, xd, one), ir_const_like(f, x, 0.0)),
                   ir_constant_f64(f, acc, 0.0), &rdim, 1, IR_REDUCE_ADD);
-    h = ir_binary(f, "stablehlo.multiply", h, ir_broadcast_in_dim(f, wy, 2, xd, b0));
+    h = ir_mul(f, h, ir_broadcast_in_dim(f, wy, 2, xd, b0));
   }
-  h = ir_select(f, is_y, lower_full_like(ctx, h, 0.0), h);
+  h = ir_select(f, is_y, ir_const_like(f, h, 0.0), h);
   ir_value_t l = ir_reduce(f, h, ir_constant_f64(f, acc, 0.0), &rdim, 1, IR_REDUCE_ADD);
-  l = ir_binary(f, "stablehlo.divide", l, lower_full_like(ctx, l, (double)c));
+  l = ir_div(f, l, ir_const_like(f, l, (double)c));
   if (x_t->rank < 2) l = ir_reshape(f, l, 0, NULL);
   lower_set_result(ctx, 0, lower_cast(ctx, reduce_samples(ctx, l, reduction), x_t->dtype));
   return NULL;
@@ -233,7 +222,7 @@ static tpurt_status_t lower_multi_margin_loss(lower_ctx_t* ctx) {
 ** reduction) -> (loss, is_target): a sample's targets are its target row up
 ** to the first -1; loss = sum over targets j (each time listed) and
 ** non-targets i of max(0, 1 - x[j] + x[i]), divided by C. */
-static tpurt_status_t lower_multilabel_margin_loss(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_multilabel_margin_loss(lower_ctx_t* ctx) {
   const tpurt_tensor_t *x_t = lower_meta(ctx, 0), *y_t = lower_meta(ctx, 1);
   int64_t reduction = lower_int(ctx, 2, REDUCTION_MEAN);
   TPURT_RETURN_IF_ERROR(check_reduction(reduction));
@@ -249,35 +238,33 @@ static tpurt_status_t lower_multilabel_margin_loss(lower_ctx_t* ctx) {
   ir_value_t x = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 0), acc), 2, xd);
   ir_value_t t = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 1), TPURT_DTYPE_I64), 2, xd);
   /* valid[n, k]: no -1 at or before k */
-  ir_value_t stop = ir_convert(f, ir_compare(f, IR_EQ, t, lower_full_like(ctx, t, -1.0)), TPURT_DTYPE_I64);
+  ir_value_t stop = ir_convert(f, ir_compare(f, IR_EQ, t, ir_const_like(f, t, -1.0)), TPURT_DTYPE_I64);
   ir_value_t seen = stop;
   for (int64_t shift = 1; shift < c; shift *= 2) { /* running count of -1 along k */
     int64_t lo[2] = {0, shift}, hi[2] = {0, 0}, in[2] = {0, 0}, st[2] = {0, 0}, one[2] = {1, 1};
     ir_value_t padded = ir_pad(f, seen, ir_constant_i64(f, TPURT_DTYPE_I64, 0), lo, hi, in);
-    seen = ir_binary(f, "stablehlo.add", seen, ir_slice(f, padded, st, xd, one));
+    seen = ir_add(f, seen, ir_slice(f, padded, st, xd, one));
   }
-  ir_value_t valid = ir_compare(f, IR_EQ, seen, lower_full_like(ctx, seen, 0.0));
+  ir_value_t valid = ir_compare(f, IR_EQ, seen, ir_const_like(f, seen, 0.0));
   /* cnt[n, cls] = #valid k with t[n, k] == cls: [N, K, C] compare, summed over K */
   int64_t d3[3] = {n, c, c}, tk[2] = {0, 1};
   ir_value_t cls = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 3, d3), 2);
-  ir_value_t hit =
-      ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, ir_broadcast_in_dim(f, t, 3, d3, tk), cls),
-                ir_broadcast_in_dim(f, valid, 3, d3, tk));
+  ir_value_t hit = ir_and(f, ir_compare(f, IR_EQ, ir_broadcast_in_dim(f, t, 3, d3, tk), cls),
+                          ir_broadcast_in_dim(f, valid, 3, d3, tk));
   int64_t kdim = 1;
   ir_value_t cnt =
       ir_reduce(f, ir_convert(f, hit, acc), ir_constant_f64(f, acc, 0.0), &kdim, 1, IR_REDUCE_ADD);
-  ir_value_t is_target = ir_compare(f, IR_GT, cnt, lower_full_like(ctx, cnt, 0.0));
+  ir_value_t is_target = ir_compare(f, IR_GT, cnt, ir_const_like(f, cnt, 0.0));
   /* pair (j, i): cnt[j] * !is_target[i] * max(0, 1 - x[j] + x[i]) */
   int64_t dj[2] = {0, 1}, di[2] = {0, 2};
   ir_value_t xj = ir_broadcast_in_dim(f, x, 3, d3, dj), xi = ir_broadcast_in_dim(f, x, 3, d3, di);
-  ir_value_t z = ir_binary(f, "stablehlo.add",
-                           ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, xj, 1.0), xj), xi);
-  z = ir_binary(f, "stablehlo.maximum", z, lower_full_like(ctx, z, 0.0));
-  z = ir_binary(f, "stablehlo.multiply", z, ir_broadcast_in_dim(f, cnt, 3, d3, dj));
-  z = ir_select(f, ir_broadcast_in_dim(f, is_target, 3, d3, di), lower_full_like(ctx, z, 0.0), z);
+  ir_value_t z = ir_add(f, ir_sub(f, ir_const_like(f, xj, 1.0), xj), xi);
+  z = ir_max(f, z, ir_const_like(f, z, 0.0));
+  z = ir_mul(f, z, ir_broadcast_in_dim(f, cnt, 3, d3, dj));
+  z = ir_select(f, ir_broadcast_in_dim(f, is_target, 3, d3, di), ir_const_like(f, z, 0.0), z);
   int64_t both[2] = {1, 2};
   ir_value_t l = ir_reduce(f, z, ir_constant_f64(f, acc, 0.0), both, 2, IR_REDUCE_ADD);
-  l = ir_binary(f, "stablehlo.divide", l, lower_full_like(ctx, l, (double)c));
+  l = ir_div(f, l, ir_const_like(f, l, (double)c));
   if (x_t->rank < 2) l = ir_reshape(f, l, 0, NULL);
   lower_set_result(ctx, 0, lower_cast(ctx, reduce_samples(ctx, l, reduction), x_t->dtype));
   lower_set_result(
@@ -295,13 +282,13 @@ const lower_rule_t lower_loss_rules[] = {
     LOWER_OUT_FN("aten::binary_cross_entropy.out", lower_binary_cross_entropy),
     LOWER_FN("aten::binary_cross_entropy_backward", lower_binary_cross_entropy_backward),
     LOWER_OUT_FN("aten::binary_cross_entropy_backward.grad_input", lower_binary_cross_entropy_backward),
-    LOWER_FN_WITH("aten::huber_loss", smooth_loss, .num = {true}),
-    LOWER_OUT_FN_WITH("aten::huber_loss.out", smooth_loss, .num = {true}),
-    LOWER_FN_WITH("aten::huber_loss_backward", smooth_loss_backward, .num = {true}),
-    LOWER_OUT_FN_WITH("aten::huber_loss_backward.out", smooth_loss_backward, .num = {true}),
-    LOWER_FN_WITH("aten::smooth_l1_loss", smooth_loss, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::smooth_l1_loss.out", smooth_loss, .num = {false}),
-    LOWER_FN_WITH("aten::smooth_l1_loss_backward", smooth_loss_backward, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::smooth_l1_loss_backward.grad_input", smooth_loss_backward, .num = {false}),
+    LOWER_FN_WITH("aten::huber_loss", smooth_loss, .flag = true),
+    LOWER_OUT_FN_WITH("aten::huber_loss.out", smooth_loss, .flag = true),
+    LOWER_FN_WITH("aten::huber_loss_backward", smooth_loss_backward, .flag = true),
+    LOWER_OUT_FN_WITH("aten::huber_loss_backward.out", smooth_loss_backward, .flag = true),
+    LOWER_FN("aten::smooth_l1_loss", smooth_loss),
+    LOWER_OUT_FN("aten::smooth_l1_loss.out", smooth_loss),
+    LOWER_FN("aten::smooth_l1_loss_backward", smooth_loss_backward),
+    LOWER_OUT_FN("aten::smooth_l1_loss_backward.grad_input", smooth_loss_backward),
     LOWER_END,
 };

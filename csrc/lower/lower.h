@@ -15,6 +15,9 @@
 
 typedef struct lower_ctx_s lower_ctx_t;
 typedef TPURT_MUST_USE tpurt_status_t (*lower_fn_t)(lower_ctx_t* ctx);
+/* A formula a shared rule applies elementwise (erfc_of, hypot_of...). */
+typedef ir_value_t (*lower_unary_formula_t)(lower_ctx_t* ctx, ir_value_t x);
+typedef ir_value_t (*lower_binary_formula_t)(lower_ctx_t* ctx, ir_value_t a, ir_value_t b);
 
 /* How a table row relates to the op's schema. */
 typedef enum lower_variant_e {
@@ -24,12 +27,22 @@ typedef enum lower_variant_e {
 } lower_variant_t;
 
 /* The constants a row hands to a rule function that several rows share
-** (which comparison, which StableHLO op, how many spatial dims...), read
-** with lower_rule_str / lower_rule_int / lower_rule_real. They replace a
-** one-line wrapper function per row. */
+** (which op, which formula, how many spatial dims...), by name:
+**   LOWER_FN_WITH("aten::erfc", float_unary_row, .unary = erfc_of)
+** The rule reads them with lower_rule_data(ctx)->field. They replace a
+** one-line wrapper function per row. Zero (IR_OP_NONE, NULL, false) is
+** "not given". |num| is for the rules that take several schema positions
+** (a reduction's dim, keepdim and dtype args), read with lower_rule_int. */
 #define LOWER_RULE_MAX_INTS 5
 typedef struct lower_rule_data_s {
-  const char* str;                  /* an op name or mode */
+  ir_op_t op;                       /* the StableHLO op a shared rule emits */
+  lower_unary_formula_t unary;      /* the formula a shared unary rule applies */
+  lower_binary_formula_t binary;    /* ... a shared binary rule */
+  int64_t kind;                     /* an enum of the rule's own (which polynomial, which foreach op) */
+  bool flag;                        /* the rule's one switch (lcm not gcd, upper, max not min) */
+  int32_t spatial;                  /* spatial dims (pooling, resampling) */
+  int32_t arg;                      /* a schema position the rule reads (foreach's coefficient; -1 none) */
+  const char* str;                  /* a mode or kernel name */
   int64_t num[LOWER_RULE_MAX_INTS]; /* ints, bools and enums, in the rule's order */
   double real;
 } lower_rule_data_t;
@@ -75,8 +88,14 @@ typedef struct lower_rule_s {
 /* Finds the rule for |name|. "aten::x_.ov" with no row of its own resolves to
 ** the functional "aten::x.ov" as LOWER_INPLACE. NULL if there is none. */
 const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch);
+/* An error naming every overload that two rows of |families| (tables ended
+** by LOWER_END) both claim; NULL if none does. lower_find keeps the first
+** such row in table order. */
+TPURT_MUST_USE tpurt_status_t lower_check_rows(const lower_rule_t* const* families, int32_t num_families);
+/* lower_check_rows over the real table (every family). */
+TPURT_MUST_USE tpurt_status_t lower_check_table(void);
 /* Runs |rule| over |ctx| (which remembers the rule for lower_rule_*). */
-tpurt_status_t lower_rule_run(const lower_rule_t* rule, lower_ctx_t* ctx);
+TPURT_MUST_USE tpurt_status_t lower_rule_run(const lower_rule_t* rule, lower_ctx_t* ctx);
 
 /*===------------------------------------------------------------------===*/
 /* The context a rule works in                                            */
@@ -147,6 +166,10 @@ void lower_ctx_clear(lower_ctx_t* ctx);
 ** none or no row is running. */
 int64_t lower_rule_int(const lower_ctx_t* ctx, int32_t k);
 const char* lower_rule_str(const lower_ctx_t* ctx);
+/* The row's op (IR_OP_NONE when it names none). */
+ir_op_t lower_rule_op(const lower_ctx_t* ctx);
+/* The constants of the row being run; all zero when none is running. */
+const lower_rule_data_t* lower_rule_data(const lower_ctx_t* ctx);
 double lower_rule_real(const lower_ctx_t* ctx);
 
 /* Arguments. |i| is the schema position. */
@@ -212,7 +235,7 @@ bool lower_bool_list_item(const lower_ctx_t* ctx, int32_t i, int32_t k, bool if_
 /* Emits an inclusive scan of |x| along |dim| with the StableHLO binary |op|
 ** (log-step shifted combines: O(n log n) work, no host round trip; the
 ** shifted-in elements are |identity|). */
-ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, const char* op, double identity);
+ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, ir_op_t op, double identity);
 /* lower_scan with add: an inclusive prefix sum. */
 ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim);
 
@@ -243,13 +266,14 @@ TPURT_MUST_USE tpurt_status_t lower_broadcast_shapes(int32_t rank_a, const int64
 ir_value_t lower_broadcast_to(lower_ctx_t* ctx, ir_value_t x, int32_t rank, const int64_t* dims);
 /* Converts |x| to |dtype| if needed. */
 ir_value_t lower_cast(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype);
-/* A rank-0 constant of |dtype| broadcast to |like|'s shape. */
+/* ir_const_like and ir_splat on ctx->func. No rule here calls them any more;
+** they stay while branches written against the older API merge (then go). */
 ir_value_t lower_full_like(lower_ctx_t* ctx, ir_value_t like, double value);
 ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
                        double value);
 /* The error PyTorch's CPU kernels give for a dtype they do not dispatch:
 ** "\"|kernel|\" not implemented for 'Long'", unless arg 0 is floating. */
-tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel);
+TPURT_MUST_USE tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel);
 /* Wraps a possibly negative dim; error "Dimension out of range (expected to
 ** be in range of [-r, r-1], but got d)". */
 TPURT_MUST_USE tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim);
@@ -308,6 +332,6 @@ extern const lower_rule_t lower_decomp_rules[];
 extern const lower_rule_t lower_complex_rules[];
 extern const lower_rule_t lower_fft_rules[];
 /* angle of a complex tensor (complex.c), for the real angle rule. */
-tpurt_status_t lower_complex_angle(lower_ctx_t* ctx);
+TPURT_MUST_USE tpurt_status_t lower_complex_angle(lower_ctx_t* ctx);
 
 #endif /* TPURT_LOWER_LOWER_H_ */

@@ -244,7 +244,7 @@ void lower_set_result(lower_ctx_t* ctx, int32_t k, ir_value_t value) {
   if (k + 1 > ctx->num_results) ctx->num_results = k + 1;
 }
 
-tpurt_status_t lower_error(tpurt_status_code_t code, const char* fmt, ...) {
+TPURT_MUST_USE tpurt_status_t lower_error(tpurt_status_code_t code, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   tpurt_status_t s = tpurt_status_vcreate(code, fmt, ap);
@@ -398,8 +398,8 @@ const char* lower_shape_str(int32_t rank, const int64_t* dims) {
   return s;
 }
 
-tpurt_status_t lower_broadcast_shapes(int32_t rank_a, const int64_t* a, int32_t rank_b, const int64_t* b,
-                                      int32_t* out_rank, int64_t* out) {
+TPURT_MUST_USE tpurt_status_t lower_broadcast_shapes(int32_t rank_a, const int64_t* a, int32_t rank_b,
+                                                     const int64_t* b, int32_t* out_rank, int64_t* out) {
   int32_t r = rank_a > rank_b ? rank_a : rank_b;
   int64_t tmp[TPURT_MAX_RANK];
   for (int32_t i = 0; i < r; ++i) {
@@ -449,18 +449,18 @@ static ir_value_t cast_to_float8(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t d
     x = ir_convert(f, x, TPURT_DTYPE_F32);
   ir_value_t finite = x;
   if (dtype == TPURT_DTYPE_F8E4M3FN)
-    finite = ir_clamp(f, lower_full_like(ctx, x, -448.0), x, lower_full_like(ctx, x, 448.0));
+    finite = ir_clamp(f, ir_const_like(f, x, -448.0), x, ir_const_like(f, x, 448.0));
   ir_value_t y = ir_convert(f, finite, dtype);
   /* the NaN's sign: the sign bit of |x| read as a signed int of its width */
   ir_type_t as_int = *ir_value_type(f, x);
   size_t width = tpurt_dtype_size(as_int.dtype);
   as_int.dtype = width == 8 ? TPURT_DTYPE_I64 : width == 4 ? TPURT_DTYPE_I32 : TPURT_DTYPE_I16;
   ir_value_t x_bits = ir_bitcast_convert(f, x, as_int);
-  ir_value_t negative = ir_compare(f, IR_LT, x_bits, lower_full_like(ctx, x_bits, 0.0));
+  ir_value_t negative = ir_compare(f, IR_LT, x_bits, ir_const_like(f, x_bits, 0.0));
   ir_type_t f8 = as_int;
   f8.dtype = TPURT_DTYPE_U8;
-  ir_value_t nan_bits = ir_select(f, negative, lower_splat(ctx, TPURT_DTYPE_U8, f8.rank, f8.dims, 255.0),
-                                  lower_splat(ctx, TPURT_DTYPE_U8, f8.rank, f8.dims, 127.0));
+  ir_value_t nan_bits = ir_select(f, negative, ir_splat(f, TPURT_DTYPE_U8, f8.rank, f8.dims, 255.0),
+                                  ir_splat(f, TPURT_DTYPE_U8, f8.rank, f8.dims, 127.0));
   /* selected as bytes: XLA:CPU canonicalises an e5m2 NaN that a select on
   ** float8 values passes through */
   ir_value_t y_bits = ir_bitcast_convert(f, y, f8);
@@ -474,34 +474,27 @@ ir_value_t lower_cast(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype) {
   if (!t || t->dtype == dtype) return x;
   if (dtype == TPURT_DTYPE_BOOL) {
     /* PyTorch: nonzero -> true (convert would truncate for floats) */
-    ir_value_t zero = lower_full_like(ctx, x, 0.0);
+    ir_value_t zero = ir_const_like(ctx->func, x, 0.0);
     return ir_compare(ctx->func, IR_NE, x, zero);
   }
   /* complex to real keeps the real part, as PyTorch's casts do (StableHLO
   ** converts complex only to complex) */
   if (tpurt_dtype_is_complex(t->dtype) && !tpurt_dtype_is_complex(dtype))
-    return lower_cast(ctx, ir_complex_part(ctx->func, "stablehlo.real", x), dtype);
+    return lower_cast(ctx, ir_complex_part(ctx->func, IR_OP_REAL, x), dtype);
   if (tpurt_dtype_is_float8(dtype)) return cast_to_float8(ctx, x, dtype);
   return ir_convert(ctx->func, x, dtype);
 }
 
 ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
                        double value) {
-  ir_value_t c = tpurt_dtype_is_float(dtype) || tpurt_dtype_is_complex(dtype)
-                     ? ir_constant_f64(ctx->func, dtype, value)
-                     : ir_constant_i64(ctx->func, dtype, (int64_t)value);
-  if (rank == 0) return c;
-  return ir_broadcast_in_dim(ctx->func, c, rank, dims, NULL);
+  return ir_splat(ctx->func, dtype, rank, dims, value);
 }
 
 ir_value_t lower_full_like(lower_ctx_t* ctx, ir_value_t like, double value) {
-  const ir_type_t* t = ir_value_type(ctx->func, like);
-  if (!t) return IR_NONE;
-  ir_type_t copy = *t;
-  return lower_splat(ctx, copy.dtype, copy.rank, copy.dims, value);
+  return ir_const_like(ctx->func, like, value);
 }
 
-tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel) {
+TPURT_MUST_USE tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel) {
   tpurt_dtype_t d = lower_meta(ctx, 0)->dtype;
   if (!tpurt_dtype_is_float(d))
     return lower_error(TPURT_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", kernel,
@@ -509,7 +502,7 @@ tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel) {
   return NULL;
 }
 
-tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim) {
+TPURT_MUST_USE tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim) {
   int32_t r = rank > 0 ? rank : 1;
   if (dim < -r || dim >= r)
     return lower_error(TPURT_OUT_OF_RANGE,
@@ -523,7 +516,8 @@ tpurt_dtype_t lower_acc_dtype(tpurt_dtype_t dtype) {
   return (dtype == TPURT_DTYPE_BF16 || dtype == TPURT_DTYPE_F16) ? TPURT_DTYPE_F32 : dtype;
 }
 
-tpurt_status_t lower_dim_arg(const lower_ctx_t* ctx, int32_t i, int32_t rank, int64_t* out_dim) {
+TPURT_MUST_USE tpurt_status_t lower_dim_arg(const lower_ctx_t* ctx, int32_t i, int32_t rank,
+                                            int64_t* out_dim) {
   return lower_wrap_dim(lower_int(ctx, i, 0), rank, out_dim);
 }
 
@@ -560,13 +554,13 @@ void lower_while_counter_in(lower_ctx_t* ctx, ir_region_op_t* loop, ir_value_t c
   ir_func_t* f = ctx->func;
   const ir_type_t* t = ir_value_type(f, counter);
   tpurt_dtype_t dt = t ? t->dtype : TPURT_DTYPE_I32;
-  ir_value_t go = ir_binary(f, "stablehlo.and", ir_compare(f, IR_GE, counter, ir_constant_i64(f, dt, lo)),
-                            ir_compare(f, IR_LT, counter, ir_constant_i64(f, dt, hi)));
+  ir_value_t go = ir_and(f, ir_compare(f, IR_GE, counter, ir_constant_i64(f, dt, lo)),
+                         ir_compare(f, IR_LT, counter, ir_constant_i64(f, dt, hi)));
   ir_region_end(f, &go, 1);
   ir_while_body(f, loop, args);
 }
 
-ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, const char* op, double identity) {
+ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, ir_op_t op, double identity) {
   ir_func_t* f = ctx->func;
   const ir_type_t* t0 = ir_value_type(f, x);
   if (!t0) return IR_NONE;
@@ -589,5 +583,5 @@ ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, const char* o
 }
 
 ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim) {
-  return lower_scan(ctx, x, dim, "stablehlo.add", 0.0);
+  return lower_scan(ctx, x, dim, IR_OP_ADD, 0.0);
 }

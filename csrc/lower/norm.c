@@ -8,7 +8,7 @@
 
 /* native_layer_norm(input, normalized_shape, weight?, bias?, eps)
 **   -> (out, mean, rstd); mean/rstd have shape input[:axis] + [1]*n. */
-static tpurt_status_t lower_native_layer_norm(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_native_layer_norm(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t norm[TPURT_MAX_RANK];
   int32_t n = lower_ints(ctx, 1, norm, TPURT_MAX_RANK);
@@ -49,22 +49,22 @@ static tpurt_status_t lower_native_layer_norm(lower_ctx_t* ctx) {
   for (int32_t i = 0; i < axis; ++i) kept[i] = i;
   ir_value_t zero = ir_constant_f64(f, acc, 0.0);
   ir_value_t mean = ir_reduce(f, x, zero, dims, n, IR_REDUCE_ADD);
-  mean = ir_binary(f, "stablehlo.divide", mean, lower_full_like(ctx, mean, (double)(count ? count : 1)));
-  ir_value_t dev = ir_binary(f, "stablehlo.subtract", x, ir_broadcast_in_dim(f, mean, t->rank, shape, kept));
-  ir_value_t var = ir_reduce(f, ir_binary(f, "stablehlo.multiply", dev, dev), zero, dims, n, IR_REDUCE_ADD);
-  var = ir_binary(f, "stablehlo.divide", var, lower_full_like(ctx, var, (double)(count ? count : 1)));
+  mean = ir_div(f, mean, ir_const_like(f, mean, (double)(count ? count : 1)));
+  ir_value_t dev = ir_sub(f, x, ir_broadcast_in_dim(f, mean, t->rank, shape, kept));
+  ir_value_t var = ir_reduce(f, ir_mul(f, dev, dev), zero, dims, n, IR_REDUCE_ADD);
+  var = ir_div(f, var, ir_const_like(f, var, (double)(count ? count : 1)));
   const ir_type_t* vt = ir_value_type(f, var);
   ir_value_t eps = vt ? lower_broadcast_to(ctx, lower_scalar(ctx, 4, acc), vt->rank, vt->dims) : IR_NONE;
-  ir_value_t rstd = ir_unary(f, "stablehlo.rsqrt", ir_binary(f, "stablehlo.add", var, eps));
-  ir_value_t y = ir_binary(f, "stablehlo.multiply", dev, ir_broadcast_in_dim(f, rstd, t->rank, shape, kept));
+  ir_value_t rstd = ir_rsqrt(f, ir_add(f, var, eps));
+  ir_value_t y = ir_mul(f, dev, ir_broadcast_in_dim(f, rstd, t->rank, shape, kept));
   int64_t tail[TPURT_MAX_RANK];
   for (int32_t i = 0; i < n; ++i) tail[i] = axis + i;
   if (lower_meta(ctx, 2))
-    y = ir_binary(f, "stablehlo.multiply", y,
-                  ir_broadcast_in_dim(f, lower_cast(ctx, lower_tensor(ctx, 2), acc), t->rank, shape, tail));
+    y = ir_mul(f, y,
+               ir_broadcast_in_dim(f, lower_cast(ctx, lower_tensor(ctx, 2), acc), t->rank, shape, tail));
   if (lower_meta(ctx, 3))
-    y = ir_binary(f, "stablehlo.add", y,
-                  ir_broadcast_in_dim(f, lower_cast(ctx, lower_tensor(ctx, 3), acc), t->rank, shape, tail));
+    y = ir_add(f, y,
+               ir_broadcast_in_dim(f, lower_cast(ctx, lower_tensor(ctx, 3), acc), t->rank, shape, tail));
   /* mean/rstd come back in the input's dtype unless the params are of a
   ** wider type (PyTorch's mixed-type rule). */
   tpurt_dtype_t stat = t->dtype;
@@ -77,13 +77,6 @@ static tpurt_status_t lower_native_layer_norm(lower_ctx_t* ctx) {
 }
 
 /*===--- shared pieces of the normalisation gradients ---===*/
-
-static ir_value_t mul(ir_func_t* f, ir_value_t a, ir_value_t b) {
-  return ir_binary(f, "stablehlo.multiply", a, b);
-}
-static ir_value_t sub(ir_func_t* f, ir_value_t a, ir_value_t b) {
-  return ir_binary(f, "stablehlo.subtract", a, b);
-}
 
 /* Sums |x| over |dims| and, with |bcast|, broadcasts the sum back to x's
 ** shape (the kept dims map to themselves). */
@@ -110,10 +103,10 @@ static ir_value_t sum_dims(lower_ctx_t* ctx, ir_value_t x, const int64_t* dims, 
 static ir_value_t norm_grad_input(lower_ctx_t* ctx, ir_value_t g, ir_value_t x_hat, ir_value_t rstd,
                                   const int64_t* dims, int32_t n, int64_t count) {
   ir_func_t* f = ctx->func;
-  ir_value_t inv = lower_full_like(ctx, g, 1.0 / (double)(count ? count : 1));
-  ir_value_t mean_g = mul(f, sum_dims(ctx, g, dims, n, true), inv);
-  ir_value_t mean_gx = mul(f, sum_dims(ctx, mul(f, g, x_hat), dims, n, true), inv);
-  return mul(f, rstd, sub(f, sub(f, g, mean_g), mul(f, x_hat, mean_gx)));
+  ir_value_t inv = ir_const_like(f, g, 1.0 / (double)(count ? count : 1));
+  ir_value_t mean_g = ir_mul(f, sum_dims(ctx, g, dims, n, true), inv);
+  ir_value_t mean_gx = ir_mul(f, sum_dims(ctx, ir_mul(f, g, x_hat), dims, n, true), inv);
+  return ir_mul(f, rstd, ir_sub(f, ir_sub(f, g, mean_g), ir_mul(f, x_hat, mean_gx)));
 }
 
 static int64_t numel_of(const tpurt_tensor_t* t) {
@@ -126,7 +119,7 @@ static int64_t numel_of(const tpurt_tensor_t* t) {
 **   weight?, bias?, output_mask) -> (grad_input, grad_weight, grad_bias).
 ** A gradient that output_mask does not ask for (or of an absent weight or
 ** bias) is an undefined tensor, as on the CPU. */
-static tpurt_status_t lower_native_layer_norm_backward(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_native_layer_norm_backward(lower_ctx_t* ctx) {
   const tpurt_tensor_t *t = lower_meta(ctx, 1), *tg = lower_meta(ctx, 0);
   int64_t norm[TPURT_MAX_RANK];
   int32_t n = lower_ints(ctx, 2, norm, TPURT_MAX_RANK);
@@ -151,7 +144,7 @@ static tpurt_status_t lower_native_layer_norm_backward(lower_ctx_t* ctx) {
   ir_value_t rstd = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 4), acc), 1, &rows);
   mean = ir_broadcast_in_dim(f, mean, 2, shape, &d0);
   rstd = ir_broadcast_in_dim(f, rstd, 2, shape, &d0);
-  ir_value_t x_hat = mul(f, sub(f, x, mean), rstd);
+  ir_value_t x_hat = ir_mul(f, ir_sub(f, x, mean), rstd);
   const tpurt_tensor_t *w = lower_meta(ctx, 5), *b = lower_meta(ctx, 6);
   ir_value_t g = dy;
   if (w) {
@@ -162,7 +155,7 @@ static tpurt_status_t lower_native_layer_norm_backward(lower_ctx_t* ctx) {
           "and normalized_shape = %s",
           lower_shape_str(w->rank, w->sizes), lower_shape_str(n, norm));
     ir_value_t wv = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 5), acc), 1, &cols);
-    g = mul(f, dy, ir_broadcast_in_dim(f, wv, 2, shape, &d1));
+    g = ir_mul(f, dy, ir_broadcast_in_dim(f, wv, 2, shape, &d1));
   }
   if (lower_bool_list_item(ctx, 7, 0, true)) {
     ir_value_t dx = norm_grad_input(ctx, g, x_hat, rstd, &d1, 1, cols);
@@ -171,7 +164,7 @@ static tpurt_status_t lower_native_layer_norm_backward(lower_ctx_t* ctx) {
     lower_set_undefined(ctx, 0);
   }
   if (w && lower_bool_list_item(ctx, 7, 1, true)) {
-    ir_value_t dw = ir_reshape(f, sum_dims(ctx, mul(f, dy, x_hat), &d0, 1, false), n, norm);
+    ir_value_t dw = ir_reshape(f, sum_dims(ctx, ir_mul(f, dy, x_hat), &d0, 1, false), n, norm);
     lower_set_result(ctx, 1, lower_cast(ctx, dw, w->dtype));
   } else {
     lower_set_undefined(ctx, 1);
@@ -187,8 +180,9 @@ static tpurt_status_t lower_native_layer_norm_backward(lower_ctx_t* ctx) {
 
 /* Checks of native_group_norm(_backward): input [N, C, *] with N, C, HxW
 ** as given, C divisible by group, weight/bias of C elements. */
-static tpurt_status_t group_norm_check(lower_ctx_t* ctx, const tpurt_tensor_t* x, int64_t n, int64_t c,
-                                       int64_t hw, int64_t group, int32_t weight, int32_t bias) {
+static TPURT_MUST_USE tpurt_status_t group_norm_check(lower_ctx_t* ctx, const tpurt_tensor_t* x, int64_t n,
+                                                      int64_t c, int64_t hw, int64_t group, int32_t weight,
+                                                      int32_t bias) {
   if (group <= 0 || c % group != 0)
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "Expected number of channels in input to be divisible by num_groups, but got input of "
@@ -220,7 +214,7 @@ static ir_value_t group_param(lower_ctx_t* ctx, int32_t arg, tpurt_dtype_t acc, 
 
 /* native_group_norm(input, weight?, bias?, N, C, HxW, group, eps)
 **   -> (out, mean [N, group], rstd [N, group]) */
-static tpurt_status_t lower_native_group_norm(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_native_group_norm(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t n = lower_int(ctx, 3, 0), c = lower_int(ctx, 4, 0), hw = lower_int(ctx, 5, 0);
   int64_t group = lower_int(ctx, 6, 1);
@@ -231,15 +225,15 @@ static tpurt_status_t lower_native_group_norm(lower_ctx_t* ctx) {
   ir_value_t x = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 0), acc), 4, shape4);
   double count = (double)(c / group * hw);
   ir_value_t mean = sum_dims(ctx, x, red, 2, false);
-  mean = mul(f, mean, lower_full_like(ctx, mean, 1.0 / (count > 0 ? count : 1)));
-  ir_value_t dev = sub(f, x, ir_broadcast_in_dim(f, mean, 4, shape4, keep));
-  ir_value_t var = sum_dims(ctx, mul(f, dev, dev), red, 2, false);
-  var = mul(f, var, lower_full_like(ctx, var, 1.0 / (count > 0 ? count : 1)));
+  mean = ir_mul(f, mean, ir_const_like(f, mean, 1.0 / (count > 0 ? count : 1)));
+  ir_value_t dev = ir_sub(f, x, ir_broadcast_in_dim(f, mean, 4, shape4, keep));
+  ir_value_t var = sum_dims(ctx, ir_mul(f, dev, dev), red, 2, false);
+  var = ir_mul(f, var, ir_const_like(f, var, 1.0 / (count > 0 ? count : 1)));
   ir_value_t eps = lower_broadcast_to(ctx, lower_scalar(ctx, 7, acc), 2, stat);
-  ir_value_t rstd = ir_unary(f, "stablehlo.rsqrt", ir_binary(f, "stablehlo.add", var, eps));
-  ir_value_t y = mul(f, dev, ir_broadcast_in_dim(f, rstd, 4, shape4, keep));
-  if (lower_meta(ctx, 1)) y = mul(f, y, group_param(ctx, 1, acc, shape4));
-  if (lower_meta(ctx, 2)) y = ir_binary(f, "stablehlo.add", y, group_param(ctx, 2, acc, shape4));
+  ir_value_t rstd = ir_rsqrt(f, ir_add(f, var, eps));
+  ir_value_t y = ir_mul(f, dev, ir_broadcast_in_dim(f, rstd, 4, shape4, keep));
+  if (lower_meta(ctx, 1)) y = ir_mul(f, y, group_param(ctx, 1, acc, shape4));
+  if (lower_meta(ctx, 2)) y = ir_add(f, y, group_param(ctx, 2, acc, shape4));
   tpurt_dtype_t st = t->dtype;
   const tpurt_tensor_t* w = lower_meta(ctx, 1);
   if (w && w->dtype != t->dtype) st = acc;
@@ -252,7 +246,7 @@ static tpurt_status_t lower_native_group_norm(lower_ctx_t* ctx) {
 /* native_group_norm_backward(grad_out, input, mean, rstd, weight?, N, C,
 **   HxW, group, output_mask) -> (grad_input, grad_weight [C], grad_bias [C]).
 ** All three are computed (see layer norm backward). */
-static tpurt_status_t lower_native_group_norm_backward(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_native_group_norm_backward(lower_ctx_t* ctx) {
   const tpurt_tensor_t *t = lower_meta(ctx, 1), *tg = lower_meta(ctx, 0);
   int64_t n = lower_int(ctx, 5, 0), c = lower_int(ctx, 6, 0), hw = lower_int(ctx, 7, 0);
   int64_t group = lower_int(ctx, 8, 1);
@@ -270,9 +264,9 @@ static tpurt_status_t lower_native_group_norm_backward(lower_ctx_t* ctx) {
   ir_value_t rstd = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 3), acc), 2, stat);
   mean = ir_broadcast_in_dim(f, mean, 4, shape4, keep);
   rstd = ir_broadcast_in_dim(f, rstd, 4, shape4, keep);
-  ir_value_t x_hat = mul(f, sub(f, x, mean), rstd);
+  ir_value_t x_hat = ir_mul(f, ir_sub(f, x, mean), rstd);
   const tpurt_tensor_t* w = lower_meta(ctx, 4);
-  ir_value_t g = w ? mul(f, dy, group_param(ctx, 4, acc, shape4)) : dy;
+  ir_value_t g = w ? ir_mul(f, dy, group_param(ctx, 4, acc, shape4)) : dy;
   tpurt_dtype_t pd = w ? w->dtype : t->dtype;
   if (lower_bool_list_item(ctx, 9, 0, true)) {
     ir_value_t dx = norm_grad_input(ctx, g, x_hat, rstd, red, 2, c / group * hw);
@@ -281,7 +275,7 @@ static tpurt_status_t lower_native_group_norm_backward(lower_ctx_t* ctx) {
     lower_set_undefined(ctx, 0);
   }
   if (lower_bool_list_item(ctx, 9, 1, w != NULL)) {
-    ir_value_t dw = ir_reshape(f, sum_dims(ctx, mul(f, dy, x_hat), wred, 2, false), 1, &c);
+    ir_value_t dw = ir_reshape(f, sum_dims(ctx, ir_mul(f, dy, x_hat), wred, 2, false), 1, &c);
     lower_set_result(ctx, 1, lower_cast(ctx, dw, pd));
   } else {
     lower_set_undefined(ctx, 1);
@@ -298,7 +292,7 @@ static tpurt_status_t lower_native_group_norm_backward(lower_ctx_t* ctx) {
 /* renorm(self, p, dim, maxnorm): each slice along |dim| whose p-norm (over
 ** all other dims) exceeds maxnorm is scaled by maxnorm / (norm + 1e-7), as
 ** CPU. p and maxnorm are runtime parameters: p = inf is chosen by a select. */
-static tpurt_status_t lower_renorm(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_renorm(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!tpurt_dtype_is_float(t->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "renorm: expected a floating point input, got %s",
@@ -316,28 +310,26 @@ static tpurt_status_t lower_renorm(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
-  ir_value_t ax = ir_unary(f, "stablehlo.abs", x);
+  ir_value_t ax = ir_abs(f, x);
   int64_t others[TPURT_MAX_RANK];
   int32_t n = 0;
   for (int32_t i = 0; i < t->rank; ++i)
     if (i != dim) others[n++] = i;
   ir_value_t p = lower_scalar(ctx, 1, acc);
   ir_value_t pp = lower_broadcast_to(ctx, p, t->rank, t->sizes);
-  ir_value_t sum = ir_reduce(f, ir_binary(f, "stablehlo.power", ax, pp), ir_constant_f64(f, acc, 0.0), others,
-                             n, IR_REDUCE_ADD);
+  ir_value_t sum = ir_reduce(f, ir_pow(f, ax, pp), ir_constant_f64(f, acc, 0.0), others, n, IR_REDUCE_ADD);
   int64_t one_dim[1] = {t->sizes[dim]};
-  ir_value_t inv_p = ir_binary(f, "stablehlo.divide", ir_constant_f64(f, acc, 1.0), p);
-  ir_value_t general = ir_binary(f, "stablehlo.power", sum, lower_broadcast_to(ctx, inv_p, 1, one_dim));
+  ir_value_t inv_p = ir_div(f, ir_constant_f64(f, acc, 1.0), p);
+  ir_value_t general = ir_pow(f, sum, lower_broadcast_to(ctx, inv_p, 1, one_dim));
   ir_value_t amax = ir_reduce(f, ax, ir_constant_f64(f, acc, 0.0), others, n, IR_REDUCE_MAX);
   ir_value_t is_inf = ir_compare(f, IR_EQ, p, ir_constant_f64(f, acc, INFINITY));
   ir_value_t norm = ir_select(f, lower_broadcast_to(ctx, is_inf, 1, one_dim), amax, general);
   ir_value_t maxnorm = lower_broadcast_to(ctx, lower_scalar(ctx, 3, acc), 1, one_dim);
-  ir_value_t scale = ir_binary(f, "stablehlo.divide", maxnorm,
-                               ir_binary(f, "stablehlo.add", norm, lower_full_like(ctx, norm, 1e-7)));
-  scale = ir_select(f, ir_compare(f, IR_GT, norm, maxnorm), scale, lower_full_like(ctx, norm, 1.0));
+  ir_value_t scale = ir_div(f, maxnorm, ir_add(f, norm, ir_const_like(f, norm, 1e-7)));
+  scale = ir_select(f, ir_compare(f, IR_GT, norm, maxnorm), scale, ir_const_like(f, norm, 1.0));
   int64_t bdim[1] = {dim};
   scale = ir_broadcast_in_dim(f, scale, t->rank, t->sizes, bdim);
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(f, "stablehlo.multiply", x, scale), t->dtype));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_mul(f, x, scale), t->dtype));
   return NULL;
 }
 

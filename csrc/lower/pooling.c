@@ -31,8 +31,8 @@ typedef struct pool_s {
 } pool_t;
 
 /* One value for every spatial dim, or one per dim; |if_empty| when the list is empty. */
-static tpurt_status_t pool_param(const lower_ctx_t* ctx, int32_t arg, const char* what, const pool_t* p,
-                                 const int64_t* if_empty, int64_t* out) {
+static TPURT_MUST_USE tpurt_status_t pool_param(const lower_ctx_t* ctx, int32_t arg, const char* what,
+                                                const pool_t* p, const int64_t* if_empty, int64_t* out) {
   int64_t given[TPURT_MAX_RANK];
   int32_t n = lower_is_none(ctx, arg) ? 0 : lower_ints(ctx, arg, given, TPURT_MAX_RANK);
   if (n == 0 && if_empty) {
@@ -57,8 +57,9 @@ static int64_t pool_out_size(int64_t in, int64_t k, int64_t pad, int64_t stride,
 
 /* Reads kernel_size, stride, padding, dilation (|dil_arg| < 0: none) and
 ** ceil_mode (|ceil_arg| < 0: false) and checks them as pool2d_shape_check does. */
-static tpurt_status_t read_pool(const lower_ctx_t* ctx, const char* name, int32_t ns, int32_t input_arg,
-                                int32_t k_arg, int32_t dil_arg, int32_t ceil_arg, pool_t* p) {
+static TPURT_MUST_USE tpurt_status_t read_pool(const lower_ctx_t* ctx, const char* name, int32_t ns,
+                                               int32_t input_arg, int32_t k_arg, int32_t dil_arg,
+                                               int32_t ceil_arg, pool_t* p) {
   memset(p, 0, sizeof(*p));
   p->name = name;
   p->ns = ns;
@@ -155,9 +156,8 @@ static ir_value_t plane_index(lower_ctx_t* ctx, const ir_type_t* t, const pool_t
   int64_t scale = 1;
   for (int32_t i = p->ns - 1; i >= 0; --i) {
     ir_value_t term = ir_iota(ctx->func, it, p->lead + i);
-    if (scale != 1)
-      term = ir_binary(ctx->func, "stablehlo.multiply", term, lower_full_like(ctx, term, (double)scale));
-    idx = idx == IR_NONE ? term : ir_binary(ctx->func, "stablehlo.add", idx, term);
+    if (scale != 1) term = ir_mul(ctx->func, term, ir_const_like(ctx->func, term, (double)scale));
+    idx = idx == IR_NONE ? term : ir_add(ctx->func, idx, term);
     scale *= p->in[i];
   }
   return idx;
@@ -207,13 +207,11 @@ static void max_pool(lower_ctx_t* ctx, ir_value_t x, const pool_t* p, ir_value_t
   ir_value_t earlier = ir_compare(f, IR_LT, a[3], a[1]);
   ir_value_t greater = ir_compare(f, IR_GT, a[2], a[0]);
   ir_value_t equal = ir_compare(f, IR_EQ, a[2], a[0]);
-  ir_value_t by_value = ir_binary(f, "stablehlo.or", greater, ir_binary(f, "stablehlo.and", equal, earlier));
-  ir_value_t not_acc_nan = ir_unary(f, "stablehlo.not", acc_nan);
-  ir_value_t nan_case =
-      ir_binary(f, "stablehlo.and", cand_nan, ir_binary(f, "stablehlo.or", not_acc_nan, later));
-  ir_value_t plain_case = ir_binary(f, "stablehlo.and", ir_unary(f, "stablehlo.not", cand_nan),
-                                    ir_binary(f, "stablehlo.and", not_acc_nan, by_value));
-  ir_value_t take = ir_binary(f, "stablehlo.or", nan_case, plain_case);
+  ir_value_t by_value = ir_or(f, greater, ir_and(f, equal, earlier));
+  ir_value_t not_acc_nan = ir_not(f, acc_nan);
+  ir_value_t nan_case = ir_and(f, cand_nan, ir_or(f, not_acc_nan, later));
+  ir_value_t plain_case = ir_and(f, ir_not(f, cand_nan), ir_and(f, not_acc_nan, by_value));
+  ir_value_t take = ir_or(f, nan_case, plain_case);
   ir_value_t ret[2] = {ir_select(f, take, a[2], a[0]), ir_select(f, take, a[3], a[1])};
   ir_region_end(f, ret, 2);
   *out_values = results[0];
@@ -221,8 +219,8 @@ static void max_pool(lower_ctx_t* ctx, ir_value_t x, const pool_t* p, ir_value_t
 }
 
 /* max_pool{2,3}d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode) */
-static tpurt_status_t max_pool_with_indices(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t max_pool_with_indices(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_data(ctx)->spatial;
   const char* name = lower_rule_str(ctx);
   pool_t p;
   TPURT_RETURN_IF_ERROR(read_pool(ctx, name, ns, 0, 1, 4, 5, &p));
@@ -260,8 +258,8 @@ static ir_value_t scatter_plane(lower_ctx_t* ctx, ir_value_t updates, ir_value_t
   sd.scatter_dims_to_operand_dims[1] = 1;
   sd.index_vector_dim = 2;
   ir_value_t args[2];
-  ir_value_t r = ir_scatter_begin(f, lower_splat(ctx, dt, 2, od, 0.0), idx, u, &sd, args);
-  ir_value_t sum = replace ? args[1] : ir_binary(f, "stablehlo.add", args[0], args[1]);
+  ir_value_t r = ir_scatter_begin(f, ir_splat(f, dt, 2, od, 0.0), idx, u, &sd, args);
+  ir_value_t sum = replace ? args[1] : ir_add(f, args[0], args[1]);
   ir_region_end(f, &sum, 1);
   return r;
 }
@@ -273,8 +271,8 @@ static ir_value_t scatter_add_plane(lower_ctx_t* ctx, ir_value_t updates, ir_val
 
 /* max_pool{2,3}d_with_indices_backward(grad_output, self, kernel_size, stride,
 ** padding, dilation, ceil_mode, indices) */
-static tpurt_status_t max_pool_backward(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t max_pool_backward(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_data(ctx)->spatial;
   const char* name = lower_rule_str(ctx);
   pool_t p;
   TPURT_RETURN_IF_ERROR(read_pool(ctx, name, ns, 1, 2, 5, 6, &p));
@@ -341,8 +339,9 @@ static ir_value_t avg_divisor(lower_ctx_t* ctx, const pool_t* p, bool count_incl
 }
 
 /* avg_pool{2,3}d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override) */
-static tpurt_status_t read_avg(lower_ctx_t* ctx, int32_t input_arg, int32_t k_arg, int32_t ns,
-                               const char* name, pool_t* p, bool* count_include_pad, int64_t* override) {
+static TPURT_MUST_USE tpurt_status_t read_avg(lower_ctx_t* ctx, int32_t input_arg, int32_t k_arg, int32_t ns,
+                                              const char* name, pool_t* p, bool* count_include_pad,
+                                              int64_t* override) {
   TPURT_RETURN_IF_ERROR(read_pool(ctx, name, ns, input_arg, k_arg, -1, k_arg + 3, p));
   for (int32_t i = 0; i < ns; ++i)
     if (p->out[i] > 4096)
@@ -354,8 +353,8 @@ static tpurt_status_t read_avg(lower_ctx_t* ctx, int32_t input_arg, int32_t k_ar
   return NULL;
 }
 
-static tpurt_status_t avg_pool(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t avg_pool(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_data(ctx)->spatial;
   const char* name = lower_rule_str(ctx);
   pool_t p;
   bool include_pad;
@@ -375,7 +374,7 @@ static tpurt_status_t avg_pool(lower_ctx_t* ctx) {
   ir_value_t div = ir_broadcast_in_dim(ctx->func, avg_divisor(ctx, &p, include_pad, override, acc), st->rank,
                                        st->dims, bdims);
   /* integers divide truncating, as the CPU kernel's C division */
-  ir_value_t r = ir_binary(ctx->func, "stablehlo.divide", sum, div);
+  ir_value_t r = ir_div(ctx->func, sum, div);
   lower_set_result(ctx, 0, lower_cast(ctx, r, in->dtype));
   return NULL;
 }
@@ -383,8 +382,8 @@ static tpurt_status_t avg_pool(lower_ctx_t* ctx) {
 /* avg_pool{2,3}d_backward(grad_output, self, kernel_size, stride, padding,
 ** ceil_mode, count_include_pad, divisor_override): every input position
 ** gets the sum of grad/divisor over the windows that contain it. */
-static tpurt_status_t avg_pool_backward(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t avg_pool_backward(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_data(ctx)->spatial;
   const char* name = lower_rule_str(ctx);
   pool_t p;
   bool include_pad;
@@ -404,7 +403,7 @@ static tpurt_status_t avg_pool_backward(lower_ctx_t* ctx) {
   for (int32_t i = 0; i < ns; ++i) bdims[i] = p.lead + i;
   ir_value_t div =
       ir_broadcast_in_dim(f, avg_divisor(ctx, &p, include_pad, override, acc), gt->rank, gt->dims, bdims);
-  gv = ir_binary(f, "stablehlo.divide", gv, div);
+  gv = ir_div(f, gv, div);
   /* Output o covers inputs o*s - pad + j (j < k): spread o to o*s (interior
   ** padding s-1), shift by k-1-pad, and sum windows of k at stride 1. */
   int64_t low[TPURT_MAX_RANK] = {0}, high[TPURT_MAX_RANK] = {0}, interior[TPURT_MAX_RANK] = {0};
@@ -445,9 +444,9 @@ static ir_value_t adaptive_matrix(lower_ctx_t* ctx, int64_t in, int64_t out, tpu
 
 /* Contracts spatial dim |lead| of x with the window matrix of each spatial
 ** dim in turn; |transposed| for the backward (matrix [out, in] used as [in, out]). */
-static tpurt_status_t adaptive_avg(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
-  bool backward = lower_rule_int(ctx, 1);
+static TPURT_MUST_USE tpurt_status_t adaptive_avg(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_data(ctx)->spatial;
+  bool backward = lower_rule_data(ctx)->flag;
   const char* name = ns == 2 ? "adaptive_avg_pool2d" : "adaptive_avg_pool3d";
   const tpurt_tensor_t* in = lower_meta(ctx, backward ? 1 : 0);
   if (in->rank != ns + 1 && in->rank != ns + 2)
@@ -506,7 +505,7 @@ static tpurt_status_t adaptive_avg(lower_ctx_t* ctx) {
   for (int32_t i = 0; i < ns; ++i) bdims[i] = lead + i;
   if (backward) { /* grad / count, then spread back with the transposed matrices */
     const ir_type_t* t = ir_value_type(f, x);
-    x = ir_binary(f, "stablehlo.divide", x, ir_broadcast_in_dim(f, div, t->rank, t->dims, bdims));
+    x = ir_div(f, x, ir_broadcast_in_dim(f, div, t->rank, t->dims, bdims));
   }
   for (int32_t i = 0; i < ns; ++i) {
     ir_dot_dims_t dd;
@@ -518,7 +517,7 @@ static tpurt_status_t adaptive_avg(lower_ctx_t* ctx) {
   }
   if (!backward) {
     const ir_type_t* t = ir_value_type(f, x);
-    x = ir_binary(f, "stablehlo.divide", x, ir_broadcast_in_dim(f, div, t->rank, t->dims, bdims));
+    x = ir_div(f, x, ir_broadcast_in_dim(f, div, t->rank, t->dims, bdims));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, x, in->dtype));
   return NULL;
@@ -528,7 +527,10 @@ static tpurt_status_t adaptive_avg(lower_ctx_t* ctx) {
 ** output_size, stride, padding): self's values written at their plane
 ** |indices| into zeros of [*lead, *output_size] (one scatter; an index out
 ** of the plane is dropped, where CPU raises: that check would need a sync). */
-static tpurt_status_t max_unpool(lower_ctx_t* ctx, int32_t ns, const char* name) {
+static TPURT_MUST_USE tpurt_status_t max_unpool(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  int32_t ns = row->spatial;
+  const char* name = row->str;
   const tpurt_tensor_t *t = lower_meta(ctx, 0), *it = lower_meta(ctx, 1);
   if (it->dtype != TPURT_DTYPE_I64)
     return lower_error(TPURT_INVALID_ARGUMENT, "elements in indices should be type int64 but got: %s",
@@ -562,16 +564,16 @@ static tpurt_status_t max_unpool(lower_ctx_t* ctx, int32_t ns, const char* name)
   return NULL;
 }
 
-static tpurt_status_t lower_max_unpool2d(lower_ctx_t* ctx) { return max_unpool(ctx, 2, "max_unpool2d"); }
-static tpurt_status_t lower_max_unpool3d(lower_ctx_t* ctx) { return max_unpool(ctx, 3, "max_unpool3d"); }
-
 /* adaptive_max_pool{2,3}d(self, output_size) -> (out, indices): windows of
 ** varying size [floor(o In / Out), ceil((o + 1) In / Out)) per spatial dim.
 ** Separable passes, last spatial dim first, each reducing (value, flat plane
 ** index) pairs over every window with one total order: NaN beats numbers
 ** (the later NaN wins), then the larger value, then the earlier index; the
 ** composition gives CPU's row-major scan (first maximum, last NaN). */
-static tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx, int32_t ns, const char* name) {
+static TPURT_MUST_USE tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  int32_t ns = row->spatial;
+  const char* name = row->str;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t out[POOL_MAX_SPATIAL];
   if (lower_ints(ctx, 1, out, POOL_MAX_SPATIAL) != ns)
@@ -602,8 +604,7 @@ static tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx, int32_t ns, const char
   int64_t stride = 1;
   for (int32_t d = ns - 1; d >= 0; --d) {
     ir_value_t c = ir_iota(f, it, lead + d);
-    idx = ir_binary(f, "stablehlo.add", idx,
-                    ir_binary(f, "stablehlo.multiply", c, lower_full_like(ctx, c, (double)stride)));
+    idx = ir_add(f, idx, ir_mul(f, c, ir_const_like(f, c, (double)stride)));
     stride *= t->sizes[lead + d];
   }
   int64_t cur[TPURT_MAX_RANK];
@@ -630,17 +631,15 @@ static tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx, int32_t ns, const char
       ir_value_t res[2], blk[4];
       ir_reduce_begin(f, inputs, inits, 2, rd, 1, res, blk);
       ir_value_t v1 = blk[0], i1 = blk[1], v2 = blk[2], i2 = blk[3];
-      ir_value_t take = ir_binary(
-          f, "stablehlo.or", ir_compare(f, IR_GT, v2, v1),
-          ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, v2, v1), ir_compare(f, IR_LT, i2, i1)));
+      ir_value_t take = ir_or(f, ir_compare(f, IR_GT, v2, v1),
+                              ir_and(f, ir_compare(f, IR_EQ, v2, v1), ir_compare(f, IR_LT, i2, i1)));
       if (is_float) {
         ir_value_t n1 = ir_compare(f, IR_NE, v1, v1), n2 = ir_compare(f, IR_NE, v2, v2);
-        ir_value_t both = ir_binary(f, "stablehlo.and", n1, n2);
+        ir_value_t both = ir_and(f, n1, n2);
         ir_value_t nan_take =
-            ir_binary(f, "stablehlo.or", ir_binary(f, "stablehlo.and", n2, ir_unary(f, "stablehlo.not", n1)),
-                      ir_binary(f, "stablehlo.and", both, ir_compare(f, IR_GT, i2, i1)));
-        ir_value_t neither = ir_unary(f, "stablehlo.not", ir_binary(f, "stablehlo.or", n1, n2));
-        take = ir_binary(f, "stablehlo.or", nan_take, ir_binary(f, "stablehlo.and", neither, take));
+            ir_or(f, ir_and(f, n2, ir_not(f, n1)), ir_and(f, both, ir_compare(f, IR_GT, i2, i1)));
+        ir_value_t neither = ir_not(f, ir_or(f, n1, n2));
+        take = ir_or(f, nan_take, ir_and(f, neither, take));
       }
       ir_value_t body[2] = {ir_select(f, take, v2, v1), ir_select(f, take, i2, i1)};
       ir_region_end(f, body, 2);
@@ -652,8 +651,8 @@ static tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx, int32_t ns, const char
     }
     cur[ax] = o_n;
     if (o_n == 0) {
-      v = lower_splat(ctx, dt, t->rank, cur, 0.0);
-      idx = lower_splat(ctx, TPURT_DTYPE_I64, t->rank, cur, 0.0);
+      v = ir_splat(f, dt, t->rank, cur, 0.0);
+      idx = ir_splat(f, TPURT_DTYPE_I64, t->rank, cur, 0.0);
     } else {
       v = ir_concatenate(f, vs, (int32_t)o_n, ax);
       idx = ir_concatenate(f, is, (int32_t)o_n, ax);
@@ -664,55 +663,51 @@ static tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx, int32_t ns, const char
   return NULL;
 }
 
-static tpurt_status_t lower_adaptive_max_pool2d(lower_ctx_t* ctx) {
-  return adaptive_max_pool(ctx, 2, "adaptive_max_pool2d");
-}
-static tpurt_status_t lower_adaptive_max_pool3d(lower_ctx_t* ctx) {
-  return adaptive_max_pool(ctx, 3, "adaptive_max_pool3d");
-}
-
 const lower_rule_t lower_pooling_rules[] = {
-    LOWER_FN("aten::adaptive_max_pool2d", lower_adaptive_max_pool2d),
-    LOWER_OUT_FN("aten::adaptive_max_pool2d.out", lower_adaptive_max_pool2d),
-    LOWER_FN("aten::adaptive_max_pool3d", lower_adaptive_max_pool3d),
-    LOWER_OUT_FN("aten::adaptive_max_pool3d.out", lower_adaptive_max_pool3d),
-    LOWER_FN("aten::max_unpool2d", lower_max_unpool2d),
-    LOWER_OUT_FN("aten::max_unpool2d.out", lower_max_unpool2d),
-    LOWER_FN("aten::max_unpool3d", lower_max_unpool3d),
-    LOWER_OUT_FN("aten::max_unpool3d.out", lower_max_unpool3d),
-    LOWER_FN_WITH("aten::_adaptive_avg_pool2d", adaptive_avg, .num = {2, false}),
-    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool2d.out", adaptive_avg, .num = {2, false}),
-    LOWER_FN_WITH("aten::_adaptive_avg_pool2d_backward", adaptive_avg, .num = {2, true}),
-    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool2d_backward.out", adaptive_avg, .num = {2, true}),
-    LOWER_FN_WITH("aten::_adaptive_avg_pool3d", adaptive_avg, .num = {3, false}),
-    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool3d.out", adaptive_avg, .num = {3, false}),
-    LOWER_FN_WITH("aten::_adaptive_avg_pool3d_backward", adaptive_avg, .num = {3, true}),
-    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool3d_backward.out", adaptive_avg, .num = {3, true}),
-    LOWER_OUT_FN_WITH("aten::adaptive_avg_pool3d.out", adaptive_avg, .num = {3, false}),
-    LOWER_OUT_FN_WITH("aten::adaptive_avg_pool3d_backward.grad_input", adaptive_avg, .num = {3, true}),
-    LOWER_FN_WITH("aten::avg_pool2d", avg_pool, .str = "avg_pool2d", .num = {2}),
-    LOWER_OUT_FN_WITH("aten::avg_pool2d.out", avg_pool, .str = "avg_pool2d", .num = {2}),
-    LOWER_FN_WITH("aten::avg_pool2d_backward", avg_pool_backward, .str = "avg_pool2d", .num = {2}),
+    LOWER_FN_WITH("aten::adaptive_max_pool2d", adaptive_max_pool, .spatial = 2, .str = "adaptive_max_pool2d"),
+    LOWER_OUT_FN_WITH("aten::adaptive_max_pool2d.out", adaptive_max_pool, .spatial = 2,
+                      .str = "adaptive_max_pool2d"),
+    LOWER_FN_WITH("aten::adaptive_max_pool3d", adaptive_max_pool, .spatial = 3, .str = "adaptive_max_pool3d"),
+    LOWER_OUT_FN_WITH("aten::adaptive_max_pool3d.out", adaptive_max_pool, .spatial = 3,
+                      .str = "adaptive_max_pool3d"),
+    LOWER_FN_WITH("aten::max_unpool2d", max_unpool, .spatial = 2, .str = "max_unpool2d"),
+    LOWER_OUT_FN_WITH("aten::max_unpool2d.out", max_unpool, .spatial = 2, .str = "max_unpool2d"),
+    LOWER_FN_WITH("aten::max_unpool3d", max_unpool, .spatial = 3, .str = "max_unpool3d"),
+    LOWER_OUT_FN_WITH("aten::max_unpool3d.out", max_unpool, .spatial = 3, .str = "max_unpool3d"),
+    LOWER_FN_WITH("aten::_adaptive_avg_pool2d", adaptive_avg, .spatial = 2),
+    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool2d.out", adaptive_avg, .spatial = 2),
+    LOWER_FN_WITH("aten::_adaptive_avg_pool2d_backward", adaptive_avg, .spatial = 2, .flag = true),
+    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool2d_backward.out", adaptive_avg, .spatial = 2, .flag = true),
+    LOWER_FN_WITH("aten::_adaptive_avg_pool3d", adaptive_avg, .spatial = 3),
+    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool3d.out", adaptive_avg, .spatial = 3),
+    LOWER_FN_WITH("aten::_adaptive_avg_pool3d_backward", adaptive_avg, .spatial = 3, .flag = true),
+    LOWER_OUT_FN_WITH("aten::_adaptive_avg_pool3d_backward.out", adaptive_avg, .spatial = 3, .flag = true),
+    LOWER_OUT_FN_WITH("aten::adaptive_avg_pool3d.out", adaptive_avg, .spatial = 3),
+    LOWER_OUT_FN_WITH("aten::adaptive_avg_pool3d_backward.grad_input", adaptive_avg, .spatial = 3,
+                      .flag = true),
+    LOWER_FN_WITH("aten::avg_pool2d", avg_pool, .str = "avg_pool2d", .spatial = 2),
+    LOWER_OUT_FN_WITH("aten::avg_pool2d.out", avg_pool, .str = "avg_pool2d", .spatial = 2),
+    LOWER_FN_WITH("aten::avg_pool2d_backward", avg_pool_backward, .str = "avg_pool2d", .spatial = 2),
     LOWER_OUT_FN_WITH("aten::avg_pool2d_backward.grad_input", avg_pool_backward, .str = "avg_pool2d",
-                      .num = {2}),
-    LOWER_FN_WITH("aten::avg_pool3d", avg_pool, .str = "avg_pool3d", .num = {3}),
-    LOWER_OUT_FN_WITH("aten::avg_pool3d.out", avg_pool, .str = "avg_pool3d", .num = {3}),
-    LOWER_FN_WITH("aten::avg_pool3d_backward", avg_pool_backward, .str = "avg_pool3d", .num = {3}),
+                      .spatial = 2),
+    LOWER_FN_WITH("aten::avg_pool3d", avg_pool, .str = "avg_pool3d", .spatial = 3),
+    LOWER_OUT_FN_WITH("aten::avg_pool3d.out", avg_pool, .str = "avg_pool3d", .spatial = 3),
+    LOWER_FN_WITH("aten::avg_pool3d_backward", avg_pool_backward, .str = "avg_pool3d", .spatial = 3),
     LOWER_OUT_FN_WITH("aten::avg_pool3d_backward.grad_input", avg_pool_backward, .str = "avg_pool3d",
-                      .num = {3}),
-    LOWER_FN_WITH("aten::max_pool2d_with_indices", max_pool_with_indices, .str = "max_pool2d", .num = {2}),
+                      .spatial = 3),
+    LOWER_FN_WITH("aten::max_pool2d_with_indices", max_pool_with_indices, .str = "max_pool2d", .spatial = 2),
     LOWER_OUT_FN_WITH("aten::max_pool2d_with_indices.out", max_pool_with_indices, .str = "max_pool2d",
-                      .num = {2}),
+                      .spatial = 2),
     LOWER_FN_WITH("aten::max_pool2d_with_indices_backward", max_pool_backward, .str = "max_pool2d",
-                  .num = {2}),
+                  .spatial = 2),
     LOWER_OUT_FN_WITH("aten::max_pool2d_with_indices_backward.grad_input", max_pool_backward,
-                      .str = "max_pool2d", .num = {2}),
-    LOWER_FN_WITH("aten::max_pool3d_with_indices", max_pool_with_indices, .str = "max_pool3d", .num = {3}),
+                      .str = "max_pool2d", .spatial = 2),
+    LOWER_FN_WITH("aten::max_pool3d_with_indices", max_pool_with_indices, .str = "max_pool3d", .spatial = 3),
     LOWER_OUT_FN_WITH("aten::max_pool3d_with_indices.out", max_pool_with_indices, .str = "max_pool3d",
-                      .num = {3}),
+                      .spatial = 3),
     LOWER_FN_WITH("aten::max_pool3d_with_indices_backward", max_pool_backward, .str = "max_pool3d",
-                  .num = {3}),
+                  .spatial = 3),
     LOWER_OUT_FN_WITH("aten::max_pool3d_with_indices_backward.grad_input", max_pool_backward,
-                      .str = "max_pool3d", .num = {3}),
+                      .str = "max_pool3d", .spatial = 3),
     LOWER_END,
 };

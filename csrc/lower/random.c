@@ -51,10 +51,10 @@ static ir_value_t uniform01(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtype_t f
   ir_value_t bits = draw_bits(ctx, state, bdt, n);
   ir_value_t shift = splat_int(ctx, bdt, 1, &n, wide ? 12 : 9);
   ir_value_t one_bits = splat_int(ctx, bdt, 1, &n, wide ? (int64_t)0x3FF0000000000000LL : 0x3F800000);
-  ir_value_t m = ir_binary(ctx->func, "stablehlo.shift_right_logical", bits, shift);
-  m = ir_binary(ctx->func, "stablehlo.or", m, one_bits);
+  ir_value_t m = ir_binary(ctx->func, IR_OP_SHIFT_RIGHT_LOGICAL, bits, shift);
+  m = ir_or(ctx->func, m, one_bits);
   ir_value_t f = ir_bitcast_convert(ctx->func, m, ir_type_make(fdt, 1, &n));
-  f = ir_binary(ctx->func, "stablehlo.subtract", f, lower_full_like(ctx, f, 1.0));
+  f = ir_sub(ctx->func, f, ir_const_like(ctx->func, f, 1.0));
   return ir_reshape(ctx->func, f, rank, dims);
 }
 
@@ -74,7 +74,7 @@ static ir_value_t scalar_like(lower_ctx_t* ctx, int32_t arg, ir_value_t like) {
 /*===--- uniform_ ---===*/
 
 /* uniform_(Tensor(a!) self, float from=0, float to=1, *, Generator? generator=None) */
-static tpurt_status_t lower_uniform_(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_uniform_(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!is_float(t->dtype))
     return lower_error(TPURT_UNIMPLEMENTED, "\"check_uniform_bounds\" not implemented for '%s'",
@@ -87,9 +87,8 @@ static tpurt_status_t lower_uniform_(lower_ctx_t* ctx) {
   ir_value_t state = lower_rng_state(ctx, 3);
   ir_value_t u = uniform01(ctx, &state, cd, t->rank, t->sizes);
   ir_value_t lo = scalar_like(ctx, 1, u), hi = scalar_like(ctx, 2, u);
-  ir_value_t r =
-      ir_binary(ctx->func, "stablehlo.multiply", ir_binary(ctx->func, "stablehlo.subtract", hi, lo), u);
-  r = lower_cast(ctx, ir_binary(ctx->func, "stablehlo.add", lo, r), t->dtype);
+  ir_value_t r = ir_mul(ctx->func, ir_sub(ctx->func, hi, lo), u);
+  r = lower_cast(ctx, ir_add(ctx->func, lo, r), t->dtype);
   /* Rounding (f32 math, or the final cast to a half type) can reach |to|:
   ** those draws become |from| instead, so the range stays [from, to). */
   ir_value_t lo_t = lower_cast(ctx, lo, t->dtype), hi_t = lower_cast(ctx, hi, t->dtype);
@@ -107,22 +106,19 @@ static ir_value_t std_normal(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtype_t 
   ir_func_t* f = ctx->func;
   ir_value_t u1 = uniform01(ctx, state, fdt, rank, dims);
   ir_value_t u2 = uniform01(ctx, state, fdt, rank, dims);
-  ir_value_t l =
-      ir_unary(f, "stablehlo.log", ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, u1, 1.0), u1));
-  ir_value_t r =
-      ir_unary(f, "stablehlo.sqrt", ir_binary(f, "stablehlo.multiply", lower_full_like(ctx, l, -2.0), l));
-  ir_value_t c = ir_unary(f, "stablehlo.cosine",
-                          ir_binary(f, "stablehlo.multiply", lower_full_like(ctx, u2, 2.0 * M_PI), u2));
-  return ir_binary(f, "stablehlo.multiply", r, c);
+  ir_value_t l = ir_log(f, ir_sub(f, ir_const_like(f, u1, 1.0), u1));
+  ir_value_t r = ir_sqrt(f, ir_mul(f, ir_const_like(f, l, -2.0), l));
+  ir_value_t c = ir_unary(f, IR_OP_COSINE, ir_mul(f, ir_const_like(f, u2, 2.0 * M_PI), u2));
+  return ir_mul(f, r, c);
 }
 
-static tpurt_status_t check_std(double std) {
+static TPURT_MUST_USE tpurt_status_t check_std(double std) {
   if (!(std >= 0.0))
     return lower_error(TPURT_INVALID_ARGUMENT, "normal expects std >= 0.0, but found std %g", std);
   return NULL;
 }
 
-static tpurt_status_t need_float_out(tpurt_dtype_t d) {
+static TPURT_MUST_USE tpurt_status_t need_float_out(tpurt_dtype_t d) {
   if (!is_float(d))
     return lower_error(TPURT_UNIMPLEMENTED, "\"normal_kernel_cpu\" not implemented for '%s'",
                        tpurt_dtype_name(d));
@@ -130,15 +126,15 @@ static tpurt_status_t need_float_out(tpurt_dtype_t d) {
 }
 
 /* normal_(Tensor(a!) self, float mean=0, float std=1, *, Generator? generator=None) */
-static tpurt_status_t lower_normal_(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_normal_(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(need_float_out(t->dtype));
   TPURT_RETURN_IF_ERROR(check_std(lower_scalar_value(ctx, 2)));
   tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_value_t state = lower_rng_state(ctx, 3);
   ir_value_t z = std_normal(ctx, &state, cd, t->rank, t->sizes);
-  ir_value_t r = ir_binary(ctx->func, "stablehlo.multiply", z, scalar_like(ctx, 2, z));
-  r = ir_binary(ctx->func, "stablehlo.add", r, scalar_like(ctx, 1, z));
+  ir_value_t r = ir_mul(ctx->func, z, scalar_like(ctx, 2, z));
+  r = ir_add(ctx->func, r, scalar_like(ctx, 1, z));
   lower_set_result(ctx, 0, lower_cast(ctx, r, t->dtype));
   return NULL;
 }
@@ -150,7 +146,7 @@ static tpurt_status_t lower_normal_(lower_ctx_t* ctx) {
 ** mean is a number): PyTorch fills it with N(0, 1), then mul_(std) and
 ** add_(mean). A negative element of a std tensor is not reported (that
 ** check needs the values on the host). */
-static tpurt_status_t lower_normal_tensor(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_normal_tensor(lower_ctx_t* ctx) {
   const tpurt_tensor_t* mt = lower_meta(ctx, 0);
   const tpurt_tensor_t* st = lower_meta(ctx, 1);
   tpurt_dtype_t dt = mt ? mt->dtype : st->dtype;
@@ -170,8 +166,7 @@ static tpurt_status_t lower_normal_tensor(lower_ctx_t* ctx) {
     v[k] = lower_meta(ctx, k) ? lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, k), cd), rank, dims)
                               : scalar_like(ctx, k, z);
   }
-  ir_value_t r =
-      ir_binary(ctx->func, "stablehlo.add", ir_binary(ctx->func, "stablehlo.multiply", z, v[1]), v[0]);
+  ir_value_t r = ir_add(ctx->func, ir_mul(ctx->func, z, v[1]), v[0]);
   lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
   return NULL;
 }
@@ -231,7 +226,8 @@ static bool in_type_bounds(tpurt_dtype_t d, int64_t v) {
 }
 
 /* Fills self with from + (bits mod range); range 0 stands for 2^64. */
-static tpurt_status_t random_fill(lower_ctx_t* ctx, int32_t gen_arg, int64_t from, uint64_t range) {
+static TPURT_MUST_USE tpurt_status_t random_fill(lower_ctx_t* ctx, int32_t gen_arg, int64_t from,
+                                                 uint64_t range) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t n = numel_of(t->rank, t->sizes);
   ir_func_t* f = ctx->func;
@@ -240,17 +236,15 @@ static tpurt_status_t random_fill(lower_ctx_t* ctx, int32_t gen_arg, int64_t fro
   if (range != 0 && range <= (1ULL << 32)) {
     ir_value_t bits = draw_bits(ctx, &state, TPURT_DTYPE_U32, n);
     if (range < (1ULL << 32))
-      bits =
-          ir_binary(f, "stablehlo.remainder", bits, splat_int(ctx, TPURT_DTYPE_U32, 1, &n, (int64_t)range));
+      bits = ir_binary(f, IR_OP_REMAINDER, bits, splat_int(ctx, TPURT_DTYPE_U32, 1, &n, (int64_t)range));
     v = ir_convert(f, bits, TPURT_DTYPE_I64);
   } else {
     ir_value_t bits = draw_bits(ctx, &state, TPURT_DTYPE_U64, n);
     if (range != 0)
-      bits =
-          ir_binary(f, "stablehlo.remainder", bits, splat_int(ctx, TPURT_DTYPE_U64, 1, &n, (int64_t)range));
+      bits = ir_binary(f, IR_OP_REMAINDER, bits, splat_int(ctx, TPURT_DTYPE_U64, 1, &n, (int64_t)range));
     v = ir_bitcast_convert(f, bits, ir_type_make(TPURT_DTYPE_I64, 1, &n));
   }
-  if (from != 0) v = ir_binary(f, "stablehlo.add", v, splat_int(ctx, TPURT_DTYPE_I64, 1, &n, from));
+  if (from != 0) v = ir_add(f, v, splat_int(ctx, TPURT_DTYPE_I64, 1, &n, from));
   v = ir_reshape(f, v, t->rank, t->sizes);
   lower_set_result(ctx, 0, lower_cast(ctx, v, t->dtype));
   return NULL;
@@ -284,7 +278,7 @@ static const char* ctype_name(tpurt_dtype_t d) {
   }
 }
 
-static tpurt_status_t check_from_to(tpurt_dtype_t d, int64_t from, int64_t to, bool to_given) {
+static TPURT_MUST_USE tpurt_status_t check_from_to(tpurt_dtype_t d, int64_t from, int64_t to, bool to_given) {
   if (to_given && from >= to)
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "random_ expects 'from' to be less than 'to', but got from=%lld >= to=%lld",
@@ -303,13 +297,13 @@ static tpurt_status_t check_from_to(tpurt_dtype_t d, int64_t from, int64_t to, b
 }
 
 /* random_(Tensor(a!) self, *, Generator? generator=None): [0, random_max] */
-static tpurt_status_t lower_random_(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_random_(lower_ctx_t* ctx) {
   uint64_t max = random_max(lower_meta(ctx, 0)->dtype);
   return random_fill(ctx, 1, 0, max + 1);
 }
 
 /* random_.to(Tensor(a!) self, int to, *, Generator? generator=None): [0, to) */
-static tpurt_status_t lower_random_to(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_random_to(lower_ctx_t* ctx) {
   int64_t to = lower_int(ctx, 1, 0);
   TPURT_RETURN_IF_ERROR(check_from_to(lower_meta(ctx, 0)->dtype, 0, to, true));
   return random_fill(ctx, 2, 0, (uint64_t)to);
@@ -317,7 +311,7 @@ static tpurt_status_t lower_random_to(lower_ctx_t* ctx) {
 
 /* random_.from(Tensor(a!) self, int from, int? to, *, Generator? generator=None):
 ** [from, to), or [from, random_max] when to is None. */
-static tpurt_status_t lower_random_from(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_random_from(lower_ctx_t* ctx) {
   tpurt_dtype_t d = lower_meta(ctx, 0)->dtype;
   int64_t from = lower_int(ctx, 1, 0);
   bool to_given = !lower_is_none(ctx, 2);
@@ -339,7 +333,7 @@ static ir_value_t bernoulli_of(lower_ctx_t* ctx, ir_value_t* state, ir_value_t p
   return lower_cast(ctx, ir_compare(ctx->func, IR_LT, u, p), dtype);
 }
 
-static tpurt_status_t check_p(double p) {
+static TPURT_MUST_USE tpurt_status_t check_p(double p) {
   if (!(p >= 0.0 && p <= 1.0))
     return lower_error(TPURT_INVALID_ARGUMENT, "bernoulli_ expects p to be in [0, 1], but got p=%g", p);
   return NULL;
@@ -347,7 +341,7 @@ static tpurt_status_t check_p(double p) {
 
 /* bernoulli_.float(Tensor(a!) self, float p=0.5, *, Generator? generator=None)
 ** bernoulli.p(Tensor self, float p, *, Generator? generator=None) */
-static tpurt_status_t lower_bernoulli_float(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_bernoulli_float(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_p(lower_scalar_value(ctx, 1)));
   tpurt_dtype_t cd = draw_dtype(t->dtype);
@@ -360,7 +354,7 @@ static tpurt_status_t lower_bernoulli_float(lower_ctx_t* ctx) {
 /* bernoulli_.Tensor(Tensor(a!) self, Tensor p, *, Generator? generator=None):
 ** p broadcasts to self. Probabilities outside [0, 1] are not reported
 ** (that check needs the values on the host). */
-static tpurt_status_t lower_bernoulli_tensor_(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_bernoulli_tensor_(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* pm = lower_meta(ctx, 1);
   tpurt_dtype_t cd = draw_dtype(t->dtype);
@@ -384,7 +378,7 @@ static tpurt_status_t lower_bernoulli_tensor_(lower_ctx_t* ctx) {
 }
 
 /* bernoulli(Tensor self, *, Generator? generator=None): p = self */
-static tpurt_status_t lower_bernoulli(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_bernoulli(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!is_float(t->dtype))
     return lower_error(TPURT_UNIMPLEMENTED, "\"bernoulli_tensor_cpu_self_\" not implemented for '%s'",
@@ -399,7 +393,7 @@ static tpurt_status_t lower_bernoulli(lower_ctx_t* ctx) {
 ** The schema has no Generator: the glue appends the device's default one as
 ** a trailing argument (3). Training: keep with probability 1-p, scale kept
 ** values by 1/(1-p); p == 1 drops everything. Otherwise: (input, all true). */
-static tpurt_status_t lower_native_dropout(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_native_dropout(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   ir_value_t x = lower_tensor(ctx, 0);
   double p = lower_scalar_value(ctx, 1);
@@ -409,7 +403,7 @@ static tpurt_status_t lower_native_dropout(lower_ctx_t* ctx) {
   bool train = lower_bool(ctx, 2, true);
   if (!train) {
     lower_set_result(ctx, 0, x);
-    lower_set_result(ctx, 1, lower_splat(ctx, TPURT_DTYPE_BOOL, t->rank, t->sizes, 1.0));
+    lower_set_result(ctx, 1, ir_splat(ctx->func, TPURT_DTYPE_BOOL, t->rank, t->sizes, 1.0));
     return NULL;
   }
   if (!is_float(t->dtype))
@@ -417,16 +411,15 @@ static tpurt_status_t lower_native_dropout(lower_ctx_t* ctx) {
   tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_func_t* f = ctx->func;
   /* keep = u < 1 - p, computed from the parameter p so its value can change */
-  ir_value_t one = lower_splat(ctx, cd, t->rank, t->sizes, 1.0);
+  ir_value_t one = ir_splat(f, cd, t->rank, t->sizes, 1.0);
   ir_value_t pv = lower_broadcast_to(ctx, lower_scalar(ctx, 1, cd), t->rank, t->sizes);
-  ir_value_t keep_p = ir_binary(f, "stablehlo.subtract", one, pv);
+  ir_value_t keep_p = ir_sub(f, one, pv);
   ir_value_t state = lower_rng_state(ctx, 3);
   ir_value_t mask = bernoulli_of(ctx, &state, keep_p, TPURT_DTYPE_BOOL);
   /* 1/(1-p), or 0 when p == 1 (everything dropped) */
-  ir_value_t zero = lower_splat(ctx, cd, t->rank, t->sizes, 0.0);
-  ir_value_t scale =
-      ir_select(f, ir_compare(f, IR_EQ, keep_p, zero), zero, ir_binary(f, "stablehlo.divide", one, keep_p));
-  ir_value_t xs = ir_binary(f, "stablehlo.multiply", lower_cast(ctx, x, cd), scale);
+  ir_value_t zero = ir_splat(f, cd, t->rank, t->sizes, 0.0);
+  ir_value_t scale = ir_select(f, ir_compare(f, IR_EQ, keep_p, zero), zero, ir_div(f, one, keep_p));
+  ir_value_t xs = ir_mul(f, lower_cast(ctx, x, cd), scale);
   ir_value_t out = ir_select(f, mask, xs, zero);
   lower_set_result(ctx, 0, lower_cast(ctx, out, t->dtype));
   lower_set_result(ctx, 1, mask);
@@ -441,13 +434,11 @@ static ir_value_t exponential_of(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtyp
                                  const tpurt_tensor_t* t) {
   ir_func_t* f = ctx->func;
   ir_value_t u = uniform01(ctx, state, fdt, t->rank, t->sizes);
-  return ir_unary(
-      f, "stablehlo.negate",
-      ir_unary(f, "stablehlo.log", ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, u, 1.0), u)));
+  return ir_unary(f, IR_OP_NEGATE, ir_log(f, ir_sub(f, ir_const_like(f, u, 1.0), u)));
 }
 
 /* exponential_(self, lambd=1, *, generator) */
-static tpurt_status_t lower_exponential_(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_exponential_(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!is_float(t->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "exponential_ not implemented for '%s'",
@@ -459,13 +450,13 @@ static tpurt_status_t lower_exponential_(lower_ctx_t* ctx) {
   tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_value_t state = lower_rng_state(ctx, 2);
   ir_value_t e = exponential_of(ctx, &state, cd, t);
-  e = ir_binary(ctx->func, "stablehlo.divide", e, scalar_like(ctx, 1, e));
+  e = ir_div(ctx->func, e, scalar_like(ctx, 1, e));
   lower_set_result(ctx, 0, lower_cast(ctx, e, t->dtype));
   return NULL;
 }
 
 /* cauchy_(self, median=0, sigma=1, *, generator): median + sigma * tan(pi (u - 1/2)) */
-static tpurt_status_t lower_cauchy_(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_cauchy_(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!is_float(t->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "cauchy_ not implemented for '%s'",
@@ -477,17 +468,15 @@ static tpurt_status_t lower_cauchy_(lower_ctx_t* ctx) {
   tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_value_t state = lower_rng_state(ctx, 3);
   ir_value_t u = uniform01(ctx, &state, cd, t->rank, t->sizes);
-  ir_value_t a =
-      ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", u, lower_full_like(ctx, u, 0.5)),
-                lower_full_like(ctx, u, M_PI));
-  ir_value_t r = ir_binary(f, "stablehlo.multiply", ir_unary(f, "stablehlo.tan", a), scalar_like(ctx, 2, u));
-  r = ir_binary(f, "stablehlo.add", r, scalar_like(ctx, 1, u));
+  ir_value_t a = ir_mul(f, ir_sub(f, u, ir_const_like(f, u, 0.5)), ir_const_like(f, u, M_PI));
+  ir_value_t r = ir_mul(f, ir_unary(f, IR_OP_TAN, a), scalar_like(ctx, 2, u));
+  r = ir_add(f, r, scalar_like(ctx, 1, u));
   lower_set_result(ctx, 0, lower_cast(ctx, r, t->dtype));
   return NULL;
 }
 
 /* log_normal_(self, mean=1, std=2, *, generator): exp(N(mean, std)) */
-static tpurt_status_t lower_log_normal_(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_log_normal_(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!is_float(t->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "log_normal_ not implemented for '%s'",
@@ -499,15 +488,14 @@ static tpurt_status_t lower_log_normal_(lower_ctx_t* ctx) {
   tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_value_t state = lower_rng_state(ctx, 3);
   ir_value_t z = std_normal(ctx, &state, cd, t->rank, t->sizes);
-  z = ir_binary(f, "stablehlo.add", ir_binary(f, "stablehlo.multiply", z, scalar_like(ctx, 2, z)),
-                scalar_like(ctx, 1, z));
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_unary(f, "stablehlo.exponential", z), t->dtype));
+  z = ir_add(f, ir_mul(f, z, scalar_like(ctx, 2, z)), scalar_like(ctx, 1, z));
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_exp(f, z), t->dtype));
   return NULL;
 }
 
 /* geometric_(self, p, *, generator): the number of Bernoulli(p) trials up to the
 ** first success, ceil(log(1 - u) / log(1 - p)), at least 1 */
-static tpurt_status_t lower_geometric_(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_geometric_(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   double p = lower_scalar_value(ctx, 1);
   if (!(p > 0.0 && p < 1.0))
@@ -517,17 +505,16 @@ static tpurt_status_t lower_geometric_(lower_ctx_t* ctx) {
   ir_value_t state = lower_rng_state(ctx, 2);
   ir_value_t e = exponential_of(ctx, &state, cd, t); /* -log(1 - u) */
   ir_value_t pp = scalar_like(ctx, 1, e);
-  ir_value_t denom = ir_unary(f, "stablehlo.negate",
-                              ir_unary(f, "stablehlo.log_plus_one", ir_unary(f, "stablehlo.negate", pp)));
-  ir_value_t n = ir_unary(f, "stablehlo.ceil", ir_binary(f, "stablehlo.divide", e, denom));
-  n = ir_binary(f, "stablehlo.maximum", n, lower_full_like(ctx, n, 1.0));
+  ir_value_t denom = ir_neg(f, ir_unary(f, IR_OP_LOG_PLUS_ONE, ir_neg(f, pp)));
+  ir_value_t n = ir_unary(f, IR_OP_CEIL, ir_div(f, e, denom));
+  n = ir_max(f, n, ir_const_like(f, n, 1.0));
   lower_set_result(ctx, 0, lower_cast(ctx, n, t->dtype));
   return NULL;
 }
 
 /* native_dropout_backward(grad_output, mask, scale): grad * mask * scale, in
 ** the promoted type (an int grad times the float scale is float) */
-static tpurt_status_t lower_native_dropout_backward(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_native_dropout_backward(lower_ctx_t* ctx) {
   const tpurt_tensor_t* g = lower_meta(ctx, 0);
   int32_t idx[3] = {0, 1, 2};
   tpurt_dtype_t out = lower_result_type(ctx, idx, 3);
@@ -535,8 +522,7 @@ static tpurt_status_t lower_native_dropout_backward(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t gv = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   ir_value_t m = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), acc), g->rank, g->sizes);
-  ir_value_t r =
-      ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.multiply", gv, m), scalar_like(ctx, 2, gv));
+  ir_value_t r = ir_mul(f, ir_mul(f, gv, m), scalar_like(ctx, 2, gv));
   lower_set_result(ctx, 0, lower_cast(ctx, r, out));
   return NULL;
 }

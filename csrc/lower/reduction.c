@@ -10,8 +10,8 @@
 
 /* The reduced dims of a dim argument: None or [] mean every dim. Fills
 ** |mask| (1 = reduced) and |dims| (sorted). */
-static tpurt_status_t reduce_dims(lower_ctx_t* ctx, int32_t arg, int32_t rank, bool* mask, int64_t* dims,
-                                  int32_t* n) {
+static TPURT_MUST_USE tpurt_status_t reduce_dims(lower_ctx_t* ctx, int32_t arg, int32_t rank, bool* mask,
+                                                 int64_t* dims, int32_t* n) {
   int64_t raw[TPURT_MAX_RANK * 2];
   int32_t m = lower_is_none(ctx, arg) ? 0 : lower_ints(ctx, arg, raw, TPURT_MAX_RANK * 2);
   for (int32_t i = 0; i < rank; ++i) mask[i] = m == 0;
@@ -91,7 +91,7 @@ static ir_value_t scalar_const(lower_ctx_t* ctx, tpurt_dtype_t d, double v) {
 
 /*===--- sum / mean / prod ---===*/
 
-static tpurt_status_t sum_like(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t sum_like(lower_ctx_t* ctx) {
   int32_t dim_arg = lower_rule_int(ctx, 0);
   int32_t keep_arg = lower_rule_int(ctx, 1);
   int32_t dtype_arg = lower_rule_int(ctx, 2);
@@ -120,7 +120,7 @@ static tpurt_status_t sum_like(lower_ctx_t* ctx) {
   if (mean) {
     int64_t count = 1;
     for (int32_t i = 0; i < n; ++i) count *= t->sizes[dims[i]];
-    r = ir_binary(ctx->func, "stablehlo.divide", r, lower_full_like(ctx, r, (double)count));
+    r = ir_div(ctx->func, r, ir_const_like(ctx->func, r, (double)count));
   }
   lower_set_result(ctx, 0,
                    keep_dims(ctx, lower_cast(ctx, r, out), t, mask, lower_bool(ctx, keep_arg, false)));
@@ -133,13 +133,14 @@ static tpurt_status_t sum_like(lower_ctx_t* ctx) {
 /*===--- amax / amin / max / min / any / all ---===*/
 
 /* max/min/amax/amin of complex values: no order, and no PyTorch kernel. */
-static tpurt_status_t refuse_complex(const tpurt_tensor_t* t) {
+static TPURT_MUST_USE tpurt_status_t refuse_complex(const tpurt_tensor_t* t) {
   if (!tpurt_dtype_is_complex(t->dtype)) return NULL;
   return lower_error(TPURT_INVALID_ARGUMENT, "not implemented for %s: complex numbers have no order",
                      lower_dtype_cpp_name(t->dtype));
 }
 
-static tpurt_status_t extreme(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_arg, bool is_max) {
+static TPURT_MUST_USE tpurt_status_t extreme(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_arg,
+                                             bool is_max) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(refuse_complex(t));
   bool mask[TPURT_MAX_RANK];
@@ -159,19 +160,19 @@ static tpurt_status_t extreme(lower_ctx_t* ctx, int32_t dim_arg, int32_t keep_ar
     ir_func_t* f = ctx->func;
     ir_value_t nan = ir_compare(f, IR_NE, x, x);
     ir_value_t any = ir_reduce(f, nan, ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), dims, n, IR_REDUCE_OR);
-    r = ir_select(f, any, lower_full_like(ctx, r, NAN), r);
+    r = ir_select(f, any, ir_const_like(f, r, NAN), r);
   }
   lower_set_result(ctx, 0, keep_dims(ctx, r, t, mask, lower_bool(ctx, keep_arg, false)));
   return NULL;
 }
 
 /* extreme with the row's constants (LOWER_*_WITH rows). */
-static tpurt_status_t extreme_row(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t extreme_row(lower_ctx_t* ctx) {
   return extreme(ctx, lower_rule_int(ctx, 0), lower_rule_int(ctx, 1), lower_rule_int(ctx, 2));
 }
 
-static tpurt_status_t full_extreme(lower_ctx_t* ctx) {
-  bool is_max = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t full_extreme(lower_ctx_t* ctx) {
+  bool is_max = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(refuse_complex(t));
   int64_t numel = 1;
@@ -185,7 +186,7 @@ static tpurt_status_t full_extreme(lower_ctx_t* ctx) {
   return extreme(ctx, -1, -1, is_max);
 }
 
-static tpurt_status_t any_all(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t any_all(lower_ctx_t* ctx) {
   int32_t dim_arg = lower_rule_int(ctx, 0);
   int32_t keep_arg = lower_rule_int(ctx, 1);
   bool any = lower_rule_int(ctx, 2);
@@ -225,12 +226,11 @@ static void arg_reduce(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool is_max,
   ir_value_t eq = ir_compare(f, IR_EQ, a, b);
   if (tpurt_dtype_is_float(d)) {
     ir_value_t a_nan = ir_compare(f, IR_NE, a, a), b_nan = ir_compare(f, IR_NE, b, b);
-    better = ir_binary(f, "stablehlo.or", better,
-                       ir_binary(f, "stablehlo.and", a_nan, ir_unary(f, "stablehlo.not", b_nan)));
-    eq = ir_binary(f, "stablehlo.or", eq, ir_binary(f, "stablehlo.and", a_nan, b_nan));
+    better = ir_or(f, better, ir_and(f, a_nan, ir_not(f, b_nan)));
+    eq = ir_or(f, eq, ir_and(f, a_nan, b_nan));
   }
-  ir_value_t first = ir_binary(f, "stablehlo.and", eq, ir_compare(f, IR_LT, ia, ib));
-  ir_value_t pick_a = ir_binary(f, "stablehlo.or", better, first);
+  ir_value_t first = ir_and(f, eq, ir_compare(f, IR_LT, ia, ib));
+  ir_value_t pick_a = ir_or(f, better, first);
   ir_value_t ret[2] = {ir_select(f, pick_a, a, b), ir_select(f, pick_a, ia, ib)};
   ir_region_end(f, ret, 2);
   *out_value = res[0];
@@ -238,8 +238,8 @@ static void arg_reduce(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool is_max,
 }
 
 /* argmax(self, dim=None, keepdim=False) */
-static tpurt_status_t arg_extreme(lower_ctx_t* ctx) {
-  bool is_max = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t arg_extreme(lower_ctx_t* ctx) {
+  bool is_max = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   ir_value_t x = lower_tensor(ctx, 0);
   bool keep = lower_bool(ctx, 2, false);
@@ -279,8 +279,8 @@ static tpurt_status_t arg_extreme(lower_ctx_t* ctx) {
 }
 
 /* max.dim(self, dim, keepdim) -> (values, indices) */
-static tpurt_status_t extreme_dim(lower_ctx_t* ctx) {
-  bool is_max = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t extreme_dim(lower_ctx_t* ctx) {
+  bool is_max = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(refuse_complex(t));
   int64_t dim;
@@ -307,7 +307,7 @@ static tpurt_status_t extreme_dim(lower_ctx_t* ctx) {
 /*===--- var / std ---===*/
 
 /* var.correction(self, dim=None, *, correction=None, keepdim=False) */
-static tpurt_status_t var_like(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t var_like(lower_ctx_t* ctx) {
   bool take_sqrt = lower_rule_int(ctx, 0);
   bool with_mean = lower_rule_int(ctx, 1);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
@@ -324,23 +324,22 @@ static tpurt_status_t var_like(lower_ctx_t* ctx) {
   for (int32_t i = 0; i < n; ++i) count *= t->sizes[dims[i]];
   ir_value_t zero = ir_constant_f64(f, acc, 0.0);
   ir_value_t mean = ir_reduce(f, x, zero, dims, n, IR_REDUCE_ADD);
-  mean = ir_binary(f, "stablehlo.divide", mean, lower_full_like(ctx, mean, (double)count));
+  mean = ir_div(f, mean, ir_const_like(f, mean, (double)count));
   int64_t bdims[TPURT_MAX_RANK], shape[TPURT_MAX_RANK];
   int32_t j = 0;
   for (int32_t i = 0; i < t->rank; ++i) {
     shape[i] = t->sizes[i];
     if (!mask[i]) bdims[j++] = i;
   }
-  ir_value_t dev = ir_binary(f, "stablehlo.subtract", x, ir_broadcast_in_dim(f, mean, t->rank, shape, bdims));
-  ir_value_t ss = ir_reduce(f, ir_binary(f, "stablehlo.multiply", dev, dev), zero, dims, n, IR_REDUCE_ADD);
+  ir_value_t dev = ir_sub(f, x, ir_broadcast_in_dim(f, mean, t->rank, shape, bdims));
+  ir_value_t ss = ir_reduce(f, ir_mul(f, dev, dev), zero, dims, n, IR_REDUCE_ADD);
   /* correction: None means 1; its value becomes a runtime parameter */
   ir_value_t corr = lower_is_none(ctx, 2) ? ir_constant_f64(f, acc, 1.0) : lower_scalar(ctx, 2, acc);
-  ir_value_t denom = ir_binary(f, "stablehlo.subtract", ir_constant_f64(f, acc, (double)count), corr);
-  denom = ir_binary(f, "stablehlo.maximum", denom, ir_constant_f64(f, acc, 0.0));
+  ir_value_t denom = ir_sub(f, ir_constant_f64(f, acc, (double)count), corr);
+  denom = ir_max(f, denom, ir_constant_f64(f, acc, 0.0));
   const ir_type_t* st = ir_value_type(f, ss);
-  ir_value_t var =
-      ir_binary(f, "stablehlo.divide", ss, ir_broadcast_in_dim(f, denom, st->rank, st->dims, NULL));
-  if (take_sqrt) var = ir_unary(f, "stablehlo.sqrt", var);
+  ir_value_t var = ir_div(f, ss, ir_broadcast_in_dim(f, denom, st->rank, st->dims, NULL));
+  if (take_sqrt) var = ir_sqrt(f, var);
   bool keep = lower_bool(ctx, 3, false);
   lower_set_result(ctx, 0, keep_dims(ctx, lower_cast(ctx, var, t->dtype), t, mask, keep));
   if (with_mean) lower_set_result(ctx, 1, keep_dims(ctx, lower_cast(ctx, mean, t->dtype), t, mask, keep));
@@ -353,7 +352,7 @@ static tpurt_status_t var_like(lower_ctx_t* ctx) {
 ** The order picks the program (its value is in the cache key): inf/-inf are
 ** max/min of |x|, 0 counts nonzeros, 1 and 2 sum |x| and x^2, any other p is
 ** (sum |x|^p)^(1/p). Half types accumulate in f32. */
-static tpurt_status_t lower_vector_norm(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_vector_norm(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   double ord = lower_is_none(ctx, 1) ? 2.0 : lower_scalar_value(ctx, 1);
   tpurt_dtype_t out = lower_dtype(ctx, 4, t->dtype);
@@ -375,7 +374,7 @@ static tpurt_status_t lower_vector_norm(lower_ctx_t* ctx) {
   }
   ir_func_t* f = ctx->func;
   tpurt_dtype_t acc = lower_acc_dtype(out);
-  ir_value_t x = ir_unary(f, "stablehlo.abs", lower_cast(ctx, lower_tensor(ctx, 0), acc));
+  ir_value_t x = ir_abs(f, lower_cast(ctx, lower_tensor(ctx, 0), acc));
   ir_value_t r;
   if (isinf(ord)) {
     r = ir_reduce(f, x, ir_constant_f64(f, acc, ord > 0 ? 0.0 : INFINITY), dims, n,
@@ -383,20 +382,19 @@ static tpurt_status_t lower_vector_norm(lower_ctx_t* ctx) {
     /* XLA:CPU's max/min reduction drops NaN; PyTorch propagates it */
     ir_value_t any = ir_reduce(f, ir_compare(f, IR_NE, x, x), ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), dims,
                                n, IR_REDUCE_OR);
-    r = ir_select(f, any, lower_full_like(ctx, r, NAN), r);
+    r = ir_select(f, any, ir_const_like(f, r, NAN), r);
   } else if (ord == 0.0) {
-    ir_value_t nz = lower_cast(ctx, ir_compare(f, IR_NE, x, lower_full_like(ctx, x, 0.0)), acc);
+    ir_value_t nz = lower_cast(ctx, ir_compare(f, IR_NE, x, ir_const_like(f, x, 0.0)), acc);
     r = ir_reduce(f, nz, ir_constant_f64(f, acc, 0.0), dims, n, IR_REDUCE_ADD);
   } else if (ord == 1.0) {
     r = ir_reduce(f, x, ir_constant_f64(f, acc, 0.0), dims, n, IR_REDUCE_ADD);
   } else if (ord == 2.0) {
-    r = ir_reduce(f, ir_binary(f, "stablehlo.multiply", x, x), ir_constant_f64(f, acc, 0.0), dims, n,
-                  IR_REDUCE_ADD);
-    r = ir_unary(f, "stablehlo.sqrt", r);
+    r = ir_reduce(f, ir_mul(f, x, x), ir_constant_f64(f, acc, 0.0), dims, n, IR_REDUCE_ADD);
+    r = ir_sqrt(f, r);
   } else {
-    ir_value_t p = ir_binary(f, "stablehlo.power", x, lower_full_like(ctx, x, ord));
+    ir_value_t p = ir_pow(f, x, ir_const_like(f, x, ord));
     r = ir_reduce(f, p, ir_constant_f64(f, acc, 0.0), dims, n, IR_REDUCE_ADD);
-    r = ir_binary(f, "stablehlo.power", r, lower_full_like(ctx, r, 1.0 / ord));
+    r = ir_pow(f, r, ir_const_like(f, r, 1.0 / ord));
   }
   lower_set_result(ctx, 0, keep_dims(ctx, lower_cast(ctx, r, out), t, mask, lower_bool(ctx, 3, false)));
   return NULL;
@@ -405,7 +403,7 @@ static tpurt_status_t lower_vector_norm(lower_ctx_t* ctx) {
 /*===--- nansum, count_nonzero, aminmax, trace ---===*/
 
 /* nansum(self, dim?, keepdim, dtype?): NaN counts as 0 */
-static tpurt_status_t lower_nansum(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_nansum(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   tpurt_dtype_t out = lower_dtype(ctx, 3, TPURT_DTYPE_INVALID);
   if (out == TPURT_DTYPE_INVALID) out = tpurt_dtype_is_float(t->dtype) ? t->dtype : TPURT_DTYPE_I64;
@@ -416,29 +414,29 @@ static tpurt_status_t lower_nansum(lower_ctx_t* ctx) {
   tpurt_dtype_t acc = lower_acc_dtype(out);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   if (tpurt_dtype_is_float(acc))
-    x = ir_select(ctx->func, ir_compare(ctx->func, IR_NE, x, x), lower_full_like(ctx, x, 0.0), x);
+    x = ir_select(ctx->func, ir_compare(ctx->func, IR_NE, x, x), ir_const_like(ctx->func, x, 0.0), x);
   ir_value_t r = ir_reduce(ctx->func, x, scalar_const(ctx, acc, 0.0), dims, n, IR_REDUCE_ADD);
   lower_set_result(ctx, 0, keep_dims(ctx, lower_cast(ctx, r, out), t, mask, lower_bool(ctx, 2, false)));
   return NULL;
 }
 
 /* count_nonzero.dim_IntList(self, dim) / count_nonzero(self, dim?) -> int64 */
-static tpurt_status_t lower_count_nonzero(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_count_nonzero(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   bool mask[TPURT_MAX_RANK];
   int64_t dims[TPURT_MAX_RANK];
   int32_t n = 0;
   TPURT_RETURN_IF_ERROR(reduce_dims(ctx, 1, t->rank, mask, dims, &n));
   ir_value_t x = lower_tensor(ctx, 0);
-  ir_value_t nz =
-      ir_convert(ctx->func, ir_compare(ctx->func, IR_NE, x, lower_full_like(ctx, x, 0.0)), TPURT_DTYPE_I64);
+  ir_value_t nz = ir_convert(ctx->func, ir_compare(ctx->func, IR_NE, x, ir_const_like(ctx->func, x, 0.0)),
+                             TPURT_DTYPE_I64);
   lower_set_result(ctx, 0,
                    ir_reduce(ctx->func, nz, scalar_const(ctx, TPURT_DTYPE_I64, 0), dims, n, IR_REDUCE_ADD));
   return NULL;
 }
 
 /* aminmax(self, *, dim?, keepdim) -> (min, max); NaN propagates as in amin/amax */
-static tpurt_status_t lower_aminmax(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_aminmax(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   bool mask[TPURT_MAX_RANK];
   int64_t dims[TPURT_MAX_RANK];
@@ -468,7 +466,7 @@ static tpurt_status_t lower_aminmax(lower_ctx_t* ctx) {
 }
 
 /* trace(self): the sum of the main diagonal of a matrix (ints sum as int64) */
-static tpurt_status_t lower_trace(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_trace(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (t->rank != 2)
     return lower_error(TPURT_INVALID_ARGUMENT, "trace: expected a matrix, but got tensor with dim %d",
@@ -479,7 +477,7 @@ static tpurt_status_t lower_trace(lower_ctx_t* ctx) {
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   ir_type_t it = ir_type_make(TPURT_DTYPE_I64, 2, t->sizes);
   ir_value_t diag = ir_compare(f, IR_EQ, ir_iota(f, it, 0), ir_iota(f, it, 1));
-  x = ir_select(f, diag, x, lower_full_like(ctx, x, 0.0));
+  x = ir_select(f, diag, x, ir_const_like(f, x, 0.0));
   int64_t both[2] = {0, 1};
   lower_set_result(
       ctx, 0, lower_cast(ctx, ir_reduce(f, x, scalar_const(ctx, acc, 0.0), both, 2, IR_REDUCE_ADD), out));
@@ -490,7 +488,7 @@ static tpurt_status_t lower_trace(lower_ctx_t* ctx) {
 
 /* logsumexp(self, dim, keepdim=False): max-shifted; an infinite max shifts
 ** by 0 (PyTorch's masked_fill), so all -inf gives -inf and +inf gives inf. */
-static tpurt_status_t lower_logsumexp(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_logsumexp(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   tpurt_dtype_t out = tpurt_dtype_is_float(t->dtype) ? t->dtype : LOWER_DEFAULT_FLOAT;
   tpurt_dtype_t acc = lower_acc_dtype(out);
@@ -513,18 +511,17 @@ static tpurt_status_t lower_logsumexp(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   ir_value_t mx = ir_reduce(f, x, ir_constant_f64(f, acc, -INFINITY), dims, n, IR_REDUCE_MAX);
-  ir_value_t inf = ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", mx), lower_full_like(ctx, mx, INFINITY));
-  mx = ir_select(f, inf, lower_full_like(ctx, mx, 0.0), mx);
+  ir_value_t inf = ir_compare(f, IR_EQ, ir_abs(f, mx), ir_const_like(f, mx, INFINITY));
+  mx = ir_select(f, inf, ir_const_like(f, mx, 0.0), mx);
   int64_t shape[TPURT_MAX_RANK], kept[TPURT_MAX_RANK], j = 0;
   for (int32_t i = 0; i < t->rank; ++i) {
     shape[i] = t->sizes[i];
     if (!mask[i]) kept[j++] = i;
   }
   ir_value_t e =
-      ir_unary(ctx->func, "stablehlo.exponential",
-               ir_binary(f, "stablehlo.subtract", x, ir_broadcast_in_dim(f, mx, t->rank, shape, kept)));
+      ir_unary(f, IR_OP_EXPONENTIAL, ir_sub(f, x, ir_broadcast_in_dim(f, mx, t->rank, shape, kept)));
   ir_value_t s = ir_reduce(f, e, ir_constant_f64(f, acc, 0.0), dims, n, IR_REDUCE_ADD);
-  ir_value_t r = lower_cast(ctx, ir_binary(f, "stablehlo.add", ir_unary(f, "stablehlo.log", s), mx), out);
+  ir_value_t r = lower_cast(ctx, ir_add(f, ir_log(f, s), mx), out);
   if (lower_bool(ctx, 2, false)) {
     for (int32_t i = 0; i < t->rank; ++i) shape[i] = mask[i] ? 1 : t->sizes[i];
     r = ir_reshape(f, r, t->rank, shape);
@@ -544,10 +541,10 @@ const lower_rule_t lower_reduction_rules[] = {
     LOWER_OUT_FN("aten::aminmax.out", lower_aminmax),
     LOWER_FN_WITH("aten::any", any_all, .num = {-1, -1, true}),
     LOWER_FN_WITH("aten::any.dims", any_all, .num = {1, 2, true}),
-    LOWER_FN_WITH("aten::argmax", arg_extreme, .num = {true}),
-    LOWER_OUT_FN_WITH("aten::argmax.out", arg_extreme, .num = {true}),
-    LOWER_FN_WITH("aten::argmin", arg_extreme, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::argmin.out", arg_extreme, .num = {false}),
+    LOWER_FN_WITH("aten::argmax", arg_extreme, .flag = true),
+    LOWER_OUT_FN_WITH("aten::argmax.out", arg_extreme, .flag = true),
+    LOWER_FN("aten::argmin", arg_extreme),
+    LOWER_OUT_FN("aten::argmin.out", arg_extreme),
     /* the order (a number) selects the program: keyed */
     LOWER_KEYED_FN("aten::linalg_vector_norm", lower_vector_norm),
     LOWER_KEYED_OUT_FN("aten::linalg_vector_norm.out", lower_vector_norm),
@@ -558,15 +555,15 @@ const lower_rule_t lower_reduction_rules[] = {
     LOWER_KEYED_OUT_FN("aten::norm.out", lower_vector_norm),
     LOWER_FN("aten::count_nonzero", lower_count_nonzero),
     LOWER_FN("aten::count_nonzero.dim_IntList", lower_count_nonzero),
-    LOWER_FN_WITH("aten::max", full_extreme, .num = {true}),
-    LOWER_FN_WITH("aten::max.dim", extreme_dim, .num = {true}),
-    LOWER_OUT_FN_WITH("aten::max.dim_max", extreme_dim, .num = {true}),
+    LOWER_FN_WITH("aten::max", full_extreme, .flag = true),
+    LOWER_FN_WITH("aten::max.dim", extreme_dim, .flag = true),
+    LOWER_OUT_FN_WITH("aten::max.dim_max", extreme_dim, .flag = true),
     LOWER_FN_WITH("aten::mean", sum_like, .num = {-1, -1, 1, true, false}),
     LOWER_FN_WITH("aten::mean.dim", sum_like, .num = {1, 2, 3, true, false}),
     LOWER_OUT_FN_WITH("aten::mean.out", sum_like, .num = {1, 2, 3, true, false}),
-    LOWER_FN_WITH("aten::min", full_extreme, .num = {false}),
-    LOWER_FN_WITH("aten::min.dim", extreme_dim, .num = {false}),
-    LOWER_OUT_FN_WITH("aten::min.dim_min", extreme_dim, .num = {false}),
+    LOWER_FN("aten::min", full_extreme),
+    LOWER_FN("aten::min.dim", extreme_dim),
+    LOWER_OUT_FN("aten::min.dim_min", extreme_dim),
     LOWER_FN("aten::nansum", lower_nansum),
     LOWER_OUT_FN("aten::nansum.out", lower_nansum),
     LOWER_FN_WITH("aten::prod", sum_like, .num = {-1, -1, 1, false, true}),

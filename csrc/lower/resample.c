@@ -47,7 +47,7 @@ static ir_value_t put_add(lower_ctx_t* ctx, ir_value_t acc, int32_t axis, ir_val
   ir_scatter_dims_t s = lower_scatter_dims_along(t->rank, axis);
   ir_value_t args[2];
   ir_value_t r = ir_scatter_begin(f, acc, ir_reshape(f, idx, 2, col), updates, &s, args);
-  ir_value_t sum = ir_binary(f, "stablehlo.add", args[0], args[1]);
+  ir_value_t sum = ir_add(f, args[0], args[1]);
   ir_region_end(f, &sum, 1);
   return r;
 }
@@ -114,8 +114,7 @@ static ir_value_t scale_value(lower_ctx_t* ctx, const axis_t* a) {
   /* 1 / scale in double, then rounded to float, as PyTorch does: in f32
   ** the reciprocal can land one ulp lower and move an index */
   ir_value_t s = lower_scalar(ctx, a->scale_arg, TPURT_DTYPE_F64);
-  ir_value_t inv =
-      ir_convert(f, ir_binary(f, "stablehlo.divide", ir_constant_f64(f, TPURT_DTYPE_F64, 1.0), s), F32);
+  ir_value_t inv = ir_convert(f, ir_div(f, ir_constant_f64(f, TPURT_DTYPE_F64, 1.0), s), F32);
   return ir_select(f, ir_compare(f, IR_GT, s, ir_constant_f64(f, TPURT_DTYPE_F64, 0.0)), inv, fallback);
 }
 
@@ -152,11 +151,10 @@ static ir_value_t nearest_indices(lower_ctx_t* ctx, const axis_t* a, bool exact,
     return v;
   }
   ir_value_t j = ir_convert(f, vec_type_iota(ctx, I32, a->out), F32);
-  if (exact) j = ir_binary(f, "stablehlo.add", j, lower_full_like(ctx, j, 0.5));
+  if (exact) j = ir_add(f, j, ir_const_like(f, j, 0.5));
   ir_value_t scale = ir_broadcast_in_dim(f, scale_value(ctx, a), 1, &a->out, NULL);
-  ir_value_t src =
-      ir_convert(f, ir_unary(f, "stablehlo.floor", ir_binary(f, "stablehlo.multiply", j, scale)), I32);
-  return ir_binary(f, "stablehlo.minimum", src, lower_full_like(ctx, src, (double)(a->in - 1)));
+  ir_value_t src = ir_convert(f, ir_unary(f, IR_OP_FLOOR, ir_mul(f, j, scale)), I32);
+  return ir_min(f, src, ir_const_like(f, src, (double)(a->in - 1)));
 }
 
 /* Linear interpolation along one axis: lower and upper source indices
@@ -174,21 +172,19 @@ static void linear_indices(lower_ctx_t* ctx, const axis_t* a, bool align_corners
   ir_value_t s = ir_broadcast_in_dim(f, scale, 1, &a->out, NULL);
   ir_value_t real;
   if (align_corners) {
-    real = ir_binary(f, "stablehlo.multiply", s, j);
+    real = ir_mul(f, s, j);
   } else {
-    ir_value_t half = lower_full_like(ctx, j, 0.5);
-    real = ir_binary(f, "stablehlo.subtract",
-                     ir_binary(f, "stablehlo.multiply", s, ir_binary(f, "stablehlo.add", j, half)), half);
-    real = ir_binary(f, "stablehlo.maximum", real, lower_full_like(ctx, j, 0.0));
+    ir_value_t half = ir_const_like(f, j, 0.5);
+    real = ir_sub(f, ir_mul(f, s, ir_add(f, j, half)), half);
+    real = ir_max(f, real, ir_const_like(f, j, 0.0));
   }
-  ir_value_t last = lower_full_like(ctx, vec_type_iota(ctx, I32, a->out), (double)(a->in - 1));
-  ir_value_t lo =
-      ir_binary(f, "stablehlo.minimum", ir_convert(f, ir_unary(f, "stablehlo.floor", real), I32), last);
-  ir_value_t lam = ir_binary(f, "stablehlo.subtract", real, ir_convert(f, lo, F32));
+  ir_value_t last = ir_const_like(f, vec_type_iota(ctx, I32, a->out), (double)(a->in - 1));
+  ir_value_t lo = ir_min(f, ir_convert(f, ir_unary(f, IR_OP_FLOOR, real), I32), last);
+  ir_value_t lam = ir_sub(f, real, ir_convert(f, lo, F32));
   lam = ir_clamp(f, ir_constant_f64(f, F32, 0.0), lam, ir_constant_f64(f, F32, 1.0));
   ir_value_t step = ir_convert(f, ir_compare(f, IR_LT, lo, last), I32);
   *i0 = lo;
-  *i1 = ir_binary(f, "stablehlo.add", lo, step);
+  *i1 = ir_add(f, lo, step);
   *l1 = lam;
 }
 
@@ -199,8 +195,9 @@ typedef enum resample_mode_e { MODE_NEAREST, MODE_NEAREST_EXACT, MODE_LINEAR } r
 /* Reads and checks an upsample's args. |ns| spatial dims; |size_arg| is
 ** output_size; |scale_arg| the first scale; for backward, |input_size_arg|
 ** is input_size (else -1) and arg 0 is grad_output. */
-static tpurt_status_t read_axes(const lower_ctx_t* ctx, int32_t ns, int32_t size_arg, int32_t input_size_arg,
-                                int32_t scale_arg, int64_t* full_in, axis_t* axes) {
+static TPURT_MUST_USE tpurt_status_t read_axes(const lower_ctx_t* ctx, int32_t ns, int32_t size_arg,
+                                               int32_t input_size_arg, int32_t scale_arg, int64_t* full_in,
+                                               axis_t* axes) {
   int64_t out[TPURT_MAX_RANK];
   int32_t n_out = lower_ints(ctx, size_arg, out, TPURT_MAX_RANK);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
@@ -269,9 +266,9 @@ static bool float_dtype(tpurt_dtype_t d) {
 }
 
 /* upsample_*(self, output_size, [align_corners,] scales...) */
-static tpurt_status_t upsample(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
-  resample_mode_t mode = lower_rule_int(ctx, 1);
+static TPURT_MUST_USE tpurt_status_t upsample(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_data(ctx)->spatial;
+  resample_mode_t mode = (resample_mode_t)lower_rule_data(ctx)->kind;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   bool linear = mode == MODE_LINEAR;
   int64_t full_in[TPURT_MAX_RANK];
@@ -298,9 +295,8 @@ static tpurt_status_t upsample(lower_ctx_t* ctx) {
     linear_indices(ctx, a, align, &i0, &i1, &l1);
     ir_value_t x0 = take(ctx, x, axis, i0), x1 = take(ctx, x, axis, i1);
     ir_value_t w1 = along(ctx, lower_cast(ctx, l1, acc), x0, axis);
-    ir_value_t w0 = ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, w1, 1.0), w1);
-    x = ir_binary(f, "stablehlo.add", ir_binary(f, "stablehlo.multiply", w0, x0),
-                  ir_binary(f, "stablehlo.multiply", w1, x1));
+    ir_value_t w0 = ir_sub(f, ir_const_like(f, w1, 1.0), w1);
+    x = ir_add(f, ir_mul(f, w0, x0), ir_mul(f, w1, x1));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, x, t->dtype));
   return NULL;
@@ -308,9 +304,9 @@ static tpurt_status_t upsample(lower_ctx_t* ctx) {
 
 /* upsample_*_backward(grad_output, output_size, input_size, [align_corners,]
 ** scales...) */
-static tpurt_status_t upsample_backward(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
-  resample_mode_t mode = lower_rule_int(ctx, 1);
+static TPURT_MUST_USE tpurt_status_t upsample_backward(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_data(ctx)->spatial;
+  resample_mode_t mode = (resample_mode_t)lower_rule_data(ctx)->kind;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   bool linear = mode == MODE_LINEAR;
   int64_t full_in[TPURT_MAX_RANK];
@@ -332,19 +328,19 @@ static tpurt_status_t upsample_backward(lower_ctx_t* ctx) {
       int64_t k;
       ir_value_t idx = nearest_indices(ctx, a, mode == MODE_NEAREST_EXACT, &k);
       if (k == 0)
-        g = put_add(ctx, lower_splat(ctx, acc, tg->rank, shape, 0.0), axis, idx, g);
+        g = put_add(ctx, ir_splat(f, acc, tg->rank, shape, 0.0), axis, idx, g);
       else if (k > 1)
         g = sum_each(ctx, g, axis, k);
       continue;
     }
     if (a->out == a->in) continue;
-    ir_value_t zero = lower_splat(ctx, acc, tg->rank, shape, 0.0);
+    ir_value_t zero = ir_splat(f, acc, tg->rank, shape, 0.0);
     ir_value_t i0, i1, l1;
     linear_indices(ctx, a, align, &i0, &i1, &l1);
     ir_value_t w1 = along(ctx, lower_cast(ctx, l1, acc), g, axis);
-    ir_value_t w0 = ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, w1, 1.0), w1);
-    ir_value_t r = put_add(ctx, zero, axis, i0, ir_binary(f, "stablehlo.multiply", w0, g));
-    g = put_add(ctx, r, axis, i1, ir_binary(f, "stablehlo.multiply", w1, g));
+    ir_value_t w0 = ir_sub(f, ir_const_like(f, w1, 1.0), w1);
+    ir_value_t r = put_add(ctx, zero, axis, i0, ir_mul(f, w0, g));
+    g = put_add(ctx, r, axis, i1, ir_mul(f, w1, g));
   }
   lower_set_result(ctx, 0, lower_cast(ctx, g, t->dtype));
   return NULL;
@@ -354,7 +350,7 @@ static tpurt_status_t upsample_backward(lower_ctx_t* ctx) {
 
 /* constant_pad_nd(self, pad, value=0): pad pairs from the last dim back;
 ** negative pads crop. */
-static tpurt_status_t lower_constant_pad_nd(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_constant_pad_nd(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t pad[2 * TPURT_MAX_RANK + 2];
   int32_t n = lower_ints(ctx, 1, pad, 2 * TPURT_MAX_RANK + 2);
@@ -475,20 +471,21 @@ static ir_value_t unpad_axis(lower_ctx_t* ctx, ir_value_t g, int32_t axis, int64
     lo[axis] = pieces[i].from;
     hi[axis] = n - pieces[i].to;
     v = ir_pad(f, v, ir_constant_f64(f, t->dtype, 0.0), lo, hi, interior);
-    acc = acc == IR_NONE ? v : ir_binary(f, "stablehlo.add", acc, v);
+    acc = acc == IR_NONE ? v : ir_add(f, acc, v);
   }
   if (acc == IR_NONE) { /* nothing of the input survives */
     int64_t dims[TPURT_MAX_RANK];
     for (int32_t i = 0; i < t->rank; ++i) dims[i] = i == axis ? n : t->dims[i];
-    acc = lower_splat(ctx, t->dtype, t->rank, dims, 0.0);
+    acc = ir_splat(f, t->dtype, t->rank, dims, 0.0);
   }
   return acc;
 }
 
 /* Checks a reflection/replication pad of |ns| spatial dims over |sizes|
 ** (rank |rank|) with |pad| (pairs from the last dim back); fills |out|. */
-static tpurt_status_t check_pad(pad_kind_t kind, int32_t ns, int32_t rank, const int64_t* sizes,
-                                const int64_t* pad, int32_t npad, int64_t* out) {
+static TPURT_MUST_USE tpurt_status_t check_pad(pad_kind_t kind, int32_t ns, int32_t rank,
+                                               const int64_t* sizes, const int64_t* pad, int32_t npad,
+                                               int64_t* out) {
   if (npad != 2 * ns) {
     if (kind == PAD_REFLECT)
       return lower_error(TPURT_INVALID_ARGUMENT, "padding size is expected to be %d, but got: %d",
@@ -545,9 +542,9 @@ static tpurt_status_t check_pad(pad_kind_t kind, int32_t ns, int32_t rank, const
 }
 
 /* reflection_padNd / replication_padNd(self, padding) */
-static tpurt_status_t pad_nd(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
-  pad_kind_t kind = lower_rule_int(ctx, 1);
+static TPURT_MUST_USE tpurt_status_t pad_nd(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_data(ctx)->spatial;
+  pad_kind_t kind = (pad_kind_t)lower_rule_data(ctx)->kind;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t pad[2 * TPURT_MAX_RANK], out[TPURT_MAX_RANK];
   int32_t npad = lower_ints(ctx, 1, pad, 2 * TPURT_MAX_RANK);
@@ -556,7 +553,7 @@ static tpurt_status_t pad_nd(lower_ctx_t* ctx) {
   int64_t numel = 1;
   for (int32_t i = 0; i < t->rank; ++i) numel *= out[i];
   if (numel == 0) {
-    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, t->rank, out, 0.0));
+    lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, t->rank, out, 0.0));
     return NULL;
   }
   ir_value_t x = lower_tensor(ctx, 0);
@@ -567,9 +564,9 @@ static tpurt_status_t pad_nd(lower_ctx_t* ctx) {
 
 /* reflection_padNd_backward / replication_padNd_backward(grad_output,
 ** self, padding) */
-static tpurt_status_t pad_nd_backward(lower_ctx_t* ctx) {
-  int32_t ns = lower_rule_int(ctx, 0);
-  pad_kind_t kind = lower_rule_int(ctx, 1);
+static TPURT_MUST_USE tpurt_status_t pad_nd_backward(lower_ctx_t* ctx) {
+  int32_t ns = lower_rule_data(ctx)->spatial;
+  pad_kind_t kind = (pad_kind_t)lower_rule_data(ctx)->kind;
   const tpurt_tensor_t* gt = lower_meta(ctx, 0);
   const tpurt_tensor_t* t = lower_meta(ctx, 1);
   int64_t pad[2 * TPURT_MAX_RANK], out[TPURT_MAX_RANK];
@@ -587,7 +584,7 @@ static tpurt_status_t pad_nd_backward(lower_ctx_t* ctx) {
   for (int32_t i = 0; i < t->rank; ++i) numel *= t->sizes[i];
   tpurt_dtype_t acc = lower_acc_dtype(gt->dtype);
   if (numel == 0) {
-    lower_set_result(ctx, 0, lower_splat(ctx, gt->dtype, t->rank, t->sizes, 0.0));
+    lower_set_result(ctx, 0, ir_splat(ctx->func, gt->dtype, t->rank, t->sizes, 0.0));
     return NULL;
   }
   ir_value_t g = lower_cast(ctx, lower_tensor(ctx, 0), acc);
@@ -600,82 +597,89 @@ static tpurt_status_t pad_nd_backward(lower_ctx_t* ctx) {
 }
 
 const lower_rule_t lower_resample_rules[] = {
-    LOWER_FN_WITH("aten::_upsample_nearest_exact1d", upsample, .num = {1, MODE_NEAREST_EXACT}),
-    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact1d.out", upsample, .num = {1, MODE_NEAREST_EXACT}),
-    LOWER_FN_WITH("aten::_upsample_nearest_exact1d_backward", upsample_backward,
-                  .num = {1, MODE_NEAREST_EXACT}),
-    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact1d_backward.grad_input", upsample_backward,
-                      .num = {1, MODE_NEAREST_EXACT}),
-    LOWER_FN_WITH("aten::_upsample_nearest_exact2d", upsample, .num = {2, MODE_NEAREST_EXACT}),
-    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact2d.out", upsample, .num = {2, MODE_NEAREST_EXACT}),
-    LOWER_FN_WITH("aten::_upsample_nearest_exact2d_backward", upsample_backward,
-                  .num = {2, MODE_NEAREST_EXACT}),
-    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact2d_backward.grad_input", upsample_backward,
-                      .num = {2, MODE_NEAREST_EXACT}),
-    LOWER_FN_WITH("aten::_upsample_nearest_exact3d", upsample, .num = {3, MODE_NEAREST_EXACT}),
-    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact3d.out", upsample, .num = {3, MODE_NEAREST_EXACT}),
-    LOWER_FN_WITH("aten::_upsample_nearest_exact3d_backward", upsample_backward,
-                  .num = {3, MODE_NEAREST_EXACT}),
-    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact3d_backward.grad_input", upsample_backward,
-                      .num = {3, MODE_NEAREST_EXACT}),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact1d", upsample, .spatial = 1, .kind = MODE_NEAREST_EXACT),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact1d.out", upsample, .spatial = 1,
+                      .kind = MODE_NEAREST_EXACT),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact1d_backward", upsample_backward, .spatial = 1,
+                  .kind = MODE_NEAREST_EXACT),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact1d_backward.grad_input", upsample_backward, .spatial = 1,
+                      .kind = MODE_NEAREST_EXACT),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact2d", upsample, .spatial = 2, .kind = MODE_NEAREST_EXACT),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact2d.out", upsample, .spatial = 2,
+                      .kind = MODE_NEAREST_EXACT),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact2d_backward", upsample_backward, .spatial = 2,
+                  .kind = MODE_NEAREST_EXACT),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact2d_backward.grad_input", upsample_backward, .spatial = 2,
+                      .kind = MODE_NEAREST_EXACT),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact3d", upsample, .spatial = 3, .kind = MODE_NEAREST_EXACT),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact3d.out", upsample, .spatial = 3,
+                      .kind = MODE_NEAREST_EXACT),
+    LOWER_FN_WITH("aten::_upsample_nearest_exact3d_backward", upsample_backward, .spatial = 3,
+                  .kind = MODE_NEAREST_EXACT),
+    LOWER_OUT_FN_WITH("aten::_upsample_nearest_exact3d_backward.grad_input", upsample_backward, .spatial = 3,
+                      .kind = MODE_NEAREST_EXACT),
     LOWER_FN("aten::constant_pad_nd", lower_constant_pad_nd),
     LOWER_OUT_FN("aten::constant_pad_nd.out", lower_constant_pad_nd),
-    LOWER_FN_WITH("aten::reflection_pad1d", pad_nd, .num = {1, PAD_REFLECT}),
-    LOWER_OUT_FN_WITH("aten::reflection_pad1d.out", pad_nd, .num = {1, PAD_REFLECT}),
-    LOWER_FN_WITH("aten::reflection_pad1d_backward", pad_nd_backward, .num = {1, PAD_REFLECT}),
-    LOWER_OUT_FN_WITH("aten::reflection_pad1d_backward.grad_input", pad_nd_backward, .num = {1, PAD_REFLECT}),
-    LOWER_FN_WITH("aten::reflection_pad2d", pad_nd, .num = {2, PAD_REFLECT}),
-    LOWER_OUT_FN_WITH("aten::reflection_pad2d.out", pad_nd, .num = {2, PAD_REFLECT}),
-    LOWER_FN_WITH("aten::reflection_pad2d_backward", pad_nd_backward, .num = {2, PAD_REFLECT}),
-    LOWER_OUT_FN_WITH("aten::reflection_pad2d_backward.grad_input", pad_nd_backward, .num = {2, PAD_REFLECT}),
-    LOWER_FN_WITH("aten::reflection_pad3d", pad_nd, .num = {3, PAD_REFLECT}),
-    LOWER_OUT_FN_WITH("aten::reflection_pad3d.out", pad_nd, .num = {3, PAD_REFLECT}),
-    LOWER_FN_WITH("aten::reflection_pad3d_backward", pad_nd_backward, .num = {3, PAD_REFLECT}),
-    LOWER_OUT_FN_WITH("aten::reflection_pad3d_backward.grad_input", pad_nd_backward, .num = {3, PAD_REFLECT}),
-    LOWER_FN_WITH("aten::replication_pad1d", pad_nd, .num = {1, PAD_REPLICATE}),
-    LOWER_OUT_FN_WITH("aten::replication_pad1d.out", pad_nd, .num = {1, PAD_REPLICATE}),
-    LOWER_FN_WITH("aten::replication_pad1d_backward", pad_nd_backward, .num = {1, PAD_REPLICATE}),
-    LOWER_OUT_FN_WITH("aten::replication_pad1d_backward.grad_input", pad_nd_backward,
-                      .num = {1, PAD_REPLICATE}),
-    LOWER_FN_WITH("aten::replication_pad2d", pad_nd, .num = {2, PAD_REPLICATE}),
-    LOWER_OUT_FN_WITH("aten::replication_pad2d.out", pad_nd, .num = {2, PAD_REPLICATE}),
-    LOWER_FN_WITH("aten::replication_pad2d_backward", pad_nd_backward, .num = {2, PAD_REPLICATE}),
-    LOWER_OUT_FN_WITH("aten::replication_pad2d_backward.grad_input", pad_nd_backward,
-                      .num = {2, PAD_REPLICATE}),
-    LOWER_FN_WITH("aten::replication_pad3d", pad_nd, .num = {3, PAD_REPLICATE}),
-    LOWER_OUT_FN_WITH("aten::replication_pad3d.out", pad_nd, .num = {3, PAD_REPLICATE}),
-    LOWER_FN_WITH("aten::replication_pad3d_backward", pad_nd_backward, .num = {3, PAD_REPLICATE}),
-    LOWER_OUT_FN_WITH("aten::replication_pad3d_backward.grad_input", pad_nd_backward,
-                      .num = {3, PAD_REPLICATE}),
-    LOWER_FN_WITH("aten::upsample_bilinear2d", upsample, .num = {2, MODE_LINEAR}),
-    LOWER_OUT_FN_WITH("aten::upsample_bilinear2d.out", upsample, .num = {2, MODE_LINEAR}),
-    LOWER_FN_WITH("aten::upsample_bilinear2d_backward", upsample_backward, .num = {2, MODE_LINEAR}),
-    LOWER_OUT_FN_WITH("aten::upsample_bilinear2d_backward.grad_input", upsample_backward,
-                      .num = {2, MODE_LINEAR}),
-    LOWER_FN_WITH("aten::upsample_linear1d", upsample, .num = {1, MODE_LINEAR}),
-    LOWER_OUT_FN_WITH("aten::upsample_linear1d.out", upsample, .num = {1, MODE_LINEAR}),
-    LOWER_FN_WITH("aten::upsample_linear1d_backward", upsample_backward, .num = {1, MODE_LINEAR}),
-    LOWER_OUT_FN_WITH("aten::upsample_linear1d_backward.grad_input", upsample_backward,
-                      .num = {1, MODE_LINEAR}),
-    LOWER_FN_WITH("aten::upsample_nearest1d", upsample, .num = {1, MODE_NEAREST}),
-    LOWER_OUT_FN_WITH("aten::upsample_nearest1d.out", upsample, .num = {1, MODE_NEAREST}),
-    LOWER_FN_WITH("aten::upsample_nearest1d_backward", upsample_backward, .num = {1, MODE_NEAREST}),
-    LOWER_OUT_FN_WITH("aten::upsample_nearest1d_backward.grad_input", upsample_backward,
-                      .num = {1, MODE_NEAREST}),
-    LOWER_FN_WITH("aten::upsample_nearest2d", upsample, .num = {2, MODE_NEAREST}),
-    LOWER_OUT_FN_WITH("aten::upsample_nearest2d.out", upsample, .num = {2, MODE_NEAREST}),
-    LOWER_FN_WITH("aten::upsample_nearest2d_backward", upsample_backward, .num = {2, MODE_NEAREST}),
-    LOWER_OUT_FN_WITH("aten::upsample_nearest2d_backward.grad_input", upsample_backward,
-                      .num = {2, MODE_NEAREST}),
-    LOWER_FN_WITH("aten::upsample_nearest3d", upsample, .num = {3, MODE_NEAREST}),
-    LOWER_OUT_FN_WITH("aten::upsample_nearest3d.out", upsample, .num = {3, MODE_NEAREST}),
-    LOWER_FN_WITH("aten::upsample_nearest3d_backward", upsample_backward, .num = {3, MODE_NEAREST}),
-    LOWER_OUT_FN_WITH("aten::upsample_nearest3d_backward.grad_input", upsample_backward,
-                      .num = {3, MODE_NEAREST}),
-    LOWER_FN_WITH("aten::upsample_trilinear3d", upsample, .num = {3, MODE_LINEAR}),
-    LOWER_OUT_FN_WITH("aten::upsample_trilinear3d.out", upsample, .num = {3, MODE_LINEAR}),
-    LOWER_FN_WITH("aten::upsample_trilinear3d_backward", upsample_backward, .num = {3, MODE_LINEAR}),
-    LOWER_OUT_FN_WITH("aten::upsample_trilinear3d_backward.grad_input", upsample_backward,
-                      .num = {3, MODE_LINEAR}),
+    LOWER_FN_WITH("aten::reflection_pad1d", pad_nd, .spatial = 1, .kind = PAD_REFLECT),
+    LOWER_OUT_FN_WITH("aten::reflection_pad1d.out", pad_nd, .spatial = 1, .kind = PAD_REFLECT),
+    LOWER_FN_WITH("aten::reflection_pad1d_backward", pad_nd_backward, .spatial = 1, .kind = PAD_REFLECT),
+    LOWER_OUT_FN_WITH("aten::reflection_pad1d_backward.grad_input", pad_nd_backward, .spatial = 1,
+                      .kind = PAD_REFLECT),
+    LOWER_FN_WITH("aten::reflection_pad2d", pad_nd, .spatial = 2, .kind = PAD_REFLECT),
+    LOWER_OUT_FN_WITH("aten::reflection_pad2d.out", pad_nd, .spatial = 2, .kind = PAD_REFLECT),
+    LOWER_FN_WITH("aten::reflection_pad2d_backward", pad_nd_backward, .spatial = 2, .kind = PAD_REFLECT),
+    LOWER_OUT_FN_WITH("aten::reflection_pad2d_backward.grad_input", pad_nd_backward, .spatial = 2,
+                      .kind = PAD_REFLECT),
+    LOWER_FN_WITH("aten::reflection_pad3d", pad_nd, .spatial = 3, .kind = PAD_REFLECT),
+    LOWER_OUT_FN_WITH("aten::reflection_pad3d.out", pad_nd, .spatial = 3, .kind = PAD_REFLECT),
+    LOWER_FN_WITH("aten::reflection_pad3d_backward", pad_nd_backward, .spatial = 3, .kind = PAD_REFLECT),
+    LOWER_OUT_FN_WITH("aten::reflection_pad3d_backward.grad_input", pad_nd_backward, .spatial = 3,
+                      .kind = PAD_REFLECT),
+    LOWER_FN_WITH("aten::replication_pad1d", pad_nd, .spatial = 1, .kind = PAD_REPLICATE),
+    LOWER_OUT_FN_WITH("aten::replication_pad1d.out", pad_nd, .spatial = 1, .kind = PAD_REPLICATE),
+    LOWER_FN_WITH("aten::replication_pad1d_backward", pad_nd_backward, .spatial = 1, .kind = PAD_REPLICATE),
+    LOWER_OUT_FN_WITH("aten::replication_pad1d_backward.grad_input", pad_nd_backward, .spatial = 1,
+                      .kind = PAD_REPLICATE),
+    LOWER_FN_WITH("aten::replication_pad2d", pad_nd, .spatial = 2, .kind = PAD_REPLICATE),
+    LOWER_OUT_FN_WITH("aten::replication_pad2d.out", pad_nd, .spatial = 2, .kind = PAD_REPLICATE),
+    LOWER_FN_WITH("aten::replication_pad2d_backward", pad_nd_backward, .spatial = 2, .kind = PAD_REPLICATE),
+    LOWER_OUT_FN_WITH("aten::replication_pad2d_backward.grad_input", pad_nd_backward, .spatial = 2,
+                      .kind = PAD_REPLICATE),
+    LOWER_FN_WITH("aten::replication_pad3d", pad_nd, .spatial = 3, .kind = PAD_REPLICATE),
+    LOWER_OUT_FN_WITH("aten::replication_pad3d.out", pad_nd, .spatial = 3, .kind = PAD_REPLICATE),
+    LOWER_FN_WITH("aten::replication_pad3d_backward", pad_nd_backward, .spatial = 3, .kind = PAD_REPLICATE),
+    LOWER_OUT_FN_WITH("aten::replication_pad3d_backward.grad_input", pad_nd_backward, .spatial = 3,
+                      .kind = PAD_REPLICATE),
+    LOWER_FN_WITH("aten::upsample_bilinear2d", upsample, .spatial = 2, .kind = MODE_LINEAR),
+    LOWER_OUT_FN_WITH("aten::upsample_bilinear2d.out", upsample, .spatial = 2, .kind = MODE_LINEAR),
+    LOWER_FN_WITH("aten::upsample_bilinear2d_backward", upsample_backward, .spatial = 2, .kind = MODE_LINEAR),
+    LOWER_OUT_FN_WITH("aten::upsample_bilinear2d_backward.grad_input", upsample_backward, .spatial = 2,
+                      .kind = MODE_LINEAR),
+    LOWER_FN_WITH("aten::upsample_linear1d", upsample, .spatial = 1, .kind = MODE_LINEAR),
+    LOWER_OUT_FN_WITH("aten::upsample_linear1d.out", upsample, .spatial = 1, .kind = MODE_LINEAR),
+    LOWER_FN_WITH("aten::upsample_linear1d_backward", upsample_backward, .spatial = 1, .kind = MODE_LINEAR),
+    LOWER_OUT_FN_WITH("aten::upsample_linear1d_backward.grad_input", upsample_backward, .spatial = 1,
+                      .kind = MODE_LINEAR),
+    LOWER_FN_WITH("aten::upsample_nearest1d", upsample, .spatial = 1, .kind = MODE_NEAREST),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest1d.out", upsample, .spatial = 1, .kind = MODE_NEAREST),
+    LOWER_FN_WITH("aten::upsample_nearest1d_backward", upsample_backward, .spatial = 1, .kind = MODE_NEAREST),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest1d_backward.grad_input", upsample_backward, .spatial = 1,
+                      .kind = MODE_NEAREST),
+    LOWER_FN_WITH("aten::upsample_nearest2d", upsample, .spatial = 2, .kind = MODE_NEAREST),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest2d.out", upsample, .spatial = 2, .kind = MODE_NEAREST),
+    LOWER_FN_WITH("aten::upsample_nearest2d_backward", upsample_backward, .spatial = 2, .kind = MODE_NEAREST),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest2d_backward.grad_input", upsample_backward, .spatial = 2,
+                      .kind = MODE_NEAREST),
+    LOWER_FN_WITH("aten::upsample_nearest3d", upsample, .spatial = 3, .kind = MODE_NEAREST),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest3d.out", upsample, .spatial = 3, .kind = MODE_NEAREST),
+    LOWER_FN_WITH("aten::upsample_nearest3d_backward", upsample_backward, .spatial = 3, .kind = MODE_NEAREST),
+    LOWER_OUT_FN_WITH("aten::upsample_nearest3d_backward.grad_input", upsample_backward, .spatial = 3,
+                      .kind = MODE_NEAREST),
+    LOWER_FN_WITH("aten::upsample_trilinear3d", upsample, .spatial = 3, .kind = MODE_LINEAR),
+    LOWER_OUT_FN_WITH("aten::upsample_trilinear3d.out", upsample, .spatial = 3, .kind = MODE_LINEAR),
+    LOWER_FN_WITH("aten::upsample_trilinear3d_backward", upsample_backward, .spatial = 3,
+                  .kind = MODE_LINEAR),
+    LOWER_OUT_FN_WITH("aten::upsample_trilinear3d_backward.grad_input", upsample_backward, .spatial = 3,
+                      .kind = MODE_LINEAR),
     LOWER_END,
 };

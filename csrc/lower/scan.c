@@ -10,13 +10,12 @@
 /*===--- helpers of the rules below ---===*/
 
 static bool is_float(tpurt_dtype_t d) { return tpurt_dtype_is_float(d); }
-static ir_value_t k(lower_ctx_t* ctx, ir_value_t like, double v) { return lower_full_like(ctx, like, v); }
 
 /*===--- cumsum / cumprod ---===*/
 
 /* cumsum / cumprod(self, dim, *, dtype=None): the row's .str is the
 ** combining op, .real its identity; ints and bool accumulate in int64. */
-static tpurt_status_t cumulative(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t cumulative(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
@@ -24,7 +23,7 @@ static tpurt_status_t cumulative(lower_ctx_t* ctx) {
   if (out == TPURT_DTYPE_INVALID) out = is_float(t->dtype) ? t->dtype : TPURT_DTYPE_I64;
   tpurt_dtype_t acc = lower_acc_dtype(out);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
-  if (t->rank > 0) x = lower_scan(ctx, x, dim, lower_rule_str(ctx), lower_rule_real(ctx));
+  if (t->rank > 0) x = lower_scan(ctx, x, dim, lower_rule_op(ctx), lower_rule_real(ctx));
   lower_set_result(ctx, 0, lower_cast(ctx, x, out));
   return NULL;
 }
@@ -34,20 +33,17 @@ static tpurt_status_t cumulative(lower_ctx_t* ctx) {
 /* log(exp(a) + exp(b)) without overflow; two equal infinities give themselves. */
 static ir_value_t log_add_exp(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   ir_func_t* f = ctx->func;
-  ir_value_t m = ir_binary(f, "stablehlo.maximum", a, b);
-  ir_value_t d = ir_unary(f, "stablehlo.abs", ir_binary(f, "stablehlo.subtract", a, b));
-  ir_value_t r =
-      ir_binary(f, "stablehlo.add", m,
-                ir_unary(f, "stablehlo.log_plus_one",
-                         ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", d))));
-  ir_value_t same_inf = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, a, b),
-                                  ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", a), k(ctx, a, INFINITY)));
+  ir_value_t m = ir_max(f, a, b);
+  ir_value_t d = ir_abs(f, ir_sub(f, a, b));
+  ir_value_t r = ir_binary(f, IR_OP_ADD, m, ir_unary(f, IR_OP_LOG_PLUS_ONE, ir_exp(f, ir_neg(f, d))));
+  ir_value_t same_inf = ir_and(f, ir_compare(f, IR_EQ, a, b),
+                               ir_compare(f, IR_EQ, ir_abs(f, a), ir_const_like(f, a, INFINITY)));
   return ir_select(f, same_inf, a, r);
 }
 
 /* _logcumsumexp(self, dim): the log-step scan of lower_cumsum with
 ** log-add-exp in place of add and -inf shifted in. */
-static tpurt_status_t lower_logcumsumexp(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_logcumsumexp(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!is_float(t->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "logcumsumexp(): expected a floating point input, got %s",
@@ -81,7 +77,7 @@ static tpurt_status_t lower_logcumsumexp(lower_ctx_t* ctx) {
 ** repeats[i] times. The size is the sum of the data, so only the form with
 ** output_size is lowered (the CPU takes the other): out[j] counts the
 ** running totals at or below j. */
-static tpurt_status_t lower_repeat_interleave(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_repeat_interleave(lower_ctx_t* ctx) {
   const tpurt_tensor_t* r = lower_meta(ctx, 0);
   if (r->dtype != TPURT_DTYPE_I64 && r->dtype != TPURT_DTYPE_I32)
     return lower_error(TPURT_INVALID_ARGUMENT, "repeats has to be Long or Int tensor");
@@ -92,7 +88,7 @@ static tpurt_status_t lower_repeat_interleave(lower_ctx_t* ctx) {
   int64_t out_n = lower_int(ctx, 1, 0), n = r->sizes[0];
   ir_func_t* f = ctx->func;
   if (out_n == 0 || n == 0) {
-    lower_set_result(ctx, 0, lower_splat(ctx, r->dtype, 1, &out_n, 0.0));
+    lower_set_result(ctx, 0, ir_splat(f, r->dtype, 1, &out_n, 0.0));
     return NULL;
   }
   ir_value_t totals = lower_cumsum(ctx, lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_I64), 0);
@@ -141,7 +137,9 @@ static ir_value_t identity(ir_func_t* f, tpurt_dtype_t dt, bool is_max) {
 }
 
 /* cummax / cummin(self, dim) -> (values, indices) */
-static tpurt_status_t cumextreme(lower_ctx_t* ctx, bool is_max) {
+static TPURT_MUST_USE tpurt_status_t cumextreme(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  bool is_max = row->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim = 0;
   TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank > 0 ? t->rank : 1, &dim));
@@ -173,8 +171,7 @@ static tpurt_status_t cumextreme(lower_ctx_t* ctx, bool is_max) {
     ir_value_t take_later = ir_compare(f, is_max ? IR_GE : IR_LE, x, v1);
     if (is_float) {
       ir_value_t nan1 = ir_compare(f, IR_NE, v1, v1), nan2 = ir_compare(f, IR_NE, x, x);
-      take_later = ir_binary(f, "stablehlo.or", nan2,
-                             ir_binary(f, "stablehlo.and", ir_unary(f, "stablehlo.not", nan1), take_later));
+      take_later = ir_or(f, nan2, ir_and(f, ir_not(f, nan1), take_later));
     }
     x = ir_select(f, take_later, x, v1);
     idx = ir_select(f, take_later, idx, i1);
@@ -184,19 +181,16 @@ static tpurt_status_t cumextreme(lower_ctx_t* ctx, bool is_max) {
   return NULL;
 }
 
-static tpurt_status_t lower_cummax(lower_ctx_t* ctx) { return cumextreme(ctx, true); }
-static tpurt_status_t lower_cummin(lower_ctx_t* ctx) { return cumextreme(ctx, false); }
-
 const lower_rule_t lower_scan_rules[] = {
-    LOWER_FN("aten::cummax", lower_cummax),
-    LOWER_OUT_FN("aten::cummax.out", lower_cummax),
-    LOWER_FN("aten::cummin", lower_cummin),
-    LOWER_OUT_FN("aten::cummin.out", lower_cummin),
+    LOWER_FN_WITH("aten::cummax", cumextreme, .flag = true),
+    LOWER_OUT_FN_WITH("aten::cummax.out", cumextreme, .flag = true),
+    LOWER_FN_WITH("aten::cummin", cumextreme),
+    LOWER_OUT_FN_WITH("aten::cummin.out", cumextreme),
     LOWER_FN("aten::_logcumsumexp", lower_logcumsumexp),
     LOWER_OUT_FN("aten::_logcumsumexp.out", lower_logcumsumexp),
-    LOWER_FN_WITH("aten::cumprod", cumulative, .str = "stablehlo.multiply", .real = 1.0),
-    LOWER_FN_WITH("aten::cumsum", cumulative, .str = "stablehlo.add", .real = 0.0),
-    LOWER_OUT_FN_WITH("aten::cumsum.out", cumulative, .str = "stablehlo.add", .real = 0.0),
+    LOWER_FN_WITH("aten::cumprod", cumulative, .op = IR_OP_MULTIPLY, .real = 1.0),
+    LOWER_FN_WITH("aten::cumsum", cumulative, .op = IR_OP_ADD, .real = 0.0),
+    LOWER_OUT_FN_WITH("aten::cumsum.out", cumulative, .op = IR_OP_ADD, .real = 0.0),
     LOWER_FN("aten::repeat_interleave.Tensor", lower_repeat_interleave),
     LOWER_END,
 };

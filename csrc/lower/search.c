@@ -15,7 +15,7 @@ static ir_value_t tensor_or_scalar(lower_ctx_t* ctx, int32_t arg, tpurt_dtype_t 
 }
 
 /* isin(elements, test_elements, assume_unique=False, invert=False) */
-static tpurt_status_t lower_isin(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_isin(lower_ctx_t* ctx) {
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   ir_func_t* f = ctx->func;
@@ -29,7 +29,7 @@ static tpurt_status_t lower_isin(lower_ctx_t* ctx) {
   int64_t one = 1;
   ir_value_t hit = ir_reduce(f, ir_compare(f, IR_EQ, a, b), ir_constant_i64(f, TPURT_DTYPE_BOOL, 0), &one, 1,
                              IR_REDUCE_OR);
-  if (lower_bool(ctx, 3, false)) hit = ir_unary(f, "stablehlo.not", hit);
+  if (lower_bool(ctx, 3, false)) hit = ir_not(f, hit);
   lower_set_result(ctx, 0, ir_reshape(f, hit, et->rank, et->dims));
   return NULL;
 }
@@ -58,9 +58,8 @@ static ir_value_t insertion_index(lower_ctx_t* ctx, ir_value_t seq, ir_value_t v
   ir_value_t below = ir_compare(f, right ? IR_LE : IR_LT, sb, vb);
   if (tpurt_dtype_is_float(vt->dtype)) {
     ir_value_t v_nan = ir_compare(f, IR_NE, vb, vb), s_nan = ir_compare(f, IR_NE, sb, sb);
-    ir_value_t nan_rule =
-        right ? v_nan : ir_binary(f, "stablehlo.and", v_nan, ir_unary(f, "stablehlo.not", s_nan));
-    below = ir_binary(f, "stablehlo.or", below, nan_rule);
+    ir_value_t nan_rule = right ? v_nan : ir_and(f, v_nan, ir_not(f, s_nan));
+    below = ir_or(f, below, nan_rule);
   }
   ir_value_t counts = ir_convert(f, below, out);
   int64_t last = r;
@@ -68,7 +67,7 @@ static ir_value_t insertion_index(lower_ctx_t* ctx, ir_value_t seq, ir_value_t v
 }
 
 /* searchsorted.Tensor(sorted_sequence, self, *, out_int32, right, side, sorter) and .Scalar */
-static tpurt_status_t lower_searchsorted(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_searchsorted(lower_ctx_t* ctx) {
   const tpurt_tensor_t* s = lower_meta(ctx, 0);
   const tpurt_tensor_t* v = lower_meta(ctx, 1);
   /* A sorter only says in which order to read the sequence; a count of the
@@ -117,7 +116,7 @@ static tpurt_status_t lower_searchsorted(lower_ctx_t* ctx) {
 }
 
 /* bucketize.Tensor(self, boundaries, *, out_int32, right) and .Scalar */
-static tpurt_status_t lower_bucketize(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_bucketize(lower_ctx_t* ctx) {
   const tpurt_tensor_t* b = lower_meta(ctx, 1);
   if (b->rank != 1)
     return lower_error(TPURT_INVALID_ARGUMENT, "boundaries tensor must be 1 dimension, but got dim(%d)",

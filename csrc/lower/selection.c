@@ -8,7 +8,7 @@
 #include "lower.h"
 
 /* tpurt::count_nonzero(self) -> i64 scalar: the engine's counting pass. */
-static tpurt_status_t lower_count_nonzero(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_count_nonzero(lower_ctx_t* ctx) {
   ir_value_t x = lower_tensor(ctx, 0);
   ir_value_t nz = lower_cast(ctx, lower_cast(ctx, x, TPURT_DTYPE_BOOL), TPURT_DTYPE_I64);
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
@@ -30,11 +30,11 @@ static ir_value_t compact(lower_ctx_t* ctx, ir_value_t mask, ir_value_t values, 
   tpurt_dtype_t dt = vt->dtype;
   int64_t n = vt->dims[0];
   ir_value_t m = lower_cast(ctx, mask, TPURT_DTYPE_I64);
-  ir_value_t pos = ir_binary(f, "stablehlo.subtract", lower_cumsum(ctx, m, 0), lower_full_like(ctx, m, 1.0));
-  ir_value_t target = ir_select(f, mask, pos, lower_full_like(ctx, pos, (double)count));
+  ir_value_t pos = ir_sub(f, lower_cumsum(ctx, m, 0), ir_const_like(f, m, 1.0));
+  ir_value_t target = ir_select(f, mask, pos, ir_const_like(f, pos, (double)count));
   int64_t idx_dims[2] = {n, 1};
   target = ir_reshape(f, target, 2, idx_dims);
-  ir_value_t base = lower_splat(ctx, dt, 1, &count, 0.0);
+  ir_value_t base = ir_splat(f, dt, 1, &count, 0.0);
   ir_scatter_dims_t s = lower_scatter_dims_along(1, 0);
   ir_value_t blk[2];
   ir_value_t out = ir_scatter_begin(f, base, target, values, &s, blk);
@@ -54,8 +54,8 @@ static ir_value_t nonzero_coords(lower_ctx_t* ctx, int64_t n, int64_t rows, ir_v
   int64_t stride = 1;
   int64_t col_dims[2] = {rows, 1};
   for (int32_t d = t->rank - 1; d >= 0; --d) {
-    ir_value_t c = ir_binary(f, "stablehlo.divide", flat, lower_full_like(ctx, flat, (double)stride));
-    c = ir_binary(f, "stablehlo.remainder", c, lower_full_like(ctx, c, (double)t->sizes[d]));
+    ir_value_t c = ir_div(f, flat, ir_const_like(f, flat, (double)stride));
+    c = ir_binary(f, IR_OP_REMAINDER, c, ir_const_like(f, c, (double)t->sizes[d]));
     cols[d] = ir_reshape(f, c, 2, col_dims);
     stride *= t->sizes[d];
   }
@@ -70,12 +70,12 @@ static bool nonzero_none(lower_ctx_t* ctx, int64_t rows, double fill, int64_t* n
   for (int32_t i = 0; i < t->rank; ++i) *n *= t->sizes[i];
   if (rows != 0 && t->rank != 0 && *n != 0) return false;
   int64_t out_dims[2] = {rows, t->rank};
-  lower_set_result(ctx, 0, lower_splat(ctx, TPURT_DTYPE_I64, 2, out_dims, fill));
+  lower_set_result(ctx, 0, ir_splat(ctx->func, TPURT_DTYPE_I64, 2, out_dims, fill));
   return true;
 }
 
 /* nonzero(self) -> [count, rank] int64 */
-static tpurt_status_t lower_nonzero(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_nonzero(lower_ctx_t* ctx) {
   int64_t count = lower_int(ctx, 1, 0), n;
   if (nonzero_none(ctx, count, 0.0, &n)) return NULL;
   ir_value_t mask;
@@ -86,7 +86,7 @@ static tpurt_status_t lower_nonzero(lower_ctx_t* ctx) {
 /* nonzero_static(self, *, size, fill_value=-1) -> [size, rank] int64: the
 ** first |size| nonzero coordinates (a static size: no counting pass), the
 ** rows past the count filled with fill_value. */
-static tpurt_status_t lower_nonzero_static(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_nonzero_static(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t size = lower_int(ctx, 1, 0), fill = lower_int(ctx, 2, -1);
   if (size < 0)
@@ -102,7 +102,7 @@ static tpurt_status_t lower_nonzero_static(lower_ctx_t* ctx) {
                                ir_constant_i64(f, TPURT_DTYPE_I64, 0), &all, 1, IR_REDUCE_ADD);
   ir_value_t row = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 2, out_dims), 0);
   ir_value_t past = ir_compare(f, IR_GE, row, ir_broadcast_in_dim(f, count, 2, out_dims, NULL));
-  lower_set_result(ctx, 0, ir_select(f, past, lower_full_like(ctx, coords, (double)fill), coords));
+  lower_set_result(ctx, 0, ir_select(f, past, ir_const_like(f, coords, (double)fill), coords));
   return NULL;
 }
 
@@ -111,7 +111,7 @@ static tpurt_status_t lower_nonzero_static(lower_ctx_t* ctx) {
 ** way if that is empty too); CPU's bin of x is (x - min) * bins / (max - min)
 ** truncated, max itself in the last bin, values outside (and NaN) skipped.
 ** One scatter-add of ones; the outside values scatter out of bounds. */
-static tpurt_status_t lower_histc(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_histc(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!tpurt_dtype_is_float(t->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT,
@@ -135,29 +135,26 @@ static tpurt_status_t lower_histc(lower_ctx_t* ctx) {
     hi = ir_select(f, same, dmax, hi);
   }
   ir_value_t still = ir_compare(f, IR_EQ, lo, hi);
-  lo = ir_select(f, still, ir_binary(f, "stablehlo.subtract", lo, ir_constant_f64(f, dt, 1.0)), lo);
-  hi = ir_select(f, still, ir_binary(f, "stablehlo.add", hi, ir_constant_f64(f, dt, 1.0)), hi);
+  lo = ir_select(f, still, ir_sub(f, lo, ir_constant_f64(f, dt, 1.0)), lo);
+  hi = ir_select(f, still, ir_add(f, hi, ir_constant_f64(f, dt, 1.0)), hi);
   if (n == 0) {
-    lower_set_result(ctx, 0, lower_splat(ctx, dt, 1, &bins, 0.0));
+    lower_set_result(ctx, 0, ir_splat(f, dt, 1, &bins, 0.0));
     return NULL;
   }
   ir_value_t lob = ir_broadcast_in_dim(f, lo, 1, &n, NULL), hib = ir_broadcast_in_dim(f, hi, 1, &n, NULL);
-  ir_value_t inside =
-      ir_binary(f, "stablehlo.and", ir_compare(f, IR_GE, x, lob), ir_compare(f, IR_LE, x, hib));
-  ir_value_t pos = ir_binary(f, "stablehlo.divide",
-                             ir_binary(f, "stablehlo.multiply", ir_binary(f, "stablehlo.subtract", x, lob),
-                                       lower_full_like(ctx, x, (double)bins)),
-                             ir_binary(f, "stablehlo.subtract", hib, lob));
+  ir_value_t inside = ir_and(f, ir_compare(f, IR_GE, x, lob), ir_compare(f, IR_LE, x, hib));
+  ir_value_t pos = ir_binary(f, IR_OP_DIVIDE, ir_mul(f, ir_sub(f, x, lob), ir_const_like(f, x, (double)bins)),
+                             ir_sub(f, hib, lob));
   ir_value_t bin = ir_convert(f, pos, TPURT_DTYPE_I64);
-  bin = ir_select(f, ir_compare(f, IR_GE, bin, lower_full_like(ctx, bin, (double)bins)),
-                  lower_full_like(ctx, bin, (double)(bins - 1)), bin);
-  bin = ir_select(f, inside, bin, lower_full_like(ctx, bin, (double)bins));
+  bin = ir_select(f, ir_compare(f, IR_GE, bin, ir_const_like(f, bin, (double)bins)),
+                  ir_const_like(f, bin, (double)(bins - 1)), bin);
+  bin = ir_select(f, inside, bin, ir_const_like(f, bin, (double)bins));
   int64_t idx_dims[2] = {n, 1};
   ir_scatter_dims_t s = lower_scatter_dims_along(1, 0);
   ir_value_t blk[2];
-  ir_value_t out = ir_scatter_begin(f, lower_splat(ctx, dt, 1, &bins, 0.0), ir_reshape(f, bin, 2, idx_dims),
-                                    lower_splat(ctx, dt, 1, &n, 1.0), &s, blk);
-  ir_value_t sum = ir_binary(f, "stablehlo.add", blk[0], blk[1]);
+  ir_value_t out = ir_scatter_begin(f, ir_splat(f, dt, 1, &bins, 0.0), ir_reshape(f, bin, 2, idx_dims),
+                                    ir_splat(f, dt, 1, &n, 1.0), &s, blk);
+  ir_value_t sum = ir_add(f, blk[0], blk[1]);
   ir_region_end(f, &sum, 1);
   lower_set_result(ctx, 0, out);
   return NULL;
@@ -165,7 +162,7 @@ static tpurt_status_t lower_histc(lower_ctx_t* ctx) {
 
 /* masked_select(self, mask) -> [count]: the count is of |mask| alone and
 ** scales with broadcasting, which only repeats it. */
-static tpurt_status_t lower_masked_select(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_masked_select(lower_ctx_t* ctx) {
   const tpurt_tensor_t *t = lower_meta(ctx, 0), *m = lower_meta(ctx, 1);
   if (m->dtype != TPURT_DTYPE_BOOL)
     return lower_error(TPURT_INVALID_ARGUMENT, "masked_select: expected BoolTensor for mask");
@@ -177,7 +174,7 @@ static tpurt_status_t lower_masked_select(lower_ctx_t* ctx) {
   for (int32_t i = 0; i < m->rank; ++i) mn *= m->sizes[i];
   int64_t count = mn ? lower_int(ctx, 2, 0) * (n / mn) : 0;
   if (count == 0 || n == 0) {
-    lower_set_result(ctx, 0, lower_splat(ctx, t->dtype, 1, &count, 0.0));
+    lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, 1, &count, 0.0));
     return NULL;
   }
   ir_func_t* f = ctx->func;

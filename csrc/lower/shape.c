@@ -6,7 +6,7 @@
 
 /* cat(Tensor[] tensors, int dim=0) with type promotion; 1-D empty tensors
 ** are skipped, as PyTorch does for legacy reasons. */
-static tpurt_status_t lower_cat(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_cat(lower_ctx_t* ctx) {
   int32_t n = lower_list_len(ctx, 0);
   if (n == 0) return lower_error(TPURT_INVALID_ARGUMENT, "torch.cat(): expected a non-empty list of Tensors");
   tpurt_dtype_t dt = TPURT_DTYPE_INVALID;
@@ -44,13 +44,13 @@ static tpurt_status_t lower_cat(lower_ctx_t* ctx) {
 }
 
 /* clone(self, memory_format=None): the value read through the view. */
-static tpurt_status_t lower_clone(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_clone(lower_ctx_t* ctx) {
   lower_set_result(ctx, 0, lower_tensor(ctx, 0));
   return NULL;
 }
 
 /* flip(self, dims) */
-static tpurt_status_t lower_flip(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_flip(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t raw[TPURT_MAX_RANK], dims[TPURT_MAX_RANK];
   int32_t n = lower_ints(ctx, 1, raw, TPURT_MAX_RANK);
@@ -61,7 +61,7 @@ static tpurt_status_t lower_flip(lower_ctx_t* ctx) {
 }
 
 /* roll(self, shifts, dims): slices and a concatenate per dim. */
-static tpurt_status_t lower_roll(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_roll(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t shifts[TPURT_MAX_RANK], raw[TPURT_MAX_RANK];
   int32_t ns = lower_ints(ctx, 1, shifts, TPURT_MAX_RANK);
@@ -108,8 +108,8 @@ static tpurt_status_t lower_roll(lower_ctx_t* ctx) {
 }
 
 /* tril/triu(self, diagonal): a mask from two iotas over the last dims. */
-static tpurt_status_t triangle(lower_ctx_t* ctx) {
-  bool lower = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t triangle(lower_ctx_t* ctx) {
+  bool lower = lower_rule_data(ctx)->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (t->rank < 2)
     return lower_error(TPURT_INVALID_ARGUMENT, "%s: input tensor must have at least 2 dimensions",
@@ -120,15 +120,15 @@ static tpurt_status_t triangle(lower_ctx_t* ctx) {
   ir_value_t row = ir_iota(f, it, t->rank - 2), col = ir_iota(f, it, t->rank - 1);
   ir_value_t diag =
       lower_broadcast_to(ctx, ir_constant_i64(f, TPURT_DTYPE_I64, lower_int(ctx, 1, 0)), t->rank, t->sizes);
-  ir_value_t delta = ir_binary(f, "stablehlo.subtract", col, row);
+  ir_value_t delta = ir_sub(f, col, row);
   ir_value_t keep = ir_compare(f, lower ? IR_LE : IR_GE, delta, diag);
-  lower_set_result(ctx, 0, ir_select(f, keep, x, lower_full_like(ctx, x, 0.0)));
+  lower_set_result(ctx, 0, ir_select(f, keep, x, ir_const_like(f, x, 0.0)));
   return NULL;
 }
 
 /* channel_shuffle(self, groups): (N, g * k, *) -> (N, k * g, *), the
 ** group and channel-in-group dims swapped */
-static tpurt_status_t lower_channel_shuffle(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_channel_shuffle(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t g = lower_int(ctx, 1, 1);
   if (g <= 0)
@@ -166,7 +166,7 @@ const lower_rule_t lower_shape_rules[] = {
     LOWER_FN("aten::clone", lower_clone),
     LOWER_FN("aten::flip", lower_flip),
     LOWER_FN("aten::roll", lower_roll),
-    LOWER_FN_WITH("aten::tril", triangle, .num = {true}),
-    LOWER_FN_WITH("aten::triu", triangle, .num = {false}),
+    LOWER_FN_WITH("aten::tril", triangle, .flag = true),
+    LOWER_FN("aten::triu", triangle),
     LOWER_END,
 };

@@ -30,10 +30,9 @@ static void sort_with_indices(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool 
   ir_value_t before = ir_compare(f, descending ? IR_GT : IR_LT, a, b);
   if (is_float(d)) {
     ir_value_t a_nan = ir_compare(f, IR_NE, a, a), b_nan = ir_compare(f, IR_NE, b, b);
-    ir_value_t nan_first = descending
-                               ? ir_binary(f, "stablehlo.and", a_nan, ir_unary(f, "stablehlo.not", b_nan))
-                               : ir_binary(f, "stablehlo.and", b_nan, ir_unary(f, "stablehlo.not", a_nan));
-    before = ir_binary(f, "stablehlo.or", before, nan_first);
+    ir_value_t nan_first =
+        descending ? ir_and(f, a_nan, ir_not(f, b_nan)) : ir_and(f, b_nan, ir_not(f, a_nan));
+    before = ir_or(f, before, nan_first);
   }
   ir_region_end(f, &before, 1);
   *values = res[0];
@@ -42,7 +41,7 @@ static void sort_with_indices(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool 
 
 /* sort.stable(self, *, stable, dim=-1, descending=False); CPU sorts stably
 ** whatever |stable| says, and so do we. */
-static tpurt_status_t lower_sort(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_sort(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 2, -1), t->rank, &dim));
@@ -50,7 +49,7 @@ static tpurt_status_t lower_sort(lower_ctx_t* ctx) {
   ir_value_t x = lower_tensor(ctx, 0);
   if (t->rank == 0 || t->sizes[dim] <= 1) {
     lower_set_result(ctx, 0, x);
-    lower_set_result(ctx, 1, lower_splat(ctx, TPURT_DTYPE_I64, t->rank, t->sizes, 0.0));
+    lower_set_result(ctx, 1, ir_splat(ctx->func, TPURT_DTYPE_I64, t->rank, t->sizes, 0.0));
     return NULL;
   }
   ir_value_t v, i;
@@ -61,7 +60,7 @@ static tpurt_status_t lower_sort(lower_ctx_t* ctx) {
 }
 
 /* topk(self, k, dim=-1, largest=True, sorted=True): a sort and a slice. */
-static tpurt_status_t lower_topk(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_topk(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 2, -1), t->rank, &dim));
@@ -79,7 +78,7 @@ static tpurt_status_t lower_topk(lower_ctx_t* ctx) {
   ir_value_t v, i;
   if (size <= 1) {
     v = x;
-    i = lower_splat(ctx, TPURT_DTYPE_I64, t->rank, t->sizes, 0.0);
+    i = ir_splat(f, TPURT_DTYPE_I64, t->rank, t->sizes, 0.0);
   } else {
     sort_with_indices(ctx, x, dim, largest, &v, &i);
   }
@@ -110,10 +109,10 @@ static void pick_sorted(lower_ctx_t* ctx, ir_value_t v, ir_value_t i, int64_t di
   tpurt_dtype_t acc = t->dtype == TPURT_DTYPE_BOOL ? TPURT_DTYPE_I64 : t->dtype;
   ir_value_t vv = lower_cast(ctx, v, acc);
   *out_v = lower_cast(ctx,
-                      ir_reduce(f, ir_select(f, hit, vv, lower_full_like(ctx, vv, 0.0)),
+                      ir_reduce(f, ir_select(f, hit, vv, ir_const_like(f, vv, 0.0)),
                                 ir_constant_f64(f, acc, 0.0), &dim, 1, IR_REDUCE_ADD),
                       t->dtype);
-  *out_i = ir_reduce(f, ir_select(f, hit, i, lower_full_like(ctx, i, 0.0)),
+  *out_i = ir_reduce(f, ir_select(f, hit, i, ir_const_like(f, i, 0.0)),
                      ir_constant_i64(f, TPURT_DTYPE_I64, 0), &dim, 1, IR_REDUCE_ADD);
 }
 
@@ -131,8 +130,8 @@ typedef enum order_stat_e { STAT_KTH, STAT_MEDIAN, STAT_NANMEDIAN } order_stat_t
 /* Sorted position per row: k - 1; the lower median ((n - 1) / 2) or, for a
 ** row with a NaN, the first NaN (sorted last, so at the count of numbers);
 ** nanmedian: the lower median of the numbers alone. */
-static tpurt_status_t order_stat(lower_ctx_t* ctx, order_stat_t which, int64_t dim, bool has_dim, int64_t k,
-                                 bool keepdim) {
+static TPURT_MUST_USE tpurt_status_t order_stat(lower_ctx_t* ctx, order_stat_t which, int64_t dim,
+                                                bool has_dim, int64_t k, bool keepdim) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_tensor(ctx, 0);
@@ -159,21 +158,19 @@ static tpurt_status_t order_stat(lower_ctx_t* ctx, order_stat_t which, int64_t d
     if (d != dim) row[rank++] = flat.sizes[d];
   ir_value_t pos;
   if (which == STAT_KTH) {
-    pos = lower_splat(ctx, TPURT_DTYPE_I64, (int32_t)rank, row, (double)(k - 1));
+    pos = ir_splat(f, TPURT_DTYPE_I64, (int32_t)rank, row, (double)(k - 1));
   } else {
     ir_value_t nan = is_float(t->dtype) ? ir_convert(f, ir_compare(f, IR_NE, x, x), TPURT_DTYPE_I64)
-                                        : lower_splat(ctx, TPURT_DTYPE_I64, flat.rank, flat.sizes, 0.0);
+                                        : ir_splat(f, TPURT_DTYPE_I64, flat.rank, flat.sizes, 0.0);
     ir_value_t nans = ir_reduce(f, nan, ir_constant_i64(f, TPURT_DTYPE_I64, 0), &dim, 1, IR_REDUCE_ADD);
-    ir_value_t numbers = ir_binary(f, "stablehlo.subtract", lower_full_like(ctx, nans, (double)size), nans);
+    ir_value_t numbers = ir_sub(f, ir_const_like(f, nans, (double)size), nans);
     if (which == STAT_MEDIAN) {
-      ir_value_t mid = lower_full_like(ctx, nans, (double)((size - 1) / 2));
-      pos = ir_select(f, ir_compare(f, IR_GT, nans, lower_full_like(ctx, nans, 0.0)), numbers, mid);
+      ir_value_t mid = ir_const_like(f, nans, (double)((size - 1) / 2));
+      pos = ir_select(f, ir_compare(f, IR_GT, nans, ir_const_like(f, nans, 0.0)), numbers, mid);
     } else { /* (numbers - 1) / 2, 0 when the row is all NaN */
-      ir_value_t m =
-          ir_binary(f, "stablehlo.divide",
-                    ir_binary(f, "stablehlo.subtract", numbers, lower_full_like(ctx, numbers, 1.0)),
-                    lower_full_like(ctx, numbers, 2.0));
-      pos = ir_binary(f, "stablehlo.maximum", m, lower_full_like(ctx, m, 0.0));
+      ir_value_t m = ir_binary(f, IR_OP_DIVIDE, ir_sub(f, numbers, ir_const_like(f, numbers, 1.0)),
+                               ir_const_like(f, numbers, 2.0));
+      pos = ir_max(f, m, ir_const_like(f, m, 0.0));
     }
   }
   ir_value_t rv, ri;
@@ -188,21 +185,21 @@ static tpurt_status_t order_stat(lower_ctx_t* ctx, order_stat_t which, int64_t d
 }
 
 /* order_stat with the row's constants (LOWER_*_WITH rows). */
-static tpurt_status_t order_stat_row(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t order_stat_row(lower_ctx_t* ctx) {
   return order_stat(ctx, lower_rule_int(ctx, 0), lower_rule_int(ctx, 1), lower_rule_int(ctx, 2),
                     lower_rule_int(ctx, 3), lower_rule_int(ctx, 4));
 }
 
 /* kthvalue(self, k, dim=-1, keepdim=False) -> (values, indices) */
-static tpurt_status_t lower_kthvalue(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_kthvalue(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 2, -1), t->rank, &dim));
   return order_stat(ctx, STAT_KTH, dim, true, lower_int(ctx, 1, 1), lower_bool(ctx, 3, false));
 }
 
-static tpurt_status_t median_dim(lower_ctx_t* ctx) {
-  order_stat_t which = lower_rule_int(ctx, 0);
+static TPURT_MUST_USE tpurt_status_t median_dim(lower_ctx_t* ctx) {
+  order_stat_t which = (order_stat_t)lower_rule_data(ctx)->kind;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
@@ -214,7 +211,7 @@ static tpurt_status_t median_dim(lower_ctx_t* ctx) {
 ** value along dim, the smallest of equally frequent ones, and the last index
 ** holding it (CPU sorts (value, index) pairs and keeps a run's last index).
 ** Counted by comparing every pair along dim: O(n^2) work, no sort. */
-static tpurt_status_t lower_mode(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_mode(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   bool keepdim = lower_bool(ctx, 2, false);
   ir_func_t* f = ctx->func;
@@ -263,7 +260,7 @@ static tpurt_status_t lower_mode(lower_ctx_t* ctx) {
                                &row, 1, IR_REDUCE_MIN);
   ir_value_t iota = ir_iota(f, ir_type_make(TPURT_DTYPE_I64, r + 1, dims), r);
   ir_value_t at = ir_compare(f, IR_EQ, x, ir_broadcast_in_dim(f, value, r + 1, dims, mi));
-  ir_value_t index = ir_reduce(f, ir_select(f, at, iota, lower_full_like(ctx, iota, -1.0)),
+  ir_value_t index = ir_reduce(f, ir_select(f, at, iota, ir_const_like(f, iota, -1.0)),
                                ir_constant_i64(f, TPURT_DTYPE_I64, -1), &row, 1, IR_REDUCE_MAX);
   value = lower_cast(ctx, value, t->dtype);
   if (keepdim) {
@@ -283,11 +280,11 @@ const lower_rule_t lower_sort_rules[] = {
     LOWER_FN("aten::kthvalue", lower_kthvalue),
     LOWER_OUT_FN("aten::kthvalue.values", lower_kthvalue),
     LOWER_FN_WITH("aten::median", order_stat_row, .num = {STAT_MEDIAN, 0, false, 0, false}),
-    LOWER_FN_WITH("aten::median.dim", median_dim, .num = {STAT_MEDIAN}),
-    LOWER_OUT_FN_WITH("aten::median.dim_values", median_dim, .num = {STAT_MEDIAN}),
+    LOWER_FN_WITH("aten::median.dim", median_dim, .kind = STAT_MEDIAN),
+    LOWER_OUT_FN_WITH("aten::median.dim_values", median_dim, .kind = STAT_MEDIAN),
     LOWER_FN_WITH("aten::nanmedian", order_stat_row, .num = {STAT_NANMEDIAN, 0, false, 0, false}),
-    LOWER_FN_WITH("aten::nanmedian.dim", median_dim, .num = {STAT_NANMEDIAN}),
-    LOWER_OUT_FN_WITH("aten::nanmedian.dim_values", median_dim, .num = {STAT_NANMEDIAN}),
+    LOWER_FN_WITH("aten::nanmedian.dim", median_dim, .kind = STAT_NANMEDIAN),
+    LOWER_OUT_FN_WITH("aten::nanmedian.dim_values", median_dim, .kind = STAT_NANMEDIAN),
     LOWER_FN("aten::sort.stable", lower_sort),
     LOWER_OUT_FN("aten::sort.values_stable", lower_sort),
     LOWER_FN("aten::topk", lower_topk),

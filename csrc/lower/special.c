@@ -11,10 +11,6 @@
 #include "../base/base.h"
 #include "lower.h"
 
-static ir_value_t k(lower_ctx_t* ctx, ir_value_t like, double v) { return lower_full_like(ctx, like, v); }
-static ir_value_t bin(lower_ctx_t* ctx, const char* op, ir_value_t a, ir_value_t b) {
-  return ir_binary(ctx->func, op, a, b);
-}
 static ir_value_t is_nan(lower_ctx_t* ctx, ir_value_t x) { return ir_compare(ctx->func, IR_NE, x, x); }
 
 /* The float dtype of a float op on |in|: itself, or float32 for ints/bool. */
@@ -23,8 +19,8 @@ static tpurt_dtype_t float_of(tpurt_dtype_t in) {
 }
 
 /* Schema args |idx| (tensors or numbers) as values of |dtype| broadcast to their common shape. */
-static tpurt_status_t operands(lower_ctx_t* ctx, const int32_t* idx, int32_t n, tpurt_dtype_t dtype,
-                               ir_value_t* out) {
+static TPURT_MUST_USE tpurt_status_t operands(lower_ctx_t* ctx, const int32_t* idx, int32_t n,
+                                              tpurt_dtype_t dtype, ir_value_t* out) {
   int32_t rank = 0;
   int64_t dims[TPURT_MAX_RANK];
   for (int32_t i = 0; i < n; ++i) {
@@ -49,86 +45,82 @@ static tpurt_dtype_t precise_dtype(const lower_ctx_t* ctx, tpurt_dtype_t dt) {
 
 /*===--- unary ---===*/
 
-typedef ir_value_t (*unary_fn_t)(lower_ctx_t* ctx, ir_value_t x);
-
 /* Applies |fn| to arg 0 in the op-math dtype of its float dtype. */
-static tpurt_status_t float_unary(lower_ctx_t* ctx, unary_fn_t fn) {
+static TPURT_MUST_USE tpurt_status_t float_unary(lower_ctx_t* ctx, lower_unary_formula_t fn) {
   tpurt_dtype_t dt = float_of(lower_meta(ctx, 0)->dtype);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
   lower_set_result(ctx, 0, lower_cast(ctx, fn(ctx, x), dt));
   return NULL;
 }
 
-static ir_value_t erfc_of(lower_ctx_t* ctx, ir_value_t x) { return ir_unary(ctx->func, "chlo.erfc", x); }
-static ir_value_t lgamma_of(lower_ctx_t* ctx, ir_value_t x) { return ir_unary(ctx->func, "chlo.lgamma", x); }
+/* float_unary of the row's formula (.unary) */
+static TPURT_MUST_USE tpurt_status_t float_unary_row(lower_ctx_t* ctx) {
+  return float_unary(ctx, lower_rule_data(ctx)->unary);
+}
+
+static ir_value_t erfc_of(lower_ctx_t* ctx, ir_value_t x) { return ir_unary(ctx->func, IR_OP_ERFC, x); }
+static ir_value_t lgamma_of(lower_ctx_t* ctx, ir_value_t x) { return ir_unary(ctx->func, IR_OP_LGAMMA, x); }
 /* digamma; at +-0 PyTorch gives -+inf (chlo.digamma gives NaN there) */
 static ir_value_t digamma_of(lower_ctx_t* ctx, ir_value_t x) {
   ir_func_t* f = ctx->func;
-  ir_value_t r = ir_unary(f, "chlo.digamma", x);
-  ir_value_t inf = ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)), k(ctx, x, INFINITY), r);
+  ir_value_t r = ir_unary(f, IR_OP_DIGAMMA, x);
+  ir_value_t inf =
+      ir_select(f, ir_compare(f, IR_EQ, x, ir_const_like(f, x, 0.0)), ir_const_like(f, x, INFINITY), r);
   /* the sign: -inf at +0, +inf at -0: 1/x is +-inf with x's sign */
-  ir_value_t signed_inf = ir_unary(f, "stablehlo.negate", bin(ctx, "stablehlo.divide", k(ctx, x, 1.0), x));
-  return ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)), signed_inf, inf);
+  ir_value_t signed_inf = ir_neg(f, ir_div(f, ir_const_like(f, x, 1.0), x));
+  return ir_select(f, ir_compare(f, IR_EQ, x, ir_const_like(f, x, 0.0)), signed_inf, inf);
 }
 
 /* sinc(x) = sin(pi x) / (pi x), 1 at 0 */
 static ir_value_t sinc_of(lower_ctx_t* ctx, ir_value_t x) {
-  ir_value_t px = bin(ctx, "stablehlo.multiply", x, k(ctx, x, M_PI));
-  ir_value_t r = bin(ctx, "stablehlo.divide", ir_unary(ctx->func, "stablehlo.sine", px), px);
-  return ir_select(ctx->func, ir_compare(ctx->func, IR_EQ, x, k(ctx, x, 0.0)), k(ctx, x, 1.0), r);
+  ir_value_t px = ir_mul(ctx->func, x, ir_const_like(ctx->func, x, M_PI));
+  ir_value_t r = ir_div(ctx->func, ir_unary(ctx->func, IR_OP_SINE, px), px);
+  return ir_select(ctx->func, ir_compare(ctx->func, IR_EQ, x, ir_const_like(ctx->func, x, 0.0)),
+                   ir_const_like(ctx->func, x, 1.0), r);
 }
 
 /* entr(x) = -x log x for x > 0, 0 at 0, -inf below */
 static ir_value_t entr_of(lower_ctx_t* ctx, ir_value_t x) {
   ir_func_t* f = ctx->func;
-  ir_value_t r =
-      ir_unary(f, "stablehlo.negate", bin(ctx, "stablehlo.multiply", x, ir_unary(f, "stablehlo.log", x)));
-  r = ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)), k(ctx, x, 0.0), r);
-  return ir_select(f, ir_compare(f, IR_LT, x, k(ctx, x, 0.0)), k(ctx, x, -INFINITY), r);
+  ir_value_t r = ir_neg(f, ir_mul(f, x, ir_log(f, x)));
+  r = ir_select(f, ir_compare(f, IR_EQ, x, ir_const_like(f, x, 0.0)), ir_const_like(f, x, 0.0), r);
+  return ir_select(f, ir_compare(f, IR_LT, x, ir_const_like(f, x, 0.0)), ir_const_like(f, x, -INFINITY), r);
 }
 
 /* ndtri(p) = sqrt(2) erfinv(2p - 1) */
 static ir_value_t ndtri_of(lower_ctx_t* ctx, ir_value_t p) {
-  ir_value_t t =
-      bin(ctx, "stablehlo.subtract", bin(ctx, "stablehlo.multiply", p, k(ctx, p, 2.0)), k(ctx, p, 1.0));
-  return bin(ctx, "stablehlo.multiply", ir_unary(ctx->func, "chlo.erf_inv", t), k(ctx, p, M_SQRT2));
+  ir_value_t t = ir_sub(ctx->func, ir_mul(ctx->func, p, ir_const_like(ctx->func, p, 2.0)),
+                        ir_const_like(ctx->func, p, 1.0));
+  return ir_mul(ctx->func, ir_unary(ctx->func, IR_OP_ERF_INV, t), ir_const_like(ctx->func, p, M_SQRT2));
 }
 
 /* log_ndtr(x) = log(erfc(-x / sqrt 2) / 2) */
 static ir_value_t log_ndtr_of(lower_ctx_t* ctx, ir_value_t x) {
-  ir_value_t t = bin(ctx, "stablehlo.multiply", x, k(ctx, x, -M_SQRT1_2));
-  ir_value_t c = bin(ctx, "stablehlo.multiply", ir_unary(ctx->func, "chlo.erfc", t), k(ctx, x, 0.5));
-  return ir_unary(ctx->func, "stablehlo.log", c);
+  ir_value_t t = ir_mul(ctx->func, x, ir_const_like(ctx->func, x, -M_SQRT1_2));
+  ir_value_t c = ir_mul(ctx->func, ir_unary(ctx->func, IR_OP_ERFC, t), ir_const_like(ctx->func, x, 0.5));
+  return ir_log(ctx->func, c);
 }
 
-static tpurt_status_t lower_erfc(lower_ctx_t* ctx) { return float_unary(ctx, erfc_of); }
-static tpurt_status_t lower_lgamma(lower_ctx_t* ctx) { return float_unary(ctx, lgamma_of); }
-static tpurt_status_t lower_digamma(lower_ctx_t* ctx) { return float_unary(ctx, digamma_of); }
-static tpurt_status_t lower_sinc(lower_ctx_t* ctx) { return float_unary(ctx, sinc_of); }
-static tpurt_status_t lower_entr(lower_ctx_t* ctx) { return float_unary(ctx, entr_of); }
-static tpurt_status_t lower_ndtri(lower_ctx_t* ctx) { return float_unary(ctx, ndtri_of); }
-static tpurt_status_t lower_log_ndtr(lower_ctx_t* ctx) { return float_unary(ctx, log_ndtr_of); }
-
 /* logit(self, eps?) = log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given */
-static tpurt_status_t lower_logit(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_logit(lower_ctx_t* ctx) {
   tpurt_dtype_t dt = float_of(lower_meta(ctx, 0)->dtype);
   tpurt_dtype_t acc = lower_acc_dtype(dt);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   if (!lower_is_none(ctx, 1)) {
     const ir_type_t* t = ir_value_type(ctx->func, x);
     ir_value_t eps = lower_broadcast_to(ctx, lower_scalar(ctx, 1, acc), t->rank, t->dims);
-    ir_value_t hi = bin(ctx, "stablehlo.subtract", k(ctx, x, 1.0), eps);
-    ir_value_t clamped = bin(ctx, "stablehlo.minimum", bin(ctx, "stablehlo.maximum", x, eps), hi);
+    ir_value_t hi = ir_sub(ctx->func, ir_const_like(ctx->func, x, 1.0), eps);
+    ir_value_t clamped = ir_min(ctx->func, ir_max(ctx->func, x, eps), hi);
     x = ir_select(ctx->func, is_nan(ctx, x), x, clamped); /* NaN stays NaN */
   }
-  ir_value_t r = ir_unary(ctx->func, "stablehlo.log",
-                          bin(ctx, "stablehlo.divide", x, bin(ctx, "stablehlo.subtract", k(ctx, x, 1.0), x)));
+  ir_value_t r = ir_unary(ctx->func, IR_OP_LOG,
+                          ir_div(ctx->func, x, ir_sub(ctx->func, ir_const_like(ctx->func, x, 1.0), x)));
   lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
   return NULL;
 }
 
 /* signbit: the sign bit, so -0.0 and -NaN count as negative */
-static tpurt_status_t lower_signbit(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_signbit(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   ir_value_t x = lower_tensor(ctx, 0);
   ir_func_t* f = ctx->func;
@@ -136,7 +128,7 @@ static tpurt_status_t lower_signbit(lower_ctx_t* ctx) {
     lower_set_result(ctx, 0,
                      t->dtype == TPURT_DTYPE_BOOL || t->dtype == TPURT_DTYPE_U8
                          ? ir_compare(f, IR_NE, x, x)
-                         : ir_compare(f, IR_LT, x, k(ctx, x, 0.0)));
+                         : ir_compare(f, IR_LT, x, ir_const_like(f, x, 0.0)));
     return NULL;
   }
   tpurt_dtype_t bits = tpurt_dtype_size(t->dtype) == 8   ? TPURT_DTYPE_I64
@@ -146,7 +138,7 @@ static tpurt_status_t lower_signbit(lower_ctx_t* ctx) {
   ir_type_t it = *xt;
   it.dtype = bits;
   ir_value_t b = ir_bitcast_convert(f, x, it);
-  lower_set_result(ctx, 0, ir_compare(f, IR_LT, b, lower_full_like(ctx, b, 0.0)));
+  lower_set_result(ctx, 0, ir_compare(f, IR_LT, b, ir_const_like(f, b, 0.0)));
   return NULL;
 }
 
@@ -164,7 +156,7 @@ static double finite_max(tpurt_dtype_t d) {
   }
 }
 
-static tpurt_status_t lower_nan_to_num(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_nan_to_num(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   ir_value_t x = lower_tensor(ctx, 0);
   if (!tpurt_dtype_is_float(t->dtype)) {
@@ -173,23 +165,23 @@ static tpurt_status_t lower_nan_to_num(lower_ctx_t* ctx) {
   }
   ir_func_t* f = ctx->func;
   ir_value_t nan = lower_is_none(ctx, 1)
-                       ? k(ctx, x, 0.0)
+                       ? ir_const_like(f, x, 0.0)
                        : lower_broadcast_to(ctx, lower_scalar(ctx, 1, t->dtype), t->rank, t->sizes);
   ir_value_t pos = lower_is_none(ctx, 2)
-                       ? k(ctx, x, finite_max(t->dtype))
+                       ? ir_const_like(f, x, finite_max(t->dtype))
                        : lower_broadcast_to(ctx, lower_scalar(ctx, 2, t->dtype), t->rank, t->sizes);
   ir_value_t neg = lower_is_none(ctx, 3)
-                       ? k(ctx, x, -finite_max(t->dtype))
+                       ? ir_const_like(f, x, -finite_max(t->dtype))
                        : lower_broadcast_to(ctx, lower_scalar(ctx, 3, t->dtype), t->rank, t->sizes);
   ir_value_t r = ir_select(f, is_nan(ctx, x), nan, x);
-  r = ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, INFINITY)), pos, r);
-  r = ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, -INFINITY)), neg, r);
+  r = ir_select(f, ir_compare(f, IR_EQ, x, ir_const_like(f, x, INFINITY)), pos, r);
+  r = ir_select(f, ir_compare(f, IR_EQ, x, ir_const_like(f, x, -INFINITY)), neg, r);
   lower_set_result(ctx, 0, r);
   return NULL;
 }
 
 /* round.decimals(self, decimals): round half to even at 10^-decimals, as CPU's nearbyint */
-static tpurt_status_t lower_round_decimals(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_round_decimals(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t d = lower_int(ctx, 1, 0);
   ir_value_t x = lower_tensor(ctx, 0);
@@ -203,14 +195,14 @@ static tpurt_status_t lower_round_decimals(lower_ctx_t* ctx) {
   tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
   x = lower_cast(ctx, x, acc);
   double scale = pow(10.0, (double)(d < 0 ? -d : d));
-  ir_value_t s = k(ctx, x, scale);
+  ir_value_t s = ir_const_like(ctx->func, x, scale);
   ir_value_t r;
   if (d >= 0)
-    r = bin(ctx, "stablehlo.divide",
-            ir_unary(ctx->func, "stablehlo.round_nearest_even", bin(ctx, "stablehlo.multiply", x, s)), s);
+    r = ir_binary(ctx->func, IR_OP_DIVIDE,
+                  ir_unary(ctx->func, IR_OP_ROUND_NEAREST_EVEN, ir_mul(ctx->func, x, s)), s);
   else
-    r = bin(ctx, "stablehlo.multiply",
-            ir_unary(ctx->func, "stablehlo.round_nearest_even", bin(ctx, "stablehlo.divide", x, s)), s);
+    r = ir_binary(ctx->func, IR_OP_MULTIPLY,
+                  ir_unary(ctx->func, IR_OP_ROUND_NEAREST_EVEN, ir_div(ctx->func, x, s)), s);
   lower_set_result(ctx, 0, lower_cast(ctx, r, t->dtype));
   return NULL;
 }
@@ -243,7 +235,7 @@ static ir_value_t as_bits(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t int_dtyp
 /* frexp(self) -> (mantissa, exponent): x = mantissa * 2^exponent with
 ** |mantissa| in [0.5, 1), read from the bits (subnormals first scaled into
 ** the normal range); 0, inf and NaN give themselves and exponent 0, as C. */
-static tpurt_status_t lower_frexp(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_frexp(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!tpurt_dtype_is_float(t->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT,
@@ -252,16 +244,16 @@ static tpurt_status_t lower_frexp(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   float_bits_t fb = float_bits(t->dtype);
   ir_value_t x = lower_tensor(ctx, 0);
-  ir_value_t ax = ir_unary(f, "stablehlo.abs", x);
-  ir_value_t sub = ir_compare(f, IR_LT, ax, k(ctx, x, ldexp(1.0, 1 - fb.bias)));
-  ir_value_t xs = ir_select(f, sub, bin(ctx, "stablehlo.multiply", x, k(ctx, x, ldexp(1.0, fb.mant + 1))), x);
+  ir_value_t ax = ir_abs(f, x);
+  ir_value_t sub = ir_compare(f, IR_LT, ax, ir_const_like(f, x, ldexp(1.0, 1 - fb.bias)));
+  ir_value_t xs = ir_select(f, sub, ir_mul(f, x, ir_const_like(f, x, ldexp(1.0, fb.mant + 1))), x);
   ir_value_t bits = as_bits(ctx, xs, fb.int_dtype);
   int64_t exp_mask = ((int64_t)1 << fb.exp_bits) - 1;
-  ir_value_t field = bin(ctx, "stablehlo.and",
-                         bin(ctx, "stablehlo.shift_right_logical", bits, k(ctx, bits, (double)fb.mant)),
-                         k(ctx, bits, (double)exp_mask));
-  ir_value_t e = bin(ctx, "stablehlo.subtract", field, k(ctx, field, (double)(fb.bias - 1)));
-  e = ir_select(f, sub, bin(ctx, "stablehlo.subtract", e, k(ctx, e, (double)(fb.mant + 1))), e);
+  ir_value_t field = ir_binary(
+      f, IR_OP_AND, ir_binary(f, IR_OP_SHIFT_RIGHT_LOGICAL, bits, ir_const_like(f, bits, (double)fb.mant)),
+      ir_const_like(f, bits, (double)exp_mask));
+  ir_value_t e = ir_sub(f, field, ir_const_like(f, field, (double)(fb.bias - 1)));
+  e = ir_select(f, sub, ir_sub(f, e, ir_const_like(f, e, (double)(fb.mant + 1))), e);
   /* keep sign and mantissa, set the exponent field to bias - 1 (2^-1) */
   int64_t clear = ~(exp_mask << fb.mant);
   if (fb.int_dtype == TPURT_DTYPE_I16) clear = (int16_t)clear;
@@ -271,13 +263,13 @@ static tpurt_status_t lower_frexp(lower_ctx_t* ctx) {
   clear_v = ir_broadcast_in_dim(f, clear_v, bt->rank, bt->dims, NULL);
   ir_value_t half_exp = ir_constant_i64(f, fb.int_dtype, (int64_t)(fb.bias - 1) << fb.mant);
   half_exp = ir_broadcast_in_dim(f, half_exp, bt->rank, bt->dims, NULL);
-  ir_value_t mbits = bin(ctx, "stablehlo.or", bin(ctx, "stablehlo.and", bits, clear_v), half_exp);
+  ir_value_t mbits = ir_or(f, ir_and(f, bits, clear_v), half_exp);
   ir_value_t mant = ir_bitcast_convert(f, mbits, *ir_value_type(f, x));
-  ir_value_t special = ir_binary(f, "stablehlo.or", ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)),
-                                 ir_unary(f, "stablehlo.not", ir_is_finite(f, x)));
+  ir_value_t special =
+      ir_or(f, ir_compare(f, IR_EQ, x, ir_const_like(f, x, 0.0)), ir_not(f, ir_is_finite(f, x)));
   lower_set_result(ctx, 0, ir_select(f, special, x, mant));
   e = ir_convert(f, e, TPURT_DTYPE_I32);
-  lower_set_result(ctx, 1, ir_select(f, special, lower_full_like(ctx, e, 0.0), e));
+  lower_set_result(ctx, 1, ir_select(f, special, ir_const_like(f, e, 0.0), e));
   return NULL;
 }
 
@@ -292,9 +284,9 @@ static tpurt_status_t lower_frexp(lower_ctx_t* ctx) {
 
 /* sum_k c[k] t^k */
 static ir_value_t horner(lower_ctx_t* ctx, ir_value_t t, const double* c, int32_t n) {
-  ir_value_t r = k(ctx, t, c[n - 1]);
+  ir_value_t r = ir_const_like(ctx->func, t, c[n - 1]);
   for (int32_t i = n - 2; i >= 0; --i)
-    r = bin(ctx, "stablehlo.add", bin(ctx, "stablehlo.multiply", r, t), k(ctx, t, c[i]));
+    r = ir_add(ctx->func, ir_mul(ctx->func, r, t), ir_const_like(ctx->func, t, c[i]));
   return r;
 }
 
@@ -314,7 +306,7 @@ static ir_value_t bessel_series(lower_ctx_t* ctx, ir_value_t x, int32_t nu, doub
     c[i] = sgn / (fact_k * fact_kn) * (with_psi ? psi_k + psi_kn : 1.0);
     sgn *= sign;
   }
-  ir_value_t t = bin(ctx, "stablehlo.multiply", bin(ctx, "stablehlo.multiply", x, x), k(ctx, x, 0.25));
+  ir_value_t t = ir_mul(ctx->func, ir_mul(ctx->func, x, x), ir_const_like(ctx->func, x, 0.25));
   return horner(ctx, t, c, BESSEL_SERIES_TERMS);
 }
 
@@ -331,104 +323,98 @@ static ir_value_t bessel_asymptotic(lower_ctx_t* ctx, ir_value_t x, int32_t nu, 
     c[i] = keep ? s_k * a : 0.0;
     sgn *= sign;
   }
-  ir_value_t w = bin(ctx, "stablehlo.divide", k(ctx, x, 1.0), x);
+  ir_value_t w = ir_div(ctx->func, ir_const_like(ctx->func, x, 1.0), x);
   return horner(ctx, w, c, BESSEL_ASYMPTOTIC_TERMS);
 }
 
-static ir_value_t un(lower_ctx_t* ctx, const char* op, ir_value_t x) { return ir_unary(ctx->func, op, x); }
-static ir_value_t mul(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
-  return bin(ctx, "stablehlo.multiply", a, b);
-}
-static ir_value_t add(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
-  return bin(ctx, "stablehlo.add", a, b);
-}
-static ir_value_t sub(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
-  return bin(ctx, "stablehlo.subtract", a, b);
-}
-static ir_value_t dv(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
-  return bin(ctx, "stablehlo.divide", a, b);
-}
 static ir_value_t where(lower_ctx_t* ctx, ir_compare_dir_t dir, ir_value_t a, double b, ir_value_t t,
                         ir_value_t e) {
-  return ir_select(ctx->func, ir_compare(ctx->func, dir, a, k(ctx, a, b)), t, e);
+  return ir_select(ctx->func, ir_compare(ctx->func, dir, a, ir_const_like(ctx->func, a, b)), t, e);
 }
 
 /* I_nu(|x|) e^(-|x| if scaled): series up to 30, asymptotic above */
 static ir_value_t bessel_i_abs(lower_ctx_t* ctx, ir_value_t ax, int32_t nu, bool scaled) {
   ir_value_t s = bessel_series(ctx, ax, nu, 1.0, false);
-  if (nu) s = mul(ctx, s, mul(ctx, ax, k(ctx, ax, 0.5)));
-  if (scaled) s = mul(ctx, s, un(ctx, "stablehlo.exponential", un(ctx, "stablehlo.negate", ax)));
-  ir_value_t a = dv(ctx, bessel_asymptotic(ctx, ax, nu, -1.0, 0),
-                    un(ctx, "stablehlo.sqrt", mul(ctx, ax, k(ctx, ax, 2.0 * M_PI))));
-  if (!scaled) a = mul(ctx, a, un(ctx, "stablehlo.exponential", ax));
+  if (nu) s = ir_mul(ctx->func, s, ir_mul(ctx->func, ax, ir_const_like(ctx->func, ax, 0.5)));
+  if (scaled) s = ir_mul(ctx->func, s, ir_exp(ctx->func, ir_neg(ctx->func, ax)));
+  ir_value_t a = ir_div(ctx->func, bessel_asymptotic(ctx, ax, nu, -1.0, 0),
+                        ir_sqrt(ctx->func, ir_mul(ctx->func, ax, ir_const_like(ctx->func, ax, 2.0 * M_PI))));
+  if (!scaled) a = ir_mul(ctx->func, a, ir_exp(ctx->func, ax));
   return where(ctx, IR_LE, ax, 30.0, s, a);
 }
 
 static ir_value_t bessel_i(lower_ctx_t* ctx, ir_value_t x, int32_t nu, bool scaled) {
-  ir_value_t r = bessel_i_abs(ctx, un(ctx, "stablehlo.abs", x), nu, scaled);
-  return nu ? where(ctx, IR_LT, x, 0.0, un(ctx, "stablehlo.negate", r), r) : r; /* I1 is odd */
+  ir_value_t r = bessel_i_abs(ctx, ir_abs(ctx->func, x), nu, scaled);
+  return nu ? where(ctx, IR_LT, x, 0.0, ir_neg(ctx->func, r), r) : r; /* I1 is odd */
 }
 
 /* J_nu and Y_nu: series up to 12, Hankel's expansion above
 ** (J = sqrt(2 / (pi x)) (P cos chi - Q sin chi), Y = ... (P sin chi + Q cos chi)) */
 static ir_value_t bessel_jy(lower_ctx_t* ctx, ir_value_t x, int32_t nu, bool y) {
-  ir_value_t ax = un(ctx, "stablehlo.abs", x);
-  ir_value_t half = mul(ctx, ax, k(ctx, ax, 0.5));
+  ir_value_t ax = ir_abs(ctx->func, x);
+  ir_value_t half = ir_mul(ctx->func, ax, ir_const_like(ctx->func, ax, 0.5));
   ir_value_t j = bessel_series(ctx, ax, nu, -1.0, false);
-  if (nu) j = mul(ctx, j, half);
+  if (nu) j = ir_mul(ctx->func, j, half);
   ir_value_t series = j;
   if (y) {
-    ir_value_t lg = mul(ctx, un(ctx, "stablehlo.log", half), k(ctx, ax, 2.0 / M_PI));
+    ir_value_t lg = ir_mul(ctx->func, ir_log(ctx->func, half), ir_const_like(ctx->func, ax, 2.0 / M_PI));
     ir_value_t psi = bessel_series(ctx, ax, nu, -1.0, true);
     if (nu) {
-      series = sub(ctx, mul(ctx, lg, j), mul(ctx, mul(ctx, half, k(ctx, ax, 1.0 / M_PI)), psi));
-      series = sub(ctx, series, dv(ctx, k(ctx, ax, 2.0 / M_PI), ax));
+      series =
+          ir_sub(ctx->func, ir_mul(ctx->func, lg, j),
+                 ir_mul(ctx->func, ir_mul(ctx->func, half, ir_const_like(ctx->func, ax, 1.0 / M_PI)), psi));
+      series = ir_sub(ctx->func, series, ir_div(ctx->func, ir_const_like(ctx->func, ax, 2.0 / M_PI), ax));
     } else {
-      series = sub(ctx, mul(ctx, lg, j), mul(ctx, psi, k(ctx, ax, 1.0 / M_PI)));
+      series = ir_sub(ctx->func, ir_mul(ctx->func, lg, j),
+                      ir_mul(ctx->func, psi, ir_const_like(ctx->func, ax, 1.0 / M_PI)));
     }
   }
   ir_value_t p = bessel_asymptotic(ctx, ax, nu, -1.0, 1);
   ir_value_t q = bessel_asymptotic(ctx, ax, nu, -1.0, 2);
-  ir_value_t chi = sub(ctx, ax, k(ctx, ax, (nu * 0.5 + 0.25) * M_PI));
-  ir_value_t c = un(ctx, "stablehlo.cosine", chi), s = un(ctx, "stablehlo.sine", chi);
-  ir_value_t amp = un(ctx, "stablehlo.sqrt", dv(ctx, k(ctx, ax, 2.0 / M_PI), ax));
-  ir_value_t asym = y ? mul(ctx, amp, add(ctx, mul(ctx, p, s), mul(ctx, q, c)))
-                      : mul(ctx, amp, sub(ctx, mul(ctx, p, c), mul(ctx, q, s)));
+  ir_value_t chi = ir_sub(ctx->func, ax, ir_const_like(ctx->func, ax, (nu * 0.5 + 0.25) * M_PI));
+  ir_value_t c = ir_unary(ctx->func, IR_OP_COSINE, chi), s = ir_unary(ctx->func, IR_OP_SINE, chi);
+  ir_value_t amp = ir_sqrt(ctx->func, ir_div(ctx->func, ir_const_like(ctx->func, ax, 2.0 / M_PI), ax));
+  ir_value_t asym =
+      y ? ir_mul(ctx->func, amp, ir_add(ctx->func, ir_mul(ctx->func, p, s), ir_mul(ctx->func, q, c)))
+        : ir_mul(ctx->func, amp, ir_sub(ctx->func, ir_mul(ctx->func, p, c), ir_mul(ctx->func, q, s)));
   ir_value_t r = where(ctx, IR_LE, ax, 12.0, series, asym);
   if (y) { /* Y: -inf at 0, NaN below */
-    r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, -INFINITY), r);
-    return where(ctx, IR_LT, x, 0.0, k(ctx, x, NAN), r);
+    r = where(ctx, IR_EQ, x, 0.0, ir_const_like(ctx->func, x, -INFINITY), r);
+    return where(ctx, IR_LT, x, 0.0, ir_const_like(ctx->func, x, NAN), r);
   }
-  return nu ? where(ctx, IR_LT, x, 0.0, un(ctx, "stablehlo.negate", r), r) : r; /* J1 is odd */
+  return nu ? where(ctx, IR_LT, x, 0.0, ir_neg(ctx->func, r), r) : r; /* J1 is odd */
 }
 
 /* K_nu (times e^x if scaled): series up to 9, asymptotic above; inf at 0, NaN below */
 static ir_value_t bessel_k(lower_ctx_t* ctx, ir_value_t x, int32_t nu, bool scaled) {
-  ir_value_t half = mul(ctx, x, k(ctx, x, 0.5));
-  ir_value_t lg = un(ctx, "stablehlo.log", half);
+  ir_value_t half = ir_mul(ctx->func, x, ir_const_like(ctx->func, x, 0.5));
+  ir_value_t lg = ir_log(ctx->func, half);
   ir_value_t i = bessel_series(ctx, x, nu, 1.0, false);
   ir_value_t psi = bessel_series(ctx, x, nu, 1.0, true);
   ir_value_t series;
   if (nu) {
-    series = add(ctx, dv(ctx, k(ctx, x, 1.0), x), mul(ctx, lg, mul(ctx, i, half)));
-    series = sub(ctx, series, mul(ctx, mul(ctx, half, k(ctx, x, 0.5)), psi));
+    series = ir_add(ctx->func, ir_div(ctx->func, ir_const_like(ctx->func, x, 1.0), x),
+                    ir_mul(ctx->func, lg, ir_mul(ctx->func, i, half)));
+    series = ir_sub(ctx->func, series,
+                    ir_mul(ctx->func, ir_mul(ctx->func, half, ir_const_like(ctx->func, x, 0.5)), psi));
   } else {
-    series = sub(ctx, mul(ctx, psi, k(ctx, x, 0.5)), mul(ctx, lg, i));
+    series =
+        ir_sub(ctx->func, ir_mul(ctx->func, psi, ir_const_like(ctx->func, x, 0.5)), ir_mul(ctx->func, lg, i));
   }
-  if (scaled) series = mul(ctx, series, un(ctx, "stablehlo.exponential", x));
-  ir_value_t a = mul(ctx, bessel_asymptotic(ctx, x, nu, 1.0, 0),
-                     un(ctx, "stablehlo.sqrt", dv(ctx, k(ctx, x, M_PI / 2.0), x)));
-  if (!scaled) a = mul(ctx, a, un(ctx, "stablehlo.exponential", un(ctx, "stablehlo.negate", x)));
+  if (scaled) series = ir_mul(ctx->func, series, ir_exp(ctx->func, x));
+  ir_value_t a = ir_mul(ctx->func, bessel_asymptotic(ctx, x, nu, 1.0, 0),
+                        ir_sqrt(ctx->func, ir_div(ctx->func, ir_const_like(ctx->func, x, M_PI / 2.0), x)));
+  if (!scaled) a = ir_mul(ctx->func, a, ir_exp(ctx->func, ir_neg(ctx->func, x)));
   ir_value_t r = where(ctx, IR_LE, x, 9.0, series, a);
-  r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, INFINITY), r);
-  return where(ctx, IR_LT, x, 0.0, k(ctx, x, NAN), r);
+  r = where(ctx, IR_EQ, x, 0.0, ir_const_like(ctx->func, x, INFINITY), r);
+  return where(ctx, IR_LT, x, 0.0, ir_const_like(ctx->func, x, NAN), r);
 }
 
 /* spherical j0(x) = sin(x) / x: 1 at 0, 0 at +-inf */
 static ir_value_t spherical_j0_of(lower_ctx_t* ctx, ir_value_t x) {
-  ir_value_t r = dv(ctx, un(ctx, "stablehlo.sine", x), x);
-  r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, 1.0), r);
-  return where(ctx, IR_EQ, un(ctx, "stablehlo.abs", x), INFINITY, k(ctx, x, 0.0), r);
+  ir_value_t r = ir_div(ctx->func, ir_unary(ctx->func, IR_OP_SINE, x), x);
+  r = where(ctx, IR_EQ, x, 0.0, ir_const_like(ctx->func, x, 1.0), r);
+  return where(ctx, IR_EQ, ir_abs(ctx->func, x), INFINITY, ir_const_like(ctx->func, x, 0.0), r);
 }
 
 /* erfcx(x) = e^(x^2) erfc(x); above 25 (where erfc underflows) its
@@ -437,20 +423,21 @@ static ir_value_t spherical_j0_of(lower_ctx_t* ctx, ir_value_t x) {
 ** that rounding, visible below -6), so do we. */
 static ir_value_t erfcx_in(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t x2_dtype) {
   const ir_type_t* t = ir_value_type(ctx->func, x);
-  ir_value_t x2 = lower_cast(ctx, lower_cast(ctx, mul(ctx, x, x), x2_dtype), t->dtype);
-  ir_value_t direct = mul(ctx, un(ctx, "stablehlo.exponential", x2), un(ctx, "chlo.erfc", x));
+  ir_value_t x2 = lower_cast(ctx, lower_cast(ctx, ir_mul(ctx->func, x, x), x2_dtype), t->dtype);
+  ir_value_t direct = ir_mul(ctx->func, ir_exp(ctx->func, x2), ir_unary(ctx->func, IR_OP_ERFC, x));
   double c[12], a = 1.0;
   for (int32_t i = 0; i < 12; ++i) {
     c[i] = a;
     a *= -(2.0 * i + 1) / 2.0;
   }
-  ir_value_t w = dv(ctx, k(ctx, x, 1.0), mul(ctx, x, x));
-  ir_value_t asym = dv(ctx, horner(ctx, w, c, 12), mul(ctx, x, k(ctx, x, sqrt(M_PI))));
+  ir_value_t w = ir_div(ctx->func, ir_const_like(ctx->func, x, 1.0), ir_mul(ctx->func, x, x));
+  ir_value_t asym =
+      ir_div(ctx->func, horner(ctx, w, c, 12), ir_mul(ctx->func, x, ir_const_like(ctx->func, x, sqrt(M_PI))));
   return where(ctx, IR_GT, x, 25.0, asym, direct);
 }
 
 /* Applies |fn| in the precise dtype (see precise_dtype); ints become float32. */
-static tpurt_status_t precise_unary(lower_ctx_t* ctx, unary_fn_t fn) {
+static TPURT_MUST_USE tpurt_status_t precise_unary(lower_ctx_t* ctx, lower_unary_formula_t fn) {
   tpurt_dtype_t dt = float_of(lower_meta(ctx, 0)->dtype);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), precise_dtype(ctx, dt));
   lower_set_result(ctx, 0, lower_cast(ctx, fn(ctx, x), dt));
@@ -476,8 +463,10 @@ static ir_value_t bessel_of_row(lower_ctx_t* ctx, ir_value_t x) {
   }
   return IR_NONE;
 }
-static tpurt_status_t bessel_row(lower_ctx_t* ctx) { return precise_unary(ctx, bessel_of_row); }
-static tpurt_status_t lower_erfcx(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t bessel_row(lower_ctx_t* ctx) {
+  return precise_unary(ctx, bessel_of_row);
+}
+static TPURT_MUST_USE tpurt_status_t lower_erfcx(lower_ctx_t* ctx) {
   tpurt_dtype_t dt = float_of(lower_meta(ctx, 0)->dtype);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), precise_dtype(ctx, dt));
   lower_set_result(ctx, 0, lower_cast(ctx, erfcx_in(ctx, x, lower_acc_dtype(dt)), dt));
@@ -498,17 +487,17 @@ typedef enum poly_kind_e { POLY_T, POLY_U, POLY_V, POLY_W, POLY_H, POLY_HE, POLY
 
 /* degree-1 value */
 static ir_value_t poly_first(lower_ctx_t* ctx, poly_kind_t kind, ir_value_t x) {
-  ir_value_t two_x = add(ctx, x, x);
+  ir_value_t two_x = ir_add(ctx->func, x, x);
   switch (kind) {
     case POLY_U:
     case POLY_H:
       return two_x;
     case POLY_V:
-      return sub(ctx, two_x, k(ctx, x, 1.0));
+      return ir_sub(ctx->func, two_x, ir_const_like(ctx->func, x, 1.0));
     case POLY_W:
-      return add(ctx, two_x, k(ctx, x, 1.0));
+      return ir_add(ctx->func, two_x, ir_const_like(ctx->func, x, 1.0));
     case POLY_L:
-      return sub(ctx, k(ctx, x, 1.0), x);
+      return ir_sub(ctx->func, ir_const_like(ctx->func, x, 1.0), x);
     default:
       return x;
   }
@@ -517,30 +506,50 @@ static ir_value_t poly_first(lower_ctx_t* ctx, poly_kind_t kind, ir_value_t x) {
 /* The value of degree j + 1 from those of degrees j - 1 (p) and j (q); |j| as x's dtype */
 static ir_value_t poly_step(lower_ctx_t* ctx, poly_kind_t kind, ir_value_t x, ir_value_t j, ir_value_t p,
                             ir_value_t q) {
-  ir_value_t two_x = add(ctx, x, x), jp = mul(ctx, j, p), j1 = add(ctx, j, k(ctx, j, 1.0));
+  ir_value_t two_x = ir_add(ctx->func, x, x), jp = ir_mul(ctx->func, j, p),
+             j1 = ir_add(ctx->func, j, ir_const_like(ctx->func, j, 1.0));
   switch (kind) {
     case POLY_H: /* 2x q - 2j p */
-      return sub(ctx, mul(ctx, two_x, q), add(ctx, jp, jp));
+      return ir_sub(ctx->func, ir_mul(ctx->func, two_x, q), ir_add(ctx->func, jp, jp));
     case POLY_HE: /* x q - j p */
-      return sub(ctx, mul(ctx, x, q), jp);
+      return ir_sub(ctx->func, ir_mul(ctx->func, x, q), jp);
     case POLY_L: /* ((2j + (1 - x)) q - j p) / (j + 1) */
-      return dv(ctx, sub(ctx, mul(ctx, add(ctx, add(ctx, j, j), sub(ctx, k(ctx, x, 1.0), x)), q), jp), j1);
+      return ir_div(ctx->func,
+                    ir_sub(ctx->func,
+                           ir_mul(ctx->func,
+                                  ir_add(ctx->func, ir_add(ctx->func, j, j),
+                                         ir_sub(ctx->func, ir_const_like(ctx->func, x, 1.0), x)),
+                                  q),
+                           jp),
+                    j1);
     case POLY_P: /* ((2j + 1) x q - j p) / (j + 1) */
-      return dv(ctx, sub(ctx, mul(ctx, mul(ctx, add(ctx, add(ctx, j, j), k(ctx, j, 1.0)), x), q), jp), j1);
+      return ir_div(
+          ctx->func,
+          ir_sub(
+              ctx->func,
+              ir_mul(ctx->func,
+                     ir_mul(ctx->func,
+                            ir_add(ctx->func, ir_add(ctx->func, j, j), ir_const_like(ctx->func, j, 1.0)), x),
+                     q),
+              jp),
+          j1);
     default: /* Chebyshev: 2x q - p */
-      return sub(ctx, mul(ctx, two_x, q), p);
+      return ir_sub(ctx->func, ir_mul(ctx->func, two_x, q), p);
   }
 }
 
-static tpurt_status_t orthogonal_poly(lower_ctx_t* ctx, poly_kind_t kind, bool shifted) {
+static TPURT_MUST_USE tpurt_status_t orthogonal_poly(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  poly_kind_t kind = (poly_kind_t)row->kind;
+  bool shifted = row->flag;
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = float_of(lower_result_type(ctx, idx, 2));
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
   ir_func_t* f = ctx->func;
   ir_value_t x = v[0];
-  if (shifted) x = sub(ctx, add(ctx, x, x), k(ctx, x, 1.0)); /* as CPU: x + x - 1 */
-  ir_value_t n = ir_convert(f, v[1], TPURT_DTYPE_I64);       /* truncated, as CPU's cast */
+  if (shifted) x = ir_sub(f, ir_add(f, x, x), ir_const_like(f, x, 1.0)); /* as CPU: x + x - 1 */
+  ir_value_t n = ir_convert(f, v[1], TPURT_DTYPE_I64);                   /* truncated, as CPU's cast */
   ir_value_t nf = ir_convert(f, n, dt);
   const ir_type_t* xt = ir_value_type(f, x);
   int32_t rank = xt->rank;
@@ -549,49 +558,49 @@ static tpurt_status_t orthogonal_poly(lower_ctx_t* ctx, poly_kind_t kind, bool s
   ir_value_t max_n = ir_reduce(f, n, ir_constant_i64(f, TPURT_DTYPE_I64, 0), all, rank, IR_REDUCE_MAX);
   ir_value_t first = poly_first(ctx, kind, x);
   /* carried: j, p (degree j - 1), q (degree j), the value at each element's n */
-  ir_value_t init[4] = {ir_constant_i64(f, TPURT_DTYPE_I64, 1), k(ctx, x, 1.0), first, first}, args[4],
-             out[4];
+  ir_value_t init[4] = {ir_constant_i64(f, TPURT_DTYPE_I64, 1), ir_const_like(f, x, 1.0), first, first},
+             args[4], out[4];
   ir_region_op_t w = ir_while_begin(f, init, 4, args);
   ir_value_t more = ir_compare(f, IR_LT, args[0], max_n);
   ir_region_end(f, &more, 1);
   ir_while_body(f, &w, args);
   ir_value_t jf = ir_broadcast_in_dim(f, ir_convert(f, args[0], dt), rank, xt->dims, NULL);
   ir_value_t r = poly_step(ctx, kind, x, jf, args[1], args[2]);
-  ir_value_t j1 = ir_binary(f, "stablehlo.add", args[0], ir_constant_i64(f, TPURT_DTYPE_I64, 1));
+  ir_value_t j1 = ir_add(f, args[0], ir_constant_i64(f, TPURT_DTYPE_I64, 1));
   ir_value_t at_n = ir_compare(f, IR_EQ, n, ir_broadcast_in_dim(f, j1, rank, xt->dims, NULL));
   ir_value_t next[4] = {j1, args[2], r, ir_select(f, at_n, r, args[3])};
   ir_region_end(f, next, 4);
   ir_while_end(f, &w, out);
   ir_value_t res = out[3];
 
-  ir_value_t one = k(ctx, x, 1.0);
-  ir_value_t even = ir_compare(f, IR_EQ, ir_binary(f, "stablehlo.remainder", n, lower_full_like(ctx, n, 2.0)),
-                               lower_full_like(ctx, n, 0.0));
-  ir_value_t pos = ir_compare(f, IR_GT, x, k(ctx, x, 0.0));
-  ir_value_t ax = un(ctx, "stablehlo.abs", x);
+  ir_value_t one = ir_const_like(f, x, 1.0);
+  ir_value_t even = ir_compare(f, IR_EQ, ir_binary(f, IR_OP_REMAINDER, n, ir_const_like(f, n, 2.0)),
+                               ir_const_like(f, n, 0.0));
+  ir_value_t pos = ir_compare(f, IR_GT, x, ir_const_like(f, x, 0.0));
+  ir_value_t ax = ir_abs(f, x);
   ir_value_t unit = ir_compare(f, IR_EQ, ax, one);
   ir_value_t inside = ir_compare(f, IR_LT, ax, one);
-  ir_value_t n1 = add(ctx, nf, one), n2 = add(ctx, add(ctx, nf, nf), one);
-  ir_value_t pos_or_even = ir_binary(f, "stablehlo.or", pos, even);
-  ir_value_t sign_pe = ir_select(f, pos_or_even, one, un(ctx, "stablehlo.negate", one));
-  ir_value_t acos_x = ir_unary(f, "chlo.acos", x);
-  ir_value_t half_acos = mul(ctx, acos_x, k(ctx, x, 0.5));
-  ir_value_t nh = add(ctx, nf, k(ctx, x, 0.5));
+  ir_value_t n1 = ir_add(f, nf, one), n2 = ir_add(f, ir_add(f, nf, nf), one);
+  ir_value_t pos_or_even = ir_or(f, pos, even);
+  ir_value_t sign_pe = ir_select(f, pos_or_even, one, ir_neg(f, one));
+  ir_value_t acos_x = ir_unary(f, IR_OP_ACOS, x);
+  ir_value_t half_acos = ir_mul(f, acos_x, ir_const_like(f, x, 0.5));
+  ir_value_t nh = ir_add(f, nf, ir_const_like(f, x, 0.5));
   int64_t trig_from = kind == POLY_T ? 6 : 8;
-  ir_value_t trig_n = ir_compare(f, IR_GT, n, lower_full_like(ctx, n, (double)trig_from));
-  ir_value_t trig = ir_binary(f, "stablehlo.and", trig_n, inside);
+  ir_value_t trig_n = ir_compare(f, IR_GT, n, ir_const_like(f, n, (double)trig_from));
+  ir_value_t trig = ir_and(f, trig_n, inside);
   ir_value_t unit_value = IR_NONE, trig_value = IR_NONE;
   switch (kind) {
     case POLY_T:
       unit_value = sign_pe;
-      trig_value = un(ctx, "stablehlo.cosine", mul(ctx, nf, acos_x));
+      trig_value = ir_unary(f, IR_OP_COSINE, ir_mul(f, nf, acos_x));
       break;
     case POLY_U: {
-      unit_value = mul(ctx, sign_pe, n1);
-      ir_value_t s = un(ctx, "stablehlo.sine", acos_x);
-      ir_value_t a = dv(ctx, un(ctx, "stablehlo.sine", mul(ctx, n1, acos_x)), s);
-      ir_value_t b = dv(ctx, mul(ctx, n1, un(ctx, "stablehlo.cosine", mul(ctx, n1, acos_x))), x);
-      trig_value = ir_select(f, ir_compare(f, IR_NE, s, k(ctx, s, 0.0)), a, b);
+      unit_value = ir_mul(f, sign_pe, n1);
+      ir_value_t s = ir_unary(f, IR_OP_SINE, acos_x);
+      ir_value_t a = ir_div(f, ir_unary(f, IR_OP_SINE, ir_mul(f, n1, acos_x)), s);
+      ir_value_t b = ir_div(f, ir_mul(f, n1, ir_unary(f, IR_OP_COSINE, ir_mul(f, n1, acos_x))), x);
+      trig_value = ir_select(f, ir_compare(f, IR_NE, s, ir_const_like(f, s, 0.0)), a, b);
       break;
     }
     case POLY_V:
@@ -601,11 +610,11 @@ static tpurt_status_t orthogonal_poly(lower_ctx_t* ctx, poly_kind_t kind, bool s
       ** ratio is 0/0 where the other half-angle function is 1 (V: x = -1,
       ** W: x = 1): the value at that edge instead. */
       bool v = kind == POLY_V;
-      const char* ratio = v ? "stablehlo.cosine" : "stablehlo.sine";
-      ir_value_t at_minus = ir_select(f, even, v ? n2 : one, un(ctx, "stablehlo.negate", v ? n2 : one));
+      ir_op_t ratio = v ? IR_OP_COSINE : IR_OP_SINE;
+      ir_value_t at_minus = ir_select(f, even, v ? n2 : one, ir_neg(f, v ? n2 : one));
       unit_value = ir_select(f, pos, v ? one : n2, at_minus);
-      ir_value_t a = dv(ctx, un(ctx, ratio, mul(ctx, nh, acos_x)), un(ctx, ratio, half_acos));
-      ir_value_t other = un(ctx, v ? "stablehlo.sine" : "stablehlo.cosine", half_acos);
+      ir_value_t a = ir_div(f, ir_unary(f, ratio, ir_mul(f, nh, acos_x)), ir_unary(f, ratio, half_acos));
+      ir_value_t other = ir_unary(f, v ? IR_OP_SINE : IR_OP_COSINE, half_acos);
       trig_value = ir_select(f, ir_compare(f, IR_NE, other, one), a, v ? at_minus : unit_value);
       break;
     }
@@ -619,30 +628,17 @@ static tpurt_status_t orthogonal_poly(lower_ctx_t* ctx, poly_kind_t kind, bool s
   /* lowest priority first: CPU's checks run in the opposite order */
   if (kind == POLY_H || kind == POLY_HE) {
     double limit = dt == TPURT_DTYPE_F64 ? 512.0 : dt == TPURT_DTYPE_F32 ? 128.0 : 1024.0;
-    res = ir_select(f, ir_compare(f, IR_GT, n, lower_full_like(ctx, n, limit)), k(ctx, x, NAN), res);
+    res = ir_select(f, ir_compare(f, IR_GT, n, ir_const_like(f, n, limit)), ir_const_like(f, x, NAN), res);
   }
-  res = ir_select(f, ir_compare(f, IR_EQ, n, lower_full_like(ctx, n, 1.0)), first, res);
-  res = ir_select(f, ir_compare(f, IR_EQ, n, lower_full_like(ctx, n, 0.0)), one, res);
+  res = ir_select(f, ir_compare(f, IR_EQ, n, ir_const_like(f, n, 1.0)), first, res);
+  res = ir_select(f, ir_compare(f, IR_EQ, n, ir_const_like(f, n, 0.0)), one, res);
   if (chebyshev) res = ir_select(f, trig, trig_value, res);
   if (unit_value != IR_NONE) res = ir_select(f, unit, unit_value, res);
-  if (kind == POLY_L) res = ir_select(f, ir_compare(f, IR_EQ, ax, k(ctx, x, 0.0)), one, res);
-  res = ir_select(f, ir_compare(f, IR_LT, n, lower_full_like(ctx, n, 0.0)), k(ctx, x, 0.0), res);
+  if (kind == POLY_L) res = ir_select(f, ir_compare(f, IR_EQ, ax, ir_const_like(f, x, 0.0)), one, res);
+  res = ir_select(f, ir_compare(f, IR_LT, n, ir_const_like(f, n, 0.0)), ir_const_like(f, x, 0.0), res);
   lower_set_result(ctx, 0, res);
   return NULL;
 }
-
-static tpurt_status_t lower_cheb_t(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_T, false); }
-static tpurt_status_t lower_cheb_u(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_U, false); }
-static tpurt_status_t lower_cheb_v(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_V, false); }
-static tpurt_status_t lower_cheb_w(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_W, false); }
-static tpurt_status_t lower_shifted_t(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_T, true); }
-static tpurt_status_t lower_shifted_u(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_U, true); }
-static tpurt_status_t lower_shifted_v(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_V, true); }
-static tpurt_status_t lower_shifted_w(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_W, true); }
-static tpurt_status_t lower_hermite_h(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_H, false); }
-static tpurt_status_t lower_hermite_he(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_HE, false); }
-static tpurt_status_t lower_laguerre(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_L, false); }
-static tpurt_status_t lower_legendre(lower_ctx_t* ctx) { return orthogonal_poly(ctx, POLY_P, false); }
 
 /* nextafter(a, b): the next float after a towards b, one step of the bits:
 ** up in magnitude when b is further from 0 on a's side, else down; from 0,
@@ -651,23 +647,23 @@ static ir_value_t nextafter_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   ir_func_t* f = ctx->func;
   float_bits_t fb = float_bits(ir_value_type(f, a)->dtype);
   ir_value_t bits = as_bits(ctx, a, fb.int_dtype);
-  ir_value_t away = ir_compare(f, IR_EQ, ir_compare(f, IR_LT, a, b), ir_compare(f, IR_GT, a, k(ctx, a, 0.0)));
-  ir_value_t step = ir_select(f, away, k(ctx, bits, 1.0), k(ctx, bits, -1.0));
-  ir_value_t r = ir_bitcast_convert(f, bin(ctx, "stablehlo.add", bits, step), *ir_value_type(f, a));
-  ir_value_t tiny = ir_bitcast_convert(f, k(ctx, bits, 1.0), *ir_value_type(f, a));
+  ir_value_t away =
+      ir_compare(f, IR_EQ, ir_compare(f, IR_LT, a, b), ir_compare(f, IR_GT, a, ir_const_like(f, a, 0.0)));
+  ir_value_t step = ir_select(f, away, ir_const_like(f, bits, 1.0), ir_const_like(f, bits, -1.0));
+  ir_value_t r = ir_bitcast_convert(f, ir_add(f, bits, step), *ir_value_type(f, a));
+  ir_value_t tiny = ir_bitcast_convert(f, ir_const_like(f, bits, 1.0), *ir_value_type(f, a));
   ir_value_t from_zero =
-      ir_select(f, ir_compare(f, IR_GT, b, k(ctx, b, 0.0)), tiny, ir_unary(f, "stablehlo.negate", tiny));
-  r = ir_select(f, ir_compare(f, IR_EQ, a, k(ctx, a, 0.0)), from_zero, r);
+      ir_select(f, ir_compare(f, IR_GT, b, ir_const_like(f, b, 0.0)), tiny, ir_neg(f, tiny));
+  r = ir_select(f, ir_compare(f, IR_EQ, a, ir_const_like(f, a, 0.0)), from_zero, r);
   r = ir_select(f, ir_compare(f, IR_EQ, a, b), b, r);
-  ir_value_t any_nan = ir_binary(f, "stablehlo.or", is_nan(ctx, a), is_nan(ctx, b));
-  return ir_select(f, any_nan, bin(ctx, "stablehlo.add", a, b), r);
+  ir_value_t any_nan = ir_or(f, is_nan(ctx, a), is_nan(ctx, b));
+  return ir_select(f, any_nan, ir_add(f, a, b), r);
 }
-
-typedef ir_value_t (*binary_fn_t)(lower_ctx_t* ctx, ir_value_t a, ir_value_t b);
 
 /* Applies |fn| to args |a_arg|, |b_arg| promoted together; ints become
 ** float32 when |to_float|. */
-static tpurt_status_t binary(lower_ctx_t* ctx, int32_t a_arg, int32_t b_arg, binary_fn_t fn, bool to_float) {
+static TPURT_MUST_USE tpurt_status_t binary(lower_ctx_t* ctx, int32_t a_arg, int32_t b_arg,
+                                            lower_binary_formula_t fn, bool to_float) {
   int32_t idx[2] = {a_arg, b_arg};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   if (to_float) dt = float_of(dt);
@@ -678,37 +674,39 @@ static tpurt_status_t binary(lower_ctx_t* ctx, int32_t a_arg, int32_t b_arg, bin
   return NULL;
 }
 
+/* binary of args 0 and 1 with the row's formula (.binary); .flag: computed
+** in floating point (ints promote to the default float) */
+static TPURT_MUST_USE tpurt_status_t binary_row(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  return binary(ctx, 0, 1, row->binary, row->flag);
+}
+
 /* xlogy(x, y) = x log y, 0 where x == 0 (unless y is NaN) */
 static ir_value_t xlogy_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t y) {
   ir_func_t* f = ctx->func;
-  ir_value_t r = bin(ctx, "stablehlo.multiply", x, ir_unary(f, "stablehlo.log", y));
-  ir_value_t zero = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)),
-                              ir_unary(f, "stablehlo.not", is_nan(ctx, y)));
-  return ir_select(f, zero, k(ctx, x, 0.0), r);
+  ir_value_t r = ir_mul(f, x, ir_log(f, y));
+  ir_value_t zero = ir_and(f, ir_compare(f, IR_EQ, x, ir_const_like(f, x, 0.0)), ir_not(f, is_nan(ctx, y)));
+  return ir_select(f, zero, ir_const_like(f, x, 0.0), r);
 }
 
 static ir_value_t xlog1py_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t y) {
   ir_func_t* f = ctx->func;
-  ir_value_t r = bin(ctx, "stablehlo.multiply", x, ir_unary(f, "stablehlo.log_plus_one", y));
-  ir_value_t zero = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)),
-                              ir_unary(f, "stablehlo.not", is_nan(ctx, y)));
-  return ir_select(f, zero, k(ctx, x, 0.0), r);
+  ir_value_t r = ir_mul(f, x, ir_unary(f, IR_OP_LOG_PLUS_ONE, y));
+  ir_value_t zero = ir_and(f, ir_compare(f, IR_EQ, x, ir_const_like(f, x, 0.0)), ir_not(f, is_nan(ctx, y)));
+  return ir_select(f, zero, ir_const_like(f, x, 0.0), r);
 }
 
 /* hypot without overflow: m * sqrt(1 + (n/m)^2), m = max(|a|, |b|); inf wins over NaN */
 static ir_value_t hypot_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
   ir_func_t* f = ctx->func;
-  ir_value_t x = ir_unary(f, "stablehlo.abs", a), y = ir_unary(f, "stablehlo.abs", b);
-  ir_value_t m = bin(ctx, "stablehlo.maximum", x, y), n = bin(ctx, "stablehlo.minimum", x, y);
-  ir_value_t q = bin(ctx, "stablehlo.divide", n, m);
-  ir_value_t r =
-      bin(ctx, "stablehlo.multiply", m,
-          ir_unary(f, "stablehlo.sqrt",
-                   bin(ctx, "stablehlo.add", k(ctx, q, 1.0), bin(ctx, "stablehlo.multiply", q, q))));
-  r = ir_select(f, ir_compare(f, IR_EQ, m, k(ctx, m, 0.0)), k(ctx, m, 0.0), r);
-  ir_value_t inf = ir_binary(f, "stablehlo.or", ir_compare(f, IR_EQ, x, k(ctx, x, INFINITY)),
-                             ir_compare(f, IR_EQ, y, k(ctx, y, INFINITY)));
-  return ir_select(f, inf, k(ctx, m, INFINITY), r);
+  ir_value_t x = ir_abs(f, a), y = ir_abs(f, b);
+  ir_value_t m = ir_max(f, x, y), n = ir_min(f, x, y);
+  ir_value_t q = ir_div(f, n, m);
+  ir_value_t r = ir_mul(f, m, ir_unary(f, IR_OP_SQRT, ir_add(f, ir_const_like(f, q, 1.0), ir_mul(f, q, q))));
+  r = ir_select(f, ir_compare(f, IR_EQ, m, ir_const_like(f, m, 0.0)), ir_const_like(f, m, 0.0), r);
+  ir_value_t inf = ir_or(f, ir_compare(f, IR_EQ, x, ir_const_like(f, x, INFINITY)),
+                         ir_compare(f, IR_EQ, y, ir_const_like(f, y, INFINITY)));
+  return ir_select(f, inf, ir_const_like(f, m, INFINITY), r);
 }
 
 /* copysign(a, b) = |a| with b's sign bit */
@@ -720,44 +718,41 @@ static ir_value_t copysign_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
              : tpurt_dtype_size(t->dtype) == 4 ? TPURT_DTYPE_I32
                                                : TPURT_DTYPE_I16;
   ir_value_t bits = ir_bitcast_convert(f, b, it);
-  ir_value_t neg = ir_compare(f, IR_LT, bits, lower_full_like(ctx, bits, 0.0));
-  ir_value_t mag = ir_unary(f, "stablehlo.abs", a);
-  return ir_select(f, neg, ir_unary(f, "stablehlo.negate", mag), mag);
+  ir_value_t neg = ir_compare(f, IR_LT, bits, ir_const_like(f, bits, 0.0));
+  ir_value_t mag = ir_abs(f, a);
+  return ir_select(f, neg, ir_neg(f, mag), mag);
 }
 
 /* fmax/fmin: a NaN loses to a number */
-static ir_value_t fmaxmin(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, const char* op) {
+static ir_value_t fmaxmin(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, ir_op_t op) {
   ir_func_t* f = ctx->func;
   const ir_type_t* t = ir_value_type(f, a);
-  if (!t || !tpurt_dtype_is_float(t->dtype)) return bin(ctx, op, a, b);
-  ir_value_t r = bin(ctx, op, a, b);
+  if (!t || !tpurt_dtype_is_float(t->dtype)) return ir_binary(f, op, a, b);
+  ir_value_t r = ir_binary(f, op, a, b);
   r = ir_select(f, is_nan(ctx, a), b, r);
   return ir_select(f, is_nan(ctx, b), a, r);
 }
 static ir_value_t fmax_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
-  return fmaxmin(ctx, a, b, "stablehlo.maximum");
+  return fmaxmin(ctx, a, b, IR_OP_MAXIMUM);
 }
 static ir_value_t fmin_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
-  return fmaxmin(ctx, a, b, "stablehlo.minimum");
+  return fmaxmin(ctx, a, b, IR_OP_MINIMUM);
 }
 
 /* logaddexp(a, b) = max + log1p(exp(-|a - b|)); equal infinities give themselves */
 static ir_value_t logaddexp_base(lower_ctx_t* ctx, ir_value_t a, ir_value_t b, bool base2) {
   ir_func_t* f = ctx->func;
-  ir_value_t m = bin(ctx, "stablehlo.maximum", a, b);
-  ir_value_t d = ir_unary(f, "stablehlo.abs", bin(ctx, "stablehlo.subtract", a, b));
+  ir_value_t m = ir_max(f, a, b);
+  ir_value_t d = ir_abs(f, ir_sub(f, a, b));
   ir_value_t r;
   if (base2) { /* m + log2(1 + 2^-d) */
-    ir_value_t e = ir_unary(f, "stablehlo.exponential", bin(ctx, "stablehlo.multiply", d, k(ctx, d, -M_LN2)));
-    r = bin(ctx, "stablehlo.add", m,
-            bin(ctx, "stablehlo.multiply", ir_unary(f, "stablehlo.log_plus_one", e), k(ctx, e, 1.0 / M_LN2)));
+    ir_value_t e = ir_exp(f, ir_mul(f, d, ir_const_like(f, d, -M_LN2)));
+    r = ir_add(f, m, ir_mul(f, ir_unary(f, IR_OP_LOG_PLUS_ONE, e), ir_const_like(f, e, 1.0 / M_LN2)));
   } else {
-    r = bin(ctx, "stablehlo.add", m,
-            ir_unary(f, "stablehlo.log_plus_one",
-                     ir_unary(f, "stablehlo.exponential", ir_unary(f, "stablehlo.negate", d))));
+    r = ir_add(f, m, ir_unary(f, IR_OP_LOG_PLUS_ONE, ir_exp(f, ir_neg(f, d))));
   }
-  ir_value_t same_inf = ir_binary(f, "stablehlo.and", ir_compare(f, IR_EQ, a, b),
-                                  ir_compare(f, IR_EQ, ir_unary(f, "stablehlo.abs", a), k(ctx, a, INFINITY)));
+  ir_value_t same_inf = ir_and(f, ir_compare(f, IR_EQ, a, b),
+                               ir_compare(f, IR_EQ, ir_abs(f, a), ir_const_like(f, a, INFINITY)));
   return ir_select(f, same_inf, a, r);
 }
 static ir_value_t logaddexp_of(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
@@ -773,16 +768,16 @@ static ir_value_t heaviside_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t v) {
   const ir_type_t* t = ir_value_type(f, x);
   if (!t) return IR_NONE;
   if (t->dtype == TPURT_DTYPE_BOOL) return ir_select(f, x, x, v); /* 0 -> values, 1 -> 1 */
-  ir_value_t pos = ir_convert(f, ir_compare(f, IR_GT, x, k(ctx, x, 0.0)), t->dtype);
-  return ir_select(f, ir_compare(f, IR_EQ, x, k(ctx, x, 0.0)), v, pos);
+  ir_value_t pos = ir_convert(f, ir_compare(f, IR_GT, x, ir_const_like(f, x, 0.0)), t->dtype);
+  return ir_select(f, ir_compare(f, IR_EQ, x, ir_const_like(f, x, 0.0)), v, pos);
 }
 
 /* zeta(x, q): Hurwitz zeta */
 static ir_value_t zeta_of(lower_ctx_t* ctx, ir_value_t x, ir_value_t q) {
-  return ir_binary(ctx->func, "chlo.zeta", x, q);
+  return ir_binary(ctx->func, IR_OP_ZETA, x, q);
 }
 
-static tpurt_status_t lower_nextafter(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_nextafter(lower_ctx_t* ctx) {
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   if (!tpurt_dtype_is_float(dt))
@@ -797,25 +792,16 @@ static tpurt_status_t lower_nextafter(lower_ctx_t* ctx) {
 /* angle of a real number: 0 at or above 0, pi below, NaN stays; ints give float */
 static ir_value_t angle_of(lower_ctx_t* ctx, ir_value_t x) {
   ir_func_t* f = ctx->func;
-  ir_value_t r = ir_select(f, ir_compare(f, IR_LT, x, k(ctx, x, 0.0)), k(ctx, x, M_PI), k(ctx, x, 0.0));
+  ir_value_t r = ir_select(f, ir_compare(f, IR_LT, x, ir_const_like(f, x, 0.0)), ir_const_like(f, x, M_PI),
+                           ir_const_like(f, x, 0.0));
   return ir_select(f, is_nan(ctx, x), x, r);
 }
-static tpurt_status_t lower_angle(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_angle(lower_ctx_t* ctx) {
   if (tpurt_dtype_is_complex(lower_meta(ctx, 0)->dtype)) return lower_complex_angle(ctx);
   return float_unary(ctx, angle_of);
 }
 
-static tpurt_status_t lower_xlogy(lower_ctx_t* ctx) { return binary(ctx, 0, 1, xlogy_of, true); }
-static tpurt_status_t lower_xlog1py(lower_ctx_t* ctx) { return binary(ctx, 0, 1, xlog1py_of, true); }
-static tpurt_status_t lower_hypot(lower_ctx_t* ctx) { return binary(ctx, 0, 1, hypot_of, true); }
-static tpurt_status_t lower_copysign(lower_ctx_t* ctx) { return binary(ctx, 0, 1, copysign_of, true); }
-static tpurt_status_t lower_fmax(lower_ctx_t* ctx) { return binary(ctx, 0, 1, fmax_of, false); }
-static tpurt_status_t lower_fmin(lower_ctx_t* ctx) { return binary(ctx, 0, 1, fmin_of, false); }
-static tpurt_status_t lower_logaddexp(lower_ctx_t* ctx) { return binary(ctx, 0, 1, logaddexp_of, true); }
-static tpurt_status_t lower_logaddexp2(lower_ctx_t* ctx) { return binary(ctx, 0, 1, logaddexp2_of, true); }
-static tpurt_status_t lower_zeta(lower_ctx_t* ctx) { return binary(ctx, 0, 1, zeta_of, true); }
-
-static tpurt_status_t lower_heaviside(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_heaviside(lower_ctx_t* ctx) {
   const tpurt_tensor_t *a = lower_meta(ctx, 0), *b = lower_meta(ctx, 1);
   if (a && b && a->dtype != b->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT,
@@ -842,21 +828,20 @@ static ir_value_t polygamma_reflected(lower_ctx_t* ctx, int64_t n, ir_value_t x)
     }
     memcpy(p, q, sizeof(p));
   }
-  ir_value_t c = bin(ctx, "stablehlo.divide", k(ctx, x, 1.0),
-                     ir_unary(f, "stablehlo.tan", bin(ctx, "stablehlo.multiply", x, k(ctx, x, M_PI))));
-  ir_value_t poly = k(ctx, x, p[n + 1]);
-  for (int64_t i = n; i >= 0; --i)
-    poly = bin(ctx, "stablehlo.add", bin(ctx, "stablehlo.multiply", poly, c), k(ctx, x, p[i]));
+  ir_value_t c =
+      ir_div(f, ir_const_like(f, x, 1.0), ir_unary(f, IR_OP_TAN, ir_mul(f, x, ir_const_like(f, x, M_PI))));
+  ir_value_t poly = ir_const_like(f, x, p[n + 1]);
+  for (int64_t i = n; i >= 0; --i) poly = ir_add(f, ir_mul(f, poly, c), ir_const_like(f, x, p[i]));
   ir_value_t mirrored =
-      ir_binary(f, "chlo.polygamma", k(ctx, x, (double)n), bin(ctx, "stablehlo.subtract", k(ctx, x, 1.0), x));
-  if (n % 2) mirrored = ir_unary(f, "stablehlo.negate", mirrored);
-  ir_value_t cot_term = bin(ctx, "stablehlo.multiply", poly, k(ctx, x, pow(M_PI, (double)(n + 1))));
-  return bin(ctx, "stablehlo.subtract", mirrored, cot_term);
+      ir_binary(f, IR_OP_POLYGAMMA, ir_const_like(f, x, (double)n), ir_sub(f, ir_const_like(f, x, 1.0), x));
+  if (n % 2) mirrored = ir_neg(f, mirrored);
+  ir_value_t cot_term = ir_mul(f, poly, ir_const_like(f, x, pow(M_PI, (double)(n + 1))));
+  return ir_sub(f, mirrored, cot_term);
 }
 
 /* polygamma(n, self): chlo.polygamma takes n as a float tensor like x; it is
 ** NaN below 0, where CPU's zeta series has values: there, the reflection. */
-static tpurt_status_t lower_polygamma(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_polygamma(lower_ctx_t* ctx) {
   int64_t n = lower_int(ctx, 0, 0);
   if (n < 0) return lower_error(TPURT_INVALID_ARGUMENT, "polygamma(n, x) does not support negative n.");
   if (n > POLYGAMMA_MAX_N)
@@ -872,18 +857,17 @@ static tpurt_status_t lower_polygamma(lower_ctx_t* ctx) {
   if (n == 0) {
     r = digamma_of(ctx, x);
   } else if (n == 1) { /* pi^2 / sin^2(pi x) - trigamma(1 - x) below 0 */
-    ir_value_t one = k(ctx, x, 1.0);
-    ir_value_t neg = ir_compare(f, IR_LT, x, k(ctx, x, 0.0));
-    ir_value_t arg = ir_select(f, neg, bin(ctx, "stablehlo.subtract", one, x), x);
-    ir_value_t tg = ir_binary(f, "chlo.polygamma", one, arg);
-    ir_value_t s = ir_unary(f, "stablehlo.sine", bin(ctx, "stablehlo.multiply", x, k(ctx, x, M_PI)));
-    ir_value_t refl =
-        bin(ctx, "stablehlo.divide", k(ctx, x, M_PI * M_PI), bin(ctx, "stablehlo.multiply", s, s));
-    r = ir_select(f, neg, bin(ctx, "stablehlo.subtract", refl, tg), tg);
+    ir_value_t one = ir_const_like(f, x, 1.0);
+    ir_value_t neg = ir_compare(f, IR_LT, x, ir_const_like(f, x, 0.0));
+    ir_value_t arg = ir_select(f, neg, ir_sub(f, one, x), x);
+    ir_value_t tg = ir_binary(f, IR_OP_POLYGAMMA, one, arg);
+    ir_value_t s = ir_unary(f, IR_OP_SINE, ir_mul(f, x, ir_const_like(f, x, M_PI)));
+    ir_value_t refl = ir_div(f, ir_const_like(f, x, M_PI * M_PI), ir_mul(f, s, s));
+    r = ir_select(f, neg, ir_sub(f, refl, tg), tg);
   } else {
-    ir_value_t neg = ir_compare(f, IR_LT, x, k(ctx, x, 0.0));
-    ir_value_t direct = ir_binary(f, "chlo.polygamma", k(ctx, x, (double)n), x);
-    ir_value_t safe = ir_select(f, neg, x, k(ctx, x, -0.5)); /* keeps the unused branch finite */
+    ir_value_t neg = ir_compare(f, IR_LT, x, ir_const_like(f, x, 0.0));
+    ir_value_t direct = ir_binary(f, IR_OP_POLYGAMMA, ir_const_like(f, x, (double)n), x);
+    ir_value_t safe = ir_select(f, neg, x, ir_const_like(f, x, -0.5)); /* keeps the unused branch finite */
     r = ir_select(f, neg, polygamma_reflected(ctx, n, safe), direct);
   }
   lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
@@ -905,82 +889,84 @@ static ir_value_t igamma_core(lower_ctx_t* ctx, ir_value_t a, ir_value_t x, bool
   if (t->dtype != TPURT_DTYPE_F64) tiny = 1e-30;
   int64_t all[TPURT_MAX_RANK];
   for (int32_t i = 0; i < t->rank; ++i) all[i] = i;
-  ir_value_t one = k(ctx, a, 1.0);
-  ir_value_t inv_a = dv(ctx, one, a);
-  ir_value_t b0 = add(ctx, sub(ctx, x, a), one);
+  ir_value_t one = ir_const_like(f, a, 1.0);
+  ir_value_t inv_a = ir_div(f, one, a);
+  ir_value_t b0 = ir_add(f, ir_sub(f, x, a), one);
   ir_value_t init[7] = {ir_constant_i64(f, TPURT_DTYPE_I32, 1),
-                        inv_a,                 /* series sum */
-                        inv_a,                 /* series term */
-                        b0,                    /* Lentz b */
-                        k(ctx, a, 1.0 / tiny), /* c */
-                        dv(ctx, one, b0),      /* d */
-                        dv(ctx, one, b0)},     /* h */
+                        inv_a,                           /* series sum */
+                        inv_a,                           /* series term */
+                        b0,                              /* Lentz b */
+                        ir_const_like(f, a, 1.0 / tiny), /* c */
+                        ir_div(f, one, b0),              /* d */
+                        ir_div(f, one, b0)},             /* h */
       args[7], out[7];
   ir_region_op_t w = ir_while_begin(f, init, 7, args);
   lower_while_counter_in(ctx, &w, args[0], 1, IGAMMA_MAX_ITERS, args);
   ir_value_t fi = ir_broadcast_in_dim(f, ir_convert(f, args[0], t->dtype), t->rank, t->dims, NULL);
   /* series: term *= x / (a + i) */
-  ir_value_t term = mul(ctx, args[2], dv(ctx, x, add(ctx, a, fi)));
-  ir_value_t sum = add(ctx, args[1], term);
-  ir_value_t s_done = ir_compare(f, IR_LT, un(ctx, "stablehlo.abs", term),
-                                 mul(ctx, un(ctx, "stablehlo.abs", sum), k(ctx, a, eps)));
+  ir_value_t term = ir_mul(f, args[2], ir_div(f, x, ir_add(f, a, fi)));
+  ir_value_t sum = ir_add(f, args[1], term);
+  ir_value_t s_done =
+      ir_compare(f, IR_LT, ir_abs(f, term), ir_mul(f, ir_abs(f, sum), ir_const_like(f, a, eps)));
   /* Lentz: an = -i (i - a), b += 2 */
-  ir_value_t an = un(ctx, "stablehlo.negate", mul(ctx, fi, sub(ctx, fi, a)));
-  ir_value_t b = add(ctx, args[3], k(ctx, a, 2.0));
-  ir_value_t d = add(ctx, mul(ctx, an, args[5]), b);
-  d = where(ctx, IR_LT, un(ctx, "stablehlo.abs", d), tiny, k(ctx, a, tiny), d);
-  ir_value_t c = add(ctx, b, dv(ctx, an, args[4]));
-  c = where(ctx, IR_LT, un(ctx, "stablehlo.abs", c), tiny, k(ctx, a, tiny), c);
-  d = dv(ctx, one, d);
-  ir_value_t del = mul(ctx, d, c);
-  ir_value_t h = mul(ctx, args[6], del);
-  ir_value_t c_done = ir_compare(f, IR_LT, un(ctx, "stablehlo.abs", sub(ctx, del, one)), k(ctx, a, eps));
-  ir_value_t in_series = ir_compare(f, IR_LT, x, add(ctx, a, one));
+  ir_value_t an = ir_neg(f, ir_mul(f, fi, ir_sub(f, fi, a)));
+  ir_value_t b = ir_add(f, args[3], ir_const_like(f, a, 2.0));
+  ir_value_t d = ir_add(f, ir_mul(f, an, args[5]), b);
+  d = where(ctx, IR_LT, ir_abs(f, d), tiny, ir_const_like(f, a, tiny), d);
+  ir_value_t c = ir_add(f, b, ir_div(f, an, args[4]));
+  c = where(ctx, IR_LT, ir_abs(f, c), tiny, ir_const_like(f, a, tiny), c);
+  d = ir_div(f, one, d);
+  ir_value_t del = ir_mul(f, d, c);
+  ir_value_t h = ir_mul(f, args[6], del);
+  ir_value_t c_done = ir_compare(f, IR_LT, ir_abs(f, ir_sub(f, del, one)), ir_const_like(f, a, eps));
+  ir_value_t in_series = ir_compare(f, IR_LT, x, ir_add(f, a, one));
   ir_value_t done = ir_select(f, in_series, s_done, c_done);
   /* NaN inputs never converge: count them done */
-  done = ir_binary(f, "stablehlo.or", done, ir_unary(f, "stablehlo.not", ir_compare(f, IR_EQ, sum, sum)));
-  done = ir_binary(f, "stablehlo.or", done, ir_unary(f, "stablehlo.not", ir_compare(f, IR_EQ, h, h)));
+  done = ir_or(f, done, ir_not(f, ir_compare(f, IR_EQ, sum, sum)));
+  done = ir_or(f, done, ir_not(f, ir_compare(f, IR_EQ, h, h)));
   ir_value_t all_done =
       ir_reduce(f, done, ir_constant_i64(f, TPURT_DTYPE_BOOL, 1), all, t->rank, IR_REDUCE_AND);
-  ir_value_t next_i = ir_binary(f, "stablehlo.add", args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 1));
+  ir_value_t next_i = ir_add(f, args[0], ir_constant_i64(f, TPURT_DTYPE_I32, 1));
   next_i = ir_select(f, all_done, ir_constant_i64(f, TPURT_DTYPE_I32, -1), next_i);
   ir_value_t next[7] = {next_i, sum, term, b, c, d, h};
   ir_region_end(f, next, 7);
   ir_while_end(f, &w, out);
   /* prefactor e^(a ln x - x - lgamma(a)) */
   ir_value_t pre =
-      un(ctx, "stablehlo.exponential",
-         sub(ctx, sub(ctx, mul(ctx, a, un(ctx, "stablehlo.log", x)), x), ir_unary(f, "chlo.lgamma", a)));
-  ir_value_t p_series = mul(ctx, out[1], pre), q_cf = mul(ctx, out[6], pre);
-  ir_value_t use_series = ir_compare(f, IR_LT, x, add(ctx, a, one));
-  if (upper) return ir_select(f, use_series, sub(ctx, one, p_series), q_cf);
-  return ir_select(f, use_series, p_series, sub(ctx, one, q_cf));
+      ir_unary(f, IR_OP_EXPONENTIAL,
+               ir_sub(f, ir_sub(f, ir_mul(f, a, ir_log(f, x)), x), ir_unary(f, IR_OP_LGAMMA, a)));
+  ir_value_t p_series = ir_mul(f, out[1], pre), q_cf = ir_mul(f, out[6], pre);
+  ir_value_t use_series = ir_compare(f, IR_LT, x, ir_add(f, a, one));
+  if (upper) return ir_select(f, use_series, ir_sub(f, one, p_series), q_cf);
+  return ir_select(f, use_series, p_series, ir_sub(f, one, q_cf));
 }
 
 /* igamma(a, x) / igammac(a, x), with CPU's special cases */
 static ir_value_t igamma_full(lower_ctx_t* ctx, ir_value_t a, ir_value_t x, bool upper) {
   ir_func_t* f = ctx->func;
-  ir_value_t safe_a = where(ctx, IR_GT, a, 0.0, a, k(ctx, a, 1.0));
-  ir_value_t safe_x = where(ctx, IR_GT, x, 0.0, x, k(ctx, x, 1.0));
-  safe_a = where(ctx, IR_EQ, un(ctx, "stablehlo.abs", safe_a), INFINITY, k(ctx, a, 1.0), safe_a);
-  safe_x = where(ctx, IR_EQ, un(ctx, "stablehlo.abs", safe_x), INFINITY, k(ctx, x, 1.0), safe_x);
+  ir_value_t safe_a = where(ctx, IR_GT, a, 0.0, a, ir_const_like(f, a, 1.0));
+  ir_value_t safe_x = where(ctx, IR_GT, x, 0.0, x, ir_const_like(f, x, 1.0));
+  safe_a = where(ctx, IR_EQ, ir_abs(f, safe_a), INFINITY, ir_const_like(f, a, 1.0), safe_a);
+  safe_x = where(ctx, IR_EQ, ir_abs(f, safe_x), INFINITY, ir_const_like(f, x, 1.0), safe_x);
   ir_value_t r = igamma_core(ctx, safe_a, safe_x, upper);
   double lo = upper ? 1.0 : 0.0, hi = upper ? 0.0 : 1.0; /* values at x = 0 and x = inf */
-  ir_value_t a_inf = ir_compare(f, IR_EQ, a, k(ctx, a, INFINITY));
-  ir_value_t x_inf = ir_compare(f, IR_EQ, x, k(ctx, x, INFINITY));
-  r = ir_select(f, x_inf, k(ctx, x, hi), r);
-  r = ir_select(f, a_inf, ir_select(f, x_inf, k(ctx, x, NAN), k(ctx, x, lo)), r);
-  r = where(ctx, IR_EQ, x, 0.0, k(ctx, x, lo), r);
-  ir_value_t a0 = ir_compare(f, IR_EQ, a, k(ctx, a, 0.0));
-  r = ir_select(f, a0, where(ctx, IR_GT, x, 0.0, k(ctx, x, hi), k(ctx, x, NAN)), r);
-  ir_value_t neg = ir_binary(f, "stablehlo.or", ir_compare(f, IR_LT, a, k(ctx, a, 0.0)),
-                             ir_compare(f, IR_LT, x, k(ctx, x, 0.0)));
-  r = ir_select(f, neg, k(ctx, x, NAN), r);
-  ir_value_t any_nan = ir_binary(f, "stablehlo.or", is_nan(ctx, a), is_nan(ctx, x));
-  return ir_select(f, any_nan, k(ctx, x, NAN), r);
+  ir_value_t a_inf = ir_compare(f, IR_EQ, a, ir_const_like(f, a, INFINITY));
+  ir_value_t x_inf = ir_compare(f, IR_EQ, x, ir_const_like(f, x, INFINITY));
+  r = ir_select(f, x_inf, ir_const_like(f, x, hi), r);
+  r = ir_select(f, a_inf, ir_select(f, x_inf, ir_const_like(f, x, NAN), ir_const_like(f, x, lo)), r);
+  r = where(ctx, IR_EQ, x, 0.0, ir_const_like(f, x, lo), r);
+  ir_value_t a0 = ir_compare(f, IR_EQ, a, ir_const_like(f, a, 0.0));
+  r = ir_select(f, a0, where(ctx, IR_GT, x, 0.0, ir_const_like(f, x, hi), ir_const_like(f, x, NAN)), r);
+  ir_value_t neg = ir_or(f, ir_compare(f, IR_LT, a, ir_const_like(f, a, 0.0)),
+                         ir_compare(f, IR_LT, x, ir_const_like(f, x, 0.0)));
+  r = ir_select(f, neg, ir_const_like(f, x, NAN), r);
+  ir_value_t any_nan = ir_or(f, is_nan(ctx, a), is_nan(ctx, x));
+  return ir_select(f, any_nan, ir_const_like(f, x, NAN), r);
 }
 
-static tpurt_status_t igamma_rule(lower_ctx_t* ctx, bool upper) {
+static TPURT_MUST_USE tpurt_status_t igamma_rule(lower_ctx_t* ctx) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  bool upper = row->flag;
   int32_t idx[2] = {0, 1};
   tpurt_dtype_t dt = float_of(lower_result_type(ctx, idx, 2));
   ir_value_t v[2];
@@ -988,39 +974,37 @@ static tpurt_status_t igamma_rule(lower_ctx_t* ctx, bool upper) {
   lower_set_result(ctx, 0, lower_cast(ctx, igamma_full(ctx, v[0], v[1], upper), dt));
   return NULL;
 }
-static tpurt_status_t lower_igamma(lower_ctx_t* ctx) { return igamma_rule(ctx, false); }
-static tpurt_status_t lower_igammac(lower_ctx_t* ctx) { return igamma_rule(ctx, true); }
 
 const lower_rule_t lower_special_rules[] = {
-    LOWER_FN("aten::copysign.Scalar", lower_copysign),
-    LOWER_FN("aten::copysign.Tensor", lower_copysign),
-    LOWER_OUT_FN("aten::copysign.out", lower_copysign),
+    LOWER_FN_WITH("aten::copysign.Scalar", binary_row, .binary = copysign_of, .flag = true),
+    LOWER_FN_WITH("aten::copysign.Tensor", binary_row, .binary = copysign_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::copysign.out", binary_row, .binary = copysign_of, .flag = true),
     LOWER_FN("aten::angle", lower_angle),
     LOWER_OUT_FN("aten::angle.out", lower_angle),
-    LOWER_FN("aten::digamma", lower_digamma),
-    LOWER_OUT_FN("aten::digamma.out", lower_digamma),
-    LOWER_FN("aten::erfc", lower_erfc),
-    LOWER_OUT_FN("aten::erfc.out", lower_erfc),
-    LOWER_FN("aten::fmax", lower_fmax),
-    LOWER_OUT_FN("aten::fmax.out", lower_fmax),
-    LOWER_FN("aten::fmin", lower_fmin),
-    LOWER_OUT_FN("aten::fmin.out", lower_fmin),
+    LOWER_FN_WITH("aten::digamma", float_unary_row, .unary = digamma_of),
+    LOWER_OUT_FN_WITH("aten::digamma.out", float_unary_row, .unary = digamma_of),
+    LOWER_FN_WITH("aten::erfc", float_unary_row, .unary = erfc_of),
+    LOWER_OUT_FN_WITH("aten::erfc.out", float_unary_row, .unary = erfc_of),
+    LOWER_FN_WITH("aten::fmax", binary_row, .binary = fmax_of),
+    LOWER_OUT_FN_WITH("aten::fmax.out", binary_row, .binary = fmax_of),
+    LOWER_FN_WITH("aten::fmin", binary_row, .binary = fmin_of),
+    LOWER_OUT_FN_WITH("aten::fmin.out", binary_row, .binary = fmin_of),
     LOWER_FN("aten::frexp.Tensor", lower_frexp),
     LOWER_OUT_FN("aten::frexp.Tensor_out", lower_frexp),
     LOWER_FN("aten::heaviside", lower_heaviside),
-    LOWER_FN("aten::igamma", lower_igamma),
-    LOWER_OUT_FN("aten::igamma.out", lower_igamma),
-    LOWER_FN("aten::igammac", lower_igammac),
-    LOWER_OUT_FN("aten::igammac.out", lower_igammac),
+    LOWER_FN_WITH("aten::igamma", igamma_rule),
+    LOWER_OUT_FN_WITH("aten::igamma.out", igamma_rule),
+    LOWER_FN_WITH("aten::igammac", igamma_rule, .flag = true),
+    LOWER_OUT_FN_WITH("aten::igammac.out", igamma_rule, .flag = true),
     LOWER_OUT_FN("aten::heaviside.out", lower_heaviside),
-    LOWER_FN("aten::hypot", lower_hypot),
-    LOWER_OUT_FN("aten::hypot.out", lower_hypot),
-    LOWER_FN("aten::lgamma", lower_lgamma),
-    LOWER_OUT_FN("aten::lgamma.out", lower_lgamma),
-    LOWER_FN("aten::logaddexp", lower_logaddexp),
-    LOWER_OUT_FN("aten::logaddexp.out", lower_logaddexp),
-    LOWER_FN("aten::logaddexp2", lower_logaddexp2),
-    LOWER_OUT_FN("aten::logaddexp2.out", lower_logaddexp2),
+    LOWER_FN_WITH("aten::hypot", binary_row, .binary = hypot_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::hypot.out", binary_row, .binary = hypot_of, .flag = true),
+    LOWER_FN_WITH("aten::lgamma", float_unary_row, .unary = lgamma_of),
+    LOWER_OUT_FN_WITH("aten::lgamma.out", float_unary_row, .unary = lgamma_of),
+    LOWER_FN_WITH("aten::logaddexp", binary_row, .binary = logaddexp_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::logaddexp.out", binary_row, .binary = logaddexp_of, .flag = true),
+    LOWER_FN_WITH("aten::logaddexp2", binary_row, .binary = logaddexp2_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::logaddexp2.out", binary_row, .binary = logaddexp2_of, .flag = true),
     LOWER_FN("aten::logit", lower_logit),
     LOWER_OUT_FN("aten::logit.out", lower_logit),
     LOWER_FN("aten::nan_to_num", lower_nan_to_num),
@@ -1033,24 +1017,24 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_OUT_FN("aten::round.decimals_out", lower_round_decimals),
     LOWER_FN("aten::signbit", lower_signbit),
     LOWER_OUT_FN("aten::signbit.out", lower_signbit),
-    LOWER_FN("aten::sinc", lower_sinc),
-    LOWER_OUT_FN("aten::sinc.out", lower_sinc),
-    LOWER_FN("aten::special_entr", lower_entr),
-    LOWER_OUT_FN("aten::special_entr.out", lower_entr),
-    LOWER_FN("aten::special_log_ndtr", lower_log_ndtr),
-    LOWER_OUT_FN("aten::special_log_ndtr.out", lower_log_ndtr),
-    LOWER_FN("aten::special_ndtri", lower_ndtri),
-    LOWER_OUT_FN("aten::special_ndtri.out", lower_ndtri),
-    LOWER_FN("aten::special_xlog1py", lower_xlog1py),
-    LOWER_OUT_FN("aten::special_xlog1py.out", lower_xlog1py),
-    LOWER_FN("aten::special_zeta", lower_zeta),
-    LOWER_OUT_FN("aten::special_zeta.out", lower_zeta),
-    LOWER_FN("aten::xlogy.Tensor", lower_xlogy),
-    LOWER_FN("aten::xlogy.Scalar_Other", lower_xlogy),
-    LOWER_FN("aten::xlogy.Scalar_Self", lower_xlogy),
-    LOWER_OUT_FN("aten::xlogy.OutTensor", lower_xlogy),
-    LOWER_OUT_FN("aten::xlogy.OutScalar_Other", lower_xlogy),
-    LOWER_OUT_FN("aten::xlogy.OutScalar_Self", lower_xlogy),
+    LOWER_FN_WITH("aten::sinc", float_unary_row, .unary = sinc_of),
+    LOWER_OUT_FN_WITH("aten::sinc.out", float_unary_row, .unary = sinc_of),
+    LOWER_FN_WITH("aten::special_entr", float_unary_row, .unary = entr_of),
+    LOWER_OUT_FN_WITH("aten::special_entr.out", float_unary_row, .unary = entr_of),
+    LOWER_FN_WITH("aten::special_log_ndtr", float_unary_row, .unary = log_ndtr_of),
+    LOWER_OUT_FN_WITH("aten::special_log_ndtr.out", float_unary_row, .unary = log_ndtr_of),
+    LOWER_FN_WITH("aten::special_ndtri", float_unary_row, .unary = ndtri_of),
+    LOWER_OUT_FN_WITH("aten::special_ndtri.out", float_unary_row, .unary = ndtri_of),
+    LOWER_FN_WITH("aten::special_xlog1py", binary_row, .binary = xlog1py_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_xlog1py.out", binary_row, .binary = xlog1py_of, .flag = true),
+    LOWER_FN_WITH("aten::special_zeta", binary_row, .binary = zeta_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_zeta.out", binary_row, .binary = zeta_of, .flag = true),
+    LOWER_FN_WITH("aten::xlogy.Tensor", binary_row, .binary = xlogy_of, .flag = true),
+    LOWER_FN_WITH("aten::xlogy.Scalar_Other", binary_row, .binary = xlogy_of, .flag = true),
+    LOWER_FN_WITH("aten::xlogy.Scalar_Self", binary_row, .binary = xlogy_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::xlogy.OutTensor", binary_row, .binary = xlogy_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::xlogy.OutScalar_Other", binary_row, .binary = xlogy_of, .flag = true),
+    LOWER_OUT_FN_WITH("aten::xlogy.OutScalar_Self", binary_row, .binary = xlogy_of, .flag = true),
     LOWER_FN_WITH("aten::i0", bessel_row, .num = {BESSEL_I, 0, false}),
     LOWER_OUT_FN_WITH("aten::i0.out", bessel_row, .num = {BESSEL_I, 0, false}),
     LOWER_FN_WITH("aten::special_i0e", bessel_row, .num = {BESSEL_I, 0, true}),
@@ -1084,77 +1068,101 @@ const lower_rule_t lower_special_rules[] = {
                       .num = {BESSEL_SPHERICAL_J, 0, false}),
     LOWER_FN("aten::special_erfcx", lower_erfcx),
     LOWER_OUT_FN("aten::special_erfcx.out", lower_erfcx),
-    LOWER_FN("aten::special_chebyshev_polynomial_t", lower_cheb_t),
-    LOWER_FN("aten::special_chebyshev_polynomial_t.x_scalar", lower_cheb_t),
-    LOWER_FN("aten::special_chebyshev_polynomial_t.n_scalar", lower_cheb_t),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_t.out", lower_cheb_t),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_t.x_scalar_out", lower_cheb_t),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_t.n_scalar_out", lower_cheb_t),
-    LOWER_FN("aten::special_chebyshev_polynomial_u", lower_cheb_u),
-    LOWER_FN("aten::special_chebyshev_polynomial_u.x_scalar", lower_cheb_u),
-    LOWER_FN("aten::special_chebyshev_polynomial_u.n_scalar", lower_cheb_u),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_u.out", lower_cheb_u),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_u.x_scalar_out", lower_cheb_u),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_u.n_scalar_out", lower_cheb_u),
-    LOWER_FN("aten::special_chebyshev_polynomial_v", lower_cheb_v),
-    LOWER_FN("aten::special_chebyshev_polynomial_v.x_scalar", lower_cheb_v),
-    LOWER_FN("aten::special_chebyshev_polynomial_v.n_scalar", lower_cheb_v),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_v.out", lower_cheb_v),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_v.x_scalar_out", lower_cheb_v),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_v.n_scalar_out", lower_cheb_v),
-    LOWER_FN("aten::special_chebyshev_polynomial_w", lower_cheb_w),
-    LOWER_FN("aten::special_chebyshev_polynomial_w.x_scalar", lower_cheb_w),
-    LOWER_FN("aten::special_chebyshev_polynomial_w.n_scalar", lower_cheb_w),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_w.out", lower_cheb_w),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_w.x_scalar_out", lower_cheb_w),
-    LOWER_OUT_FN("aten::special_chebyshev_polynomial_w.n_scalar_out", lower_cheb_w),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_t", lower_shifted_t),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_t.x_scalar", lower_shifted_t),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_t.n_scalar", lower_shifted_t),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_t.out", lower_shifted_t),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_t.x_scalar_out", lower_shifted_t),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_t.n_scalar_out", lower_shifted_t),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_u", lower_shifted_u),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_u.x_scalar", lower_shifted_u),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_u.n_scalar", lower_shifted_u),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_u.out", lower_shifted_u),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_u.x_scalar_out", lower_shifted_u),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_u.n_scalar_out", lower_shifted_u),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_v", lower_shifted_v),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_v.x_scalar", lower_shifted_v),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_v.n_scalar", lower_shifted_v),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_v.out", lower_shifted_v),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_v.x_scalar_out", lower_shifted_v),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_v.n_scalar_out", lower_shifted_v),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_w", lower_shifted_w),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_w.x_scalar", lower_shifted_w),
-    LOWER_FN("aten::special_shifted_chebyshev_polynomial_w.n_scalar", lower_shifted_w),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_w.out", lower_shifted_w),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_w.x_scalar_out", lower_shifted_w),
-    LOWER_OUT_FN("aten::special_shifted_chebyshev_polynomial_w.n_scalar_out", lower_shifted_w),
-    LOWER_FN("aten::special_hermite_polynomial_h", lower_hermite_h),
-    LOWER_FN("aten::special_hermite_polynomial_h.x_scalar", lower_hermite_h),
-    LOWER_FN("aten::special_hermite_polynomial_h.n_scalar", lower_hermite_h),
-    LOWER_OUT_FN("aten::special_hermite_polynomial_h.out", lower_hermite_h),
-    LOWER_OUT_FN("aten::special_hermite_polynomial_h.x_scalar_out", lower_hermite_h),
-    LOWER_OUT_FN("aten::special_hermite_polynomial_h.n_scalar_out", lower_hermite_h),
-    LOWER_FN("aten::special_hermite_polynomial_he", lower_hermite_he),
-    LOWER_FN("aten::special_hermite_polynomial_he.x_scalar", lower_hermite_he),
-    LOWER_FN("aten::special_hermite_polynomial_he.n_scalar", lower_hermite_he),
-    LOWER_OUT_FN("aten::special_hermite_polynomial_he.out", lower_hermite_he),
-    LOWER_OUT_FN("aten::special_hermite_polynomial_he.x_scalar_out", lower_hermite_he),
-    LOWER_OUT_FN("aten::special_hermite_polynomial_he.n_scalar_out", lower_hermite_he),
-    LOWER_FN("aten::special_laguerre_polynomial_l", lower_laguerre),
-    LOWER_FN("aten::special_laguerre_polynomial_l.x_scalar", lower_laguerre),
-    LOWER_FN("aten::special_laguerre_polynomial_l.n_scalar", lower_laguerre),
-    LOWER_OUT_FN("aten::special_laguerre_polynomial_l.out", lower_laguerre),
-    LOWER_OUT_FN("aten::special_laguerre_polynomial_l.x_scalar_out", lower_laguerre),
-    LOWER_OUT_FN("aten::special_laguerre_polynomial_l.n_scalar_out", lower_laguerre),
-    LOWER_FN("aten::special_legendre_polynomial_p", lower_legendre),
-    LOWER_FN("aten::special_legendre_polynomial_p.x_scalar", lower_legendre),
-    LOWER_FN("aten::special_legendre_polynomial_p.n_scalar", lower_legendre),
-    LOWER_OUT_FN("aten::special_legendre_polynomial_p.out", lower_legendre),
-    LOWER_OUT_FN("aten::special_legendre_polynomial_p.x_scalar_out", lower_legendre),
-    LOWER_OUT_FN("aten::special_legendre_polynomial_p.n_scalar_out", lower_legendre),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_t", orthogonal_poly, .kind = POLY_T),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_t.x_scalar", orthogonal_poly, .kind = POLY_T),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_t.n_scalar", orthogonal_poly, .kind = POLY_T),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_t.out", orthogonal_poly, .kind = POLY_T),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_t.x_scalar_out", orthogonal_poly, .kind = POLY_T),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_t.n_scalar_out", orthogonal_poly, .kind = POLY_T),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_u", orthogonal_poly, .kind = POLY_U),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_u.x_scalar", orthogonal_poly, .kind = POLY_U),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_u.n_scalar", orthogonal_poly, .kind = POLY_U),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_u.out", orthogonal_poly, .kind = POLY_U),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_u.x_scalar_out", orthogonal_poly, .kind = POLY_U),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_u.n_scalar_out", orthogonal_poly, .kind = POLY_U),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_v", orthogonal_poly, .kind = POLY_V),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_v.x_scalar", orthogonal_poly, .kind = POLY_V),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_v.n_scalar", orthogonal_poly, .kind = POLY_V),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_v.out", orthogonal_poly, .kind = POLY_V),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_v.x_scalar_out", orthogonal_poly, .kind = POLY_V),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_v.n_scalar_out", orthogonal_poly, .kind = POLY_V),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_w", orthogonal_poly, .kind = POLY_W),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_w.x_scalar", orthogonal_poly, .kind = POLY_W),
+    LOWER_FN_WITH("aten::special_chebyshev_polynomial_w.n_scalar", orthogonal_poly, .kind = POLY_W),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_w.out", orthogonal_poly, .kind = POLY_W),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_w.x_scalar_out", orthogonal_poly, .kind = POLY_W),
+    LOWER_OUT_FN_WITH("aten::special_chebyshev_polynomial_w.n_scalar_out", orthogonal_poly, .kind = POLY_W),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_t", orthogonal_poly, .kind = POLY_T,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_t.x_scalar", orthogonal_poly, .kind = POLY_T,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_t.n_scalar", orthogonal_poly, .kind = POLY_T,
+                  .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_t.out", orthogonal_poly, .kind = POLY_T,
+                      .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_t.x_scalar_out", orthogonal_poly,
+                      .kind = POLY_T, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_t.n_scalar_out", orthogonal_poly,
+                      .kind = POLY_T, .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_u", orthogonal_poly, .kind = POLY_U,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_u.x_scalar", orthogonal_poly, .kind = POLY_U,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_u.n_scalar", orthogonal_poly, .kind = POLY_U,
+                  .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_u.out", orthogonal_poly, .kind = POLY_U,
+                      .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_u.x_scalar_out", orthogonal_poly,
+                      .kind = POLY_U, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_u.n_scalar_out", orthogonal_poly,
+                      .kind = POLY_U, .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_v", orthogonal_poly, .kind = POLY_V,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_v.x_scalar", orthogonal_poly, .kind = POLY_V,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_v.n_scalar", orthogonal_poly, .kind = POLY_V,
+                  .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_v.out", orthogonal_poly, .kind = POLY_V,
+                      .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_v.x_scalar_out", orthogonal_poly,
+                      .kind = POLY_V, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_v.n_scalar_out", orthogonal_poly,
+                      .kind = POLY_V, .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_w", orthogonal_poly, .kind = POLY_W,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_w.x_scalar", orthogonal_poly, .kind = POLY_W,
+                  .flag = true),
+    LOWER_FN_WITH("aten::special_shifted_chebyshev_polynomial_w.n_scalar", orthogonal_poly, .kind = POLY_W,
+                  .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_w.out", orthogonal_poly, .kind = POLY_W,
+                      .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_w.x_scalar_out", orthogonal_poly,
+                      .kind = POLY_W, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_shifted_chebyshev_polynomial_w.n_scalar_out", orthogonal_poly,
+                      .kind = POLY_W, .flag = true),
+    LOWER_FN_WITH("aten::special_hermite_polynomial_h", orthogonal_poly, .kind = POLY_H),
+    LOWER_FN_WITH("aten::special_hermite_polynomial_h.x_scalar", orthogonal_poly, .kind = POLY_H),
+    LOWER_FN_WITH("aten::special_hermite_polynomial_h.n_scalar", orthogonal_poly, .kind = POLY_H),
+    LOWER_OUT_FN_WITH("aten::special_hermite_polynomial_h.out", orthogonal_poly, .kind = POLY_H),
+    LOWER_OUT_FN_WITH("aten::special_hermite_polynomial_h.x_scalar_out", orthogonal_poly, .kind = POLY_H),
+    LOWER_OUT_FN_WITH("aten::special_hermite_polynomial_h.n_scalar_out", orthogonal_poly, .kind = POLY_H),
+    LOWER_FN_WITH("aten::special_hermite_polynomial_he", orthogonal_poly, .kind = POLY_HE),
+    LOWER_FN_WITH("aten::special_hermite_polynomial_he.x_scalar", orthogonal_poly, .kind = POLY_HE),
+    LOWER_FN_WITH("aten::special_hermite_polynomial_he.n_scalar", orthogonal_poly, .kind = POLY_HE),
+    LOWER_OUT_FN_WITH("aten::special_hermite_polynomial_he.out", orthogonal_poly, .kind = POLY_HE),
+    LOWER_OUT_FN_WITH("aten::special_hermite_polynomial_he.x_scalar_out", orthogonal_poly, .kind = POLY_HE),
+    LOWER_OUT_FN_WITH("aten::special_hermite_polynomial_he.n_scalar_out", orthogonal_poly, .kind = POLY_HE),
+    LOWER_FN_WITH("aten::special_laguerre_polynomial_l", orthogonal_poly, .kind = POLY_L),
+    LOWER_FN_WITH("aten::special_laguerre_polynomial_l.x_scalar", orthogonal_poly, .kind = POLY_L),
+    LOWER_FN_WITH("aten::special_laguerre_polynomial_l.n_scalar", orthogonal_poly, .kind = POLY_L),
+    LOWER_OUT_FN_WITH("aten::special_laguerre_polynomial_l.out", orthogonal_poly, .kind = POLY_L),
+    LOWER_OUT_FN_WITH("aten::special_laguerre_polynomial_l.x_scalar_out", orthogonal_poly, .kind = POLY_L),
+    LOWER_OUT_FN_WITH("aten::special_laguerre_polynomial_l.n_scalar_out", orthogonal_poly, .kind = POLY_L),
+    LOWER_FN_WITH("aten::special_legendre_polynomial_p", orthogonal_poly, .kind = POLY_P),
+    LOWER_FN_WITH("aten::special_legendre_polynomial_p.x_scalar", orthogonal_poly, .kind = POLY_P),
+    LOWER_FN_WITH("aten::special_legendre_polynomial_p.n_scalar", orthogonal_poly, .kind = POLY_P),
+    LOWER_OUT_FN_WITH("aten::special_legendre_polynomial_p.out", orthogonal_poly, .kind = POLY_P),
+    LOWER_OUT_FN_WITH("aten::special_legendre_polynomial_p.x_scalar_out", orthogonal_poly, .kind = POLY_P),
+    LOWER_OUT_FN_WITH("aten::special_legendre_polynomial_p.n_scalar_out", orthogonal_poly, .kind = POLY_P),
     LOWER_END,
 };

@@ -1,5 +1,11 @@
 /* table.c: the one table from aten overload names to rules, built once
-** from the per-family tables into a hash map. */
+** from the per-family tables into a hash map.
+**
+** A name has one row. Should two rows name the same overload (two families
+** both claiming it, or a row pasted twice), the first in kFamilies order
+** stays in the map and the later one is counted, never silently put in
+** its place: lower_check_rows names every such pair, and table_test fails
+** on any in the real table. */
 #include <pthread.h>
 #include <stdio.h>
 
@@ -30,7 +36,10 @@ static const lower_rule_t** slot(const char* name) {
 
 static void build_map(void) {
   for (size_t f = 0; f < sizeof(kFamilies) / sizeof(kFamilies[0]); ++f)
-    for (const lower_rule_t* r = kFamilies[f]; r->name; ++r) *slot(r->name) = r;
+    for (const lower_rule_t* r = kFamilies[f]; r->name; ++r) {
+      const lower_rule_t** s = slot(r->name);
+      if (!*s) *s = r; /* a duplicate keeps the first row (see lower_check_rows) */
+    }
 }
 
 const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch) {
@@ -51,7 +60,7 @@ const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch) {
   return scratch;
 }
 
-tpurt_status_t lower_rule_run(const lower_rule_t* rule, lower_ctx_t* ctx) {
+TPURT_MUST_USE tpurt_status_t lower_rule_run(const lower_rule_t* rule, lower_ctx_t* ctx) {
   ctx->rule = rule;
   tpurt_status_t status = rule->fn(ctx);
   ctx->rule = NULL; /* |rule| may be the caller's scratch copy */
@@ -62,4 +71,46 @@ int64_t lower_rule_int(const lower_ctx_t* ctx, int32_t k) {
   return ctx->rule && k >= 0 && k < LOWER_RULE_MAX_INTS ? ctx->rule->data.num[k] : 0;
 }
 const char* lower_rule_str(const lower_ctx_t* ctx) { return ctx->rule ? ctx->rule->data.str : NULL; }
+const lower_rule_data_t* lower_rule_data(const lower_ctx_t* ctx) {
+  static const lower_rule_data_t kNone = {.arg = -1};
+  return ctx->rule ? &ctx->rule->data : &kNone;
+}
+ir_op_t lower_rule_op(const lower_ctx_t* ctx) { return ctx->rule ? ctx->rule->data.op : IR_OP_NONE; }
 double lower_rule_real(const lower_ctx_t* ctx) { return ctx->rule ? ctx->rule->data.real : 0.0; }
+
+/* Names are compared pairwise within a sorted copy: the table has under a
+** thousand rows and this runs in a test, not at start-up. */
+static int compare_rows(const void* a, const void* b) {
+  const lower_rule_t* ra = *(const lower_rule_t* const*)a;
+  const lower_rule_t* rb = *(const lower_rule_t* const*)b;
+  int c = strcmp(ra->name, rb->name);
+  return c ? c : (ra < rb ? -1 : ra > rb);
+}
+
+TPURT_MUST_USE tpurt_status_t lower_check_rows(const lower_rule_t* const* families, int32_t num_families) {
+  size_t count = 0;
+  for (int32_t f = 0; f < num_families; ++f)
+    for (const lower_rule_t* r = families[f]; r->name; ++r) ++count;
+  const lower_rule_t** rows = tpurt_xmalloc((count ? count : 1) * sizeof(*rows));
+  size_t n = 0;
+  for (int32_t f = 0; f < num_families; ++f)
+    for (const lower_rule_t* r = families[f]; r->name; ++r) rows[n++] = r;
+  qsort(rows, n, sizeof(*rows), compare_rows);
+  tpurt_strbuf_t names = {0};
+  int32_t duplicates = 0;
+  for (size_t i = 1; i < n; ++i) {
+    if (strcmp(rows[i - 1]->name, rows[i]->name) != 0) continue;
+    if (duplicates++ < 8) tpurt_strbuf_printf(&names, "%s%s", duplicates > 1 ? ", " : "", rows[i]->name);
+  }
+  free(rows);
+  tpurt_status_t status = NULL;
+  if (duplicates)
+    status = tpurt_status_create(TPURT_INTERNAL, "%d duplicate op-table row(s): %s%s", (int)duplicates,
+                                 names.data, duplicates > 8 ? ", ..." : "");
+  tpurt_strbuf_free(&names);
+  return status;
+}
+
+TPURT_MUST_USE tpurt_status_t lower_check_table(void) {
+  return lower_check_rows(kFamilies, (int32_t)(sizeof(kFamilies) / sizeof(kFamilies[0])));
+}

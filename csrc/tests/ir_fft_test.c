@@ -25,8 +25,8 @@ static ir_func_t* build_rfft(void) {
   ir_value_t spectrum = ir_fft(f, x, IR_FFT_RFFT, &n, 1);
   int64_t half[2] = {2, 3};
   ir_value_t two = ir_broadcast_in_dim(f, ir_constant_f64(f, C64, 2.0), 2, half, NULL);
-  ir_value_t scaled = ir_binary(f, "stablehlo.multiply", spectrum, two);
-  ir_value_t results[3] = {scaled, ir_complex_part(f, "stablehlo.real", scaled),
+  ir_value_t scaled = ir_binary(f, IR_OP_MULTIPLY, spectrum, two);
+  ir_value_t results[3] = {scaled, ir_complex_part(f, IR_OP_REAL, scaled),
                            ir_fft(f, spectrum, IR_FFT_IRFFT, &n, 1)};
   ir_func_set_results(f, results, 3);
   return f;
@@ -87,7 +87,7 @@ TEST(IrFft_Errors) {
   expect_error(f, ir_fft(f, x, IR_FFT_IRFFT, &n, 1), "needs dim 1 to be 3");
   f = ir_func_create();
   x = ir_param(f, ir_type_make(F32, 2, dims));
-  expect_error(f, ir_complex_part(f, "stablehlo.real", x), "expected a complex operand");
+  expect_error(f, ir_complex_part(f, IR_OP_REAL, x), "expected a complex operand");
   f = ir_func_create();
   x = ir_param(f, ir_type_make(C64, 2, dims));
   expect_error(f, ir_complex(f, x, x), "parts must be f32 or f64");

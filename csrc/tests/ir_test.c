@@ -113,7 +113,7 @@ TEST(Ir_Add) {
   ir_value_t x = ir_param(f, T(F32, 1, 4, 0, 0));
   ir_value_t s = ir_param(f, ir_type_scalar(F32));
   (void)s;
-  ir_value_t y = ir_binary(f, "stablehlo.add", x, x);
+  ir_value_t y = ir_binary(f, IR_OP_ADD, x, x);
   ir_func_set_results(f, &y, 1);
   EXPECT(ir_func_num_params(f) == 2);
   EXPECT(ir_func_num_ops(f) == 1);
@@ -147,7 +147,7 @@ TEST(Ir_BroadcastReshapeTranspose) {
   ir_value_t t = ir_transpose(f, r, perm);
   ir_value_t s = ir_param(f, ir_type_scalar(F32));
   ir_value_t sb = ir_broadcast_in_dim(f, s, 2, (int64_t[]){3, 2}, NULL);
-  ir_value_t y = ir_binary(f, "stablehlo.multiply", t, sb);
+  ir_value_t y = ir_binary(f, IR_OP_MULTIPLY, t, sb);
   EXPECT(ir_value_type(f, t)->dims[0] == 3 && ir_value_type(f, t)->dims[1] == 2);
   ir_func_set_results(f, &y, 1);
   CHECK_GOLDEN(
@@ -447,7 +447,7 @@ TEST(Ir_GatherScatter) {
   s.index_vector_dim = 1;
   ir_value_t args[2];
   ir_value_t out = ir_scatter_begin(f, table, ids, rows, &s, args);
-  ir_value_t sum = ir_binary(f, "stablehlo.add", args[0], args[1]);
+  ir_value_t sum = ir_binary(f, IR_OP_ADD, args[0], args[1]);
   ir_region_end(f, &sum, 1);
   /* a gather with the offset dim first and a batch dim after: 2x5 ids */
   ir_value_t ids2 = ir_param(f, T(I32, 3, 2, 5, 1));
@@ -519,7 +519,7 @@ TEST(Ir_ShapeOps) {
   ir_value_t rv = ir_reverse(f, x, (int64_t[]){1}, 1);
   ir_value_t one = ir_constant_f64(f, F32, 1.0);
   ir_value_t cl = ir_clamp(f, zero, x, one);
-  ir_value_t ex = ir_unary(f, "stablehlo.exponential", cl);
+  ir_value_t ex = ir_unary(f, IR_OP_EXPONENTIAL, cl);
   /* bitcast f32 -> i32, and f32 -> 4xui8 */
   ir_value_t bc = ir_bitcast_convert(f, x, T(I32, 2, 4, 6, 0));
   int64_t bytes[3] = {4, 6, 4};
@@ -529,7 +529,7 @@ TEST(Ir_ShapeOps) {
   ir_value_t state = ir_param(f, T(TPURT_DTYPE_U64, 1, 2, 0, 0));
   ir_value_t new_state, bits;
   ir_rng_bit_generator(f, state, T(TPURT_DTYPE_U32, 2, 4, 6, 0), &new_state, &bits);
-  ir_value_t shifted = ir_binary(f, "stablehlo.shift_right_logical", bits, bits);
+  ir_value_t shifted = ir_binary(f, IR_OP_SHIFT_RIGHT_LOGICAL, bits, bits);
   ir_value_t outs[] = {sl, pd, cat, sel, eq, fin, dus, rv, ex, bc, back, new_state, shifted};
   ir_func_set_results(f, outs, (int32_t)(sizeof(outs) / sizeof(outs[0])));
   EXPECT(ir_func_status(f) == NULL);
@@ -588,6 +588,57 @@ TEST(Ir_ShapeOps) {
       "}\n");
 }
 
+/* The op list: every op has a distinct name that maps back to it, and the
+** elementwise builders refuse an op of another class (it would get the
+** wrong result type) instead of printing it. */
+TEST(Ir_OpList) {
+  for (int i = IR_OP_NONE + 1; i < (int)IR_OP_COUNT; ++i) {
+    const char* name = ir_op_name((ir_op_t)i);
+    EXPECT(strncmp(name, "stablehlo.", 10) == 0 || strncmp(name, "chlo.", 5) == 0 ||
+           strncmp(name, "func.", 5) == 0);
+    EXPECT(ir_op_from_name(name) == (ir_op_t)i);
+    ir_op_class_t klass = ir_op_class((ir_op_t)i);
+    if (klass == IR_OP_CLASS_UNARY) EXPECT(ir_op_arity((ir_op_t)i) == 1);
+    if (klass == IR_OP_CLASS_BINARY) EXPECT(ir_op_arity((ir_op_t)i) == 2);
+  }
+  EXPECT(strcmp(ir_op_name(IR_OP_ADD), "stablehlo.add") == 0);
+  EXPECT(strcmp(ir_op_name(IR_OP_ERF), "chlo.erf") == 0);
+  EXPECT(strcmp(ir_op_name(IR_OP_COUNT), "?") == 0);
+  EXPECT(strcmp(ir_op_name(IR_OP_NONE), "?") == 0);
+  EXPECT(ir_op_from_name("stablehlo.no_such_op") == IR_OP_NONE);
+  EXPECT(ir_unary(NULL, IR_OP_NONE, 0) == IR_NONE);
+  EXPECT(ir_op_arity(IR_OP_SELECT) == 3 && ir_op_arity(IR_OP_CONCATENATE) == -1);
+
+  ir_func_t* f = ir_func_create();
+  ir_value_t x = ir_param(f, T(F32, 1, 4, 0, 0));
+  EXPECT(ir_unary(f, IR_OP_ADD, x) == IR_NONE);
+  EXPECT(strstr(tpurt_status_message(ir_func_status(f)), "ir_unary: stablehlo.add") != NULL);
+  ir_func_free(f);
+  f = ir_func_create();
+  x = ir_param(f, T(F32, 1, 4, 0, 0));
+  EXPECT(ir_binary(f, IR_OP_COMPARE, x, x) == IR_NONE);
+  EXPECT(strstr(tpurt_status_message(ir_func_status(f)), "ir_binary: stablehlo.compare") != NULL);
+  ir_func_free(f);
+  f = ir_func_create();
+  x = ir_param(f, T(F32, 1, 4, 0, 0));
+  EXPECT(ir_complex_part(f, IR_OP_NEGATE, x) == IR_NONE);
+  EXPECT(strstr(tpurt_status_message(ir_func_status(f)), "stablehlo.negate is not real, imag or abs") !=
+         NULL);
+  ir_func_free(f);
+
+  /* the named helpers build the op they name */
+  f = ir_func_create();
+  x = ir_param(f, T(F32, 1, 4, 0, 0));
+  ir_value_t r = ir_sub(f, ir_mul(f, x, ir_const_like(f, x, 2.0)), ir_rsqrt(f, x));
+  ir_func_set_results(f, &r, 1);
+  char* text = NULL;
+  ASSERT_OK(ir_func_print(f, &text, NULL));
+  EXPECT(strstr(text, "\"stablehlo.multiply\"") && strstr(text, "\"stablehlo.subtract\"") &&
+         strstr(text, "\"stablehlo.rsqrt\"") && strstr(text, "\"stablehlo.broadcast_in_dim\""));
+  free(text);
+  ir_func_free(f);
+}
+
 TEST(Ir_StickyError) {
   ir_func_t* f = ir_func_create();
   ir_value_t x = ir_param(f, T(F32, 2, 2, 3, 0));
@@ -600,13 +651,13 @@ TEST(Ir_StickyError) {
                 "stablehlo.reshape: tensor<2x3xf32> has 6 elements but tensor<5xf32> has 5") == 0);
   int32_t ops = ir_func_num_ops(f);
   /* later ops on IR_NONE stay IR_NONE, add nothing, keep the first error */
-  ir_value_t y = ir_binary(f, "stablehlo.add", r, r);
+  ir_value_t y = ir_binary(f, IR_OP_ADD, r, r);
   EXPECT(y == IR_NONE);
-  EXPECT(ir_unary(f, "stablehlo.negate", y) == IR_NONE);
+  EXPECT(ir_unary(f, IR_OP_NEGATE, y) == IR_NONE);
   ir_value_t res[2], args[4];
   ir_reduce_begin(f, &y, &y, 1, (int64_t[]){0}, 1, res, args);
   EXPECT(res[0] == IR_NONE && args[0] == IR_NONE && args[1] == IR_NONE);
-  ir_value_t body = ir_binary(f, "stablehlo.add", args[0], args[1]);
+  ir_value_t body = ir_binary(f, IR_OP_ADD, args[0], args[1]);
   ir_region_end(f, &body, 1);
   EXPECT(ir_reduce(f, y, y, (int64_t[]){0}, 1, IR_REDUCE_ADD) == IR_NONE);
   /* a second, different error is not recorded over the first */
@@ -656,7 +707,7 @@ TEST(Ir_Errors) {
     ir_dot_dims_t d = {0};
     switch (k) {
       case 0:
-        r = ir_binary(f, "stablehlo.add", a, b);
+        r = ir_binary(f, IR_OP_ADD, a, b);
         break;
       case 1:
         r = ir_broadcast_in_dim(f, a, 2, (int64_t[]){3, 3}, (int64_t[]){0, 1});
@@ -695,7 +746,7 @@ TEST(Ir_Errors) {
         r = IR_NONE;
         break;
       case 11:
-        r = ir_binary(f, "stablehlo.add", a, 99);
+        r = ir_binary(f, IR_OP_ADD, a, 99);
         break;
       case 12:
         ir_reduce_begin(f, &a, &z, 1, (int64_t[]){0}, 1, &res, args);
@@ -704,10 +755,10 @@ TEST(Ir_Errors) {
         break;
       case 13: {
         ir_reduce_begin(f, &a, &z, 1, (int64_t[]){0}, 1, &res, args);
-        ir_value_t inner = ir_binary(f, "stablehlo.add", args[0], args[1]);
+        ir_value_t inner = ir_binary(f, IR_OP_ADD, args[0], args[1]);
         ir_region_end(f, &inner, 1);
         EXPECT(ir_func_status(f) == NULL);
-        r = ir_unary(f, "stablehlo.negate", inner);
+        r = ir_unary(f, IR_OP_NEGATE, inner);
         break;
       }
     }
@@ -730,8 +781,8 @@ static ir_func_t* build_mixed(void) {
   ir_value_t zero = ir_constant_f64(f, F32, 0.0);
   ir_value_t s = ir_reduce(f, x, zero, (int64_t[]){1}, 1, IR_REDUCE_MAX);
   ir_value_t b = ir_broadcast_in_dim(f, s, 2, (int64_t[]){4, 8}, (int64_t[]){0});
-  ir_value_t y = ir_binary(f, "stablehlo.subtract", x, b);
-  ir_value_t e = ir_unary(f, "stablehlo.exponential", y);
+  ir_value_t y = ir_binary(f, IR_OP_SUBTRACT, x, b);
+  ir_value_t e = ir_unary(f, IR_OP_EXPONENTIAL, y);
   ir_func_set_results(f, &e, 1);
   return f;
 }
@@ -755,7 +806,7 @@ TEST(Ir_Deterministic) {
 }
 
 /* ir_func_encode: the same bytes exactly when the printed text is the same */
-static ir_func_t* build_binary(const char* op, int64_t n, double constant) {
+static ir_func_t* build_binary(ir_op_t op, int64_t n, double constant) {
   ir_func_t* f = ir_func_create();
   ir_value_t x = ir_param(f, T(F32, 1, n, 0, 0));
   ir_value_t y = ir_binary(f, op, x, x);
@@ -773,10 +824,10 @@ static bool same_bytes(const char* a, size_t na, const char* b, size_t nb) {
 TEST(Ir_EncodingFollowsText) {
   ir_func_t* funcs[6] = {build_mixed(),
                          build_mixed(),
-                         build_binary("stablehlo.add", 4, 1.0),
-                         build_binary("stablehlo.multiply", 4, 1.0),
-                         build_binary("stablehlo.add", 5, 1.0),
-                         build_binary("stablehlo.add", 4, 2.0)};
+                         build_binary(IR_OP_ADD, 4, 1.0),
+                         build_binary(IR_OP_MULTIPLY, 4, 1.0),
+                         build_binary(IR_OP_ADD, 5, 1.0),
+                         build_binary(IR_OP_ADD, 4, 2.0)};
   char *text[6], *code[6];
   size_t ntext[6], ncode[6];
   for (int i = 0; i < 6; ++i) {
@@ -798,7 +849,7 @@ TEST(Ir_EncodingFollowsText) {
   ir_func_t* bad = ir_func_create();
   ir_value_t x = ir_param(bad, T(F32, 1, 4, 0, 0));
   ir_value_t y = ir_param(bad, T(F32, 1, 5, 0, 0));
-  ir_value_t r = ir_binary(bad, "stablehlo.add", x, y);
+  ir_value_t r = ir_binary(bad, IR_OP_ADD, x, y);
   ir_func_set_results(bad, &r, 1);
   char* bytes = NULL;
   size_t n = 0;
@@ -814,7 +865,7 @@ TEST(Ir_Large) {
   ir_value_t x = ir_param(f, T(F32, 1, 16, 0, 0));
   const ir_type_t* tx = ir_value_type(f, x);
   ir_value_t y = x;
-  for (int i = 0; i < 20000; ++i) y = ir_binary(f, "stablehlo.add", y, x);
+  for (int i = 0; i < 20000; ++i) y = ir_binary(f, IR_OP_ADD, y, x);
   EXPECT(tx->dims[0] == 16 && tx->dtype == F32); /* an outgrown copy, still readable */
   EXPECT(ir_func_num_ops(f) == 20000);
   ir_func_set_results(f, &y, 1);
@@ -894,5 +945,6 @@ TEST_MAIN(TEST_CASE(Ir_Types), TEST_CASE(Ir_Add), TEST_CASE(Ir_BroadcastReshapeT
           TEST_CASE(Ir_DotGeneral), TEST_CASE(Ir_Reduce), TEST_CASE(Ir_ReduceArgmax),
           TEST_CASE(Ir_NumbersPrintAsPrintf), TEST_CASE(Ir_Constants), TEST_CASE(Ir_FloatBits),
           TEST_CASE(Ir_GatherScatter), TEST_CASE(Ir_ShapeOps), TEST_CASE(Ir_StickyError),
-          TEST_CASE(Ir_Errors), TEST_CASE(Ir_Deterministic), TEST_CASE(Ir_EncodingFollowsText),
-          TEST_CASE(Ir_Large), TEST_CASE(Ir_RunArgmax), TEST_CASE(Ir_RunConstants))
+          TEST_CASE(Ir_OpList), TEST_CASE(Ir_Errors), TEST_CASE(Ir_Deterministic),
+          TEST_CASE(Ir_EncodingFollowsText), TEST_CASE(Ir_Large), TEST_CASE(Ir_RunArgmax),
+          TEST_CASE(Ir_RunConstants))

@@ -30,7 +30,7 @@ static void cond_counter_below(ir_func_t* f, const ir_value_t* args, int64_t lim
 }
 
 static ir_value_t plus_one(ir_func_t* f, ir_value_t counter) {
-  return ir_binary(f, "stablehlo.add", counter, ir_constant_i64(f, I32, 1));
+  return ir_binary(f, IR_OP_ADD, counter, ir_constant_i64(f, I32, 1));
 }
 
 /* for i in 0..3: x = x + x */
@@ -42,7 +42,7 @@ static ir_func_t* build_doubling(void) {
   ir_region_op_t w = ir_while_begin(f, init, 2, args);
   cond_counter_below(f, args, 3);
   ir_while_body(f, &w, args);
-  ir_value_t next[2] = {plus_one(f, args[0]), ir_binary(f, "stablehlo.add", args[1], args[1])};
+  ir_value_t next[2] = {plus_one(f, args[0]), ir_binary(f, IR_OP_ADD, args[1], args[1])};
   ir_region_end(f, next, 2);
   ir_while_end(f, &w, results);
   ir_func_set_results(f, &results[1], 1);
@@ -113,16 +113,16 @@ TEST(IrWhile_RunBlockedDynamicSlices) {
   ir_region_op_t w = ir_while_begin(f, init, 3, args);
   cond_counter_below(f, args, 3);
   ir_while_body(f, &w, args);
-  ir_value_t row = ir_binary(f, "stablehlo.multiply", args[0], ir_constant_i64(f, I32, 2));
+  ir_value_t row = ir_binary(f, IR_OP_MULTIPLY, args[0], ir_constant_i64(f, I32, 2));
   ir_value_t starts[2] = {row, ir_constant_i64(f, I32, 0)};
   ir_value_t block = ir_dynamic_slice(f, x, starts, bd);
   ir_dot_dims_t dd = {.num_contract = 1, .lhs_contract = {1}, .rhs_contract = {0}};
-  ir_value_t e = ir_unary(f, "stablehlo.exponential", ir_dot_general(f, block, wt, &dd, F32));
+  ir_value_t e = ir_unary(f, IR_OP_EXPONENTIAL, ir_dot_general(f, block, wt, &dd, F32));
   ir_value_t total = ir_reduce(f, block, zero, (int64_t[]){0, 1}, 2, IR_REDUCE_ADD);
-  ir_value_t scaled = ir_binary(f, "stablehlo.multiply", e, ir_broadcast_in_dim(f, total, 2, bd, NULL));
+  ir_value_t scaled = ir_binary(f, IR_OP_MULTIPLY, e, ir_broadcast_in_dim(f, total, 2, bd, NULL));
   ir_value_t block_max = ir_reduce(f, block, init[2], (int64_t[]){0, 1}, 2, IR_REDUCE_MAX);
   ir_value_t next[3] = {plus_one(f, args[0]), ir_dynamic_update_slice(f, args[1], scaled, starts),
-                        ir_binary(f, "stablehlo.maximum", args[2], block_max)};
+                        ir_binary(f, IR_OP_MAXIMUM, args[2], block_max)};
   ir_region_end(f, next, 3);
   ir_while_end(f, &w, results);
   ir_func_set_results(f, &results[1], 2);
@@ -167,7 +167,7 @@ TEST(IrWhile_RunNested) {
     cond_counter_below(f, inner, 4);
     ir_while_body(f, &v, inner);
     /* outer[0] is captured from the enclosing body */
-    ir_value_t n = ir_binary(f, "stablehlo.add", inner[1], plus_one(f, outer[0]));
+    ir_value_t n = ir_binary(f, IR_OP_ADD, inner[1], plus_one(f, outer[0]));
     ir_value_t inner_next[2] = {plus_one(f, inner[0]), n};
     ir_region_end(f, inner_next, 2);
     ir_while_end(f, &v, inner_results);
@@ -193,17 +193,17 @@ static ir_func_t* build_if_case(void) {
   ir_value_t k = ir_param(f, ir_type_scalar(I32));
   ir_value_t results[2];
   ir_region_op_t h = ir_if_begin(f, p, &scalar, 1);
-  ir_value_t r = ir_binary(f, "stablehlo.add", x, ir_constant_f64(f, F32, 1));
+  ir_value_t r = ir_binary(f, IR_OP_ADD, x, ir_constant_f64(f, F32, 1));
   ir_region_end(f, &r, 1);
   ir_if_else(f, &h);
-  r = ir_binary(f, "stablehlo.multiply", x, ir_constant_f64(f, F32, 2));
+  r = ir_binary(f, IR_OP_MULTIPLY, x, ir_constant_f64(f, F32, 2));
   ir_region_end(f, &r, 1);
   ir_if_end(f, &h, &results[0]);
   ir_region_op_t c = ir_case_begin(f, k, 3, &scalar, 1);
-  r = ir_binary(f, "stablehlo.subtract", x, ir_constant_f64(f, F32, 1));
+  r = ir_binary(f, IR_OP_SUBTRACT, x, ir_constant_f64(f, F32, 1));
   ir_region_end(f, &r, 1);
   ir_case_next(f, &c);
-  r = ir_unary(f, "stablehlo.negate", x);
+  r = ir_unary(f, IR_OP_NEGATE, x);
   ir_region_end(f, &r, 1);
   ir_case_next(f, &c);
   ir_region_end(f, &x, 1);

@@ -105,7 +105,7 @@ TEST(IrWindow_Run) {
   ir_value_t gt = ir_compare(f, IR_GT, args[2], args[0]);
   ir_value_t eq = ir_compare(f, IR_EQ, args[2], args[0]);
   ir_value_t earlier = ir_compare(f, IR_LT, args[3], args[1]);
-  ir_value_t take = ir_binary(f, "stablehlo.or", gt, ir_binary(f, "stablehlo.and", eq, earlier));
+  ir_value_t take = ir_binary(f, IR_OP_OR, gt, ir_binary(f, IR_OP_AND, eq, earlier));
   ir_value_t ret[2] = {ir_select(f, take, args[2], args[0]), ir_select(f, take, args[3], args[1])};
   ir_region_end(f, ret, 2);
   ir_func_set_results(f, results, 2);
