@@ -255,8 +255,13 @@ tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_exe
     }
     TPURT_RETURN_IF_ERROR(status);
     dump_module(&key);
-    payload = disk_store(&g_disk, &key, exe);
-    if (payload) BUMP(disk_writes);
+    /* While precompiling, the directory holds the target's programs only:
+    ** a TPU host imports it whole, and this plugin's entries would not load
+    ** there. */
+    if (!cache_shadow_precompiling()) {
+      payload = disk_store(&g_disk, &key, exe);
+      if (payload) BUMP(disk_writes);
+    }
   }
   pthread_mutex_lock(&g_lock);
   const uint64_t charge = payload > LOADED_PROGRAM_BYTES ? payload : LOADED_PROGRAM_BYTES;

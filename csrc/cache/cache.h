@@ -97,6 +97,9 @@ TPURT_MUST_USE tpurt_status_t cache_shadow_program(const char* text, size_t size
 TPURT_MUST_USE tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const char* options,
                                                         size_t options_size);
 
+/* Whether precompile is on (tpurt_shadow_set_precompile) with a target set:
+** this plugin's own programs are then kept in memory only. */
+bool cache_shadow_precompiling(void);
 /* Precompiled programs (precompile for a target): executables another
 ** plugin compiled, stored in this cache's directory under the key a process
 ** running on that plugin computes, |identity| being that process's plugin

@@ -53,6 +53,11 @@ static bool g_precompile; /* atomic: tpurt_shadow_set_precompile */
 
 void tpurt_shadow_set_precompile(bool on) { __atomic_store_n(&g_precompile, on, __ATOMIC_RELAXED); }
 
+bool cache_shadow_precompiling(void) {
+  if (!__atomic_load_n(&g_precompile, __ATOMIC_RELAXED)) return false;
+  return tpurt_shadow_target() != NULL;
+}
+
 void cache_shadow_label(const char* label) { t_label = label; }
 
 const tpurt_target_t* tpurt_shadow_target(void) {
