@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -658,9 +659,14 @@ def _structure(gm: torch.fx.GraphModule) -> tuple:
         args = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: f"%{index[n]}")
         # get_attr/call_module name their block's own attribute: such pieces
         # never match (safe: they are compiled apart)
-        # a placeholder's target is its (block-numbered) name: only its position counts
-        target = "" if node.op == "placeholder" else _target_name(node.target)
-        items.append((node.op, target, repr(args)))
+        # a placeholder's target is its (block-numbered) name: its position and
+        # type count (blocks of one class with other widths are not repeats)
+        if node.op == "placeholder":
+            value = node.meta.get("example_value", node.meta.get("val"))
+            shape = (tuple(value.shape), value.dtype) if isinstance(value, torch.Tensor) else None
+            items.append((node.op, repr(shape), ""))
+            continue
+        items.append((node.op, _target_name(node.target), repr(args)))
     return tuple(items)
 
 
@@ -727,25 +733,34 @@ def _split_at_blocks(
         return None
     part, pieces = found
     split = split_module(gm, gm, lambda node: part[node], keep_original_order=True)
-    shared: dict[tuple, _Specialized] = backend._block_functions
-    blocks = 0
-    distinct_before = len(shared)
+    subs: list[tuple[str, torch.fx.GraphModule, Any, tuple | None]] = []
     for name, sub in list(split.named_children()):
         if not name.startswith("submod_"):
             continue
         block = pieces[int(name[len("submod_") :])]
-        _canonical_outputs(split, name, sub)
+        key = None
+        if block is not None:
+            _canonical_outputs(split, name, sub)
+            cls = block[2]
+            key = (f"{cls.__module__}.{cls.__qualname__}", _structure(sub))
+        subs.append((name, sub, block, key))
+    # Split only where blocks repeat: blocks of one class but other shapes
+    # (a VAE's up blocks) would only add launches.
+    if max(Counter(key for *_, key in subs if key is not None).values(), default=0) < 2:
+        return None
+    shared: dict[tuple, _Specialized] = backend._block_functions
+    blocks = 0
+    distinct_before = len(shared)
+    for name, sub, block, key in subs:
         single = _tuple_outputs(sub)
         if block is None:
             fn = _Specialized(backend, sub, label, [], id(sub), split=False)
         else:
             blocks += 1
-            cls = block[2]
-            key = (f"{cls.__module__}.{cls.__qualname__}", _structure(sub))
             fn = shared.get(key)
             if fn is None:
-                block_label = f"{label or 'graph'}: {block[0].split('.', 1)[-1]} block ({cls.__name__})"
-                fn = _Specialized(backend, sub, block_label, [], id(sub), split=False, block=True)
+                name_of = f"{label or 'graph'}: {block[0].split('.', 1)[-1]} block ({block[2].__name__})"
+                fn = _Specialized(backend, sub, name_of, [], id(sub), split=False, block=True)
                 shared[key] = fn
         delattr(split, name)
         setattr(split, name, _Piece(fn, single))
