@@ -171,6 +171,8 @@ class _CompiledGraph:
         # from shapes alone, a meta tensor is a program input like a tpu one
         placed = ("tpu", "meta") if target_only else ("tpu",)
         where = torch.device("tpu", device)
+        if target_only:
+            _meta_factories_to(self.gm, where)
         start = time.perf_counter()
         trace_args: list[Any] = []
         placeholders = 0
@@ -264,6 +266,19 @@ class _CompiledGraph:
             else:
                 out.append(item[1])
         return out
+
+
+def _meta_factories_to(gm: torch.fx.GraphModule, device: torch.device) -> None:
+    """Tensors a graph of a meta model makes itself (``arange(..., device=meta)`` in a
+    timestep embedding) are made on |device| instead, where the graph is traced."""
+    changed = False
+    for node in gm.graph.nodes:
+        where = node.kwargs.get("device")
+        if node.op == "call_function" and where is not None and torch.device(where).type == "meta":
+            node.kwargs = {**node.kwargs, "device": device}
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 def _change(name: str, old: str, new: str) -> str:

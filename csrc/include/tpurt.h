@@ -724,7 +724,9 @@ TPURT_MUST_USE tpurt_status_t tpurt_target_compile_serialized(tpurt_target_t* ta
 ** executable cache directory under the key that a process running on the
 ** target's plugin computes for it (cache_precompiled_store): a host with
 ** that plugin and its chips, given the directory (`python -m torch_tpu
-** cache import DIR`), loads it without compiling. */
+** cache import DIR`), loads it without compiling. Meanwhile this process's
+** own programs are kept in memory only, so the directory holds the target's
+** programs alone. */
 void tpurt_shadow_set_precompile(bool on);
 
 /* Shadow compilation: with a target set, every program this process
