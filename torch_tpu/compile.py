@@ -95,7 +95,7 @@ class _CompiledGraph:
         backend: TpuBackend,
         name: str | None = None,
         input_names: Sequence[str] | None = None,
-        frame: int | None = None,
+        frame: Any = None,
         block: bool = False,
     ) -> None:
         self.gm = gm
@@ -528,7 +528,7 @@ class TpuBackend:
         example_inputs: Sequence[Any],
         label: str | None,
         input_names: list[str],
-        frame: int,
+        frame: Any,
         split: bool = True,
         block: bool = False,
     ) -> Callable[..., Any]:
@@ -766,16 +766,21 @@ def _split_at_blocks(
     shared: dict[tuple, _Specialized] = backend._block_functions
     blocks = 0
     distinct_before = len(shared)
-    for name, sub, block, key in subs:
+    for index, (name, sub, block, key) in enumerate(subs):
         single = _tuple_outputs(sub)
+        # dynamo's names for the graph's own inputs (args[0], kwargs.hidden_states)
+        names = [_source_name(n) for n in sub.graph.nodes if n.op == "placeholder"]
+        # A piece's frame is the dynamo frame's and its place in it, so that the
+        # frame's recompile (another input shape) is logged as one by each piece.
         if block is None:
-            fn = _Specialized(backend, sub, label, [], id(sub), split=False)
+            fn = _Specialized(backend, sub, label, names, (frame, index), split=False)
         else:
             blocks += 1
             fn = shared.get(key)
             if fn is None:
                 name_of = f"{label or 'graph'}: {block[0].split('.', 1)[-1]} block ({block[2].__name__})"
-                fn = _Specialized(backend, sub, name_of, [], id(sub), split=False, block=True)
+                where = (frame, block[0], block[2].__qualname__)
+                fn = _Specialized(backend, sub, name_of, names, where, split=False, block=True)
                 shared[key] = fn
         delattr(split, name)
         setattr(split, name, _Piece(fn, single))
@@ -798,7 +803,7 @@ class _Specialized:
         gm: torch.fx.GraphModule,
         label: str | None,
         input_names: list[str],
-        frame: int,
+        frame: Any,
         split: bool = True,
         block: bool = False,
     ) -> None:
