@@ -1,4 +1,4 @@
-"""python -m torch_tpu {info,demo,bench,target,cache import DIR}"""
+"""python -m torch_tpu {info,demo,bench,target,precompile,cache import DIR}"""
 
 from __future__ import annotations
 
@@ -267,6 +267,46 @@ def run_under_target(topology: str, script: str, script_args: list[str]) -> None
         print(torch_tpu.target_report())
 
 
+def precompile(topology: str, script: str, script_args: list[str], cache_dir: str | None = None) -> None:
+    """Runs |script| on this process's plugin, compiling each of its programs for |topology| too,
+    and writes the target's executables, serialised, into the cache directory (--cache-dir, else
+    TORCH_TPU_CACHE_DIR's): a TPU host with the same libtpu loads them without compiling, after
+    `python -m torch_tpu cache import DIR` (or with TORCH_TPU_CACHE_DIR=DIR and its mac.key)."""
+    import runpy
+    import sys
+
+    from torch_tpu import targets
+
+    if cache_dir:
+        # before the cache's first use: it reads the directory once
+        os.environ["TORCH_TPU_CACHE_DIR"] = os.path.abspath(cache_dir)
+    ci = torch_tpu._C._cache_info()
+    if not ci["enabled"]:
+        raise RuntimeError(f"precompile needs a cache directory to write to: {ci['refused']}")
+    torch_tpu.set_target(topology)
+    targets.set_precompile(True)
+    sys.argv = [script, *script_args]
+    start = time.perf_counter()
+    try:
+        runpy.run_path(script, run_name="__main__")
+    finally:
+        torch.tpu.synchronize()
+        targets.set_precompile(False)
+    report = torch_tpu.target_report()
+    stored = [p for p in report.programs if p["precompiled"]]
+    spmd = sum(1 for p in report.compiled if p["num_partitions"] > 1)
+    print(report)
+    print(
+        f"precompiled {len(stored)} programs for {topology} into {ci['dir']} in "
+        f"{time.perf_counter() - start:.1f} s ({sum(p['from_cache'] for p in stored)} were there already; "
+        f"{len(report.failed)} refused by the target's compiler, {spmd} SPMD programs not precompiled)"
+    )
+    print(
+        f"on a TPU host with the same libtpu ({report.target['plugin_path']}, the same path) and torch_tpu "
+        f"{torch_tpu.__version__}: python -m torch_tpu cache import {ci['dir']}"
+    )
+
+
 def cache_import(source: str) -> None:
     """Imports a cache copied from elsewhere: each entry must check under the source's
     own key (its mac.key) and load in the plugin, and is rewritten under this cache's key."""
@@ -293,8 +333,22 @@ def main() -> None:
                 raise SystemExit(f"torch_tpu: {e}") from None
             raise
         return
+    if len(sys.argv) > 1 and sys.argv[1] == "precompile":
+        pp = argparse.ArgumentParser(prog="python -m torch_tpu precompile", description=precompile.__doc__)
+        pp.add_argument("--target", required=True, help="topology name, e.g. v6e:1x1")
+        pp.add_argument("--cache-dir", help="where to write the programs (default: TORCH_TPU_CACHE_DIR's)")
+        pp.add_argument("script")
+        pp.add_argument("args", nargs=argparse.REMAINDER)
+        pargs = pp.parse_args(sys.argv[2:])
+        try:
+            precompile(pargs.target, pargs.script, pargs.args, pargs.cache_dir)
+        except RuntimeError as e:
+            if "target" in str(e) or "precompile" in str(e):
+                raise SystemExit(f"torch_tpu: {e}") from None
+            raise
+        return
     parser = argparse.ArgumentParser(prog="python -m torch_tpu", description=__doc__)
-    parser.add_argument("command", choices=["info", "demo", "bench", "target", "cache"])
+    parser.add_argument("command", choices=["info", "demo", "bench", "target", "precompile", "cache"])
     parser.add_argument("args", nargs="*", help="cache: import DIR")
     args = parser.parse_args()
     if args.command == "cache":

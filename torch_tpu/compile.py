@@ -15,9 +15,11 @@ shape compiles a new program and logs which input changed.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -94,10 +96,14 @@ class _CompiledGraph:
         backend: TpuBackend,
         name: str | None = None,
         input_names: Sequence[str] | None = None,
-        frame: int | None = None,
+        frame: Any = None,
+        block: bool = False,
     ) -> None:
         self.gm = gm
         self.kind = kind
+        self.block = block
+        # target_only: (shape, stride, dtype) of each program output
+        self.output_meta: dict[tuple, list[tuple]] = {}
         self.backend = backend
         self.programs: dict[tuple, tuple[Any, list]] = {}
         # The fast path: the last program, when every argument is a tpu
@@ -113,6 +119,7 @@ class _CompiledGraph:
         self.frame = frame
         self.name = name or getattr(gm, "_tpu_name", None) or f"frame {self.frame}"
         self.input_names = list(input_names) if input_names is not None else None
+        self.label = f"{self.name} ({kind} {'block' if block else 'graph'})"
         if backend.debug:
             log.warning("TpuBackend %s graph:\n%s", kind, gm.code)
 
@@ -142,6 +149,14 @@ class _CompiledGraph:
         if entry is None:
             entry = self.compile(args, key)
         program, layout = entry
+        if self.backend.target_only:  # nothing runs: outputs of the traced shapes
+            runs = self.backend.target_runs
+            runs[self.label] = runs.get(self.label, 0) + 1
+            results = [
+                torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+                for shape, stride, dtype in self.output_meta[key]
+            ]
+            return self.rebuild(layout, results, args)
         inputs = [_program_input(a) for a in args if isinstance(a, torch.Tensor) and a.device.type == "tpu"]
         results = program(inputs) if program is not None else []
         every_arg_on_tpu = all(isinstance(a, torch.Tensor) and a.device.type == "tpu" for a in args)
@@ -149,24 +164,30 @@ class _CompiledGraph:
         return self.rebuild(layout, results, args)
 
     def compile(self, args: Sequence[Any], key: tuple) -> tuple[Any, list]:
+        target_only = self.backend.target_only
         device = next(
             (a.device.index or 0 for a in args if isinstance(a, torch.Tensor) and a.device.type == "tpu"),
             torch.tpu.current_device(),
         )
+        # from shapes alone, a meta tensor is a program input like a tpu one
+        placed = ("tpu", "meta") if target_only else ("tpu",)
+        where = torch.device("tpu", device)
+        if target_only:
+            _meta_factories_to(self.gm, where)
         start = time.perf_counter()
         trace_args: list[Any] = []
         placeholders = 0
         bases: list[torch.Tensor] = []  # what the program takes, per placeholder
         for a in args:
-            if isinstance(a, torch.Tensor) and a.device.type == "tpu":
+            if isinstance(a, torch.Tensor) and a.device.type in placed:
                 if a.is_contiguous():
-                    base = torch.empty(a.shape, dtype=a.dtype, device=a.device)
+                    base = torch.empty(a.shape, dtype=a.dtype, device=where)
                     trace_args.append(base)
                 else:
                     # The graph was captured with these strides (a view may
                     # depend on them): trace a strided view of a flat input
                     # that spans the same elements.
-                    base = torch.empty(_span(a), dtype=a.dtype, device=a.device)
+                    base = torch.empty(_span(a), dtype=a.dtype, device=where)
                     trace_args.append(base.as_strided(a.shape, a.stride()))
                 bases.append(base)
                 placeholders += 1
@@ -197,12 +218,22 @@ class _CompiledGraph:
                     else:
                         layout.append(("value", out))
                 _C._set_compile_options(self.backend.xla_options or None)
-                _C._set_compile_label(f"{self.name} ({self.kind} graph)")  # the long-compile notice
+                # the long-compile notice, and the target report's label
+                _C._set_compile_label(self.label)
+                if target_only:
+                    _C._trace_set_compile_only(True)
+                # a repeated block's program counts as a "block" compile in the metrics
+                kind_scope = _metrics.compile_kind("block") if self.block else contextlib.nullcontext()
                 try:
-                    program = _C._trace_end(traced, placeholders, device)
+                    with kind_scope:
+                        program = _C._trace_end(traced, placeholders, device)
                 finally:
+                    if target_only:
+                        _C._trace_set_compile_only(False)
                     _C._set_compile_options(None)
                     _C._set_compile_label(None)
+                if target_only:
+                    self.output_meta[key] = [(t.shape, t.stride(), t.dtype) for t in traced]
             except BaseException:
                 _C._trace_abort()
                 raise
@@ -210,6 +241,8 @@ class _CompiledGraph:
                 torch.tpu.set_rng_state(rng_state, device)
         seconds = time.perf_counter() - start
         self.backend.compiles += 1
+        kind = ("block" if self.block else "compiled graph") + (" (target only)" if target_only else "")
+        _metrics._traced_programs[kind] = _metrics._traced_programs.get(kind, 0) + 1
         self.backend.note_compile(self, self.describe_inputs(args), seconds)
         if self.backend.debug:
             log.warning("TpuBackend %s StableHLO:\n%s", self.kind, program.text)
@@ -237,6 +270,19 @@ class _CompiledGraph:
             else:
                 out.append(item[1])
         return out
+
+
+def _meta_factories_to(gm: torch.fx.GraphModule, device: torch.device) -> None:
+    """Tensors a graph of a meta model makes itself (``arange(..., device=meta)`` in a
+    timestep embedding) are made on |device| instead, where the graph is traced."""
+    changed = False
+    for node in gm.graph.nodes:
+        where = node.kwargs.get("device")
+        if node.op == "call_function" and where is not None and torch.device(where).type == "meta":
+            node.kwargs = {**node.kwargs, "device": device}
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 def _change(name: str, old: str, new: str) -> str:
@@ -375,6 +421,16 @@ class TpuBackend:
             gets its own static program, logged as a recompile).
         enable_serialization: programs go through the executable cache, whose
             persistent tier (``TORCH_TPU_CACHE_DIR``) serves later processes.
+        blocks: a graph whose modules hold repeated blocks (children of a
+            ModuleList of one class, such as diffusers' ``transformer_blocks``)
+            is compiled in pieces at block boundaries, and blocks of equal
+            structure share one program (their weights are its inputs), so N
+            blocks compile once. ``False``: one program for the whole graph.
+        target_only: compile for the shadow target (``torch_tpu.set_target``)
+            only, from shapes alone: inputs may be ``meta`` tensors (a model
+            made on the meta device has no weights), nothing is compiled for
+            or run on this process's plugin, and every output is a ``meta``
+            tensor of the traced shape.
         **compile_options: XLA options by name (DebugOptions fields such as
             ``xla_dump_to="/tmp/dump"`` or ``xla_cpu_enable_fast_math=False``),
             on top of ``TORCH_TPU_XLA_OPTIONS``. They reach the plugin's XLA
@@ -390,9 +446,19 @@ class TpuBackend:
         name: str | None = None,
         fallback_dynamic: bool = False,
         specialize_dynamic: bool = False,
+        blocks: bool = True,
+        target_only: bool = False,
         **compile_options: Any,
     ) -> None:
         self.name = name
+        self.blocks = blocks
+        self.target_only = target_only
+        # compiled functions of repeated blocks, by block class and structure
+        self._block_functions: dict[tuple, _Specialized] = {}
+        self.block_splits = 0
+        # target_only: calls per program label (nothing runs, so the target
+        # report's run counts stay 0; these say how often each would run)
+        self.target_runs: dict[str, int] = {}
         self.specialize_dynamic = specialize_dynamic
         # Graphs with symbolic sizes run eagerly on the tpu instead of raising
         # (the default torch.compile, whose dynamic=None turns dims symbolic
@@ -466,12 +532,27 @@ class TpuBackend:
         example_inputs: Sequence[Any],
         label: str | None,
         input_names: list[str],
-        frame: int,
+        frame: Any,
+        split: bool = True,
+        block: bool = False,
     ) -> Callable[..., Any]:
         """aot_autograd over |gm| with static example inputs; each graph it
-        produces becomes a _CompiledGraph of frame |frame|."""
+        produces becomes a _CompiledGraph of frame |frame|. With |split| (and
+        blocks on), a graph of repeated blocks is compiled in pieces instead
+        (_split_at_blocks), equal blocks sharing one compiled function."""
         from functorch.compile import make_boxed_func
         from torch._dynamo.backends.common import aot_autograd
+
+        if split and self.blocks:
+            found = _split_at_blocks(self, gm, label, frame)
+            if found is not None:
+                module, blocks, distinct = found
+                log.info(
+                    "torch_tpu: %s compiled in pieces: %d repeated blocks share %d compiled block functions",
+                    label, blocks, distinct,
+                )  # fmt: skip
+                self.block_splits += 1
+                return module
 
         def compiler(kind: str) -> Callable[..., Any]:
             def compile_graph(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
@@ -484,7 +565,8 @@ class TpuBackend:
                     # each piece is its own frame to the recompile log: pieces
                     # of one graph have different inputs by construction
                     split, compiled_parts, eager_parts = _split_at_collectives(
-                        graph, lambda sub: _CompiledGraph(sub, kind, self, name=label, frame=id(sub))
+                        graph,
+                        lambda sub: _CompiledGraph(sub, kind, self, name=label, frame=id(sub), block=block),
                     )
                     log.info(
                         "torch_tpu: %s graph of %s split at its collectives: %d compiled pieces, "
@@ -493,13 +575,220 @@ class TpuBackend:
                     )  # fmt: skip
                     self.collective_splits += 1
                     return make_boxed_func(split)
-                compiled = _CompiledGraph(graph, kind, self, name=label, input_names=names, frame=frame)
+                compiled = _CompiledGraph(
+                    graph, kind, self, name=label, input_names=names, frame=frame, block=block
+                )
                 return make_boxed_func(compiled)
 
             return compile_graph
 
         backend = aot_autograd(fw_compiler=compiler("forward"), bw_compiler=compiler("backward"))
         return backend(gm, example_inputs)
+
+
+# --- Repeated blocks: one program per distinct block ------------------------
+#
+# A dynamo graph of a model whose ModuleList children repeat (diffusers'
+# transformer_blocks, a stack of identical layers) holds N copies of one block.
+# Compiled whole, the plugin compiles all N copies. Split at block boundaries
+# instead (nodes carry the module that emitted them in nn_module_stack), each
+# piece is compiled on its own, and pieces of equal structure share one
+# compiled function: the block's weights are its inputs, so one program serves
+# every block. aot_autograd runs per piece, so backward works across pieces.
+
+_BLOCK_PATH = re.compile(r"^(.*)\.(\d+)$")  # "L['self'].transformer_blocks.3"
+
+
+def _block_of(node: torch.fx.Node) -> tuple[str, str, type] | None:
+    """(container, block path, block class) of the outermost indexed child
+    module (a ModuleList/Sequential entry) that emitted |node|, or None."""
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return None
+    for path, cls in stack.values():  # outermost first
+        match = _BLOCK_PATH.match(str(path))
+        if match:
+            return match.group(1), str(path), cls
+    return None
+
+
+def _is_block_class(cls: Any) -> bool:
+    """A block is a model's own module: a run of bare torch.nn layers (a
+    Sequential of Linears) stays in one program."""
+    return isinstance(cls, type) and not (cls.__module__ or "").startswith("torch.nn.")
+
+
+def _block_partition(gm: torch.fx.GraphModule) -> tuple[dict[torch.fx.Node, int], list] | None:
+    """Each computing node's piece (consecutive nodes of one block form a
+    piece; the nodes between blocks form pieces of their own), and per piece
+    its block (None between blocks). None unless a container holds at least
+    two blocks, all of one class."""
+    nodes = [n for n in gm.graph.nodes if n.op not in ("placeholder", "output", "get_attr")]
+    blocks = [_block_of(n) for n in nodes]
+    classes: dict[str, set] = {}
+    paths: dict[str, set] = {}
+    for b in blocks:
+        if b is not None:
+            classes.setdefault(b[0], set()).add(b[2])
+            paths.setdefault(b[0], set()).add(b[1])
+    repeated = {
+        c
+        for c, kinds in classes.items()
+        if len(kinds) == 1 and len(paths[c]) >= 2 and _is_block_class(next(iter(kinds)))
+    }
+    if not repeated:
+        return None
+    blocks = [b if b is not None and b[0] in repeated else None for b in blocks]
+    # A node without a module (a getitem, an op dynamo added) between two
+    # nodes of one block belongs to that block: it must not split it.
+    for i, b in enumerate(blocks):
+        if b is None:
+            before = next((blocks[j] for j in range(i - 1, -1, -1) if blocks[j] is not None), None)
+            after = next((blocks[j] for j in range(i + 1, len(blocks)) if blocks[j] is not None), None)
+            if before is not None and after is not None and before[1] == after[1]:
+                blocks[i] = before
+    part: dict[torch.fx.Node, int] = {}
+    pieces: list = []
+    for node, b in zip(nodes, blocks, strict=True):
+        key = b[1] if b else None
+        if not pieces or key != (pieces[-1][1] if pieces[-1] else None):
+            pieces.append(b)
+        part[node] = len(pieces) - 1
+    for node in gm.graph.nodes:  # a constant goes with its first user
+        if node.op == "get_attr":
+            user = next((u for u in node.users if u in part), None)
+            part[node] = part[user] if user is not None else 0
+    return part, pieces
+
+
+def _target_name(target: Any) -> str:
+    if isinstance(target, str):
+        return target
+    module = getattr(target, "__module__", None) or ""
+    return f"{module}.{getattr(target, '__qualname__', None) or getattr(target, '__name__', repr(target))}"
+
+
+def _structure(gm: torch.fx.GraphModule) -> tuple:
+    """The graph's structure without its names: equal for two blocks that
+    compute the same function of their inputs (in the same order)."""
+    index: dict[torch.fx.Node, int] = {}
+    items: list[tuple] = []
+    for i, node in enumerate(gm.graph.nodes):
+        index[node] = i
+        args = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: f"%{index[n]}")
+        # get_attr/call_module name their block's own attribute: such pieces
+        # never match (safe: they are compiled apart)
+        # a placeholder's target is its (block-numbered) name: its position and
+        # type count (blocks of one class with other widths are not repeats)
+        if node.op == "placeholder":
+            value = node.meta.get("example_value", node.meta.get("val"))
+            shape = (tuple(value.shape), value.dtype) if isinstance(value, torch.Tensor) else None
+            items.append((node.op, repr(shape), ""))
+            continue
+        items.append((node.op, _target_name(node.target), repr(args)))
+    return tuple(items)
+
+
+def _tuple_outputs(sub: torch.fx.GraphModule) -> bool:
+    """Makes |sub| return a tuple (aot_autograd's graphs do); True if it returned one value."""
+    output = next(n for n in sub.graph.nodes if n.op == "output")
+    value = output.args[0]
+    if isinstance(value, (tuple, list)):
+        return False
+    output.args = ((value,),)
+    sub.recompile()
+    return True
+
+
+def _canonical_outputs(split: torch.fx.GraphModule, name: str, sub: torch.fx.GraphModule) -> None:
+    """Orders |sub|'s outputs by where they are computed inside it, and its
+    users in |split| to match: split_module orders them by first use outside,
+    which differs for the last block of a run (its users are not a block)."""
+    import operator
+
+    output = next(n for n in sub.graph.nodes if n.op == "output")
+    values = output.args[0]
+    if not isinstance(values, (tuple, list)) or len(values) < 2:
+        return
+    position = {n: i for i, n in enumerate(sub.graph.nodes)}
+    order = sorted(range(len(values)), key=lambda i: position.get(values[i], -1))
+    if order == list(range(len(values))):
+        return
+    call = next(n for n in split.graph.nodes if n.op == "call_module" and n.target == name)
+    users = list(call.users)
+    if not all(u.op == "call_function" and u.target is operator.getitem for u in users):
+        return  # used whole: keep split_module's order
+    new_index = {old: new for new, old in enumerate(order)}
+    output.args = (tuple(values[i] for i in order),)
+    sub.recompile()
+    for u in users:
+        u.args = (call, new_index[u.args[1]])
+    split.recompile()
+
+
+class _Piece(torch.nn.Module):
+    """A piece of a block-split graph: its (possibly shared) compiled function."""
+
+    def __init__(self, fn: Callable[..., Any], single: bool) -> None:
+        super().__init__()
+        self.fn = fn
+        self.single = single
+
+    def forward(self, *args: Any) -> Any:
+        out = self.fn(*args)
+        return out[0] if self.single else tuple(out)
+
+
+def _split_at_blocks(
+    backend: TpuBackend, gm: torch.fx.GraphModule, label: str | None, frame: int
+) -> tuple[torch.fx.GraphModule, int, int] | None:
+    """|gm| as a graph of compiled pieces, equal blocks sharing one compiled
+    function; None when no block repeats. Returns the split module, the
+    number of blocks and the number of distinct compiled block functions."""
+    from torch.fx.passes.split_module import split_module
+
+    found = _block_partition(gm)
+    if found is None:
+        return None
+    part, pieces = found
+    split = split_module(gm, gm, lambda node: part[node], keep_original_order=True)
+    subs: list[tuple[str, torch.fx.GraphModule, Any, tuple | None]] = []
+    for name, sub in list(split.named_children()):
+        if not name.startswith("submod_"):
+            continue
+        block = pieces[int(name[len("submod_") :])]
+        key = None
+        if block is not None:
+            _canonical_outputs(split, name, sub)
+            cls = block[2]
+            key = (f"{cls.__module__}.{cls.__qualname__}", _structure(sub))
+        subs.append((name, sub, block, key))
+    # Split only where blocks repeat: blocks of one class but other shapes
+    # (a VAE's up blocks) would only add launches.
+    if max(Counter(key for *_, key in subs if key is not None).values(), default=0) < 2:
+        return None
+    shared: dict[tuple, _Specialized] = backend._block_functions
+    blocks = 0
+    distinct_before = len(shared)
+    for index, (name, sub, block, key) in enumerate(subs):
+        single = _tuple_outputs(sub)
+        # dynamo's names for the graph's own inputs (args[0], kwargs.hidden_states)
+        names = [_source_name(n) for n in sub.graph.nodes if n.op == "placeholder"]
+        # A piece's frame is the dynamo frame's and its place in it, so that the
+        # frame's recompile (another input shape) is logged as one by each piece.
+        if block is None:
+            fn = _Specialized(backend, sub, label, names, (frame, index), split=False)
+        else:
+            blocks += 1
+            fn = shared.get(key)
+            if fn is None:
+                name_of = f"{label or 'graph'}: {block[0].split('.', 1)[-1]} block ({block[2].__name__})"
+                where = (frame, block[0], block[2].__qualname__)
+                fn = _Specialized(backend, sub, name_of, names, where, split=False, block=True)
+                shared[key] = fn
+        delattr(split, name)
+        setattr(split, name, _Piece(fn, single))
+    return split, blocks, len(shared) - distinct_before
 
 
 class _Specialized:
@@ -518,13 +807,17 @@ class _Specialized:
         gm: torch.fx.GraphModule,
         label: str | None,
         input_names: list[str],
-        frame: int,
+        frame: Any,
+        split: bool = True,
+        block: bool = False,
     ) -> None:
         self.backend = backend
         self.gm = gm
         self.label = label
         self.input_names = input_names
         self.frame = frame
+        self.split = split  # may split at repeated blocks (a whole dynamo graph)
+        self.block = block  # the shared function of a repeated block
         self.compiled: dict[tuple, Callable[..., Any]] = {}
 
     @staticmethod
@@ -541,7 +834,15 @@ class _Specialized:
         key = self.key(args)
         fn = self.compiled.get(key)
         if fn is None:
-            fn = self.backend._aot(self.gm, list(args), self.label, self.input_names, self.frame)
+            fn = self.backend._aot(
+                self.gm,
+                list(args),
+                self.label,
+                self.input_names,
+                self.frame,
+                split=self.split,
+                block=self.block,
+            )
             self.compiled[key] = fn
         return fn(*args)
 

@@ -15,6 +15,10 @@ _LABELS: dict[str, str] = dict(_C._metric_labels())
 
 # Causes of torch.compile recompiles, appended by torch_tpu.compile.
 _recompiles: list[str] = []
+# Programs torch.compile traced, by kind ("compiled graph", "block"; "target
+# only" for compile-only traces), counted by torch_tpu.compile. Tagged in
+# Python until the core counts compiles per kind.
+_traced_programs: dict[str, int] = {}
 
 
 # Program kinds of the per-kind compile metrics, in the order of
@@ -41,6 +45,8 @@ def metrics() -> dict[str, Any]:
     """A snapshot: the keys of ``_LABELS``, plus ``cpu_fallbacks`` (op name ->
     count), ``flushes`` (reason -> count of fused-eager graph runs) and
     ``recompiles`` (the causes of torch.compile recompiles, in order),
+    ``traced_programs`` (kind -> programs torch.compile traced: "compiled
+    graph", "block" for a repeated block's one program),
     ``execute_seconds`` (device time of completed launches) and ``programs``
     (name -> runs and device seconds), ``bytes_per_device`` (live buffer
     bytes on each device)."""
@@ -49,6 +55,7 @@ def metrics() -> dict[str, Any]:
     m["programs"] = {name: {"runs": runs, "seconds": ns / 1e9} for name, runs, ns in programs}
     m["flushes"] = dict(_C._flush_counts())
     m["recompiles"] = list(_recompiles)
+    m["traced_programs"] = dict(_traced_programs)
     # Bytes of live buffers on each device (a sharded tensor counts its shards
     # on their own devices).
     m["bytes_per_device"] = [_C._memory_allocated(i) for i in range(_C._device_count())]
@@ -59,6 +66,7 @@ def reset_metrics() -> None:
     """Zeroes the counters (and the CPU-fallback counts); live objects stay counted."""
     _C._reset_metrics()
     _recompiles.clear()
+    _traced_programs.clear()
 
 
 def cache_info() -> dict[str, Any]:
@@ -103,6 +111,10 @@ def metrics_report() -> str:
     per_device: list[int] = m.get("bytes_per_device", [])
     if len(per_device) > 1:
         lines.append(row("bytes per device", ", ".join(f"{b:,}" for b in per_device)))
+    traced: dict[str, int] = m.get("traced_programs", {})
+    if traced:
+        text = ", ".join(f"{k} {v:,}" for k, v in sorted(traced.items()))
+        lines.append(row("torch.compile programs", text))
     for cause in m.get("recompiles", []):
         lines.append(f"  recompile: {cause}")
     fallbacks: dict[str, int] = m.get("cpu_fallbacks", {})

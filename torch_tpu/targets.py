@@ -100,6 +100,26 @@ def set_target(topology: str | None, plugin: str | None = None) -> None:
     _C._shadow_set(Target(topology, plugin)._handle)
 
 
+def set_precompile(on: bool) -> None:
+    """Precompile for the shadow target (set_target): from now on each one-device program compiled
+    for the target is also written, serialised, into this process's executable cache directory
+    (``TORCH_TPU_CACHE_DIR``) under the key that a process running on the target's plugin computes
+    for it, and this plugin's own programs stay in memory: the directory then holds what a TPU host
+    loads without compiling (``python -m torch_tpu precompile`` does this for a script).
+
+    The key a TPU host computes, and so what must match, exactly: the plugin's path (libtpu
+    installed at the same path), its PJRT API version, its platform name and version (taken here
+    from the topology: that the TPU client reports the same version is assumed, not proven
+    without a chip), torch_tpu's version, the compile options' bytes (``TORCH_TPU_XLA_OPTIONS``
+    and ``TpuBackend(**options)``), and the program text byte for byte (programs are lowered for
+    the target's platform here, as on the TPU host). The topology is not in the runtime's key:
+    precompile for the chips the host has. SPMD programs are not precompiled (their device
+    assignment names the target's device ids)."""
+    from torch_tpu import _C
+
+    _C._shadow_set_precompile(bool(on))
+
+
 def get_target() -> dict[str, Any] | None:
     """The shadow target's facts (topology, device kind, chips), or None."""
     from torch_tpu import _C

@@ -62,9 +62,8 @@ static uint64_t hash_key(uint64_t seed, const char* identity, const char* option
   return cache_hash64(h, text, size);
 }
 
-static void make_key(const char* text, size_t size, const char* options, size_t options_size,
-                     cache_key_t* out) {
-  const char* identity = pjrt_identity();
+static void make_key_for(const char* identity, const char* text, size_t size, const char* options,
+                         size_t options_size, cache_key_t* out) {
   out->text = text;
   out->size = size;
   out->hash = hash_key(0x6b65792d68617368ULL, identity, options, options_size, text, size);
@@ -72,6 +71,11 @@ static void make_key(const char* text, size_t size, const char* options, size_t 
   out->identity = identity;
   out->options = options;
   out->options_size = options_size;
+}
+
+static void make_key(const char* text, size_t size, const char* options, size_t options_size,
+                     cache_key_t* out) {
+  make_key_for(pjrt_identity(), text, size, options, options_size, out);
 }
 
 void cache_key_sha256(const cache_key_t* key, unsigned char out[32]) {
@@ -251,8 +255,13 @@ tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_exe
     }
     TPURT_RETURN_IF_ERROR(status);
     dump_module(&key);
-    payload = disk_store(&g_disk, &key, exe);
-    if (payload) BUMP(disk_writes);
+    /* While precompiling, the directory holds the target's programs only:
+    ** a TPU host imports it whole, and this plugin's entries would not load
+    ** there. */
+    if (!cache_shadow_precompiling()) {
+      payload = disk_store(&g_disk, &key, exe);
+      if (payload) BUMP(disk_writes);
+    }
   }
   pthread_mutex_lock(&g_lock);
   const uint64_t charge = payload > LOADED_PROGRAM_BYTES ? payload : LOADED_PROGRAM_BYTES;
@@ -434,5 +443,49 @@ tpurt_status_t tpurt_cache_import(const char* source_dir, uint64_t* out_imported
   TPURT_RETURN_IF_ERROR(disk_import(&g_disk, source_dir, &result));
   *out_imported = result.imported;
   *out_refused = result.refused;
+  return NULL;
+}
+
+/*===--- precompiled programs: another plugin's executables, by its key ---===*/
+
+tpurt_status_t cache_precompiled_store(const char* identity, const char* text, size_t size,
+                                       const char* options, size_t options_size, const char* payload,
+                                       size_t payload_size) {
+  cache_key_t key;
+  make_key_for(identity, text, size, options, options_size, &key);
+  pthread_mutex_lock(&g_lock);
+  configure_locked();
+  size_t written = g_disk.dirfd >= 0 ? disk_store_bytes(&g_disk, &key, payload, payload_size) : 0;
+  pthread_mutex_unlock(&g_lock);
+  if (!written)
+    return tpurt_status_create(
+        TPURT_FAILED_PRECONDITION,
+        "the precompiled program was not written: the disk cache is off or not writable");
+  return NULL;
+}
+
+bool cache_precompiled_has(const char* identity, const char* text, size_t size, const char* options,
+                           size_t options_size) {
+  cache_key_t key;
+  make_key_for(identity, text, size, options, options_size, &key);
+  pthread_mutex_lock(&g_lock);
+  configure_locked();
+  bool has = disk_has(&g_disk, &key);
+  pthread_mutex_unlock(&g_lock);
+  return has;
+}
+
+tpurt_status_t cache_precompiled_load(const char* identity, const char* text, size_t size,
+                                      const char* options, size_t options_size, char** out_payload,
+                                      size_t* out_size) {
+  cache_key_t key;
+  make_key_for(identity, text, size, options, options_size, &key);
+  pthread_mutex_lock(&g_lock);
+  configure_locked();
+  disk_result_t found = disk_load_bytes(&g_disk, &key, out_payload, out_size);
+  pthread_mutex_unlock(&g_lock);
+  if (found != DISK_HIT)
+    return tpurt_status_create(TPURT_NOT_FOUND, "no precompiled entry %016" PRIx64 " for this key%s",
+                               key.hash, found == DISK_REJECTED ? " (one was there and was refused)" : "");
   return NULL;
 }

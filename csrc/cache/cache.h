@@ -91,5 +91,29 @@ void cache_shadow_label(const char* label);
 TPURT_MUST_USE tpurt_status_t cache_shadow_program(const char* text, size_t size, const char* options,
                                                    size_t options_size, int32_t num_partitions,
                                                    pjrt_executable_t* exe);
+/* A program compiled for the shadow target only (a compile-only trace):
+** recorded like cache_shadow_program's; no target set, or the target's
+** refusal, is the returned error. */
+TPURT_MUST_USE tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const char* options,
+                                                        size_t options_size);
+
+/* Whether precompile is on (tpurt_shadow_set_precompile) with a target set:
+** this plugin's own programs are then kept in memory only. */
+bool cache_shadow_precompiling(void);
+/* Precompiled programs (precompile for a target): executables another
+** plugin compiled, stored in this cache's directory under the key a process
+** running on that plugin computes, |identity| being that process's plugin
+** identity (pjrt_identity's form: path|api|platform|platform version).
+** Entries are written, checked and MAC'd like the runtime's own. */
+TPURT_MUST_USE tpurt_status_t cache_precompiled_store(const char* identity, const char* text, size_t size,
+                                                      const char* options, size_t options_size,
+                                                      const char* payload, size_t payload_size);
+bool cache_precompiled_has(const char* identity, const char* text, size_t size, const char* options,
+                           size_t options_size);
+/* The entry's serialised bytes (malloc'd), checked (owner, header, key's
+** SHA-256, MAC); NOT_FOUND when there is none or it was refused. */
+TPURT_MUST_USE tpurt_status_t cache_precompiled_load(const char* identity, const char* text, size_t size,
+                                                     const char* options, size_t options_size,
+                                                     char** out_payload, size_t* out_size);
 
 #endif /* TPURT_CACHE_CACHE_H_ */

@@ -119,6 +119,17 @@ disk_result_t disk_load(const disk_config_t* config, const cache_key_t* key,
 /* Writes |executable| as |key|'s entry, atomically. Failures are warned
 ** about (once) and otherwise ignored. Returns the payload size written, or 0. */
 size_t disk_store(const disk_config_t* config, const cache_key_t* key, pjrt_executable_t* executable);
+/* Writes the serialised executable |payload| as the entry of |key| (the
+** bytes of another plugin's compile: a precompiled target program). Returns
+** the payload size, 0 if it was not written (warned once). */
+size_t disk_store_bytes(const disk_config_t* config, const cache_key_t* key, const char* payload,
+                        size_t size);
+/* The entry of |key|, checked like disk_load (owner, mode, header, key,
+** MAC) but not deserialised: *out_payload (malloc'd) on DISK_HIT. */
+disk_result_t disk_load_bytes(const disk_config_t* config, const cache_key_t* key, char** out_payload,
+                              size_t* out_payload_size);
+/* Whether an entry file of |key| exists (not checked). */
+bool disk_has(const disk_config_t* config, const cache_key_t* key);
 /* Reports a loaded entry that must not be trusted (once, with |why|, which
 ** is consumed), and removes it. */
 void disk_reject_consume(const disk_config_t* config, const cache_key_t* key, tpurt_status_t why);

@@ -483,9 +483,9 @@ static TPURT_MUST_USE tpurt_status_t check_header(const header_t* h, const cache
   return NULL;
 }
 
-disk_result_t disk_load(const disk_config_t* c, const cache_key_t* key, pjrt_executable_t** out_executable,
-                        size_t* out_payload_size) {
-  *out_executable = NULL;
+disk_result_t disk_load_bytes(const disk_config_t* c, const cache_key_t* key, char** out_payload,
+                              size_t* out_payload_size) {
+  *out_payload = NULL;
   *out_payload_size = 0;
   if (c->dirfd < 0) return DISK_MISS;
   char name[32];
@@ -542,16 +542,41 @@ disk_result_t disk_load(const disk_config_t* c, const cache_key_t* key, pjrt_exe
                                     "copied from another cache (import one with `python -m torch_tpu cache "
                                     "import DIR`)");
   }
-  if (!why) {
-    why = tpurt_status_annotate_consume(pjrt_executable_deserialize(payload, size, out_executable),
-                                        "the plugin cannot load it");
+  if (why) {
+    free(payload);
+    return reject(c, key, name, why);
   }
-  free(payload);
-  if (why) return reject(c, key, name, why);
   /* mtime is the entry's last use: the size cap evicts by it */
   (void)utimensat(c->dirfd, name, NULL, 0); /* a read-only directory still serves hits */
+  *out_payload = payload;
   *out_payload_size = size;
   return DISK_HIT;
+}
+
+disk_result_t disk_load(const disk_config_t* c, const cache_key_t* key, pjrt_executable_t** out_executable,
+                        size_t* out_payload_size) {
+  *out_executable = NULL;
+  char* payload = NULL;
+  disk_result_t found = disk_load_bytes(c, key, &payload, out_payload_size);
+  if (found != DISK_HIT) return found;
+  tpurt_status_t why = tpurt_status_annotate_consume(
+      pjrt_executable_deserialize(payload, *out_payload_size, out_executable), "the plugin cannot load it");
+  free(payload);
+  if (why) {
+    char name[32];
+    entry_name(key->hash, name);
+    *out_payload_size = 0;
+    return reject(c, key, name, why);
+  }
+  return DISK_HIT;
+}
+
+bool disk_has(const disk_config_t* c, const cache_key_t* key) {
+  if (c->dirfd < 0) return false;
+  char name[32];
+  entry_name(key->hash, name);
+  struct stat st;
+  return fstatat(c->dirfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
 }
 
 size_t disk_store(const disk_config_t* c, const cache_key_t* key, pjrt_executable_t* executable) {
@@ -566,6 +591,14 @@ size_t disk_store(const disk_config_t* c, const cache_key_t* key, pjrt_executabl
     tpurt_status_free(status);
     return 0;
   }
+  size_t stored = disk_store_bytes(c, key, payload, size);
+  free(payload);
+  return stored;
+}
+
+size_t disk_store_bytes(const disk_config_t* c, const cache_key_t* key, const char* payload, size_t size) {
+  if (c->dirfd < 0) return 0;
+  tpurt_status_t status = NULL;
   header_t h;
   memset(&h, 0, sizeof(h));
   memcpy(h.magic, kMagic, sizeof(kMagic));
@@ -580,7 +613,6 @@ size_t disk_store(const disk_config_t* c, const cache_key_t* key, pjrt_executabl
   char name[32];
   entry_name(key->hash, name);
   status = disk_write_atomic(c->dirfd, name, &h, sizeof(h), payload, size);
-  free(payload);
   if (status) {
     if (first_flag(&g_warned_write))
       cache_warn("cannot write to the executable cache directory '%s': %s", c->dir,

@@ -49,6 +49,14 @@ static size_t g_count TPURT_GUARDED_BY(g_lock), g_capacity TPURT_GUARDED_BY(g_lo
 static tpurt_target_t* g_retired_targets[64] TPURT_GUARDED_BY(g_lock);
 static int g_num_retired TPURT_GUARDED_BY(g_lock);
 static _Thread_local const char* t_label TPURT_GUARDED_BY(thread);
+static bool g_precompile TPURT_GUARDED_BY(atomic); /* tpurt_shadow_set_precompile */
+
+void tpurt_shadow_set_precompile(bool on) { __atomic_store_n(&g_precompile, on, __ATOMIC_RELAXED); }
+
+bool cache_shadow_precompiling(void) {
+  if (!__atomic_load_n(&g_precompile, __ATOMIC_RELAXED)) return false;
+  return tpurt_shadow_target() != NULL;
+}
 
 void cache_shadow_label(const char* label) { t_label = label; }
 
@@ -221,6 +229,78 @@ static TPURT_MUST_USE tpurt_status_t refusal(const shadow_record_t* r) {
                              "refused before it runs (TORCH_TPU_TARGET_REFUSE=1): %s", r->error);
 }
 
+/* The record of |text| for target |t| (generation |gen|): found, loaded
+** from disk or compiled now. NULL when the target changed meanwhile. */
+static shadow_record_t* shadow_record(tpurt_target_t* t, uint32_t gen, const char* text, size_t size,
+                                      const char* options, size_t options_size, int32_t num_partitions) {
+  const uint64_t hash = record_hash(t, options, options_size, text, size, num_partitions);
+
+  pthread_mutex_lock(&g_lock);
+  shadow_record_t* r = gen == g_gen ? find_locked(hash) : NULL;
+  pthread_mutex_unlock(&g_lock);
+  if (r) return r;
+  r = tpurt_xcalloc(1, sizeof(*r));
+  r->hash = hash;
+  snprintf(r->label, sizeof r->label, "%s", t_label ? t_label : "program");
+  r->pub.label = r->label;
+  r->pub.num_partitions = num_partitions;
+  r->pub.hash = hash;
+  int dirfd = cache_disk_dirfd();
+  /* Precompile: a one-device program's executable goes to the cache dir
+  ** under the key of the target's runtime (an SPMD program's options name
+  ** this target's device ids, which a real host's runtime would not). */
+  const bool precompile = __atomic_load_n(&g_precompile, __ATOMIC_RELAXED) && num_partitions == 1;
+  tpurt_target_info_t info;
+  tpurt_target_info(t, &info);
+  bool loaded = load_record(dirfd, hash, r);
+  if (loaded && precompile && !r->error &&
+      !cache_precompiled_has(info.runtime_identity, text, size, options, options_size))
+    loaded = false; /* the figures are known, the executable is not stored: compile again */
+  if (loaded) {
+    r->pub.from_disk = true;
+    r->pub.precompiled = precompile && !r->error;
+  } else {
+    free(r->error);
+    r->error = NULL;
+    char* owned = NULL;
+    const char* topts = NULL;
+    size_t topts_size = 0;
+    char* bytes = NULL;
+    size_t nbytes = 0;
+    tpurt_status_t s = target_options(t, num_partitions, options, options_size, &owned, &topts, &topts_size);
+    if (!s)
+      s = tpurt_target_compile_serialized(t, text, size, topts, topts_size, &r->pub.program,
+                                          precompile ? &bytes : NULL, precompile ? &nbytes : NULL);
+    free(owned);
+    if (s) {
+      r->error = tpurt_xstrdup(tpurt_status_message(s));
+      tpurt_status_free(s);
+    } else if (bytes) {
+      /* not written: reported by the disk tier (once); the record says so */
+      tpurt_status_t w =
+          cache_precompiled_store(info.runtime_identity, text, size, options, options_size, bytes, nbytes);
+      r->pub.precompiled = !w;
+      tpurt_status_ignore(w);
+    }
+    free(bytes);
+    store_record(dirfd, r);
+  }
+  r->pub.error = r->error;
+  pthread_mutex_lock(&g_lock);
+  shadow_record_t* other = gen == g_gen ? find_locked(hash) : NULL;
+  if (other || gen != g_gen) {
+    /* another thread made it meanwhile (keep theirs), or the target
+    ** changed under us (the executable re-shadows at its next use) */
+    free(r->error);
+    free(r);
+    r = other;
+  } else {
+    add_locked(r);
+  }
+  pthread_mutex_unlock(&g_lock);
+  return r;
+}
+
 tpurt_status_t cache_shadow_program(const char* text, size_t size, const char* options, size_t options_size,
                                     int32_t num_partitions, pjrt_executable_t* exe) {
   pthread_mutex_lock(&g_lock);
@@ -229,50 +309,24 @@ tpurt_status_t cache_shadow_program(const char* text, size_t size, const char* o
   pthread_mutex_unlock(&g_lock);
   if (!t) return NULL;
   if (exe && pjrt_executable_shadow_gen(exe) == gen && !tpurt_config()->target_refuse) return NULL;
-  const uint64_t hash = record_hash(t, options, options_size, text, size, num_partitions);
-
-  pthread_mutex_lock(&g_lock);
-  shadow_record_t* r = gen == g_gen ? find_locked(hash) : NULL;
-  pthread_mutex_unlock(&g_lock);
-  if (!r) {
-    r = tpurt_xcalloc(1, sizeof(*r));
-    r->hash = hash;
-    snprintf(r->label, sizeof r->label, "%s", t_label ? t_label : "program");
-    r->pub.label = r->label;
-    r->pub.num_partitions = num_partitions;
-    r->pub.hash = hash;
-    int dirfd = cache_disk_dirfd();
-    if (load_record(dirfd, hash, r)) {
-      r->pub.from_disk = true;
-    } else {
-      char* owned = NULL;
-      const char* topts = NULL;
-      size_t topts_size = 0;
-      tpurt_status_t s =
-          target_options(t, num_partitions, options, options_size, &owned, &topts, &topts_size);
-      if (!s) s = tpurt_target_compile(t, text, size, topts, topts_size, &r->pub.program);
-      free(owned);
-      if (s) {
-        r->error = tpurt_xstrdup(tpurt_status_message(s));
-        tpurt_status_free(s);
-      }
-      store_record(dirfd, r);
-    }
-    r->pub.error = r->error;
-    pthread_mutex_lock(&g_lock);
-    shadow_record_t* other = gen == g_gen ? find_locked(hash) : NULL;
-    if (other || gen != g_gen) {
-      /* another thread made it meanwhile (keep theirs), or the target
-      ** changed under us (the executable re-shadows at its next use) */
-      free(r->error);
-      free(r);
-      r = other;
-    } else {
-      add_locked(r);
-    }
-    pthread_mutex_unlock(&g_lock);
-    if (!r) return NULL;
-  }
+  shadow_record_t* r = shadow_record(t, gen, text, size, options, options_size, num_partitions);
+  if (!r) return NULL;
   if (exe) pjrt_executable_set_shadow(exe, &r->runs, gen);
   return refusal(r);
+}
+
+tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const char* options,
+                                         size_t options_size) {
+  pthread_mutex_lock(&g_lock);
+  tpurt_target_t* t = g_target;
+  uint32_t gen = g_gen;
+  pthread_mutex_unlock(&g_lock);
+  if (!t)
+    return tpurt_status_create(TPURT_FAILED_PRECONDITION,
+                               "a compile-only trace needs a target (torch_tpu.set_target(\"v6e:1x1\"))");
+  shadow_record_t* r = shadow_record(t, gen, text, size, options, options_size, 1);
+  if (!r) return tpurt_status_create(TPURT_ABORTED, "the target changed during a compile-only trace");
+  /* nothing else will run this program: a refusal is always the caller's error */
+  if (r->error) return tpurt_status_create(TPURT_FAILED_PRECONDITION, "%s", r->error);
+  return NULL;
 }

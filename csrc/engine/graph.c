@@ -828,6 +828,12 @@ struct tpurt_program_s {
   char* text; /* the module, for debugging */
 };
 
+/* This thread's traces compile for the shadow target only (see
+** tpurt_trace_set_compile_only). */
+static _Thread_local bool t_compile_only TPURT_GUARDED_BY(thread);
+
+void tpurt_trace_set_compile_only(bool on) { t_compile_only = on; }
+
 tpurt_status_t tpurt_trace_begin(int device) {
   engine_lock();
   tpurt_status_t status = graph_flush_locked(GRAPH_FLUSH_MODE_CHANGE);
@@ -904,9 +910,21 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     status = sort_bindings(g);
   }
   if (!status) status = ir_func_print(g->func, &text, &size);
-  if (!status) {
+  /* the target report names a traced program by its compile label (the
+  ** torch.compile frame and graph kind) where the caller set one */
+  const char* compile_label = pjrt_swap_compile_label(NULL);
+  (void)pjrt_swap_compile_label(compile_label);
+  if (!status && t_compile_only) {
+    /* for the target only: this plugin never compiles it (exe stays NULL,
+    ** and tpurt_program_run refuses the program) */
+    const char* options = NULL;
+    size_t options_size = 0;
+    cache_shadow_label(compile_label ? compile_label : "compiled program (target only)");
+    status = pjrt_current_compile_options(&options, &options_size, NULL);
+    if (!status) status = cache_shadow_compile_only(text, size, options, options_size);
+  } else if (!status) {
     bool hit = false;
-    cache_shadow_label("compiled program");
+    cache_shadow_label(compile_label ? compile_label : "compiled program");
     const tpurt_compile_kind_t previous_kind = pjrt_swap_compile_kind(TPURT_COMPILE_KIND_COMPILED_GRAPH);
     /* Compiled without the engine lock, so other threads' ops and compiles
     ** (another graph of the same model, say) go on meanwhile. The trace is
@@ -1014,6 +1032,10 @@ int32_t tpurt_program_num_rng(const tpurt_program_t* p) { return p->num_rng; }
 tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_tensor_t* inputs,
                                  int32_t num_inputs, const uint64_t rng[2], tpurt_result_t* results,
                                  int32_t max_results) {
+  if (!p->executable)
+    return tpurt_status_create(TPURT_FAILED_PRECONDITION,
+                               "this program was compiled for the target only (a compile-only trace); "
+                               "it cannot run here");
   if (num_inputs != p->num_inputs)
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "compiled program takes %d inputs, got %d",
                                p->num_inputs, num_inputs);

@@ -462,6 +462,11 @@ TPURT_MUST_USE tpurt_status_t tpurt_trace_input(const tpurt_tensor_t* placeholde
 ** views); it is compiled (through the cache) now. */
 TPURT_MUST_USE tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_outputs,
                                               int32_t num_inputs, tpurt_program_t** out_program);
+/* Compile-only tracing on this thread: tpurt_trace_end compiles the program
+** for the shadow target only (recorded and persisted like shadow compiles)
+** and never for this process's plugin; the program cannot run. No target
+** set, or the target's refusal, is tpurt_trace_end's error. */
+void tpurt_trace_set_compile_only(bool on);
 /* Abandons an unfinished trace (the traced function raised). */
 void tpurt_trace_abort(void);
 /* Runs the program: one launch. Results are new tensors. Random ops inside
@@ -697,6 +702,8 @@ typedef struct tpurt_target_info_s {
   const char* device_kind;      /* "TPU v6 lite" */
   int num_devices;              /* chips (or cores) in the topology */
   const char* identity;         /* plugin, api, platform and topology: a cache key part */
+  const char* runtime_identity; /* the plugin identity of a process whose runtime is this plugin (the
+                                ** key of its executable cache), as far as it can be known here */
 } tpurt_target_info_t;
 /* Borrowed strings that live as long as |target|. */
 void tpurt_target_info(const tpurt_target_t* target, tpurt_target_info_t* out_info);
@@ -727,6 +734,25 @@ TPURT_MUST_USE tpurt_status_t tpurt_target_compile(tpurt_target_t* target, const
                                                    const char* options, size_t options_size,
                                                    tpurt_target_program_t* out_program);
 
+/* tpurt_target_compile, also returning the executable serialised
+** (PJRT_Executable_Serialize) in *out_bytes (malloc'd; NULL when the plugin
+** cannot serialise it). */
+TPURT_MUST_USE tpurt_status_t tpurt_target_compile_serialized(tpurt_target_t* target, const char* mlir,
+                                                              size_t mlir_size, const char* options,
+                                                              size_t options_size,
+                                                              tpurt_target_program_t* out_program,
+                                                              char** out_bytes, size_t* out_size);
+
+/* Precompile: with it on (and a shadow target set), each one-device program
+** compiled for the target is also written, serialised, into this process's
+** executable cache directory under the key that a process running on the
+** target's plugin computes for it (cache_precompiled_store): a host with
+** that plugin and its chips, given the directory (`python -m torch_tpu
+** cache import DIR`), loads it without compiling. Meanwhile this process's
+** own programs are kept in memory only, so the directory holds the target's
+** programs alone. */
+void tpurt_shadow_set_precompile(bool on);
+
 /* Shadow compilation: with a target set, every program this process
 ** compiles or takes from the cache for its own plugin (strict-eager plans,
 ** fused graphs, traced programs, SPMD programs) is also compiled for the
@@ -744,7 +770,8 @@ typedef struct tpurt_shadow_record_s {
   const char* error; /* NULL: the target compiled it; else the compiler's refusal */
   uint64_t runs;     /* launches on this process's plugin since it was recorded */
   int32_t num_partitions;
-  bool from_disk; /* the figures came from the persistent cache (not compiled now) */
+  bool from_disk;   /* the figures came from the persistent cache (not compiled now) */
+  bool precompiled; /* its serialised executable is in the cache dir for the target's runtime */
   uint64_t hash;
   tpurt_target_program_t program;
 } tpurt_shadow_record_t;

@@ -20,7 +20,8 @@ struct tpurt_target_s {
   char* platform_name;
   char* platform_version;
   char* device_kind;
-  char* identity; /* for cache keys: plugin, api version, platform, topology */
+  char* identity;         /* for cache keys: plugin, api version, platform, topology */
+  char* runtime_identity; /* pjrt_identity of a process running on this plugin's chips */
   int num_devices;
   int64_t device_ids[TARGET_MAX_DEVICES];
 };
@@ -89,6 +90,14 @@ static TPURT_MUST_USE tpurt_status_t target_open(tpurt_target_t* t, const char* 
   tpurt_strbuf_printf(&id, "target|%s|%d.%d|%s|%s|%s", t->api.path, t->api.major, t->api.minor,
                       t->platform_name, t->platform_version, t->topology_name);
   t->identity = id.data;
+  /* What client.c's pjrt_identity is on a host whose runtime is this plugin:
+  ** the same path and API version, and the platform as the topology names
+  ** it (that a TPU client reports the same version string is assumed, not
+  ** provable without a chip). */
+  tpurt_strbuf_t rt = {0};
+  tpurt_strbuf_printf(&rt, "%s|%d.%d|%s|%s", t->api.path, t->api.major, t->api.minor, t->platform_name,
+                      t->platform_version);
+  t->runtime_identity = rt.data;
   return NULL;
 }
 
@@ -129,6 +138,7 @@ void tpurt_target_free(tpurt_target_t* target) {
   free(target->platform_version);
   free(target->device_kind);
   free(target->identity);
+  free(target->runtime_identity);
   free(target);
 }
 
@@ -143,6 +153,7 @@ void tpurt_target_info(const tpurt_target_t* target, tpurt_target_info_t* out_in
       .device_kind = target->device_kind,
       .num_devices = target->num_devices,
       .identity = target->identity,
+      .runtime_identity = target->runtime_identity,
   };
 }
 
@@ -229,7 +240,8 @@ static TPURT_MUST_USE tpurt_status_t read_memory(const pjrt_api_t* api, pjrt_abi
 
 /* Fingerprint and serialised size are optional facts: a plugin without
 ** them leaves them empty. */
-static void read_identity(const pjrt_api_t* api, pjrt_abi_executable_t* exe, tpurt_target_program_t* out) {
+static void read_identity(const pjrt_api_t* api, pjrt_abi_executable_t* exe, tpurt_target_program_t* out,
+                          char** out_bytes, size_t* out_size) {
   PJRT_ARGS(pjrt_abi_executable_string_args_t, f);
   f.executable = exe;
   tpurt_status_t status = pjrt_api_call(api, PJRTABI_EXECUTABLE_FINGERPRINT, "Executable_Fingerprint", &f);
@@ -250,6 +262,11 @@ static void read_identity(const pjrt_api_t* api, pjrt_abi_executable_t* exe, tpu
   status = pjrt_api_call(api, PJRTABI_EXECUTABLE_SERIALIZE, "Executable_Serialize", &s);
   if (!status) {
     out->serialized_bytes = (int64_t)s.serialized_bytes_size;
+    if (out_bytes && s.serialized_bytes) {
+      *out_bytes = tpurt_xmalloc(s.serialized_bytes_size ? s.serialized_bytes_size : 1);
+      memcpy(*out_bytes, s.serialized_bytes, s.serialized_bytes_size);
+      *out_size = s.serialized_bytes_size;
+    }
     if (s.serialized_executable_deleter) s.serialized_executable_deleter(s.serialized_executable);
   }
   tpurt_status_ignore(status);
@@ -257,7 +274,16 @@ static void read_identity(const pjrt_api_t* api, pjrt_abi_executable_t* exe, tpu
 
 tpurt_status_t tpurt_target_compile(tpurt_target_t* target, const char* mlir, size_t mlir_size,
                                     const char* options, size_t options_size, tpurt_target_program_t* out) {
+  return tpurt_target_compile_serialized(target, mlir, mlir_size, options, options_size, out, NULL, NULL);
+}
+
+tpurt_status_t tpurt_target_compile_serialized(tpurt_target_t* target, const char* mlir, size_t mlir_size,
+                                               const char* options, size_t options_size,
+                                               tpurt_target_program_t* out, char** out_bytes,
+                                               size_t* out_size) {
   memset(out, 0, sizeof(*out));
+  if (out_bytes) *out_bytes = NULL;
+  if (out_size) *out_size = 0;
   if (!options) TPURT_RETURN_IF_ERROR(pjrt_current_compile_options(&options, &options_size, NULL));
   pjrt_abi_program_t program = pjrt_mlir_program(mlir, mlir_size);
   PJRT_ARGS(pjrt_abi_compile_args_t, a);
@@ -272,7 +298,7 @@ tpurt_status_t tpurt_target_compile(tpurt_target_t* target, const char* mlir, si
   if (!status) {
     status = read_cost(&target->api, a.executable, out);
     if (!status) status = read_memory(&target->api, a.executable, out);
-    if (!status) read_identity(&target->api, a.executable, out);
+    if (!status) read_identity(&target->api, a.executable, out, out_bytes, out_size);
     exe_free(&target->api, a.executable);
   }
   pthread_mutex_unlock(&target->lock);

@@ -127,6 +127,12 @@ struct pjrt_abi_executable_s {
   int64_t code_size;
   pjrt_abi_named_value_t cost[4];
   char fingerprint[32];
+  char serialized[48]; /* "FAKEEXE1" + the fingerprint */
+};
+/* What DeserializeAndLoad made of serialised bytes (no client: the fake
+** only checks that the bytes are one of its executables). */
+struct pjrt_abi_loaded_executable_s {
+  char fingerprint[32];
 };
 
 static pjrt_abi_device_description_t g_descriptions[4] = {{0}, {1}, {2}, {3}};
@@ -256,6 +262,34 @@ static pjrt_abi_error_t* memory_stats(void* p) {
   return NULL;
 }
 
+static pjrt_abi_error_t* serialize(void* p) {
+  pjrt_abi_executable_serialize_args_t* a = p;
+  pjrt_abi_executable_t* e = (pjrt_abi_executable_t*)a->executable;
+  snprintf(e->serialized, sizeof e->serialized, "FAKEEXE1%s", e->fingerprint);
+  a->serialized_bytes = e->serialized;
+  a->serialized_bytes_size = strlen(e->serialized);
+  a->serialized_executable = NULL;
+  a->serialized_executable_deleter = NULL; /* the bytes live as long as the executable */
+  return NULL;
+}
+
+static pjrt_abi_error_t* deserialize_and_load(void* p) {
+  pjrt_abi_deserialize_and_load_args_t* a = p;
+  size_t n = a->serialized_executable_size;
+  if (n < 8 || n >= 8 + 32 || memcmp(a->serialized_executable, "FAKEEXE1", 8) != 0)
+    return make_error(3, "fake: not a serialised fake executable");
+  pjrt_abi_loaded_executable_t* l = calloc(1, sizeof(*l));
+  if (!l) abort();
+  memcpy(l->fingerprint, a->serialized_executable + 8, n - 8);
+  a->loaded_executable = l;
+  return NULL;
+}
+
+static pjrt_abi_error_t* loaded_executable_destroy(void* p) {
+  free((void*)((pjrt_abi_executable_destroy_args_t*)p)->executable);
+  return NULL;
+}
+
 static pjrt_abi_error_t* fingerprint(void* p) {
   pjrt_abi_executable_string_args_t* a = p;
   a->text = a->executable->fingerprint;
@@ -291,6 +325,9 @@ __attribute__((visibility("default"))) const void* GetPjrtApi(void) {
         {(void*)topology_devices, (void*)(uintptr_t)PJRTABI_TOPOLOGY_GET_DEVICE_DESCRIPTIONS},
         {(void*)compile, (void*)(uintptr_t)PJRTABI_COMPILE},
         {(void*)fingerprint, (void*)(uintptr_t)PJRTABI_EXECUTABLE_FINGERPRINT},
+        {(void*)serialize, (void*)(uintptr_t)PJRTABI_EXECUTABLE_SERIALIZE},
+        {(void*)deserialize_and_load, (void*)(uintptr_t)PJRTABI_EXECUTABLE_DESERIALIZE_AND_LOAD},
+        {(void*)loaded_executable_destroy, (void*)(uintptr_t)PJRTABI_LOADED_EXECUTABLE_DESTROY},
         {(void*)memory_stats, (void*)(uintptr_t)PJRTABI_EXECUTABLE_GET_COMPILED_MEMORY_STATS}};
     for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); ++i)
       memcpy(g_api.bytes + PJRTABI_SLOT_OFFSET((uintptr_t)slots[i][1]), &slots[i][0], sizeof(void*));

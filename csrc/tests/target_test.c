@@ -2,9 +2,12 @@
 ** plugin's topologies and compiler: the topology's facts, a compile with
 ** cost analysis and memory stats crossing the ABI, a program with no
 ** estimate, and the errors (unknown topology, refused program, no plugin). */
+#include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "../cache/cache.h"
+#include "../pjrt/pjrt_internal.h"
 #include "test.h"
 
 static const char* fake_plugin(void) {
@@ -88,7 +91,9 @@ TEST(Target_CompileReadsCostAndMemory) {
   EXPECT(p.temp_bytes == 16 * (int64_t)strlen(kTwoOps));
   /* "fake-<size>" as hex: "66616b652d" is "fake-" */
   EXPECT(strncmp(p.fingerprint, "66616b652d", 10) == 0 && strlen(p.fingerprint) > 10);
-  EXPECT(p.serialized_bytes == 0); /* the fake plugin cannot serialise: an optional fact */
+  /* "FAKEEXE1" + the fingerprint text "fake-<size>" */
+  EXPECT(p.serialized_bytes ==
+         8 + (int64_t)strlen("fake-") + (int64_t)snprintf(NULL, 0, "%zu", strlen(kTwoOps)));
   EXPECT(p.compile_seconds >= 0.0);
   tpurt_target_free(t);
 }
@@ -196,6 +201,130 @@ TEST(Shadow_RecordsEachProgramOnce) {
   EXPECT(tpurt_shadow_records(r, 4) == 0);
 }
 
+/* Removes the files of |dir| (flat), then |dir|. */
+static void remove_dir(const char* dir) {
+  DIR* d = opendir(dir);
+  if (d) {
+    char path[1024];
+    for (struct dirent* e; (e = readdir(d)) != NULL;) {
+      if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      unlink(path);
+    }
+    closedir(d);
+  }
+  rmdir(dir);
+}
+
+/* Flips the last byte of the one .tpuexe file in |dir|; false if none. */
+static bool corrupt_entry(const char* dir) {
+  DIR* d = opendir(dir);
+  if (!d) return false;
+  bool done = false;
+  for (struct dirent* e; !done && (e = readdir(d)) != NULL;) {
+    const char* dot = strrchr(e->d_name, '.');
+    if (!dot || strcmp(dot, ".tpuexe") != 0) continue;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    int fd = open(path, O_RDWR);
+    if (fd < 0) continue;
+    off_t end = lseek(fd, -1, SEEK_END);
+    char c = 0;
+    if (end > 0 && pread(fd, &c, 1, end) == 1) {
+      c ^= 0x5a;
+      done = pwrite(fd, &c, 1, end) == 1;
+    }
+    close(fd);
+  }
+  closedir(d);
+  return done;
+}
+
+/* Precompile: a program compiled for the target is written serialised into
+** the cache directory under the key its runtime would compute, read back
+** (header, key, MAC checked) and handed to the plugin's deserialize. */
+TEST(Precompile_RoundTripThroughThePluginsDeserialize) {
+  NEED_FAKE();
+  char dir[] = "/tmp/tpurt_precompile_XXXXXX";
+  ASSERT(mkdtemp(dir) != NULL);
+  char cache_dir[600];
+  snprintf(cache_dir, sizeof cache_dir, "%s/cache", dir);
+  setenv("TORCH_TPU_CACHE_DIR", cache_dir, 1);
+  cache_reconfigure_for_test();
+
+  tpurt_target_t* t = NULL;
+  ASSERT_OK(tpurt_target_create(fake_plugin(), "fake:1x1", &t));
+  tpurt_target_info_t info;
+  tpurt_target_info(t, &info);
+  char identity[600]; /* the form of client.c's pjrt_identity */
+  snprintf(identity, sizeof identity, "%s|0.81|fake|fake 1.0", fake_plugin());
+  EXPECT(strcmp(info.runtime_identity, identity) == 0);
+  ASSERT_OK(tpurt_shadow_set_consume(t));
+  tpurt_shadow_set_precompile(true);
+  static const char kOptions[] = "compile options bytes";
+  const size_t text_size = strlen(kTwoOps), options_size = sizeof kOptions - 1;
+  cache_shadow_label("test::precompiled");
+  ASSERT_OK(cache_shadow_compile_only(kTwoOps, text_size, kOptions, options_size));
+  tpurt_shadow_record_t r[2];
+  EXPECT(tpurt_shadow_records(r, 2) == 1);
+  EXPECT(r[0].precompiled && !r[0].from_disk && r[0].error == NULL);
+
+  char* bytes = NULL;
+  size_t n = 0;
+  ASSERT_OK(cache_precompiled_load(identity, kTwoOps, text_size, kOptions, options_size, &bytes, &n));
+  EXPECT(n > 8 && memcmp(bytes, "FAKEEXE1", 8) == 0);
+  pjrt_api_t api;
+  ASSERT_OK(pjrt_api_load(fake_plugin(), &api));
+  PJRT_ARGS(pjrt_abi_deserialize_and_load_args_t, d);
+  d.serialized_executable = bytes;
+  d.serialized_executable_size = n;
+  ASSERT_OK(
+      pjrt_api_call(&api, PJRTABI_EXECUTABLE_DESERIALIZE_AND_LOAD, "Executable_DeserializeAndLoad", &d));
+  EXPECT(d.loaded_executable != NULL);
+  PJRT_ARGS(pjrt_abi_executable_destroy_args_t, destroy);
+  destroy.executable = d.loaded_executable;
+  ASSERT_OK(pjrt_api_call(&api, PJRTABI_LOADED_EXECUTABLE_DESTROY, "LoadedExecutable_Destroy", &destroy));
+  free(api.path);
+  free(bytes);
+
+  /* the key: another plugin identity, other options or another program find nothing */
+  tpurt_status_t s = cache_precompiled_load("elsewhere|0.81|fake|fake 1.0", kTwoOps, text_size, kOptions,
+                                            options_size, &bytes, &n);
+  EXPECT(tpurt_status_code(s) == TPURT_NOT_FOUND && bytes == NULL);
+  tpurt_status_free(s);
+  s = cache_precompiled_load(identity, kTwoOps, text_size, "other", 5, &bytes, &n);
+  EXPECT(tpurt_status_code(s) == TPURT_NOT_FOUND);
+  tpurt_status_free(s);
+  s = cache_precompiled_load(identity, kTwoOps, text_size - 2, kOptions, options_size, &bytes, &n);
+  EXPECT(tpurt_status_code(s) == TPURT_NOT_FOUND);
+  tpurt_status_free(s);
+
+  /* a second process (records forgotten) compiles nothing: figures and executable are on disk */
+  tpurt_shadow_reset();
+  ASSERT_OK(cache_shadow_compile_only(kTwoOps, text_size, kOptions, options_size));
+  EXPECT(tpurt_shadow_records(r, 2) == 1);
+  EXPECT(r[0].from_disk && r[0].precompiled);
+
+  /* an altered entry fails its MAC: refused (and removed), never handed to the plugin */
+  ASSERT(corrupt_entry(cache_dir));
+  s = cache_precompiled_load(identity, kTwoOps, text_size, kOptions, options_size, &bytes, &n);
+  EXPECT(tpurt_status_code(s) == TPURT_NOT_FOUND && strstr(tpurt_status_message(s), "refused"));
+  tpurt_status_free(s);
+
+  /* without a target a compile-only trace has nothing to compile for */
+  tpurt_shadow_set_precompile(false);
+  ASSERT_OK(tpurt_shadow_set_consume(NULL));
+  s = cache_shadow_compile_only(kTwoOps, text_size, kOptions, options_size);
+  EXPECT(tpurt_status_code(s) == TPURT_FAILED_PRECONDITION &&
+         strstr(tpurt_status_message(s), "needs a target"));
+  tpurt_status_free(s);
+  unsetenv("TORCH_TPU_CACHE_DIR");
+  cache_reconfigure_for_test();
+  remove_dir(cache_dir);
+  remove_dir(dir);
+}
+
 TEST_MAIN(TEST_CASE(Target_Topology), TEST_CASE(Target_UnknownTopologyIsThePluginsError),
           TEST_CASE(Target_CompileReadsCostAndMemory), TEST_CASE(Target_WhileLoopHasNoEstimate),
-          TEST_CASE(Target_RefusedProgramNamesTheTarget), TEST_CASE(Shadow_RecordsEachProgramOnce))
+          TEST_CASE(Target_RefusedProgramNamesTheTarget), TEST_CASE(Shadow_RecordsEachProgramOnce),
+          TEST_CASE(Precompile_RoundTripThroughThePluginsDeserialize))

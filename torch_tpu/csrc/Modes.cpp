@@ -125,6 +125,7 @@ void register_mode_bindings(py::module& m) {
   m.def("_trace_begin", [](int device) { check_consume(tpurt_trace_begin(device), kTrace); });
   m.def("_trace_input", &trace_input);
   m.def("_trace_abort", &tpurt_trace_abort);
+  m.def("_trace_set_compile_only", [](bool on) { tpurt_trace_set_compile_only(on); });
   m.def("_trace_end", &trace_end);
 }
 

@@ -54,6 +54,7 @@ py::dict info_dict(const tpurt_target_t* t) {
   d["platform_version"] = i.platform_version;
   d["device_kind"] = i.device_kind;
   d["num_devices"] = i.num_devices;
+  d["runtime_identity"] = i.runtime_identity;
   return d;
 }
 
@@ -98,6 +99,7 @@ void register_target_bindings(py::module& m) {
     return t ? py::object(info_dict(t)) : py::object(py::none());
   });
   m.def("_shadow_reset", [] { tpurt_shadow_reset(); });
+  m.def("_shadow_set_precompile", [](bool on) { tpurt_shadow_set_precompile(on); });
   m.def("_shadow_records", [] {
     std::vector<tpurt_shadow_record_t> records(tpurt_shadow_records(nullptr, 0) + 64);
     records.resize(tpurt_shadow_records(records.data(), records.size()));
@@ -109,6 +111,7 @@ void register_target_bindings(py::module& m) {
       d["runs"] = r.runs;
       d["num_partitions"] = r.num_partitions;
       d["from_cache"] = r.from_disk;
+      d["precompiled"] = r.precompiled;
       d["hash"] = r.hash;
       out.append(d);
     }

@@ -1,0 +1,249 @@
+"""The full-size FLUX.1-schnell transformer compiled for a TPU target from shapes alone.
+
+    python bench/flux_full_target.py [--target v6e:1x1] [--cache-dir D] [--whole-graph-block]
+    python bench/flux_full_target.py --cpu [--size 256] [--text 64]
+
+Target mode (default): FluxTransformer2DModel at FLUX.1-schnell's published configuration
+(in_channels 64, 19 double and 38 single blocks, 24 heads x 128, joint_attention_dim 4096, pooled
+768, rope axes 16/56/56, no guidance embedding), made on the meta device in bf16 (no weights: 24 GB
+would not fit here), called once at 1024x1024 (4096 image + 512 text tokens) under
+``torch.compile(backend=TpuBackend(target_only=True))``: the transformer's programs of the
+documented warm-up (each of the 4 denoising steps runs the same programs) are lowered for the TPU
+and compiled by libtpu for the target, never compiled or run on this host's plugin. Repeated blocks
+compile once (TpuBackend's block compile). Prints the compile seconds (cold: nothing in the cache
+dir; run again for warm: the target's records come from the cache dir), the host's peak RSS, the
+largest program's HBM need, and the compiler's estimated ms per step and per 4-step image (an
+estimate, never a measurement) with the implied MFU.
+
+The whole-graph figure is an estimate: one program of 19 + 38 blocks would take about 20 minutes
+here, so it is estimated from the blocks' own compile seconds (19 x double + 38 x single + the rest).
+``--whole-graph-block`` also compiles one double + one single block as one program, the closest
+measured whole-graph figure.
+
+CPU mode (--cpu): a depth-reduced FLUX at full width (2 double + 4 single blocks, random bf16
+weights), on this host's plugin: block-compiled vs whole-graph compile seconds and run seconds per
+step. Fewer tokens than 1024x1024 by default (--size), because a full-size step takes minutes on
+two CPU cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+from typing import Any
+
+SCHNELL = dict(
+    patch_size=1,
+    in_channels=64,
+    num_layers=19,
+    num_single_layers=38,
+    attention_head_dim=128,
+    num_attention_heads=24,
+    joint_attention_dim=4096,
+    pooled_projection_dim=768,
+    guidance_embeds=False,
+    axes_dims_rope=(16, 56, 56),
+)
+
+
+def rss_gib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
+
+
+def inputs(size: int, text: int, device: Any, dtype: Any) -> dict[str, Any]:
+    import torch
+
+    tokens = (size // 16) ** 2  # VAE 8x down, then 2x2 packing
+    g = torch.Generator().manual_seed(0)
+    made = {
+        "hidden_states": torch.randn(1, tokens, 64, generator=g),
+        "encoder_hidden_states": torch.randn(1, text, 4096, generator=g),
+        "pooled_projections": torch.randn(1, 768, generator=g),
+        "timestep": torch.tensor([1.0]),
+        "img_ids": torch.zeros(tokens, 3),
+        "txt_ids": torch.zeros(text, 3),
+    }
+    if device == "meta":
+        return {k: torch.empty(v.shape, dtype=dtype, device="meta") for k, v in made.items()}
+    return {k: v.to(device=device, dtype=dtype) for k, v in made.items()}
+
+
+def target_mode(args: argparse.Namespace) -> None:
+    import torch
+    from diffusers import FluxTransformer2DModel
+
+    import torch_tpu
+    from torch_tpu import TpuBackend
+    from torch_tpu.targets import GiB, hbm_need
+
+    start = time.perf_counter()
+    torch_tpu.set_target(args.target)
+    chip = torch_tpu.target_report().chip
+    with torch.device("meta"):
+        model = FluxTransformer2DModel(**SCHNELL).to(torch.bfloat16).eval()
+    params = sum(p.numel() for p in model.parameters())
+    x = inputs(1024, 512, "meta", torch.bfloat16)
+    setup = time.perf_counter() - start
+    backend = TpuBackend(target_only=True, name="transformer")
+    compiled = torch.compile(model, backend=backend, dynamic=False)
+    torch_tpu.reset_metrics()
+    start = time.perf_counter()
+    with torch.no_grad():
+        out = compiled(**x, return_dict=False)[0]
+    wall = time.perf_counter() - start
+    report = torch_tpu.target_report()
+    print(f"FLUX.1-schnell transformer: {params / 1e9:.2f} B parameters (meta, bf16: no weights), 1024x1024")
+    print(f"target {args.target} ({report.target['device_kind']}), output {list(out.shape)} {out.dtype}")
+    print(f"setup (import, target, meta model): {setup:.1f} s")
+    cold = not any(p["from_cache"] for p in report.programs)
+    print(
+        f"compile wall time, dynamo to the last target compile: {wall:.1f} s "
+        f"({'cold' if cold else 'warm: records from the cache dir'})"
+    )
+    print(f"  programs traced: {torch_tpu.metrics()['traced_programs']}")
+    print(f"  host peak RSS: {rss_gib():.2f} GiB")
+    step = 0.0
+    no_est = []
+    flops = 0.0
+    compile_by_label: dict[str, float] = {}
+    for p in report.programs:
+        runs = backend.target_runs.get(p["label"], 0)
+        need = hbm_need(p)
+        est = p["estimated_seconds"]
+        compile_by_label[p["label"]] = p["compile_seconds"]
+        print(
+            f"  {p['label'][:70]:<70} x{runs:<3} compile {p['compile_seconds']:6.1f} s"
+            f"{' (cache)' if p['from_cache'] else ''}  "
+            f"HBM {need / GiB if need else 0:6.2f} GiB  "
+            f"est {est * 1e3 if est else float('nan'):8.3f} ms"
+            + (f"  REFUSED: {p['error'][:200]}" if p["error"] else "")
+        )
+        if p["error"] is None:
+            flops += runs * (p["flops"] or 0)
+            if est:
+                step += runs * est
+            else:
+                no_est.append(p["label"])
+    print(f"  target compile seconds, all programs: {report.compile_seconds:.1f} s")
+    if report.largest is not None:
+        need = hbm_need(report.largest) or 0
+        cap = f" of {chip.hbm_bytes / GiB:.0f} GiB" if chip else ""
+        print(f"  largest program HBM need: {need / GiB:.2f} GiB{cap} (weights of one block as arguments)")
+    weights = params * 2
+    print(f"  weights in HBM (bf16, all blocks): {weights / GiB:.1f} GiB")
+    missing = f"; no estimate for {', '.join(no_est)}" if no_est else ""
+    print(
+        f"  estimated device time per step (the compiler's estimate): {step * 1e3:.1f} ms, "
+        f"per 4-step image {4 * step * 1e3:.1f} ms{missing}"
+    )
+    if chip and step > 0:
+        print(f"  implied MFU: {flops / (step * chip.bf16_peak_flops) * 100:.1f}% of {chip.name} bf16 peak")
+    blocks = {lab: s for lab, s in compile_by_label.items() if "block" in lab}
+    rest = sum(s for lab, s in compile_by_label.items() if "block" not in lab)
+    double = next(
+        (s for lab, s in blocks.items() if "transformer_blocks" in lab and "single" not in lab), None
+    )
+    single = next((s for lab, s in blocks.items() if "single_transformer_blocks" in lab), None)
+    if cold and double is not None and single is not None:
+        whole = 19 * double + 38 * single + rest
+        print(
+            f"  whole-graph compile, ESTIMATE (19 x {double:.1f} s + 38 x {single:.1f} s + {rest:.1f} s, "
+            f"assuming XLA's time grows linearly with the blocks): {whole:.0f} s = {whole / 60:.1f} min"
+        )
+    if args.whole_graph_block:
+        whole_slice(args)
+
+
+def whole_slice(args: argparse.Namespace) -> None:
+    """One double + one single block as one program: a measured whole-graph figure."""
+    import torch
+    from diffusers import FluxTransformer2DModel
+
+    import torch_tpu
+    from torch_tpu import TpuBackend
+
+    torch._dynamo.reset()
+    torch_tpu.reset_target_report()
+    with torch.device("meta"):
+        model = FluxTransformer2DModel(**{**SCHNELL, "num_layers": 1, "num_single_layers": 1})
+        model = model.to(torch.bfloat16).eval()
+    compiled = torch.compile(model, backend=TpuBackend(target_only=True, blocks=False), dynamic=False)
+    start = time.perf_counter()
+    with torch.no_grad():
+        compiled(**inputs(1024, 512, "meta", torch.bfloat16), return_dict=False)
+    wall = time.perf_counter() - start
+    secs = torch_tpu.target_report().compile_seconds
+    print(
+        f"  whole graph of 1 double + 1 single block (one program): {wall:.1f} s wall, {secs:.1f} s compile"
+    )
+
+
+def cpu_mode(args: argparse.Namespace) -> None:
+    import torch
+    from diffusers import FluxTransformer2DModel
+
+    import torch_tpu
+    from torch_tpu import TpuBackend
+
+    torch.manual_seed(0)
+    cfg = {**SCHNELL, "num_layers": 2, "num_single_layers": 4}
+    model = FluxTransformer2DModel(**cfg).to(torch.bfloat16).eval().to("tpu")
+    x = inputs(args.size, args.text, "tpu", torch.bfloat16)
+    tokens = x["hidden_states"].shape[1]
+    print(
+        f"depth-reduced FLUX at full width (2 double + 4 single blocks, "
+        f"{sum(p.numel() for p in model.parameters()) / 1e9:.2f} B parameters, bf16), "
+        f"{args.size}x{args.size}: {tokens} image + {args.text} text tokens, on this host's plugin"
+    )
+    outs = {}
+    for name, blocks in (("block-compiled", True), ("whole-graph", False)):
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend=TpuBackend(blocks=blocks), dynamic=False)
+        torch_tpu.reset_metrics()
+        with torch.no_grad():
+            start = time.perf_counter()
+            out = compiled(**x, return_dict=False)[0]
+            torch.tpu.synchronize()
+            first = time.perf_counter() - start
+            m = torch_tpu.metrics()
+            runs = []
+            for _ in range(args.steps):
+                start = time.perf_counter()
+                out = compiled(**x, return_dict=False)[0]
+                torch.tpu.synchronize()
+                runs.append(time.perf_counter() - start)
+        outs[name] = out.float().cpu()
+        print(
+            f"  {name:<15} first call (compile + run) {first:6.1f} s, {m['compiles']} plugin compiles, "
+            f"programs {m['traced_programs']}; per step {min(runs):.3f} s (min of {len(runs)}), "
+            f"mean {sum(runs) / len(runs):.3f} s"
+        )
+    diff = (outs["block-compiled"] - outs["whole-graph"]).abs().max().item()
+    print(f"  max |block - whole|: {diff:.3e} (bf16)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--target", default="v6e:1x1")
+    ap.add_argument("--cache-dir", help="TORCH_TPU_CACHE_DIR for this run (default: a new empty one: cold)")
+    ap.add_argument("--whole-graph-block", action="store_true")
+    ap.add_argument("--cpu", action="store_true")
+    ap.add_argument("--size", type=int, default=256)
+    ap.add_argument("--text", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=3)
+    args = ap.parse_args()
+    os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+    os.environ["TORCH_TPU_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="flux_full_")
+    print(f"cache dir: {os.environ['TORCH_TPU_CACHE_DIR']}", file=sys.stderr)
+    if args.cpu:
+        cpu_mode(args)
+    else:
+        target_mode(args)
+
+
+if __name__ == "__main__":
+    main()
