@@ -398,3 +398,12 @@ def test_flash_attention_op_refuses_dropout(no_fallback):
     q, k, v = to_tpu(qkv(1, 2, 8, 8, 8, torch.float32))
     with pytest.raises(RuntimeError, match="_scaled_dot_product_flash_attention.*dropout_p"):
         torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.5, False, False)
+
+
+def test_sdpa_kernel_flash_runs_the_fused_op(no_fallback):
+    # sdpa_kernel(FLASH_ATTENTION) (diffusers' "_native_flash" without context
+    # parallelism) selects tpu's fused op; it raised "No viable backend"
+    q, k, v = qkv(1, 2, 16, 16, 8, torch.float32)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        got = F.scaled_dot_product_attention(*to_tpu((q, k, v)), is_causal=True)
+    assert_same(got, F.scaled_dot_product_attention(q, k, v, is_causal=True))
