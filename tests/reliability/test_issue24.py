@@ -186,6 +186,37 @@ def test_index_put_accumulate_duplicate_indices():
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
+PYTORCH_INDEX_REDUCE = """
+import itertools, torch, torch_tpu
+from torch.testing import make_tensor
+size = (3, 4, 5)
+for dim, incl, nc, num_src in itertools.product(range(3), (True, False), (True, False), (0, 1, 9)):
+    # PyTorch's test_index_reduce cases: non-contiguous operands, no index at all,
+    # repeated indices (9 into 3..5 rows), with and without self
+    dest = make_tensor(size, device="cpu", dtype=torch.float16, noncontiguous=nc)
+    src = make_tensor(size[:dim] + (num_src,) + size[dim + 1:], device="cpu", dtype=torch.float16,
+                      noncontiguous=nc)
+    idx = make_tensor(num_src, dtype=torch.long, device="cpu", low=0, high=size[dim], noncontiguous=nc)
+    want = dest.clone().index_reduce_(dim, idx, src, "prod", include_self=incl)
+    got = dest.to("tpu").index_reduce_(dim, idx.to("tpu"), src.to("tpu"), "prod", include_self=incl)
+    torch.testing.assert_close(got.cpu(), want, rtol=2e-3, atol=1e-2, equal_nan=True)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_index_reduce_prod_float16_pytorch_cases(mode):
+    # the issue's exit -11 came from PyTorch's own test; its f16 prod cases in a
+    # child, so that a crash is a failure of this test and not of the run
+    mode_name = EAGER[mode].name
+    code = (
+        f"import torch_tpu\ntorch_tpu.set_eager_mode(torch_tpu.EagerMode.{mode_name})\n"
+        + PYTORCH_INDEX_REDUCE
+    )
+    out = child(code)
+    assert out.returncode == 0 and "ok" in out.stdout, (out.returncode, out.stderr[-3000:])
+
+
 def test_index_put_accumulate_compiles_once_whatever_the_duplicates():
     # index_put(accumulate=True) is one scatter-add program per shape: how many
     # indices repeat (none, all, a random walk's runs) compiles nothing new
