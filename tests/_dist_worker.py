@@ -558,6 +558,8 @@ def diffusers_parallel() -> None:
         model.enable_parallelism(config=config)
         with torch.no_grad():
             out = model(**inputs, return_dict=False)[0]
+        if backend:  # set_attention_backend also set diffusers' global backend: back to the default
+            model.set_attention_backend("native")
         same(out, ref, "enable_parallelism output vs 1 process", 1e-4)
 
     check(
@@ -570,9 +572,15 @@ def diffusers_parallel() -> None:
             ParallelConfig(context_parallel_config=ContextParallelConfig(ulysses_degree=world)), "native"
         ),
     )
-    # Ring attention is not here: diffusers' "native" backend refuses the
-    # log-sum-exp a ring needs, and its other ring backends call CUDA/NPU
-    # attention kernels ("_native_flash": aten::_scaled_dot_product_flash_attention).
+    # A ring merges every rank's block through its log-sum-exp, which the
+    # "native" backend refuses; "_native_flash" calls
+    # aten::_scaled_dot_product_flash_attention (csrc/lower/attention_flash.c).
+    check(
+        "diffusers_ring",
+        lambda: run(
+            ParallelConfig(context_parallel_config=ContextParallelConfig(ring_degree=world)), "_native_flash"
+        ),
+    )
 
     def pipeline_tp_compiled() -> None:
         kwargs = dict(prompt="a photo of a cat", height=16, width=16, num_inference_steps=2, output_type="pt")

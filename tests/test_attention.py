@@ -374,3 +374,36 @@ def test_sdpa_query_blocks_match_one_block(no_fallback, case, tpu_env, tmp_path)
         else:
             assert m.count("stablehlo.while") == 1 and "stablehlo.dynamic_update_slice" in m
             assert f"x{rows}x{s}xf32>" in m  # one block's scores, [1, (G), rows, S]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("scale", [None, 0.3])
+def test_flash_attention_op_returns_output_and_logsumexp(no_fallback, causal, scale):
+    # aten::_scaled_dot_product_flash_attention (diffusers' "_native_flash"
+    # backend calls it for the logsumexp its ring attention merges with),
+    # against the CPU's own flash kernel (the CPU's op of this name)
+    q, k, v = qkv(2, 3, 24, 40, 16, torch.float32)
+    if causal:
+        k, v = k[:, :, :24].contiguous(), v[:, :, :24].contiguous()
+    want = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(q, k, v, 0.0, causal, scale=scale)
+    op = torch.ops.aten._scaled_dot_product_flash_attention
+    got = op(*to_tpu((q, k, v)), 0.0, causal, False, scale=scale)
+    torch.testing.assert_close(got[0].cpu(), want[0], rtol=1e-5, atol=1e-5)
+    assert got[1].dtype == torch.float32 and got[1].shape == (2, 3, 24)
+    torch.testing.assert_close(got[1].cpu(), want[1], rtol=1e-5, atol=1e-5)
+    assert (got[4], got[5]) == (24, k.shape[2])  # max_q, max_k
+
+
+def test_flash_attention_op_refuses_dropout(no_fallback):
+    q, k, v = to_tpu(qkv(1, 2, 8, 8, 8, torch.float32))
+    with pytest.raises(RuntimeError, match="_scaled_dot_product_flash_attention.*dropout_p"):
+        torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.5, False, False)
+
+
+def test_sdpa_kernel_flash_runs_the_fused_op(no_fallback):
+    # sdpa_kernel(FLASH_ATTENTION) (diffusers' "_native_flash" without context
+    # parallelism) selects tpu's fused op; it raised "No viable backend"
+    q, k, v = qkv(1, 2, 16, 16, 8, torch.float32)
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        got = F.scaled_dot_product_attention(*to_tpu((q, k, v)), is_causal=True)
+    assert_same(got, F.scaled_dot_product_attention(q, k, v, is_causal=True))

@@ -117,9 +117,9 @@ def diffusers_two(tmp_path_factory) -> dict:
     return ranks
 
 
-@pytest.mark.parametrize("what", ["tp", "ulysses"])
+@pytest.mark.parametrize("what", ["tp", "ulysses", "ring"])
 def test_diffusers_enable_parallelism(diffusers_two, what: str) -> None:
-    """Tiny FLUX transformer, TP 2 / Ulysses 2 == 1 process within 1e-4."""
+    """Tiny FLUX transformer, TP 2 / Ulysses 2 / ring 2 == 1 process within 1e-4."""
     expect(diffusers_two, f"diffusers_{what}")
 
 

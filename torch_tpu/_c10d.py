@@ -24,7 +24,7 @@ import torch
 BACKEND = "tpu"
 _created = 0
 
-__all__ = ["BACKEND", "host_backend", "register"]
+__all__ = ["BACKEND", "host_backend", "register", "serve_client_from_store"]
 
 
 def _create(store: Any, rank: int, size: int, timeout: timedelta) -> Any:
@@ -40,8 +40,23 @@ def _create(store: Any, rank: int, size: int, timeout: timedelta) -> Any:
     # count of backends made so far is the same on all of them.
     global _created
     _created += 1
+    if _created == 1 and size > 1:
+        serve_client_from_store(store, rank, size)
     gloo = ProcessGroupGloo(PrefixStore(f"gloo{_created}/", store), rank, size, timeout)
     return _C._c10d_host_backend(gloo)
+
+
+def serve_client_from_store(store: Any, rank: int, world_size: int) -> bool:
+    """Makes this process node ``rank`` of ``world_size`` for the PJRT client,
+    with its key-value callbacks served from ``store`` (a c10d ``Store``), so
+    that a plugin whose client spans processes rendezvouses through the store
+    torchrun set up. The first process group does it; it takes effect only if
+    the tpu runtime has not started yet (False otherwise: the client is then
+    this process's alone, and collectives run on the host engine). A plugin
+    that takes no ``node_id``/``num_nodes`` is created without them."""
+    from torch_tpu import _C
+
+    return bool(_C._set_distributed_client(store, rank, world_size))
 
 
 def host_backend(group: Any = None) -> Any:

@@ -46,6 +46,39 @@ tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t**
   return NULL;
 }
 
+/* Each device's memory limit, read once (it does not change): 0 not read
+** yet, -1 unknown (the plugin reports none), else the limit + 1. */
+#define LIMIT_SLOTS 64 /* the client's most devices (pjrt_internal.h) */
+static int64_t g_memory_limit[LIMIT_SLOTS];
+
+static int64_t device_memory_limit(int device) {
+  int64_t cached = __atomic_load_n(&g_memory_limit[device], __ATOMIC_ACQUIRE);
+  if (cached == 0) {
+    tpurt_device_memory_t memory;
+    /* A plugin whose memory stats fail has no known limit: nothing to check
+    ** against, and an allocation must not fail for it. */
+    tpurt_status_t status = tpurt_device_memory(device, &memory);
+    cached = !status && memory.bytes_limit >= 0 ? memory.bytes_limit + 1 : -1;
+    tpurt_status_ignore(status);
+    __atomic_store_n(&g_memory_limit[device], cached, __ATOMIC_RELEASE);
+  }
+  return cached > 0 ? cached - 1 : -1;
+}
+
+tpurt_status_t tpurt_storage_create_checked(int device, size_t nbytes, tpurt_storage_t** out_storage) {
+  *out_storage = NULL;
+  TPURT_RETURN_IF_ERROR(tpurt_runtime_init());
+  if (device >= 0 && device < pjrt_device_count() && device < LIMIT_SLOTS) {
+    int64_t limit = device_memory_limit(device);
+    if (limit >= 0 && (uint64_t)nbytes > (uint64_t)limit) {
+      return tpurt_status_create(TPURT_RESOURCE_EXHAUSTED,
+                                 "cannot allocate %.2f GiB on tpu:%d: the device has %.2f GiB in all",
+                                 nbytes / 1073741824.0, device, limit / 1073741824.0);
+    }
+  }
+  return tpurt_storage_create(device, nbytes, out_storage);
+}
+
 void tpurt_storage_retain(tpurt_storage_t* storage) {
   if (storage) tpurt_refcount_inc(&storage->refcount);
 }

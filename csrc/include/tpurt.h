@@ -205,6 +205,27 @@ TPURT_MUST_USE tpurt_status_t tpurt_runtime_init(void);
 ** tells the core before the first init; C programs may call it too. */
 void tpurt_runtime_set_default_plugin(const char* path);
 
+/* A job that spans processes (torchrun, one process per chip): a plugin
+** whose client spans processes (the GPU plugin; libtpu on a pod) exchanges
+** its topology through key-value callbacks and is told its place by the
+** create options node_id / num_nodes. The glue serves the store from
+** torch.distributed's own (so there is one rendezvous) and calls this before
+** the runtime starts; the client is then created with the callbacks and, for
+** num_nodes > 1, the options (a plugin that refuses them is created again
+** without them, the callbacks kept). The store must be thread-safe (the
+** plugin calls it from its threads) and outlive the process; get blocks
+** until the key exists or the timeout passes (then DEADLINE_EXCEEDED) and
+** returns a malloc'd copy. FAILED_PRECONDITION once the runtime has started:
+** its client is then a one-process client. */
+typedef struct tpurt_kv_store_s {
+  void* user;
+  tpurt_status_t (*get)(void* user, const char* key, size_t key_size, int64_t timeout_ms, char** out_value,
+                        size_t* out_size);
+  tpurt_status_t (*put)(void* user, const char* key, size_t key_size, const char* value, size_t value_size);
+} tpurt_kv_store_t;
+TPURT_MUST_USE tpurt_status_t tpurt_runtime_set_distributed(int64_t node_id, int64_t num_nodes,
+                                                            const tpurt_kv_store_t* store);
+
 /* Plugin client options: TORCH_TPU_PJRT_OPTIONS="name=value,..." is read at
 ** init and passed to PJRT_Client_Create as typed named values (true/false:
 ** bool, an integer: int64, another number: float, else or "quoted": string).
@@ -255,6 +276,13 @@ typedef struct tpurt_storage_s tpurt_storage_t;
 
 /* Creates an empty storage of |nbytes| on |device|. */
 TPURT_MUST_USE tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t** out_storage);
+/* The same for PyTorch's allocator (torch.empty and every factory): device
+** memory is only taken when a value is computed, so a storage larger than
+** the whole device (its memory limit; the host's RAM on the CPU plugin) is
+** refused here with RESOURCE_EXHAUSTED, else a never-written storage reads as
+** zeros that the compiler folds and `torch.empty(huge).sum()` returns 0. */
+TPURT_MUST_USE tpurt_status_t tpurt_storage_create_checked(int device, size_t nbytes,
+                                                           tpurt_storage_t** out_storage);
 void tpurt_storage_retain(tpurt_storage_t* storage);
 void tpurt_storage_release(tpurt_storage_t* storage);
 size_t tpurt_storage_nbytes(const tpurt_storage_t* storage);

@@ -318,6 +318,7 @@ extern const lower_rule_t lower_selection_rules[];
 extern const lower_rule_t lower_conv_rules[];
 extern const lower_rule_t lower_resample_rules[];
 extern const lower_rule_t lower_attention_rules[];
+extern const lower_rule_t lower_flash_rules[];
 extern const lower_rule_t lower_backward_rules[];
 extern const lower_rule_t lower_foreach_rules[];
 extern const lower_rule_t lower_scan_rules[];

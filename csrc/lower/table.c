@@ -19,7 +19,7 @@ static const lower_rule_t* const kFamilies[] = {
     lower_attention_rules,   lower_backward_rules,   lower_foreach_rules,    lower_scan_rules,
     lower_sort_rules,        lower_pooling_rules,    lower_batch_norm_rules, lower_special_rules,
     lower_search_rules,      lower_loss_rules,       lower_amp_rules,        lower_decomp_rules,
-    lower_complex_rules,     lower_fft_rules,
+    lower_complex_rules,     lower_fft_rules,        lower_flash_rules,
 };
 
 #define MAP_SIZE 2048 /* power of two, > 2x the number of rules */

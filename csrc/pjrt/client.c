@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "kv_store.h"
 #include "pjrt_internal.h"
 
 pjrt_state_t pjrt_g = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -22,6 +23,37 @@ void tpurt_runtime_set_default_plugin(const char* path) {
   pthread_mutex_unlock(&g_default_lock);
 }
 
+/* The job's place and store (tpurt_runtime_set_distributed), guarded by
+** g_default_lock like the plugin path; read once when the runtime starts. */
+static bool g_runtime_started;
+static bool g_has_distributed;
+static pjrt_kv_store_t g_store;
+static pjrt_distributed_t g_distributed = {.store = &g_store};
+
+tpurt_status_t tpurt_runtime_set_distributed(int64_t node_id, int64_t num_nodes,
+                                             const tpurt_kv_store_t* store) {
+  if (!store || !store->get || !store->put || num_nodes < 1 || node_id < 0 || node_id >= num_nodes) {
+    return tpurt_status_create(
+        TPURT_INVALID_ARGUMENT,
+        "set_distributed: node_id %lld of %lld nodes (with a store) is not a place in a job",
+        (long long)node_id, (long long)num_nodes);
+  }
+  pthread_mutex_lock(&g_default_lock);
+  bool started = g_runtime_started;
+  if (!started) {
+    g_store = *store;
+    g_distributed.node_id = node_id;
+    g_distributed.num_nodes = num_nodes;
+    g_has_distributed = true;
+  }
+  pthread_mutex_unlock(&g_default_lock);
+  if (started) {
+    return tpurt_status_create(TPURT_FAILED_PRECONDITION,
+                               "set_distributed: the tpu runtime has started: its client is one process's");
+  }
+  return NULL;
+}
+
 static char* copy_text(const char* s, size_t n) {
   char* out = tpurt_xmalloc(n + 1);
   if (n) memcpy(out, s, n);
@@ -29,13 +61,24 @@ static char* copy_text(const char* s, size_t n) {
   return out;
 }
 
-/* Calls PJRT_Client_Create with |count| named values. */
+/* Calls PJRT_Client_Create with |count| named values; with |dist|, the
+** key-value callbacks are set and (|dist_options|) node_id / num_nodes
+** follow the values. */
 static TPURT_MUST_USE tpurt_status_t client_create_with(const pjrt_abi_named_value_t* values, size_t count,
+                                                        const pjrt_distributed_t* dist, bool dist_options,
                                                         pjrt_abi_client_t** out_client) {
   PJRT_ARGS(pjrt_abi_client_create_args_t, a);
-  a.create_options = count ? values : NULL;
-  a.num_options = count;
+  pjrt_abi_named_value_t* all = tpurt_xcalloc(count + PJRT_DISTRIBUTED_NUM_OPTIONS + 1, sizeof(*all));
+  if (count) memcpy(all, values, count * sizeof(*all));
+  size_t n = count;
+  if (dist) {
+    size_t added = pjrt_distributed_apply(dist, &a, all + count);
+    if (dist_options) n += added;
+  }
+  a.create_options = n ? all : NULL;
+  a.num_options = n;
   tpurt_status_t status = PJRT_CALL(PJRTABI_CLIENT_CREATE, "Client_Create", &a);
+  free(all);
   *out_client = status ? NULL : a.client;
   return status;
 }
@@ -43,10 +86,14 @@ static TPURT_MUST_USE tpurt_status_t client_create_with(const pjrt_abi_named_val
 /* Creates the client with the user's options (TORCH_TPU_PJRT_OPTIONS) and,
 ** unless they name it, cpu_device_count (the CPU plugin's option). A plugin
 ** that validates names (the CUDA plugin) refuses cpu_device_count, so a
-** refused set is tried once more without it; when the user's own options are
+** refused set is tried again without it; when the user's own options are
 ** refused, the plugin's error comes back with the list of what we passed.
-** (The CPU plugin ignores names it does not know.) */
-static TPURT_MUST_USE tpurt_status_t create_client(void) {
+** (The CPU plugin ignores names it does not know.) In a job that spans
+** processes (|dist|), the key-value callbacks are always set and node_id /
+** num_nodes are passed first; a plugin that refuses them (libtpu reads its
+** topology from the environment) is tried without them. What the plugin
+** takes decides, never its name. */
+static TPURT_MUST_USE tpurt_status_t create_client(const pjrt_distributed_t* dist) {
   const tpurt_config_t* config = tpurt_config();
   TPURT_RETURN_IF_ERROR(tpurt_config_check());
   int64_t count = config->num_devices;
@@ -91,19 +138,34 @@ static TPURT_MUST_USE tpurt_status_t create_client(void) {
                                                   .value_size = 1};
   }
   pjrt_abi_client_t* client = NULL;
-  tpurt_status_t status = client_create_with(values, user.count + (add_count ? 1 : 0), &client);
-  if (add_count && tpurt_status_code(status) == TPURT_INVALID_ARGUMENT) {
-    /* Not the CPU plugin: it knows no cpu_device_count (or the user's
-    ** options are refused, which the second call reports). */
-    tpurt_status_t first = status;
-    status = client_create_with(values, user.count, &client);
-    if (!status && tpurt_config()->num_devices_set) {
-      fprintf(stderr,
-              "torch_tpu: TORCH_TPU_NUM_DEVICES ignored: the plugin does not take cpu_device_count (%s)\n",
-              tpurt_status_message(first));
+  /* Tried in order while the plugin refuses what it is given
+  ** (INVALID_ARGUMENT): everything; without cpu_device_count (the CUDA
+  ** plugin validates names, and takes node_id / num_nodes); without node_id
+  ** / num_nodes, the callbacks kept (libtpu reads its topology from the
+  ** environment); without both. The last refusal is what is reported. */
+  static const bool kTries[4][2] = {{true, true}, {false, true}, {true, false}, {false, false}};
+  bool dist_options = dist && dist->num_nodes > 1, tried[2][2] = {{false}}, used_count = false;
+  tpurt_status_t status = NULL, first = NULL; /* the last attempt's result, the first refusal */
+  for (int i = 0; i < 4; ++i) {
+    bool with_count = kTries[i][0] && add_count, with_dist = kTries[i][1] && dist_options;
+    if (tried[with_count][with_dist]) continue;
+    tried[with_count][with_dist] = true;
+    if (status) {
+      if (first)
+        tpurt_status_free(status);
+      else
+        first = status;
     }
-    tpurt_status_free(first);
+    used_count = with_count;
+    status = client_create_with(values, user.count + (with_count ? 1 : 0), dist, with_dist, &client);
+    if (tpurt_status_code(status) != TPURT_INVALID_ARGUMENT) break;
   }
+  if (!status && add_count && !used_count && tpurt_config()->num_devices_set) {
+    fprintf(stderr,
+            "torch_tpu: TORCH_TPU_NUM_DEVICES ignored: the plugin does not take cpu_device_count (%s)\n",
+            first ? tpurt_status_message(first) : "");
+  }
+  tpurt_status_free(first);
   if (status && user.count) {
     tpurt_strbuf_t passed = {0};
     tpurt_strbuf_puts(&passed, " (TORCH_TPU_PJRT_OPTIONS passed: ");
@@ -181,7 +243,11 @@ static TPURT_MUST_USE tpurt_status_t init_runtime(void) {
   free(path);
   if (status) return status;
   TPURT_RETURN_IF_ERROR(pjrt_api_initialize_once(&pjrt_g.api));
-  TPURT_RETURN_IF_ERROR(create_client());
+  pthread_mutex_lock(&g_default_lock);
+  g_runtime_started = true; /* the place in a job is fixed from here */
+  const pjrt_distributed_t* dist = g_has_distributed ? &g_distributed : NULL;
+  pthread_mutex_unlock(&g_default_lock);
+  TPURT_RETURN_IF_ERROR(create_client(dist));
   TPURT_RETURN_IF_ERROR(
       client_string(PJRTABI_CLIENT_PLATFORM_NAME, "Client_PlatformName", &pjrt_g.platform_name));
   TPURT_RETURN_IF_ERROR(

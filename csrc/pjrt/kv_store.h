@@ -54,12 +54,7 @@ typedef pjrt_abi_error_t* (*pjrt_abi_kv_put_fn_t)(pjrt_abi_kv_put_args_t* args);
 /* The store the callbacks read and write; thread-safe (the plugin calls it
 ** from its own threads). get blocks until |key| exists or |timeout_ms|
 ** passes (then DEADLINE_EXCEEDED) and returns a malloc'd copy. */
-typedef struct {
-  void* user;
-  tpurt_status_t (*get)(void* user, const char* key, size_t key_size, int64_t timeout_ms, char** out_value,
-                        size_t* out_size);
-  tpurt_status_t (*put)(void* user, const char* key, size_t key_size, const char* value, size_t value_size);
-} pjrt_kv_store_t;
+typedef tpurt_kv_store_t pjrt_kv_store_t; /* tpurt.h */
 
 /* This process's place in the job, and the store. */
 typedef struct {
@@ -76,8 +71,8 @@ typedef struct {
 ** refuses the options (INVALID_ARGUMENT: libtpu reads its topology from the
 ** environment) is to be created again without them, the callbacks kept, as
 ** create_client does for cpu_device_count: what the plugin takes decides,
-** never its name. (Not yet called by create_client: no plugin here spans
-** processes; kv_store_test.c runs it against fake_kv_plugin.c.) */
+** never its name (client.c; kv_store_test.c and tests/test_kv_store.py run
+** it against fake_kv_plugin.c). */
 size_t pjrt_distributed_apply(const pjrt_distributed_t* dist, pjrt_abi_client_create_args_t* args,
                               pjrt_abi_named_value_t* values);
 

@@ -3,7 +3,8 @@
 ** reads node_id and num_nodes, publishes its address under
 ** "fake/node/<id>" through kv_put, then reads every peer's through kv_get
 ** (1 s timeout). It creates no client: it answers UNIMPLEMENTED (12) with
-** what it saw, or the callback's error as it came back. */
+** what it saw, or the callback's error as it came back. Also loaded by
+** tests/test_kv_store.py, with the callbacks served from a c10d store. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,13 @@ static pjrt_abi_error_t* client_create(void* p) {
     if (v->type != PJRTABI_NAMED_VALUE_INT64) continue;
     if (v->name_size == 7 && memcmp(v->name, "node_id", 7) == 0) node = v->value.int64_value;
     if (v->name_size == 9 && memcmp(v->name, "num_nodes", 9) == 0) nodes = v->value.int64_value;
+  }
+  /* FAKE_KV_REFUSE_NODE=1: a plugin that knows no node_id / num_nodes
+  ** (client.c then tries again without them, the callbacks kept). */
+  const char* refuse = getenv("FAKE_KV_REFUSE_NODE");
+  if (refuse && strcmp(refuse, "1") == 0 && (node >= 0 || nodes >= 0)) {
+    static const char kText[] = "fake kv plugin: unknown create option node_id";
+    return make_error(3, kText, sizeof(kText) - 1);
   }
   if (!a->kv_get_callback || !a->kv_put_callback || node < 0 || nodes < 1) {
     char text[128];

@@ -94,4 +94,31 @@ TEST(AMissingPeerIsTheStoresErrorThroughThePlugin) {
   tpurt_status_free(s);
 }
 
-TEST_MAIN(TEST_CASE(NodeAndCallbacksReachThePlugin), TEST_CASE(AMissingPeerIsTheStoresErrorThroughThePlugin))
+/* The runtime's own client creation (client.c): the place given before it
+** starts reaches the plugin with the callbacks; after, it is refused. The
+** runtime of this process is the fake plugin's from here (its init fails:
+** the fake creates no client), so this test comes last. */
+TEST(TheRuntimeCreatesItsClientAsANodeOfTheJob) {
+  const char* path = getenv("TPURT_FAKE_KV_PLUGIN");
+  ASSERT(path != NULL);
+  setenv("TORCH_TPU_PJRT_PLUGIN", path, 1);
+  tpurt_config_reload_for_test();
+  memory_store_t m = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  pjrt_kv_store_t store = {.user = &m, .get = memory_get, .put = memory_put};
+  tpurt_status_t bad = tpurt_runtime_set_distributed(2, 2, &store); /* node 2 of 2 */
+  EXPECT(tpurt_status_code(bad) == TPURT_INVALID_ARGUMENT);
+  tpurt_status_free(bad);
+  ASSERT_OK(memory_put(&m, "fake/node/0", 11, "addr-0", 6));
+  ASSERT_OK(tpurt_runtime_set_distributed(1, 2, &store));
+  tpurt_status_t s = tpurt_runtime_init();
+  ASSERT(s != NULL);
+  EXPECT(strstr(tpurt_status_message(s), "node 1 of 2; peers: addr-0 addr-1") != NULL);
+  if (!strstr(tpurt_status_message(s), "peers")) fprintf(stderr, "  got: %s\n", tpurt_status_message(s));
+  tpurt_status_free(s);
+  s = tpurt_runtime_set_distributed(0, 2, &store);
+  EXPECT(tpurt_status_code(s) == TPURT_FAILED_PRECONDITION);
+  tpurt_status_free(s);
+}
+
+TEST_MAIN(TEST_CASE(NodeAndCallbacksReachThePlugin), TEST_CASE(AMissingPeerIsTheStoresErrorThroughThePlugin),
+          TEST_CASE(TheRuntimeCreatesItsClientAsANodeOfTheJob))

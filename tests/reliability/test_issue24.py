@@ -1,4 +1,4 @@
-"""Regression tests for issue 24's defects 2, 4, 5, 9, 10 and 11, each made
+"""Regression tests for issue 24's defects 2, 4, 5, 7, 9, 10 and 11, each made
 from the issue's reproduction (each failed on the main branch of that day)."""
 
 from __future__ import annotations
@@ -103,13 +103,28 @@ def test_complex_division_values(mode):
     torch.testing.assert_close(got, a / b)
 
 
+# --- defect 7: an allocation larger than the device ---
+
+
+@pytest.mark.parametrize("mode", list(EAGER))
+def test_empty_larger_than_the_device_is_an_out_of_memory_error(mode):
+    # torch.empty takes no device memory until a value is computed, and a
+    # never-written storage reads as zeros: empty(25 GiB).sum() returned 0.0
+    total = torch.tpu.mem_get_info()[1]
+    with torch_tpu.eager_mode(EAGER[mode]):
+        for make in (torch.empty, torch.zeros):
+            with pytest.raises(torch.OutOfMemoryError, match=r"cannot allocate .* GiB on tpu:0"):
+                make(total // 2 + 1, device="tpu").sum().cpu()  # 2x the device, in float32
+        assert (torch.ones(3, device="tpu") * 2).cpu().tolist() == [2, 2, 2]  # usable afterwards
+
+
 # --- defect 9: a failed fused graph keeps what does not depend on the failure ---
 
 
 def test_failed_fused_graph_keeps_independent_values():
     with torch_tpu.eager_mode(EagerMode.DEFER_AND_FUSE):
         w = torch.arange(4.0, device="tpu") * 10
-        y = torch.empty(1 << 38, device="tpu") + 1
+        y = torch.ones(1, device="tpu").expand(1 << 38) + 1  # 1 TiB, made by the graph
         z = y * 2
         v = w + 1
         with pytest.raises(torch.OutOfMemoryError) as err:
@@ -128,7 +143,7 @@ def test_failed_fused_graph_keeps_in_place_writes_before_the_failure():
     with torch_tpu.eager_mode(EagerMode.DEFER_AND_FUSE):
         x = torch.zeros(3, device="tpu")
         x.add_(5)
-        y = torch.empty(1 << 38, device="tpu") + 1
+        y = torch.ones(1, device="tpu").expand(1 << 38) + 1  # 1 TiB, made by the graph
         x.mul_(2)  # independent of y: kept
         with pytest.raises(torch.OutOfMemoryError):
             y[:1].cpu()
@@ -168,6 +183,55 @@ def test_index_put_accumulate_duplicate_indices():
         values = torch.randn(indices.size(0), generator=g)
         want = base.index_put((indices,), values, accumulate=True)
         got = base.to("tpu").index_put((indices.to("tpu"),), values.to("tpu"), accumulate=True).cpu()
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+PYTORCH_INDEX_REDUCE = """
+import itertools, torch, torch_tpu
+from torch.testing import make_tensor
+size = (3, 4, 5)
+for dim, incl, nc, num_src in itertools.product(range(3), (True, False), (True, False), (0, 1, 9)):
+    # PyTorch's test_index_reduce cases: non-contiguous operands, no index at all,
+    # repeated indices (9 into 3..5 rows), with and without self
+    dest = make_tensor(size, device="cpu", dtype=torch.float16, noncontiguous=nc)
+    src = make_tensor(size[:dim] + (num_src,) + size[dim + 1:], device="cpu", dtype=torch.float16,
+                      noncontiguous=nc)
+    idx = make_tensor(num_src, dtype=torch.long, device="cpu", low=0, high=size[dim], noncontiguous=nc)
+    want = dest.clone().index_reduce_(dim, idx, src, "prod", include_self=incl)
+    got = dest.to("tpu").index_reduce_(dim, idx.to("tpu"), src.to("tpu"), "prod", include_self=incl)
+    torch.testing.assert_close(got.cpu(), want, rtol=2e-3, atol=1e-2, equal_nan=True)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_index_reduce_prod_float16_pytorch_cases(mode):
+    # the issue's exit -11 came from PyTorch's own test; its f16 prod cases in a
+    # child, so that a crash is a failure of this test and not of the run
+    mode_name = EAGER[mode].name
+    code = (
+        f"import torch_tpu\ntorch_tpu.set_eager_mode(torch_tpu.EagerMode.{mode_name})\n"
+        + PYTORCH_INDEX_REDUCE
+    )
+    out = child(code)
+    assert out.returncode == 0 and "ok" in out.stdout, (out.returncode, out.stderr[-3000:])
+
+
+def test_index_put_accumulate_compiles_once_whatever_the_duplicates():
+    # index_put(accumulate=True) is one scatter-add program per shape: how many
+    # indices repeat (none, all, a random walk's runs) compiles nothing new
+    g = torch.Generator().manual_seed(1)
+    n, size = 613, 1237  # shapes no other test uses
+    base = torch.randn(size, generator=g).to("tpu")
+    walk = (torch.empty(n, dtype=torch.double).uniform_(-1, 1, generator=g).cumsum(0).long()).abs()
+    patterns = [torch.randperm(size, generator=g)[:n], torch.full((n,), 7), walk, walk % 3]
+    values = torch.randn(n, generator=g).to("tpu")
+    for k, idx in enumerate(patterns):
+        before = torch_tpu.metrics()["compiles"]
+        got = base.index_put((idx.to("tpu"),), values, accumulate=True).cpu()
+        if k > 0:
+            assert torch_tpu.metrics()["compiles"] == before, f"pattern {k} compiled again"
+        want = base.cpu().index_put((idx,), values.cpu(), accumulate=True)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 

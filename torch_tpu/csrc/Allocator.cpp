@@ -19,7 +19,7 @@ void release(void* ctx) { tpurt_storage_release(static_cast<tpurt_storage_t*>(ct
 struct TpuAllocator final : public c10::DeviceAllocator {
   c10::DataPtr allocate(size_t nbytes) override {
     tpurt_storage_t* storage = nullptr;
-    check_consume(tpurt_storage_create(current_device(), nbytes, &storage), "tpu allocator");
+    check_consume(tpurt_storage_create_checked(current_device(), nbytes, &storage), "tpu allocator");
     return make_data_ptr(storage);
   }
 

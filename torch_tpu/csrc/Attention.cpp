@@ -17,7 +17,8 @@
 //    grouping from the shapes, so without the flag math keeps PyTorch's
 //    broadcasting and errors), mismatched head or sequence dims (math raises
 //    PyTorch's own errors), or non-float inputs.
-//  - the user disabled the overrideable backend (torch.nn.attention.sdpa_kernel).
+//  - the user disabled the overrideable backend (torch.nn.attention.sdpa_kernel)
+//    and the flash one (sdpa_kernel(FLASH_ATTENTION) selects the fused op).
 // These are capability checks of the backend, not op semantics.
 #include <ATen/Context.h>
 #include <ATen/SDPBackend.h>
@@ -50,7 +51,10 @@ int64_t fused_sdp_choice(const at::Tensor& query, const at::Tensor& key, const a
                          const std::optional<at::Tensor>& /*attn_mask*/, double dropout_p, bool /*is_causal*/,
                          std::optional<double> /*scale*/, bool enable_gqa) {
   const at::Context& context = at::globalContext();
-  if (context.userEnabledOverrideableSDP() && fused_takes(query, key, value, dropout_p, enable_gqa)) {
+  // sdpa_kernel(FLASH_ATTENTION) (user code; diffusers' "_native_flash"
+  // backend) asks for a fused kernel: on tpu that is the overrideable one.
+  const bool fused_wanted = context.userEnabledOverrideableSDP() || context.userEnabledFlashSDP();
+  if (fused_wanted && fused_takes(query, key, value, dropout_p, enable_gqa)) {
     return static_cast<int64_t>(at::SDPBackend::overrideable);
   }
   TORCH_CHECK(context.userEnabledMathSDP(), "No viable backend for scaled_dot_product_attention was found.");

@@ -26,6 +26,7 @@ void register_mode_bindings(py::module& m);
 void register_target_bindings(py::module& m);
 // ProcessGroup.cpp: the c10d backend of tpu tensors.
 void register_process_group_bindings(py::module& m);
+void register_kv_store_bindings(py::module& m);
 
 namespace {
 
@@ -237,6 +238,7 @@ PYBIND11_MODULE(_C, m) {
   register_mode_bindings(m);
   register_target_bindings(m);
   register_process_group_bindings(m);
+  register_kv_store_bindings(m);
   m.def("_init", &init);
   m.def("_set_default_plugin",
         [](const std::string& path) { tpurt_runtime_set_default_plugin(path.c_str()); });
