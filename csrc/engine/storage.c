@@ -49,7 +49,7 @@ tpurt_status_t tpurt_storage_create(int device, size_t nbytes, tpurt_storage_t**
 /* Each device's memory limit, read once (it does not change): 0 not read
 ** yet, -1 unknown (the plugin reports none), else the limit + 1. */
 #define LIMIT_SLOTS 64 /* the client's most devices (pjrt_internal.h) */
-static int64_t g_memory_limit[LIMIT_SLOTS];
+static int64_t g_memory_limit[LIMIT_SLOTS] TPURT_GUARDED_BY(atomic);
 
 static int64_t device_memory_limit(int device) {
   int64_t cached = __atomic_load_n(&g_memory_limit[device], __ATOMIC_ACQUIRE);

@@ -17,7 +17,7 @@
 #define FLASH_ARGS 7 /* the flash schema's arguments */
 #define BIAS_POS 3   /* where the overrideable schema has attn_bias */
 
-static tpurt_status_t lower_flash_forward(lower_ctx_t* ctx) {
+static TPURT_MUST_USE tpurt_status_t lower_flash_forward(lower_ctx_t* ctx) {
   if (ctx->num_args < FLASH_ARGS - 1 || ctx->num_args > FLASH_ARGS)
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "_scaled_dot_product_flash_attention: expected %d arguments, got %d", FLASH_ARGS,
