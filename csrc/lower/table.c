@@ -14,6 +14,8 @@ static const lower_rule_t* const kFamilies[] = {
     lower_sort_rules,        lower_pooling_rules,    lower_batch_norm_rules, lower_special_rules,
     lower_search_rules,      lower_loss_rules,       lower_amp_rules,        lower_decomp_rules,
     lower_complex_rules,     lower_fft_rules,
+    /* added by the fidelity work (issue 27) */
+    lower_resample_filter_rules, lower_equal_rules, lower_multinomial_rules, lower_grid_sample_rules,
 };
 
 #define MAP_SIZE 2048 /* power of two, > 2x the number of rules */
