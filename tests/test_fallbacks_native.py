@@ -193,5 +193,8 @@ def test_grid_sample_2d(no_fallback, mode, padding, align):
 def test_grid_sample_2d_bf16(no_fallback):
     x = torch.randn(1, 2, 6, 6).to(torch.bfloat16)
     grid = (torch.rand(1, 3, 3, 2) * 2 - 1).to(torch.bfloat16)
-    close(F.grid_sample(x.to("tpu"), grid.to("tpu"), align_corners=False), F.grid_sample(x, grid, align_corners=False),
-          torch.bfloat16)
+    close(
+        F.grid_sample(x.to("tpu"), grid.to("tpu"), align_corners=False),
+        F.grid_sample(x, grid, align_corners=False),
+        torch.bfloat16,
+    )

@@ -44,7 +44,8 @@ static bool contraction_operands(ir_func_t* func, ir_op_t op, ir_value_t lhs, ir
 ** with no error otherwise, and the caller emits the dot. */
 #define IR_INT_DOT_MAX_ELEMENTS (1LL << 24)
 static ir_value_t int64_dot_by_reduce(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const ir_type_t* tl,
-                                      const ir_type_t* tr, const ir_dot_dims_t* dims, tpurt_dtype_t result_dtype) {
+                                      const ir_type_t* tr, const ir_dot_dims_t* dims,
+                                      tpurt_dtype_t result_dtype) {
   int32_t nb = dims->num_batch, nc = dims->num_contract;
   int64_t lperm[TPURT_MAX_RANK], rperm[TPURT_MAX_RANK], full[TPURT_MAX_RANK];
   int64_t lbd[TPURT_MAX_RANK], rbd[TPURT_MAX_RANK];
@@ -53,7 +54,8 @@ static ir_value_t int64_dot_by_reduce(ir_func_t* func, ir_value_t lhs, ir_value_
   if (rank > TPURT_MAX_RANK) return IR_NONE;
   int64_t used_l[2 * TPURT_MAX_RANK], used_r[2 * TPURT_MAX_RANK];
   for (int32_t i = 0; i < nb; ++i) used_l[i] = dims->lhs_batch[i], used_r[i] = dims->rhs_batch[i];
-  for (int32_t i = 0; i < nc; ++i) used_l[nb + i] = dims->lhs_contract[i], used_r[nb + i] = dims->rhs_contract[i];
+  for (int32_t i = 0; i < nc; ++i)
+    used_l[nb + i] = dims->lhs_contract[i], used_r[nb + i] = dims->rhs_contract[i];
   /* lhs as [batch, lhs free, contract] at result dims [0, nb + nlf) and the last nc */
   int32_t k = 0;
   for (int32_t i = 0; i < nb; ++i) lbd[k] = i, lperm[k++] = dims->lhs_batch[i];
@@ -73,7 +75,8 @@ static ir_value_t int64_dot_by_reduce(ir_func_t* func, ir_value_t lhs, ir_value_
   if (n > IR_INT_DOT_MAX_ELEMENTS) return IR_NONE;
   ir_value_t a = ir_convert(func, ir_transpose(func, lhs, lperm), result_dtype);
   ir_value_t b = ir_convert(func, ir_transpose(func, rhs, rperm), result_dtype);
-  ir_value_t p = ir_mul(func, ir_broadcast_in_dim(func, a, rank, full, lbd), ir_broadcast_in_dim(func, b, rank, full, rbd));
+  ir_value_t p = ir_mul(func, ir_broadcast_in_dim(func, a, rank, full, lbd),
+                        ir_broadcast_in_dim(func, b, rank, full, rbd));
   if (nc == 0) return p;
   int64_t red[TPURT_MAX_RANK];
   for (int32_t i = 0; i < nc; ++i) red[i] = nb + nlf + nrf + i;

@@ -37,7 +37,8 @@ static tpurt_status_t lower_equal(lower_ctx_t* ctx) {
   ir_value_t eq = elements_equal(ctx, lower_tensor(ctx, 0), lower_tensor(ctx, 1), a->dtype);
   int64_t dims[TPURT_MAX_RANK];
   for (int32_t d = 0; d < a->rank; ++d) dims[d] = d;
-  ir_value_t all = a->rank == 0 ? eq : ir_reduce(f, eq, ir_constant_i64(f, BOOL, 1), dims, a->rank, IR_REDUCE_AND);
+  ir_value_t all =
+      a->rank == 0 ? eq : ir_reduce(f, eq, ir_constant_i64(f, BOOL, 1), dims, a->rank, IR_REDUCE_AND);
   lower_set_result(ctx, 0, all);
   return NULL;
 }

@@ -42,7 +42,8 @@ static ir_value_t clip(lower_ctx_t* ctx, ir_value_t x, int64_t size) {
 }
 
 /* grid_sampler_compute_source_index */
-static ir_value_t source_index(lower_ctx_t* ctx, ir_value_t coord, int64_t size, int64_t padding, bool align) {
+static ir_value_t source_index(lower_ctx_t* ctx, ir_value_t coord, int64_t size, int64_t padding,
+                               bool align) {
   ir_func_t* f = ctx->func;
   /* the vectorised kernel's unnormalisation: (c + 1) * scale [- 0.5] */
   ir_value_t one = ir_const_like(f, coord, 1.0);
@@ -59,7 +60,7 @@ static ir_value_t source_index(lower_ctx_t* ctx, ir_value_t coord, int64_t size,
 }
 
 typedef struct sampler_s {
-  ir_value_t rows;  /* the input as [N * H * W, C] */
+  ir_value_t rows; /* the input as [N * H * W, C] */
   int64_t n, c, h, w, ho, wo;
   ir_value_t batch; /* n * H * W per output point, f32 [N, Ho, Wo] as i32 */
 } sampler_t;
@@ -69,8 +70,11 @@ typedef struct sampler_s {
 static ir_value_t read_at(lower_ctx_t* ctx, const sampler_t* s, ir_value_t ix, ir_value_t iy) {
   ir_func_t* f = ctx->func;
   ir_value_t zero = ir_const_like(f, ix, 0.0);
-  ir_value_t inside = ir_and(f, ir_and(f, ir_compare(f, IR_GE, ix, zero), ir_compare(f, IR_LT, ix, ir_const_like(f, ix, (double)s->w))),
-                             ir_and(f, ir_compare(f, IR_GE, iy, zero), ir_compare(f, IR_LT, iy, ir_const_like(f, iy, (double)s->h))));
+  ir_value_t inside = ir_and(
+      f,
+      ir_and(f, ir_compare(f, IR_GE, ix, zero), ir_compare(f, IR_LT, ix, ir_const_like(f, ix, (double)s->w))),
+      ir_and(f, ir_compare(f, IR_GE, iy, zero),
+             ir_compare(f, IR_LT, iy, ir_const_like(f, iy, (double)s->h))));
   ir_value_t cx = ir_clamp(f, ir_constant_i64(f, I32, 0), ix, ir_constant_i64(f, I32, s->w - 1));
   ir_value_t cy = ir_clamp(f, ir_constant_i64(f, I32, 0), iy, ir_constant_i64(f, I32, s->h - 1));
   ir_value_t flat = ir_add(f, s->batch, ir_add(f, ir_mul(f, cy, ir_const_like(f, cy, (double)s->w)), cx));
@@ -95,29 +99,37 @@ static tpurt_status_t lower_grid_sampler_2d(lower_ctx_t* ctx) {
   int64_t mode = lower_int(ctx, 2, 0), padding = lower_int(ctx, 3, 0);
   bool align = lower_bool(ctx, 4, false);
   if (in->dtype != grid->dtype)
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "grid_sampler(): expected input and grid to have same dtype, but input has %s and grid has %s",
-                       tpurt_dtype_name(in->dtype), tpurt_dtype_name(grid->dtype));
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "grid_sampler(): expected input and grid to have same dtype, but input has %s and grid has %s",
+        tpurt_dtype_name(in->dtype), tpurt_dtype_name(grid->dtype));
   if (in->rank != 4 || grid->rank != 4)
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "grid_sampler(): expected 4D input and grid with same number of dimensions, but got input with "
-                       "sizes %s and grid with sizes %s",
-                       lower_shape_str(in->rank, in->sizes), lower_shape_str(grid->rank, grid->sizes));
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "grid_sampler(): expected 4D input and grid with same number of dimensions, but got input with "
+        "sizes %s and grid with sizes %s",
+        lower_shape_str(in->rank, in->sizes), lower_shape_str(grid->rank, grid->sizes));
   if (in->sizes[0] != grid->sizes[0] || grid->sizes[3] != 2)
-    return lower_error(TPURT_INVALID_ARGUMENT,
-                       "grid_sampler(): expected grid to have size %lld in first dimension and size 2 in last "
-                       "dimension, but got grid with sizes %s",
-                       (long long)in->sizes[0], lower_shape_str(grid->rank, grid->sizes));
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "grid_sampler(): expected grid to have size %lld in first dimension and size 2 in last "
+        "dimension, but got grid with sizes %s",
+        (long long)in->sizes[0], lower_shape_str(grid->rank, grid->sizes));
   if (mode == MODE_BICUBIC || !tpurt_dtype_is_float(in->dtype))
     return lower_error(TPURT_UNIMPLEMENTED, "grid_sampler_2d: bicubic or a non-float dtype");
   if (mode != MODE_BILINEAR && mode != MODE_NEAREST)
-    return lower_error(TPURT_INVALID_ARGUMENT, "grid_sampler(): unknown interpolation mode %lld", (long long)mode);
+    return lower_error(TPURT_INVALID_ARGUMENT, "grid_sampler(): unknown interpolation mode %lld",
+                       (long long)mode);
   ir_func_t* f = ctx->func;
   /* in the input's dtype: CPU's kernel has no wider opmath here (bf16 grids
   ** give bf16 coordinates) */
   tpurt_dtype_t acc = in->dtype;
-  sampler_t s = {.n = in->sizes[0], .c = in->sizes[1], .h = in->sizes[2], .w = in->sizes[3],
-                 .ho = grid->sizes[1], .wo = grid->sizes[2]};
+  sampler_t s = {.n = in->sizes[0],
+                 .c = in->sizes[1],
+                 .h = in->sizes[2],
+                 .w = in->sizes[3],
+                 .ho = grid->sizes[1],
+                 .wo = grid->sizes[2]};
   int64_t out_dims[4] = {s.n, s.c, s.ho, s.wo};
   if (s.n * s.c * s.ho * s.wo == 0 || s.h * s.w == 0) {
     lower_set_result(ctx, 0, lower_splat(ctx, in->dtype, 4, out_dims, 0.0));
@@ -126,7 +138,8 @@ static tpurt_status_t lower_grid_sampler_2d(lower_ctx_t* ctx) {
   int64_t perm[4] = {0, 2, 3, 1}, rows[2] = {s.n * s.h * s.w, s.c};
   s.rows = ir_reshape(f, ir_transpose(f, lower_cast(ctx, lower_tensor(ctx, 0), acc), perm), 2, rows);
   int64_t pts[3] = {s.n, s.ho, s.wo};
-  s.batch = ir_mul(f, ir_iota(f, ir_type_make(I32, 3, pts), 0), ir_splat(f, I32, 3, pts, (double)(s.h * s.w)));
+  s.batch =
+      ir_mul(f, ir_iota(f, ir_type_make(I32, 3, pts), 0), ir_splat(f, I32, 3, pts, (double)(s.h * s.w)));
   ir_value_t g = lower_cast(ctx, lower_tensor(ctx, 1), acc);
   int64_t lo[4] = {0, 0, 0, 0}, hx[4] = {s.n, s.ho, s.wo, 1}, step[4] = {1, 1, 1, 1};
   int64_t ly[4] = {0, 0, 0, 1}, hy[4] = {s.n, s.ho, s.wo, 2};

@@ -43,14 +43,16 @@ static tpurt_status_t lower_multinomial(lower_ctx_t* ctx) {
   bool replacement = lower_bool(ctx, 2, false);
   if (t->rank < 1 || t->rank > 2) return lower_error(TPURT_INVALID_ARGUMENT, "prob_dist must be 1 or 2 dim");
   if (!tpurt_dtype_is_float(t->dtype))
-    return lower_error(TPURT_INVALID_ARGUMENT, "multinomial only supports floating-point dtypes for input, got: %s",
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "multinomial only supports floating-point dtypes for input, got: %s",
                        tpurt_dtype_name(t->dtype));
   if (n <= 0) return lower_error(TPURT_INVALID_ARGUMENT, "cannot sample n_sample <= 0 samples");
   int64_t cats = t->sizes[t->rank - 1];
   if (!replacement && n > cats)
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
-  if (cats > (1LL << 24)) return lower_error(TPURT_INVALID_ARGUMENT, "number of categories cannot exceed 2^24");
+  if (cats > (1LL << 24))
+    return lower_error(TPURT_INVALID_ARGUMENT, "number of categories cannot exceed 2^24");
   int64_t rows = t->rank == 2 ? t->sizes[0] : 1;
   if (rows == 0 || cats == 0) {
     int64_t out[2] = {rows, n};
@@ -69,7 +71,8 @@ static tpurt_status_t lower_multinomial(lower_ctx_t* ctx) {
     ir_value_t pw = ir_broadcast_in_dim(f, p, 3, dims, bd);
     ir_value_t keys = ir_div(f, pw, exp_draws(ctx, state, acc, 3, dims));
     /* a zero weight loses to every other (keys are >= 0 otherwise) */
-    keys = ir_select(f, ir_compare(f, IR_GT, pw, ir_const_like(f, pw, 0.0)), keys, ir_const_like(f, pw, -1.0));
+    keys =
+        ir_select(f, ir_compare(f, IR_GT, pw, ir_const_like(f, pw, 0.0)), keys, ir_const_like(f, pw, -1.0));
     ir_value_t idx = ir_iota(f, ir_type_make(I64, 3, dims), 2);
     ir_value_t inputs[2] = {keys, idx};
     ir_value_t inits[2] = {ir_constant_f64(f, acc, -INFINITY), ir_constant_i64(f, I64, 0)};
@@ -78,7 +81,8 @@ static tpurt_status_t lower_multinomial(lower_ctx_t* ctx) {
     ir_reduce_begin(f, inputs, inits, 2, &red, 1, res, args);
     /* the larger key wins; a tie goes to the lower index (an associative order) */
     ir_value_t gt = ir_compare(f, IR_GT, args[2], args[0]);
-    ir_value_t tie = ir_and(f, ir_compare(f, IR_EQ, args[2], args[0]), ir_compare(f, IR_LT, args[3], args[1]));
+    ir_value_t tie =
+        ir_and(f, ir_compare(f, IR_EQ, args[2], args[0]), ir_compare(f, IR_LT, args[3], args[1]));
     ir_value_t take = ir_or(f, gt, tie);
     ir_value_t next[2] = {ir_select(f, take, args[2], args[0]), ir_select(f, take, args[3], args[1])};
     ir_region_end(f, next, 2);

@@ -291,7 +291,8 @@ static tpurt_status_t upsample_filtered(lower_ctx_t* ctx) {
   int32_t n_out = lower_ints(ctx, 1, out, TPURT_MAX_RANK);
   TPURT_RETURN_IF_ERROR(check_sizes(n_out, out, t->rank, t->sizes));
   if (t->sizes[0] * t->sizes[1] == 0)
-    return lower_error(TPURT_INVALID_ARGUMENT, "Non-empty 4D data tensor expected but got a tensor with sizes %s",
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "Non-empty 4D data tensor expected but got a tensor with sizes %s",
                        lower_shape_str(t->rank, t->sizes));
   if (!float_dtype(t->dtype)) return lower_error(TPURT_UNIMPLEMENTED, "filtered upsample of this dtype");
   tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
@@ -315,14 +316,16 @@ static tpurt_status_t upsample_filtered_backward(lower_ctx_t* ctx) {
   TPURT_RETURN_IF_ERROR(check_sizes(n_out, out, rank, in));
   if (t->rank != 4)
     return lower_error(TPURT_INVALID_ARGUMENT,
-                       "Expected grad_output to be a tensor of dimension 4 but got: dimension %d", (int)t->rank);
+                       "Expected grad_output to be a tensor of dimension 4 but got: dimension %d",
+                       (int)t->rank);
   for (int32_t d = 0; d < 4; ++d) {
     int64_t want = d < 2 ? in[d] : out[d - 2];
     if (t->sizes[d] != want)
-      return lower_error(TPURT_INVALID_ARGUMENT,
-                         "Expected grad_output to have the same shape as output; output.size(%d) = %lld but got "
-                         "grad_output.size(%d) = %lld",
-                         (int)d, (long long)want, (int)d, (long long)t->sizes[d]);
+      return lower_error(
+          TPURT_INVALID_ARGUMENT,
+          "Expected grad_output to have the same shape as output; output.size(%d) = %lld but got "
+          "grad_output.size(%d) = %lld",
+          (int)d, (long long)want, (int)d, (long long)t->sizes[d]);
   }
   if (!float_dtype(t->dtype))
     return lower_error(TPURT_UNIMPLEMENTED, "filtered upsample backward of this dtype");
@@ -338,13 +341,18 @@ static tpurt_status_t upsample_filtered_backward(lower_ctx_t* ctx) {
 }
 
 /* Rows whose scale args are part of the key (the taps are constants). */
-#define FILTER_ROW(op, f, variant_, kind) \
-  {.name = op, .fn = f, .variant = variant_, .numbers_in_key = true, .count_arg = -1, .data = {.num = {kind}}}
+#define FILTER_ROW(op, f, variant_, kind)                                                        \
+  {                                                                                              \
+    .name = op, .fn = f, .variant = variant_, .numbers_in_key = true, .count_arg = -1, .data = { \
+      .num = {kind}                                                                              \
+    }                                                                                            \
+  }
 
 const lower_rule_t lower_resample_filter_rules[] = {
     FILTER_ROW("aten::upsample_bicubic2d", upsample_filtered, LOWER_FUNCTIONAL, FILTER_CUBIC),
     FILTER_ROW("aten::upsample_bicubic2d.out", upsample_filtered, LOWER_OUT, FILTER_CUBIC),
-    FILTER_ROW("aten::upsample_bicubic2d_backward", upsample_filtered_backward, LOWER_FUNCTIONAL, FILTER_CUBIC),
+    FILTER_ROW("aten::upsample_bicubic2d_backward", upsample_filtered_backward, LOWER_FUNCTIONAL,
+               FILTER_CUBIC),
     FILTER_ROW("aten::upsample_bicubic2d_backward.grad_input", upsample_filtered_backward, LOWER_OUT,
                FILTER_CUBIC),
     FILTER_ROW("aten::_upsample_bilinear2d_aa", upsample_filtered, LOWER_FUNCTIONAL, FILTER_AA_LINEAR),

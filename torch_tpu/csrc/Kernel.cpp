@@ -200,7 +200,8 @@ struct Call {
       at::Tensor t = item.isNone() ? at::Tensor() : item.toTensor();
       if (t.defined() && t.device().type() != kTpu) t = t.to(c10::Device(kTpu, device));
       if (t.defined() && t.scalar_type() == at::kByte) {
-        TORCH_WARN("indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.");
+        TORCH_WARN(
+            "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.");
       }
       if (t.defined() && (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte)) {
         for (const at::Tensor& column : t.nonzero().unbind(1)) items.push_back(column);
