@@ -35,6 +35,54 @@ static bool contraction_operands(ir_func_t* func, ir_op_t op, ir_value_t lhs, ir
   return true;
 }
 
+/* A 64-bit integer dot as a multiply and a sum over the contracting dims.
+** TPUs have no 64-bit integer dot (XLA's X64 rewriting refuses "s64 dot"),
+** but they take 64-bit multiplies and adds, and the sum is exact in 64 bits
+** (wrapping as the dot's would). Same dims and result as the dot_general.
+** Only for products up to IR_INT_DOT_MAX_ELEMENTS (the broadcast product is
+** that big before the reduce fuses it) and within TPURT_MAX_RANK; IR_NONE
+** with no error otherwise, and the caller emits the dot. */
+#define IR_INT_DOT_MAX_ELEMENTS (1LL << 24)
+static ir_value_t int64_dot_by_reduce(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const ir_type_t* tl,
+                                      const ir_type_t* tr, const ir_dot_dims_t* dims,
+                                      tpurt_dtype_t result_dtype) {
+  int32_t nb = dims->num_batch, nc = dims->num_contract;
+  int64_t lperm[TPURT_MAX_RANK], rperm[TPURT_MAX_RANK], full[TPURT_MAX_RANK];
+  int64_t lbd[TPURT_MAX_RANK], rbd[TPURT_MAX_RANK];
+  int32_t nlf = tl->rank - nb - nc, nrf = tr->rank - nb - nc;
+  int32_t rank = nb + nlf + nrf + nc;
+  if (rank > TPURT_MAX_RANK) return IR_NONE;
+  int64_t used_l[2 * TPURT_MAX_RANK], used_r[2 * TPURT_MAX_RANK];
+  for (int32_t i = 0; i < nb; ++i) used_l[i] = dims->lhs_batch[i], used_r[i] = dims->rhs_batch[i];
+  for (int32_t i = 0; i < nc; ++i)
+    used_l[nb + i] = dims->lhs_contract[i], used_r[nb + i] = dims->rhs_contract[i];
+  /* lhs as [batch, lhs free, contract] at result dims [0, nb + nlf) and the last nc */
+  int32_t k = 0;
+  for (int32_t i = 0; i < nb; ++i) lbd[k] = i, lperm[k++] = dims->lhs_batch[i];
+  for (int32_t d = 0; d < tl->rank; ++d)
+    if (!ir_dims_contain(used_l, nb + nc, d)) lbd[k] = k, lperm[k++] = d;
+  for (int32_t i = 0; i < nc; ++i) lbd[k] = nb + nlf + nrf + i, lperm[k++] = dims->lhs_contract[i];
+  /* rhs as [batch, rhs free, contract] */
+  k = 0;
+  for (int32_t i = 0; i < nb; ++i) rbd[k] = i, rperm[k++] = dims->rhs_batch[i];
+  for (int32_t d = 0; d < tr->rank; ++d)
+    if (!ir_dims_contain(used_r, nb + nc, d)) rbd[k] = nb + nlf + (k - nb), rperm[k++] = d;
+  for (int32_t i = 0; i < nc; ++i) rbd[k] = nb + nlf + nrf + i, rperm[k++] = dims->rhs_contract[i];
+  int64_t n = 1;
+  for (int32_t i = 0; i < tl->rank; ++i) full[lbd[i]] = tl->dims[lperm[i]];
+  for (int32_t i = 0; i < tr->rank; ++i) full[rbd[i]] = tr->dims[rperm[i]];
+  for (int32_t i = 0; i < rank; ++i) n *= full[i];
+  if (n > IR_INT_DOT_MAX_ELEMENTS) return IR_NONE;
+  ir_value_t a = ir_convert(func, ir_transpose(func, lhs, lperm), result_dtype);
+  ir_value_t b = ir_convert(func, ir_transpose(func, rhs, rperm), result_dtype);
+  ir_value_t p = ir_mul(func, ir_broadcast_in_dim(func, a, rank, full, lbd),
+                        ir_broadcast_in_dim(func, b, rank, full, rbd));
+  if (nc == 0) return p;
+  int64_t red[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < nc; ++i) red[i] = nb + nlf + nrf + i;
+  return ir_reduce(func, p, ir_constant_i64(func, result_dtype, 0), red, nc, IR_REDUCE_ADD);
+}
+
 ir_value_t ir_dot_general(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const ir_dot_dims_t* dims,
                           tpurt_dtype_t result_dtype) {
   const ir_op_t op = IR_OP_DOT_GENERAL;
@@ -77,6 +125,11 @@ ir_value_t ir_dot_general(ir_func_t* func, ir_value_t lhs, ir_value_t rhs, const
       return IR_NONE;
     }
     type.dims[type.rank++] = tr->dims[d];
+  }
+  bool int64 = tl->dtype == TPURT_DTYPE_I64 || tl->dtype == TPURT_DTYPE_U64;
+  if (int64 && (result_dtype == TPURT_DTYPE_I64 || result_dtype == TPURT_DTYPE_U64)) {
+    ir_value_t by_reduce = int64_dot_by_reduce(func, lhs, rhs, tl, tr, dims, result_dtype);
+    if (by_reduce != IR_NONE) return by_reduce;
   }
   tpurt_strbuf_t attrs = {0};
   tpurt_strbuf_puts(&attrs, "dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = ");

@@ -332,6 +332,10 @@ extern const lower_rule_t lower_amp_rules[];
 extern const lower_rule_t lower_decomp_rules[];
 extern const lower_rule_t lower_complex_rules[];
 extern const lower_rule_t lower_fft_rules[];
+extern const lower_rule_t lower_resample_filter_rules[];
+extern const lower_rule_t lower_equal_rules[];
+extern const lower_rule_t lower_multinomial_rules[];
+extern const lower_rule_t lower_grid_sample_rules[];
 /* angle of a complex tensor (complex.c), for the real angle rule. */
 TPURT_MUST_USE tpurt_status_t lower_complex_angle(lower_ctx_t* ctx);
 

@@ -13,13 +13,14 @@
 #include "lower.h"
 
 static const lower_rule_t* const kFamilies[] = {
-    lower_elementwise_rules, lower_activation_rules, lower_selection_rules,  lower_reduction_rules,
-    lower_linalg_rules,      lower_norm_rules,       lower_shape_rules,      lower_factory_rules,
-    lower_indexing_rules,    lower_random_rules,     lower_conv_rules,       lower_resample_rules,
-    lower_attention_rules,   lower_backward_rules,   lower_foreach_rules,    lower_scan_rules,
-    lower_sort_rules,        lower_pooling_rules,    lower_batch_norm_rules, lower_special_rules,
-    lower_search_rules,      lower_loss_rules,       lower_amp_rules,        lower_decomp_rules,
-    lower_complex_rules,     lower_fft_rules,        lower_flash_rules,
+    lower_elementwise_rules, lower_activation_rules,  lower_selection_rules,   lower_reduction_rules,
+    lower_linalg_rules,      lower_norm_rules,        lower_shape_rules,       lower_factory_rules,
+    lower_indexing_rules,    lower_random_rules,      lower_conv_rules,        lower_resample_rules,
+    lower_attention_rules,   lower_backward_rules,    lower_foreach_rules,     lower_scan_rules,
+    lower_sort_rules,        lower_pooling_rules,     lower_batch_norm_rules,  lower_special_rules,
+    lower_search_rules,      lower_loss_rules,        lower_amp_rules,         lower_decomp_rules,
+    lower_complex_rules,     lower_fft_rules,         lower_flash_rules,       lower_resample_filter_rules,
+    lower_equal_rules,       lower_multinomial_rules, lower_grid_sample_rules,
 };
 
 #define MAP_SIZE 2048 /* power of two, > 2x the number of rules */

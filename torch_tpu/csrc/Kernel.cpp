@@ -86,7 +86,19 @@ struct Call {
       if (t.device().index() != device) different_devices(device, t);
       arg.kind = TPURT_ARG_TENSOR;
       arg.u.tensor = describe(t, name);
-    } else if (scalar_ok && t.device().is_cpu() && t.dim() == 0) {
+    } else if (scalar_ok && !is_write && t.device().is_cpu() && t.dim() == 0 && t.is_complex() &&
+               !t.unsafeGetTensorImpl()->is_wrapped_number()) {
+      // A 0-d complex CPU tensor (mul(z, torch.tensor(1j)), fill_): the core
+      // has no complex scalar, so it goes over as a 0-d device tensor, which
+      // promotes as the 0-d tensor it is. (A Python complex number, a wrapped
+      // number, would promote by another tier: it stays refused below.)
+      const at::Tensor moved = t.to(c10::Device(kTpu, device));
+      arg.kind = TPURT_ARG_TENSOR;
+      arg.u.tensor = describe(moved, name);
+      push(arg, moved);
+      return;
+    } else if (scalar_ok && !is_write && t.device().is_cpu() && t.dim() == 0) {
+      // (never an out= tensor: a 0-d CPU out= is on another device, not a number)
       arg.kind = TPURT_ARG_SCALAR;
       arg.u.scalar.dtype = to_tpurt_dtype(t.scalar_type(), name);
       arg.u.scalar.tier =
@@ -187,6 +199,10 @@ struct Call {
     for (const c10::IValue& item : v.toListRef()) {
       at::Tensor t = item.isNone() ? at::Tensor() : item.toTensor();
       if (t.defined() && t.device().type() != kTpu) t = t.to(c10::Device(kTpu, device));
+      if (t.defined() && t.scalar_type() == at::kByte) {
+        TORCH_WARN(
+            "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.");
+      }
       if (t.defined() && (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte)) {
         for (const at::Tensor& column : t.nonzero().unbind(1)) items.push_back(column);
       } else {
@@ -607,10 +623,32 @@ const OpFacts& op_facts(const c10::FunctionSchema& schema) {
   return facts;
 }
 
+// An out= (written) tensor on another device than the op's tpu tensors is
+// refused with PyTorch's error, in every path: the CPU fallback would
+// otherwise fail later, copying its result back, with a dispatcher error.
+void check_out_devices(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> in) {
+  const auto& args = schema.arguments();
+  std::optional<c10::DeviceIndex> tpu;
+  for (const c10::IValue& v : in) {
+    if (v.isTensor() && v.toTensor().defined() && v.toTensor().device().type() == kTpu) {
+      tpu = v.toTensor().device().index();
+      break;
+    }
+  }
+  if (!tpu) return;
+  for (size_t i = 0; i < args.size() && i < in.size(); ++i) {
+    const c10::AliasInfo* alias = args[i].alias_info();
+    if (!alias || !alias->isWrite() || !in[i].isTensor()) continue;
+    const at::Tensor& out = in[i].toTensor();
+    if (out.defined() && out.device().type() != kTpu) different_devices(*tpu, out);
+  }
+}
+
 void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
   const OpFacts& facts = op_facts(schema);
   const std::string& name = facts.name;
+  check_out_devices(schema, torch::jit::last(*stack, schema.arguments().size()));
   if (!facts.supported) return run_on_cpu(op, stack, name);
 
   const size_t num_inputs = schema.arguments().size();

@@ -1,0 +1,200 @@
+"""Ops that used to take the CPU fallback in ordinary models (issue 27), now lowered natively:
+each is compared with PyTorch CPU under ``no_fallback``. Also the glue's PyTorch-conformant
+errors and warnings that PyTorch's own device-generic tests count on."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torch_tpu  # noqa: F401
+
+
+def close(actual, expected, dtype=torch.float32):
+    tol = {torch.float32: (1e-5, 1e-5), torch.bfloat16: (1.6e-2, 1e-2)}[dtype]
+    assert actual.device.type == "tpu"
+    torch.testing.assert_close(actual.cpu(), expected, rtol=tol[0], atol=tol[1])
+
+
+# ---- bicubic and antialiased resampling (csrc/lower/resample_filter.c) ---------------------
+
+RESAMPLE = [
+    dict(size=(11, 7)),
+    dict(size=(3, 5)),
+    dict(scale_factor=2.0),
+    dict(scale_factor=0.37),
+    dict(scale_factor=(1.5, 0.5)),
+]
+
+
+@pytest.mark.parametrize("mode", ["bicubic", "bilinear-aa", "bicubic-aa"])
+@pytest.mark.parametrize("align", [False, True])
+@pytest.mark.parametrize("kw", RESAMPLE, ids=lambda kw: "-".join(f"{k}={v}" for k, v in kw.items()))
+def test_filtered_upsample_forward_backward(no_fallback, mode, align, kw):
+    base, _, aa = mode.partition("-")
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 9, 6, requires_grad=True)
+    xt = x.detach().to("tpu").requires_grad_()
+    out = F.interpolate(x, mode=base, align_corners=align, antialias=bool(aa), **kw)
+    out_t = F.interpolate(xt, mode=base, align_corners=align, antialias=bool(aa), **kw)
+    close(out_t, out.detach())
+    w = torch.randn(out.shape)
+    (out * w).sum().backward()
+    (out_t * w.to("tpu")).sum().backward()
+    close(xt.grad, x.grad)
+
+
+@pytest.mark.parametrize("mode,aa", [("bicubic", False)])  # CPU has no bf16 antialiasing to compare with
+def test_filtered_upsample_bf16(no_fallback, mode, aa):
+    x = torch.randn(1, 2, 8, 8).to(torch.bfloat16)
+    out = F.interpolate(x, size=(13, 5), mode=mode, antialias=aa)
+    close(F.interpolate(x.to("tpu"), size=(13, 5), mode=mode, antialias=aa), out, torch.bfloat16)
+
+
+def test_bicubic_errors_as_pytorch():
+    with pytest.raises(RuntimeError, match="It is expected output_size equals to 2"):
+        torch.ops.aten.upsample_bicubic2d(torch.randn(1, 1, 4, 4, device="tpu"), [3], False)
+
+
+# ---- equal (csrc/lower/equal.c) -------------------------------------------------------------
+
+
+def test_equal(no_fallback):
+    a = torch.arange(6.0).reshape(2, 3)
+    b = a.clone()
+    b[1, 2] = 7
+    nan = torch.tensor([float("nan")])
+    for x, y in [(a, a.clone()), (a, b), (a, a.t()), (a, a.reshape(6)), (nan, nan.clone()), (a[:0], a[:0])]:
+        assert torch.equal(x.to("tpu"), y.to("tpu")) is torch.equal(x, y)
+    z = torch.tensor([1 + 2j, 3j])
+    assert torch.equal(z.to("tpu"), z.to("tpu"))
+    assert not torch.equal(z.to("tpu"), z.conj().to("tpu"))
+
+
+# ---- multinomial (csrc/lower/multinomial.c) --------------------------------------------------
+
+
+def test_multinomial_without_replacement(no_fallback):
+    p = torch.tensor([[0.0, 1.0, 2.0, 0.0, 4.0], [1.0, 1.0, 1.0, 1.0, 1.0]], device="tpu")
+    s = torch.multinomial(p, 3).cpu()
+    assert s.dtype == torch.int64 and s.shape == (2, 3)
+    assert sorted(s[0].tolist()) == [1, 2, 4]  # the three non-zero weights, each once
+    assert len(set(s[1].tolist())) == 3
+
+
+def test_multinomial_frequencies(no_fallback):
+    p = torch.tensor([1.0, 0.0, 3.0, 6.0])
+    n = 20000
+    s = torch.multinomial(p.to("tpu"), n, replacement=True).cpu()
+    assert s.shape == (n,)
+    freq = torch.bincount(s, minlength=4).double() / n
+    # within 5 standard errors of p / sum(p); category 1 never drawn
+    expected = (p / p.sum()).double()
+    assert freq[1] == 0
+    assert torch.all((freq - expected).abs() <= 5 * (expected * (1 - expected) / n).sqrt() + 1e-12)
+    # the first draw without replacement has the same law
+    first = torch.stack([torch.multinomial(p.to("tpu"), 2)[0] for _ in range(400)]).cpu()
+    assert not (first == 1).any()
+    assert (first == 3).float().mean() > 0.45
+
+
+def test_multinomial_errors_as_pytorch():
+    p = torch.ones(3, device="tpu")
+    with pytest.raises(RuntimeError, match="cannot sample n_sample > prob_dist.size"):
+        torch.multinomial(p, 4)
+    with pytest.raises(RuntimeError, match="prob_dist must be 1 or 2 dim"):
+        torch.multinomial(torch.ones(1, 2, 3, device="tpu"), 1)
+
+
+# ---- glue: PyTorch's errors and warnings ------------------------------------------------------
+
+
+def test_out_on_another_device_raises_pytorchs_error():
+    x = torch.tensor([0.0, 1.0, 2.0], device="tpu")
+    for out in (torch.empty([], dtype=torch.long), torch.empty(0, dtype=torch.long)):
+        with pytest.raises(RuntimeError, match="on the same device"):
+            torch.nonzero(x, out=out)
+    with pytest.raises(RuntimeError, match="on the same device"):
+        torch.add(x, x, out=torch.empty(3))
+
+
+def test_uint8_mask_index_warns_deprecation():
+    x = torch.arange(4.0, device="tpu")
+    mask = torch.tensor([1, 0, 1, 0], dtype=torch.uint8)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert x[mask].cpu().tolist() == [0.0, 2.0]
+        x[torch.tensor([True, False, True, False])]  # a bool mask does not warn
+    assert sum("torch.uint8 is now deprecated" in str(w.message) for w in caught) == 1
+
+
+def test_zero_dim_complex_cpu_tensor_scalars(no_fallback):
+    z = torch.tensor([1 + 1j, 2 - 1j])
+    c = torch.tensor(0.5 + 2j)
+    close(torch.mul(z.to("tpu"), c), torch.mul(z, c))
+    close(torch.mul(torch.tensor([1.0, 2.0], device="tpu"), c), torch.mul(torch.tensor([1.0, 2.0]), c))
+    zt = z.to("tpu")
+    zt.fill_(c)
+    close(zt, z.clone().fill_(c))
+
+
+# ---- 64-bit integer dots (csrc/ir/ops_linalg.c): a multiply and a sum, which a TPU compiles ----
+
+
+def test_int64_dots_match_cpu(no_fallback):
+    torch.manual_seed(0)
+    a = torch.randint(-(2**40), 2**40, (3, 4, 5))
+    b = torch.randint(-(2**40), 2**40, (3, 5, 2))  # products wrap in 64 bits, as CPU's do
+    for fn in (torch.bmm, lambda x, y: torch.einsum("bij,bjk->bik", x, y), lambda x, y: x[0] @ y[0]):
+        got = fn(a.to("tpu"), b.to("tpu"))
+        assert got.dtype == torch.int64
+        assert torch.equal(got.cpu(), fn(a, b))
+    v = torch.randint(-9, 9, (7,))
+    assert torch.equal(torch.dot(v.to("tpu"), v.to("tpu")).cpu(), torch.dot(v, v))
+
+
+def _libtpu_missing() -> str | None:
+    from torch_tpu import _discovery
+
+    return None if _discovery.libtpu_path() else "libtpu is not installed"
+
+
+@pytest.mark.skipif(_libtpu_missing() is not None, reason=str(_libtpu_missing()))
+def test_int64_matmul_compiles_for_v6e():
+    torch_tpu.set_target("v6e:1x1")
+    try:
+        a = torch.randint(-5, 5, (8, 16), device="tpu")
+        (a @ a.t()).cpu()
+        report = torch_tpu.target_report()
+        mm = [p for p in report.programs if p["label"] == "aten::mm"]
+        assert mm and all(p["error"] is None for p in mm), [p["error"] for p in mm]
+    finally:
+        torch_tpu.set_target(None)
+
+
+# ---- grid_sampler_2d (csrc/lower/grid_sample.c) -------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_2d(no_fallback, mode, padding, align):
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 5, 7)
+    grid = torch.rand(2, 4, 6, 2) * 2.6 - 1.3  # reaches outside [-1, 1]
+    expected = F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=align)
+    got = F.grid_sample(x.to("tpu"), grid.to("tpu"), mode=mode, padding_mode=padding, align_corners=align)
+    close(got, expected)
+
+
+def test_grid_sample_2d_bf16(no_fallback):
+    x = torch.randn(1, 2, 6, 6).to(torch.bfloat16)
+    grid = (torch.rand(1, 3, 3, 2) * 2 - 1).to(torch.bfloat16)
+    close(
+        F.grid_sample(x.to("tpu"), grid.to("tpu"), align_corners=False),
+        F.grid_sample(x, grid, align_corners=False),
+        torch.bfloat16,
+    )
