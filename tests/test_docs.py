@@ -58,6 +58,11 @@ def _exists(path: str) -> bool:
     return "/" not in path and any(ROOT.glob(f"csrc/*/{path}"))
 
 
+def _sources(*patterns: str) -> str:
+    """The text of the repository files matching |patterns|, joined."""
+    return "\n".join(p.read_text(errors="replace") for pattern in patterns for p in ROOT.glob(pattern))
+
+
 @pytest.mark.parametrize("doc", _docs(), ids=lambda p: p.name)
 def test_named_files_exist(doc):
     missing = sorted({m for m in PATH.findall(doc.read_text()) if "<" not in m and not _exists(m)})
@@ -67,11 +72,7 @@ def test_named_files_exist(doc):
 
 
 def test_named_consume_functions_exist():
-    sources = "\n".join(
-        p.read_text(errors="replace")
-        for pattern in ("csrc/*/*.[ch]", "torch_tpu/csrc/*.cpp", "torch_tpu/csrc/*.h")
-        for p in ROOT.glob(pattern)
-    )
+    sources = _sources("csrc/*/*.[ch]", "torch_tpu/csrc/*.cpp", "torch_tpu/csrc/*.h")
     names = set(re.findall(r"`(\w+_consume\w*)`", DESIGN.read_text()))
     assert names
     missing = sorted(n for n in names if not re.search(r"\b" + n + r"\s*\(", sources))
@@ -80,11 +81,7 @@ def test_named_consume_functions_exist():
 
 def test_named_core_identifiers_exist():
     """A function, type or macro of the core that the design names is in the code."""
-    sources = "\n".join(
-        p.read_text(errors="replace")
-        for pattern in ("csrc/*/*.[ch]", "torch_tpu/csrc/*.cpp", "torch_tpu/**/*.py")
-        for p in ROOT.glob(pattern)
-    )
+    sources = _sources("csrc/*/*.[ch]", "torch_tpu/csrc/*.cpp", "torch_tpu/**/*.py")
     known = set(re.findall(r"\b\w+\b", sources))
     prefixes = r"(?:tpurt|pjrt|lower|ir|graph|storage|spmd|cache|engine|view|TPURT|LOWER)_"
     names = set(re.findall(r"`(" + prefixes + r"\w+)`", DESIGN.read_text()))

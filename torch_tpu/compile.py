@@ -311,15 +311,16 @@ def _is_collective(node: torch.fx.Node) -> bool:
 
 
 class _CompiledPart(torch.nn.Module):
-    """A compiled piece of a split graph, returning what its FX piece returned."""
+    """A compiled piece of a split graph (at collectives or at blocks, where equal blocks
+    share one compiled function), returning what its FX piece returned."""
 
-    def __init__(self, graph: _CompiledGraph, single: bool) -> None:
+    def __init__(self, fn: Callable[..., Any], single: bool) -> None:
         super().__init__()
-        self.graph = graph
+        self.fn = fn
         self.single = single
 
     def forward(self, *args: Any) -> Any:
-        out = self.graph(*args)
+        out = self.fn(*args)
         return out[0] if self.single else tuple(out)
 
 
@@ -726,19 +727,6 @@ def _canonical_outputs(split: torch.fx.GraphModule, name: str, sub: torch.fx.Gra
     split.recompile()
 
 
-class _Piece(torch.nn.Module):
-    """A piece of a block-split graph: its (possibly shared) compiled function."""
-
-    def __init__(self, fn: Callable[..., Any], single: bool) -> None:
-        super().__init__()
-        self.fn = fn
-        self.single = single
-
-    def forward(self, *args: Any) -> Any:
-        out = self.fn(*args)
-        return out[0] if self.single else tuple(out)
-
-
 def _split_at_blocks(
     backend: TpuBackend, gm: torch.fx.GraphModule, label: str | None, frame: int
 ) -> tuple[torch.fx.GraphModule, int, int] | None:
@@ -787,7 +775,7 @@ def _split_at_blocks(
                 fn = _Specialized(backend, sub, name_of, names, where, split=False, block=True)
                 shared[key] = fn
         delattr(split, name)
-        setattr(split, name, _Piece(fn, single))
+        setattr(split, name, _CompiledPart(fn, single))
     return split, blocks, len(shared) - distinct_before
 
 

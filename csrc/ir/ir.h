@@ -117,41 +117,25 @@ ir_value_t ir_const_like(ir_func_t* func, ir_value_t like, double value);
 ir_value_t ir_unary(ir_func_t* func, ir_op_t op, ir_value_t x);
 ir_value_t ir_binary(ir_func_t* func, ir_op_t op, ir_value_t a, ir_value_t b);
 
-/* The ops that formulas spell most often, by name. */
-static inline ir_value_t ir_add(ir_func_t* f, ir_value_t a, ir_value_t b) {
-  return ir_binary(f, IR_OP_ADD, a, b);
-}
-static inline ir_value_t ir_sub(ir_func_t* f, ir_value_t a, ir_value_t b) {
-  return ir_binary(f, IR_OP_SUBTRACT, a, b);
-}
-static inline ir_value_t ir_mul(ir_func_t* f, ir_value_t a, ir_value_t b) {
-  return ir_binary(f, IR_OP_MULTIPLY, a, b);
-}
-static inline ir_value_t ir_div(ir_func_t* f, ir_value_t a, ir_value_t b) {
-  return ir_binary(f, IR_OP_DIVIDE, a, b);
-}
-static inline ir_value_t ir_max(ir_func_t* f, ir_value_t a, ir_value_t b) {
-  return ir_binary(f, IR_OP_MAXIMUM, a, b);
-}
-static inline ir_value_t ir_min(ir_func_t* f, ir_value_t a, ir_value_t b) {
-  return ir_binary(f, IR_OP_MINIMUM, a, b);
-}
-static inline ir_value_t ir_pow(ir_func_t* f, ir_value_t a, ir_value_t b) {
-  return ir_binary(f, IR_OP_POWER, a, b);
-}
-static inline ir_value_t ir_and(ir_func_t* f, ir_value_t a, ir_value_t b) {
-  return ir_binary(f, IR_OP_AND, a, b);
-}
-static inline ir_value_t ir_or(ir_func_t* f, ir_value_t a, ir_value_t b) {
-  return ir_binary(f, IR_OP_OR, a, b);
-}
-static inline ir_value_t ir_neg(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_NEGATE, x); }
-static inline ir_value_t ir_not(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_NOT, x); }
-static inline ir_value_t ir_abs(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_ABS, x); }
-static inline ir_value_t ir_exp(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_EXPONENTIAL, x); }
-static inline ir_value_t ir_log(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_LOG, x); }
-static inline ir_value_t ir_sqrt(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_SQRT, x); }
-static inline ir_value_t ir_rsqrt(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_RSQRT, x); }
+/* The ops that formulas spell most often, by name: ir_add(f, a, b) is
+** ir_binary(f, IR_OP_ADD, a, b), ir_neg(f, x) is ir_unary(f, IR_OP_NEGATE, x). */
+/* clang-format off */
+#define IR_NAMED_BINARY_OPS(X) \
+  X(add, ADD) X(sub, SUBTRACT) X(mul, MULTIPLY) X(div, DIVIDE) X(max, MAXIMUM) X(min, MINIMUM) \
+  X(pow, POWER) X(and, AND) X(or, OR)
+#define IR_NAMED_UNARY_OPS(X) \
+  X(neg, NEGATE) X(not, NOT) X(abs, ABS) X(exp, EXPONENTIAL) X(log, LOG) X(sqrt, SQRT) X(rsqrt, RSQRT)
+/* clang-format on */
+#define IR_NAMED_BINARY_(name, op)                                               \
+  static inline ir_value_t ir_##name(ir_func_t* f, ir_value_t a, ir_value_t b) { \
+    return ir_binary(f, IR_OP_##op, a, b);                                       \
+  }
+#define IR_NAMED_UNARY_(name, op) \
+  static inline ir_value_t ir_##name(ir_func_t* f, ir_value_t x) { return ir_unary(f, IR_OP_##op, x); }
+IR_NAMED_BINARY_OPS(IR_NAMED_BINARY_)
+IR_NAMED_UNARY_OPS(IR_NAMED_UNARY_)
+#undef IR_NAMED_BINARY_
+#undef IR_NAMED_UNARY_
 
 /* The op named |name| in ir_ops.def, or IR_OP_NONE. */
 ir_op_t ir_op_from_name(const char* name);

@@ -22,7 +22,7 @@ enum { PAD_ZEROS = 0, PAD_BORDER = 1, PAD_REFLECTION = 2 };
 ** |x| folded into [twice_low / 2, twice_high / 2] by whole spans. */
 static ir_value_t reflect(lower_ctx_t* ctx, ir_value_t x, int64_t twice_low, int64_t twice_high) {
   ir_func_t* f = ctx->func;
-  if (twice_low == twice_high) return lower_full_like(ctx, x, 0.0);
+  if (twice_low == twice_high) return ir_const_like(ctx->func, x, 0.0);
   double lo = (double)twice_low / 2, span = (double)(twice_high - twice_low) / 2;
   ir_value_t in = ir_abs(f, ir_sub(f, x, ir_const_like(f, x, lo)));
   ir_value_t sp = ir_const_like(f, x, span);
@@ -83,7 +83,7 @@ static ir_value_t read_at(lower_ctx_t* ctx, const sampler_t* s, ir_value_t ix, i
   int64_t out[4] = {s->n, s->ho, s->wo, s->c}, bd[3] = {0, 1, 2};
   got = ir_reshape(f, got, 4, out);
   ir_value_t mask = ir_broadcast_in_dim(f, inside, 4, out, bd);
-  return ir_select(f, mask, got, lower_full_like(ctx, got, 0.0));
+  return ir_select(f, mask, got, ir_const_like(ctx->func, got, 0.0));
 }
 
 /* A [N, Ho, Wo] weight as [N, Ho, Wo, C]. */
@@ -132,7 +132,7 @@ static TPURT_MUST_USE tpurt_status_t lower_grid_sampler_2d(lower_ctx_t* ctx) {
                  .wo = grid->sizes[2]};
   int64_t out_dims[4] = {s.n, s.c, s.ho, s.wo};
   if (s.n * s.c * s.ho * s.wo == 0 || s.h * s.w == 0) {
-    lower_set_result(ctx, 0, lower_splat(ctx, in->dtype, 4, out_dims, 0.0));
+    lower_set_result(ctx, 0, ir_splat(ctx->func, in->dtype, 4, out_dims, 0.0));
     return NULL;
   }
   int64_t perm[4] = {0, 2, 3, 1}, rows[2] = {s.n * s.h * s.w, s.c};

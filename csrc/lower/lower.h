@@ -266,11 +266,6 @@ TPURT_MUST_USE tpurt_status_t lower_broadcast_shapes(int32_t rank_a, const int64
 ir_value_t lower_broadcast_to(lower_ctx_t* ctx, ir_value_t x, int32_t rank, const int64_t* dims);
 /* Converts |x| to |dtype| if needed. */
 ir_value_t lower_cast(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype);
-/* ir_const_like and ir_splat on ctx->func. No rule here calls them any more;
-** they stay while branches written against the older API merge (then go). */
-ir_value_t lower_full_like(lower_ctx_t* ctx, ir_value_t like, double value);
-ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
-                       double value);
 /* The error PyTorch's CPU kernels give for a dtype they do not dispatch:
 ** "\"|kernel|\" not implemented for 'Long'", unless arg 0 is floating. */
 TPURT_MUST_USE tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel);

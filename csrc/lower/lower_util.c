@@ -485,15 +485,6 @@ ir_value_t lower_cast(lower_ctx_t* ctx, ir_value_t x, tpurt_dtype_t dtype) {
   return ir_convert(ctx->func, x, dtype);
 }
 
-ir_value_t lower_splat(lower_ctx_t* ctx, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims,
-                       double value) {
-  return ir_splat(ctx->func, dtype, rank, dims, value);
-}
-
-ir_value_t lower_full_like(lower_ctx_t* ctx, ir_value_t like, double value) {
-  return ir_const_like(ctx->func, like, value);
-}
-
 TPURT_MUST_USE tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const char* kernel) {
   tpurt_dtype_t d = lower_meta(ctx, 0)->dtype;
   if (!tpurt_dtype_is_float(d))

@@ -56,7 +56,7 @@ static TPURT_MUST_USE tpurt_status_t lower_multinomial(lower_ctx_t* ctx) {
   int64_t rows = t->rank == 2 ? t->sizes[0] : 1;
   if (rows == 0 || cats == 0) {
     int64_t out[2] = {rows, n};
-    ir_value_t empty = lower_splat(ctx, I64, 2, out, 0.0);
+    ir_value_t empty = ir_splat(ctx->func, I64, 2, out, 0.0);
     lower_set_result(ctx, 0, t->rank == 2 ? empty : ir_reshape(ctx->func, empty, 1, &n));
     return NULL;
   }

@@ -196,7 +196,7 @@ static ir_value_t weigh(lower_ctx_t* ctx, ir_value_t p, ir_value_t w, ir_value_t
   int64_t bd[2] = {axis, axis + 1};
   p = ir_mul(f, p, ir_broadcast_in_dim(f, w, r, dims, bd));
   if (live != IR_NONE)
-    p = ir_select(f, ir_broadcast_in_dim(f, live, r, dims, bd), p, lower_full_like(ctx, p, 0.0));
+    p = ir_select(f, ir_broadcast_in_dim(f, live, r, dims, bd), p, ir_const_like(ctx->func, p, 0.0));
   return p;
 }
 
@@ -240,7 +240,7 @@ static ir_value_t apply_axis_backward(lower_ctx_t* ctx, ir_value_t g, int32_t ax
   ir_value_t idx = ir_constant_i64_array(f, ir_type_make(I32, 2, col), t->idx);
   ir_scatter_dims_t s = lower_scatter_dims_along(gt.rank, axis);
   ir_value_t args[2];
-  ir_value_t zero = lower_splat(ctx, gt.dtype, gt.rank, shape, 0.0);
+  ir_value_t zero = ir_splat(ctx->func, gt.dtype, gt.rank, shape, 0.0);
   ir_value_t res = ir_scatter_begin(f, zero, idx, p, &s, args);
   ir_value_t sum = ir_add(f, args[0], args[1]);
   ir_region_end(f, &sum, 1);
@@ -286,7 +286,7 @@ static void make_taps(const lower_ctx_t* ctx, filter_kind_t kind, const int64_t*
 
 /* (self, output_size, align_corners, scales_h, scales_w) */
 static TPURT_MUST_USE tpurt_status_t upsample_filtered(lower_ctx_t* ctx) {
-  filter_kind_t kind = (filter_kind_t)lower_rule_int(ctx, 0);
+  filter_kind_t kind = (filter_kind_t)lower_rule_data(ctx)->kind;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t out[TPURT_MAX_RANK];
   int32_t n_out = lower_ints(ctx, 1, out, TPURT_MAX_RANK);
@@ -309,7 +309,7 @@ static TPURT_MUST_USE tpurt_status_t upsample_filtered(lower_ctx_t* ctx) {
 
 /* (grad_output, output_size, input_size, align_corners, scales_h, scales_w) */
 static TPURT_MUST_USE tpurt_status_t upsample_filtered_backward(lower_ctx_t* ctx) {
-  filter_kind_t kind = (filter_kind_t)lower_rule_int(ctx, 0);
+  filter_kind_t kind = (filter_kind_t)lower_rule_data(ctx)->kind;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t out[TPURT_MAX_RANK], in[TPURT_MAX_RANK];
   int32_t n_out = lower_ints(ctx, 1, out, TPURT_MAX_RANK);
@@ -342,10 +342,10 @@ static TPURT_MUST_USE tpurt_status_t upsample_filtered_backward(lower_ctx_t* ctx
 }
 
 /* Rows whose scale args are part of the key (the taps are constants). */
-#define FILTER_ROW(op, f, variant_, kind)                                                        \
+#define FILTER_ROW(op, f, variant_, kind_)                                                       \
   {                                                                                              \
     .name = op, .fn = f, .variant = variant_, .numbers_in_key = true, .count_arg = -1, .data = { \
-      .num = {kind}                                                                              \
+      .kind = kind_                                                                              \
     }                                                                                            \
   }
 
