@@ -19,7 +19,8 @@ def kinds() -> dict[str, int]:
 
 def test_each_site_counts_its_kind(no_fallback):
     torch_tpu.reset_metrics()
-    x = torch.arange(12.0).reshape(3, 4).to("tpu")
+    # shapes no other test uses: a program another test compiled would be a cache hit here
+    x = torch.arange(123.0).reshape(3, 41).to("tpu")
     (x * 3 - 1).cpu()  # strict eager: one program per op
     after_strict = kinds()
     assert after_strict["eager_op"] >= 2
@@ -50,7 +51,7 @@ def test_each_site_counts_its_kind(no_fallback):
 
 def test_a_forced_kind_wins_and_nests(no_fallback):
     torch_tpu.reset_metrics()
-    x = torch.arange(10.0).to("tpu")
+    x = torch.arange(43.0).to("tpu")  # a shape no other test uses
     with compile_kind("block"):
         (x * 7).cpu()
         with compile_kind("compiled_graph"):
