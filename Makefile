@@ -144,8 +144,9 @@ ctest-asan: venv $(ASAN_BINS) $(FAKE_PLUGIN) $(FAKE_KV_PLUGIN)
 	  LSAN_OPTIONS=suppressions=csrc/tests/lsan.supp:print_suppressions=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
+# --durations: the slowest tests are listed, so the 25-minute budget is seen.
 pytest: build
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q --durations=25 tests
 
 # diffusers' own model tests (FLUX, AutoencoderKL, UNet2DCondition, SD3) on
 # "tpu", with passed/failed/skipped per file. Slow, so not part of `make test`.
