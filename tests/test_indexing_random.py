@@ -4,6 +4,8 @@ masked_fill, embedding backward) against CPU PyTorch, and the random ops
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -127,6 +129,33 @@ def test_index_add(no_fallback, dtype):
     run_both(lambda x, i, s: x.index_add(1, i[:2] % 3, s), x, i, make((4, 2), dtype, 9), exact=False)
     same_error(lambda x, i, s: x.index_add(0, i, s), torch.zeros(3), torch.tensor([0]), torch.ones(2))
     same_error(lambda x, i, s: x.index_add(0, i, s), torch.zeros(3), torch.tensor([0]), torch.ones(1).long())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool])
+def test_index_copy_scalars(no_fallback, dtype):
+    # PyTorch's test_index_copy_scalars: each of self, index and source 0-d or of one element
+    for t, i, s in itertools.product([(), (1,)], repeat=3):
+        x, src = make(t, dtype, 1), make(s, dtype, 2)
+        run_both(lambda x, i, s: x.clone().index_copy_(0, i, s), x, torch.zeros(i, dtype=torch.long), src)
+
+
+def test_index_copy_shapes_and_errors(no_fallback):
+    x, src = make((5, 3), torch.float32, 3), make((2, 3), torch.float32, 4)
+    run_both(lambda x, i, s: x.index_copy(0, i, s), x, torch.tensor([4, 1]), src)
+    run_both(lambda x, i, s: x.index_copy(1, i, s), x, torch.tensor([2]), make((5, 1), torch.float32, 5))
+    run_both(
+        lambda x, i, s: x.clone().index_copy_(0, i, s),
+        make((5,), torch.float32),
+        torch.tensor(2),
+        torch.tensor(7.0),
+    )
+    for shapes in [((5, 3, 2), (1, 4, 2), [0]), ((5,), (2,), [0]), ((4, 3), (2,), [0, 1])]:
+        same_error(
+            lambda x, i, s: x.index_copy_(0, i, s),
+            torch.zeros(shapes[0]),
+            torch.tensor(shapes[2]),
+            torch.ones(shapes[1]),
+        )
 
 
 # ---- advanced indexing ----------------------------------------------------------------

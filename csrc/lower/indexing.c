@@ -10,6 +10,8 @@
 ** index_add) they are out of range like any other.
 */
 #include <math.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "../base/base.h"
 #include "lower.h"
@@ -400,9 +402,9 @@ static TPURT_MUST_USE tpurt_status_t index_vector(lower_ctx_t* ctx, int32_t arg,
   return NULL;
 }
 
-/* index_copy / index_reduce: the index (arg 2) as wrapped int64 [n] for
-** |dim| of self (arg 0), and PyTorch's check that source (arg 3) has self's
-** shape but n at |dim|. */
+/* index_reduce: the index (arg 2) as wrapped int64 [n] for |dim| of self
+** (arg 0), and PyTorch's check that source (arg 3) has self's shape but n
+** at |dim|. */
 static TPURT_MUST_USE tpurt_status_t source_slices_at(lower_ctx_t* ctx, const char* op, int64_t dim,
                                                       ir_value_t* idx, int64_t* n) {
   const tpurt_tensor_t *t = lower_meta(ctx, 0), *st = lower_meta(ctx, 3);
@@ -449,8 +451,28 @@ static TPURT_MUST_USE tpurt_status_t lower_index_fill(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* The sizes of |t| without |dim| into |out| (a 0-d tensor has none): the
+** slice shape PyTorch compares between index_copy's self and source. */
+static int32_t slice_sizes(const tpurt_tensor_t* t, int64_t dim, int64_t* out) {
+  int32_t k = 0;
+  for (int32_t d = 0; d < t->rank; ++d)
+    if (d != dim) out[k++] = t->sizes[d];
+  return k;
+}
+
+/* |sizes| as PyTorch prints a size vector in index_copy's error ("3 2"). */
+static const char* slice_str(int32_t n, const int64_t* sizes, char buf[static 160]) {
+  size_t used = 0;
+  buf[0] = 0;
+  for (int32_t i = 0; i < n && used < 140; ++i)
+    used += (size_t)snprintf(buf + used, 160 - used, "%s%lld", i ? " " : "", (long long)sizes[i]);
+  return buf;
+}
+
 /* index_copy(self, dim, index, source): the slices of source land at
-** self[index[k]] along dim (a scatter with the other dims as windows) */
+** self[index[k]] along dim (a scatter with the other dims as windows).
+** PyTorch's checks compare shapes without |dim|, so a 0-d source fills a
+** 1-element slice of a vector and a 1-element source fills a 0-d self. */
 static TPURT_MUST_USE tpurt_status_t lower_index_copy(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* st = lower_meta(ctx, 3);
@@ -461,16 +483,41 @@ static TPURT_MUST_USE tpurt_status_t lower_index_copy(lower_ctx_t* ctx) {
                        "index_copy_(): self and source expected to have the same dtype");
   int64_t n;
   ir_value_t idx;
-  TPURT_RETURN_IF_ERROR(source_slices_at(ctx, "index_copy_", dim, &idx, &n));
-  if (n == 0 || t->rank == 0) {
-    lower_set_result(ctx, 0, n == 0 ? lower_tensor(ctx, 0) : lower_tensor(ctx, 3));
+  TPURT_RETURN_IF_ERROR(index_vector(ctx, 2, "index_copy_", t->rank ? t->sizes[dim] : 1, &idx, &n));
+  if (t->rank && st->rank && t->rank != st->rank)
+    return lower_error(TPURT_OUT_OF_RANGE,
+                       "index_copy_(): When source and destination are not scalars, their dimensionality "
+                       "must match. Source dimensionality (%d), destination dimensionality (%d)",
+                       (int)st->rank, (int)t->rank);
+  int64_t ts[TPURT_MAX_RANK], ss[TPURT_MAX_RANK];
+  int32_t tn = slice_sizes(t, dim, ts), sn = slice_sizes(st, dim, ss);
+  char tb[160], sb[160];
+  if (tn != sn || memcmp(ts, ss, (size_t)tn * sizeof *ts) != 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "index_copy_(): Source/destination tensor must have same slice shapes. Destination "
+                       "slice shape: %s at dimension %lld and source slice shape: %s at dimension 0.",
+                       slice_str(tn, ts, tb), (long long)dim, slice_str(sn, ss, sb));
+  int64_t m = st->rank ? st->sizes[dim] : 1;
+  if (m != n)
+    return lower_error(TPURT_OUT_OF_RANGE,
+                       "index_copy_(): Number of indices (%lld) should be equal to source.size(dim) (%lld)",
+                       (long long)n, (long long)m);
+  if (n == 0) {
+    lower_set_result(ctx, 0, lower_tensor(ctx, 0));
     return NULL;
   }
+  ir_func_t* f = ctx->func;
+  if (t->rank == 0) { /* one index, one element */
+    lower_set_result(ctx, 0, ir_reshape(f, lower_tensor(ctx, 3), 0, NULL));
+    return NULL;
+  }
+  int64_t src_sizes[TPURT_MAX_RANK]; /* source at self's rank: n at dim */
+  for (int32_t d = 0; d < t->rank; ++d) src_sizes[d] = d == dim ? n : t->sizes[d];
   int64_t id[2] = {n, 1};
   ir_scatter_dims_t sd = lower_scatter_dims_along(t->rank, dim);
-  ir_value_t r = scatter(ctx, lower_tensor(ctx, 0), ir_reshape(ctx->func, idx, 2, id), lower_tensor(ctx, 3),
-                         &sd, COMBINE_REPLACE);
-  lower_set_result(ctx, 0, r);
+  ir_value_t src = ir_reshape(f, lower_tensor(ctx, 3), t->rank, src_sizes);
+  lower_set_result(ctx, 0,
+                   scatter(ctx, lower_tensor(ctx, 0), ir_reshape(f, idx, 2, id), src, &sd, COMBINE_REPLACE));
   return NULL;
 }
 
