@@ -3,6 +3,7 @@ seen by every alias, out= works, versions bump."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from conftest import assert_same
@@ -160,3 +161,29 @@ def test_scalars_compile_once_from_cold():
         _ = x * (0.25 + i)
     torch.tpu.synchronize()
     assert torch_tpu.metrics()["compiles"] == 1
+
+
+def _layouts(d):
+    """clone/contiguous/resize_as_ in each memory format: the values and the strides."""
+    x = torch.arange(2 * 3 * 4 * 5, dtype=torch.float32).reshape(2, 3, 4, 5).to(d)
+    v = torch.arange(2 * 3 * 2 * 4 * 5, dtype=torch.float32).reshape(2, 3, 2, 4, 5).to(d)
+    cl = x.contiguous(memory_format=torch.channels_last)
+    out = [cl, x.clone(memory_format=torch.channels_last), cl.clone(), cl.contiguous()]
+    out.append(v.contiguous(memory_format=torch.channels_last_3d))
+    flat = torch.zeros(x.numel(), device=d)
+    out.append(flat.resize_as_(cl, memory_format=torch.preserve_format))
+    return out
+
+
+def test_memory_formats_keep_pytorchs_strides(no_fallback):
+    expected, actual = _layouts("cpu"), _layouts("tpu")
+    for a, e in zip(actual, expected):
+        assert a.stride() == e.stride()
+        assert a.cpu().stride() == e.stride()
+    assert_same(actual[:-1], expected[:-1])  # resize_as_ keeps the values uninitialised
+
+
+def test_channels_last_of_the_wrong_rank_is_refused():
+    for d in ("cpu", "tpu"):
+        with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last format"):
+            torch.zeros(3, 4, device=d).clone(memory_format=torch.channels_last)

@@ -261,11 +261,13 @@ tpurt_status_t engine_op_replay_locked(const tpurt_op_call_t* recorded, tpurt_re
 
 tpurt_status_t engine_view_materialize_locked(const tpurt_tensor_t* view, tpurt_storage_t** out_dense) {
   *out_dense = NULL;
-  tpurt_arg_t arg = {.kind = TPURT_ARG_TENSOR, .u.tensor = *view};
+  /* memory_format=torch.contiguous_format (0): clone's default keeps a
+  ** channels-last view channels-last, and this copy must be row-major */
+  tpurt_arg_t args[2] = {{.kind = TPURT_ARG_TENSOR, .u.tensor = *view}, {.kind = TPURT_ARG_INT, .u.i = 0}};
   tpurt_result_t result;
   tpurt_op_call_t call = {.name = "aten::clone",
-                          .args = &arg,
-                          .num_args = 1,
+                          .args = args,
+                          .num_args = 2,
                           .device = view->storage->device,
                           .results = &result,
                           .max_results = 1};

@@ -290,18 +290,6 @@ static bool conv_dtype_ok(tpurt_dtype_t d) {
   return d == TPURT_DTYPE_F32 || d == TPURT_DTYPE_BF16 || d == TPURT_DTYPE_F16 || d == TPURT_DTYPE_F64;
 }
 
-/* PyTorch's CPU convolution returns channels_last (NHWC in memory, or
-** NDHWC) when the input or the weight is in that layout, else contiguous. */
-static bool channels_last(const tpurt_tensor_t* t) {
-  if (!t || (t->rank != 4 && t->rank != 5)) return false;
-  int64_t order[TPURT_MAX_RANK];
-  lower_memory_order(t, order);
-  if (order[0] != 0 || order[t->rank - 1] != 1) return false;
-  for (int32_t i = 1; i < t->rank - 1; ++i)
-    if (order[i] != i + 1) return false;
-  return t->sizes[1] > 1 && t->strides[1] == 1;
-}
-
 /* convolution(input, weight, bias?, stride, padding, dilation, transposed,
 **             output_padding, groups) (and convolution_overrideable) */
 static TPURT_MUST_USE tpurt_status_t lower_convolution(lower_ctx_t* ctx) {
@@ -340,14 +328,10 @@ static TPURT_MUST_USE tpurt_status_t lower_convolution(lower_ctx_t* ctx) {
                                      ty->dims, &one));
   }
   y = lower_cast(ctx, y, in->dtype);
-  if (channels_last(in) || channels_last(w)) {
-    /* NCHW -> NHWC in memory, the result viewed back as NCHW */
-    int64_t order[TPURT_MAX_RANK], inverse[TPURT_MAX_RANK];
-    order[0] = 0;
-    for (int32_t i = 1; i < in->rank - 1; ++i) order[i] = i + 1;
-    order[in->rank - 1] = 1;
-    for (int32_t i = 0; i < in->rank; ++i) inverse[order[i]] = i;
-    lower_set_result_permuted(ctx, 0, ir_transpose(ctx->func, y, order), inverse);
+  /* PyTorch's CPU convolution returns channels_last when the input or the
+  ** weight is in that layout, else contiguous. */
+  if (lower_is_channels_last(in) || lower_is_channels_last(w)) {
+    lower_set_result_channels_last(ctx, 0, y, in->rank);
   } else {
     lower_set_result(ctx, 0, y);
   }

@@ -226,6 +226,11 @@ void lower_set_result_permuted(lower_ctx_t* ctx, int32_t k, ir_value_t physical,
 /* The permutation that sorts |t|'s dims by decreasing stride (its memory
 ** order); identity for a contiguous tensor. */
 void lower_memory_order(const tpurt_tensor_t* t, int64_t* perm);
+/* True if |t| (rank 4 or 5) is laid out channels-last (NHWC or NDHWC in
+** memory), as PyTorch's suggest_memory_format would say. */
+bool lower_is_channels_last(const tpurt_tensor_t* t);
+/* Result |k| is |y| (NCHW or NCDHW logically) stored channels-last. */
+void lower_set_result_channels_last(lower_ctx_t* ctx, int32_t k, ir_value_t y, int32_t rank);
 /* float[] args: the length, and item |k| as a runtime 0-d parameter. */
 int32_t lower_float_list_len(const lower_ctx_t* ctx, int32_t i);
 ir_value_t lower_float_list_item(lower_ctx_t* ctx, int32_t i, int32_t k, tpurt_dtype_t dtype);

@@ -165,6 +165,26 @@ void lower_memory_order(const tpurt_tensor_t* t, int64_t* perm) {
     }
 }
 
+bool lower_is_channels_last(const tpurt_tensor_t* t) {
+  if (!t || (t->rank != 4 && t->rank != 5)) return false;
+  int64_t order[TPURT_MAX_RANK];
+  lower_memory_order(t, order);
+  if (order[0] != 0 || order[t->rank - 1] != 1) return false;
+  for (int32_t i = 1; i < t->rank - 1; ++i)
+    if (order[i] != i + 1) return false;
+  return t->sizes[1] > 1 && t->strides[1] == 1;
+}
+
+void lower_set_result_channels_last(lower_ctx_t* ctx, int32_t k, ir_value_t y, int32_t rank) {
+  /* NCHW -> NHWC in memory, the result viewed back as NCHW */
+  int64_t order[TPURT_MAX_RANK], inverse[TPURT_MAX_RANK];
+  order[0] = 0;
+  for (int32_t i = 1; i < rank - 1; ++i) order[i] = i + 1;
+  order[rank - 1] = 1;
+  for (int32_t i = 0; i < rank; ++i) inverse[order[i]] = i;
+  lower_set_result_permuted(ctx, k, ir_transpose(ctx->func, y, order), inverse);
+}
+
 void lower_set_host_int(lower_ctx_t* ctx, int32_t k, int64_t value) {
   lower_set_result(ctx, k, LOWER_HOST_INT_BASE);
   if (k >= 0 && k < LOWER_MAX_FLAT_ARGS) ctx->host_ints[k] = value;

@@ -43,9 +43,30 @@ static TPURT_MUST_USE tpurt_status_t lower_cat(lower_ctx_t* ctx) {
   return NULL;
 }
 
-/* clone(self, memory_format=None): the value read through the view. */
+/* c10::MemoryFormat's values, as a memory_format argument carries them. */
+enum {
+  MEMORY_FORMAT_CONTIGUOUS = 0,
+  MEMORY_FORMAT_PRESERVE = 1,
+  MEMORY_FORMAT_CHANNELS_LAST = 2,
+  MEMORY_FORMAT_CHANNELS_LAST_3D = 3
+};
+
+/* clone(self, memory_format=None): the value read through the view, laid
+** out as PyTorch lays it: channels_last(_3d) asked for, or kept from a
+** channels-last input (Preserve, the default); else row-major. */
 static TPURT_MUST_USE tpurt_status_t lower_clone(lower_ctx_t* ctx) {
-  lower_set_result(ctx, 0, lower_tensor(ctx, 0));
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t format = lower_int(ctx, 1, MEMORY_FORMAT_PRESERVE);
+  if (format == MEMORY_FORMAT_CHANNELS_LAST && t->rank != 4)
+    return lower_error(TPURT_INVALID_ARGUMENT, "required rank 4 tensor to use channels_last format");
+  if (format == MEMORY_FORMAT_CHANNELS_LAST_3D && t->rank != 5)
+    return lower_error(TPURT_INVALID_ARGUMENT, "required rank 5 tensor to use channels_last_3d format");
+  bool last = format == MEMORY_FORMAT_CHANNELS_LAST || format == MEMORY_FORMAT_CHANNELS_LAST_3D ||
+              (format == MEMORY_FORMAT_PRESERVE && lower_is_channels_last(t));
+  if (last)
+    lower_set_result_channels_last(ctx, 0, lower_tensor(ctx, 0), t->rank);
+  else
+    lower_set_result(ctx, 0, lower_tensor(ctx, 0));
   return NULL;
 }
 

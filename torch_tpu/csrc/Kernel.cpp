@@ -177,6 +177,8 @@ struct Call {
         return push({.kind = TPURT_ARG_INT, .u = {.i = as_int(v)}});
       case c10::TypeKind::BoolType:
         return push({.kind = TPURT_ARG_BOOL, .u = {.i = v.toBool()}});
+      case c10::TypeKind::MemoryFormatType:  // c10::MemoryFormat's value (clone's memory_format)
+        return push({.kind = TPURT_ARG_INT, .u = {.i = v.toInt()}});
       case c10::TypeKind::ScalarTypeType: {
         const tpurt_dtype_t dtype = to_tpurt_dtype(static_cast<c10::ScalarType>(v.toInt()), name);
         return push({.kind = TPURT_ARG_DTYPE, .u = {.i = dtype}});
