@@ -410,3 +410,17 @@ def test_exit_right_after_a_backward_does_not_abort():
     for _ in range(10):  # one at a time: the race needs an idle core for the device thread
         run = subprocess.run([sys.executable, "-c", _BACKWARD_THEN_EXIT], capture_output=True, timeout=300)
         assert run.returncode == 0 and run.stdout.strip().endswith(b"done"), run.stderr.decode()[-2000:]
+
+
+def test_quantized_tensors_are_refused_by_name():
+    # quantized dtypes have no tpu storage: a clear refusal naming the op, in every way in
+    x = torch.quantize_per_tensor(torch.randn(4), 0.1, 0, torch.quint8)
+    makers = {
+        "aten::empty_quantized": lambda: x.to("tpu"),
+        "aten::_empty_affine_quantized": lambda: torch._empty_affine_quantized(
+            [2], device="tpu", dtype=torch.qint8
+        ),
+    }
+    for op, make in makers.items():
+        with pytest.raises(NotImplementedError, match=f"{op}: tpu does not support quantized tensors"):
+            make()

@@ -787,8 +787,21 @@ void reset_cpu_fallback_counts() {
   g_fallback_counts.clear();
 }
 
+// Quantized tensors (quint8, qint8, ...) have no tpu storage: every op on the
+// QuantizedPrivateUse1 key is refused by name, instead of the dispatcher's
+// "could not run ... from the 'Quantizedtpu' backend" and its list of keys.
+void quantized_refusal(const c10::OperatorHandle& op, torch::jit::Stack* /*stack*/) {
+  TORCH_CHECK_NOT_IMPLEMENTED(false, op.schema().name(),
+                              ": tpu does not support quantized tensors (quint8, qint8, qint32, quint4x2); "
+                              "dequantize() them on the CPU first");
+}
+
 }  // namespace torch_tpu
 
 TORCH_LIBRARY_IMPL(_, PrivateUse1, m) {
   m.fallback(torch::CppFunction::makeFromBoxedFunction<&torch_tpu::tpu_boxed_kernel>());
+}
+
+TORCH_LIBRARY_IMPL(_, QuantizedPrivateUse1, m) {
+  m.fallback(torch::CppFunction::makeFromBoxedFunction<&torch_tpu::quantized_refusal>());
 }
