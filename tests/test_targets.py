@@ -192,8 +192,8 @@ def test_info_with_libtpu_and_no_tpu_is_one_line_within_10s():
 
 @needs_fake
 def test_refuse_stops_what_the_target_cannot_compile():
-    """TORCH_TPU_TARGET_REFUSE=1: the refused program never runs; the error names the op, the
-    target and the compiler's words. What the target compiles still runs."""
+    """TORCH_TPU_TARGET_REFUSE=1: the refused program never runs; the error names the op, its
+    dtype, the target and the compiler's words. What the target compiles still runs."""
     script = (
         "import torch, torch_tpu\n"
         "x = torch.randn(64, device='tpu')\n"
@@ -213,6 +213,7 @@ def test_refuse_stops_what_the_target_cannot_compile():
     assert out.returncode == 0, out.stderr[-2000:]
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("REFUSED"))
     assert "_fft_r2c" in line and "refused before it runs" in line, line
+    assert "at dtype Float" in line, line  # the op, the dtype and the chip: all named
     assert "fake:1x1 (Fake TPU)" in line and "FFT is not supported" in line, line
 
 
