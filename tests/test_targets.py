@@ -5,6 +5,7 @@ build/tests/fake_pjrt_plugin.so."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 import torch
 
 import torch_tpu
+from tests.conftest import devices_env
 from torch_tpu import _discovery, targets
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -190,8 +192,8 @@ def test_info_with_libtpu_and_no_tpu_is_one_line_within_10s():
 
 @needs_fake
 def test_refuse_stops_what_the_target_cannot_compile():
-    """TORCH_TPU_TARGET_REFUSE=1: the refused program never runs; the error names the op, the
-    target and the compiler's words. What the target compiles still runs."""
+    """TORCH_TPU_TARGET_REFUSE=1: the refused program never runs; the error names the op, its
+    dtype, the target and the compiler's words. What the target compiles still runs."""
     script = (
         "import torch, torch_tpu\n"
         "x = torch.randn(64, device='tpu')\n"
@@ -211,4 +213,50 @@ def test_refuse_stops_what_the_target_cannot_compile():
     assert out.returncode == 0, out.stderr[-2000:]
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("REFUSED"))
     assert "_fft_r2c" in line and "refused before it runs" in line, line
+    assert "at dtype Float" in line, line  # the op, the dtype and the chip: all named
     assert "fake:1x1 (Fake TPU)" in line and "FFT is not supported" in line, line
+
+
+def _tp_figures(tmp_path: Path, *flags: str) -> dict:
+    env = {**os.environ, **devices_env(4), "PYTHONPATH": str(ROOT), "TORCH_TPU_CACHE_DIR": str(tmp_path)}
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "targets_flux_tp.py"), "--json", *flags],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@needs_libtpu
+def test_tiny_flux_tp_over_v5e_2x2_per_chip_arguments_within_the_share(tmp_path):
+    """TP over 4 v5e chips, at tile-aligned widths: the compiler's per-chip argument bytes stay
+    within 1/4 of the sharded parameters + the replicated ones + the inputs (1% slack: a few 1-d
+    tensors still pad to TPU tiles)."""
+    r = _tp_figures(tmp_path, "--aligned")
+    assert r["target"] == "v5e:2x2" and r["num_partitions"] == [4] and r["errors"] == [None]
+    assert r["sharded"] > r["replicated"]  # the split carries most of the weight
+    (arg,) = r["argument_bytes"]
+    # a replicated program would hold the whole sharded share on each chip
+    assert arg <= 1.01 * r["dense"] < r["sharded"] + r["replicated"]
+    assert arg <= r["tiled"]
+
+
+@needs_libtpu
+@pytest.mark.slow
+def test_tiny_flux_tp_at_tiny_widths_is_within_the_tile_padded_share(tmp_path):
+    """At the tiny model's widths (16-wide heads) tile padding, not the split, sets the per-chip
+    bytes (above the dense share); they stay within each chip's pieces padded to TPU tiles."""
+    r = _tp_figures(tmp_path)
+    assert r["num_partitions"] == [4] and r["errors"] == [None]
+    (arg,) = r["argument_bytes"]
+    assert r["dense"] < arg <= r["tiled"]
+
+
+def test_tiled_bytes_pads_to_tpu_tiles():
+    assert targets.tiled_bytes([3, 5], 4) == 8 * 128 * 4
+    assert targets.tiled_bytes([2, 16, 256], 2) == 2 * 16 * 256 * 2  # already whole tiles
+    assert targets.tiled_bytes([1100], 4) == 2048 * 4
+    assert targets.tiled_bytes([], 4) == 1024 * 4

@@ -175,25 +175,17 @@ def _expand(module: torch.nn.Module, pattern: str) -> list[tuple[str, torch.nn.M
     return found
 
 
-def parallelize_module(
-    module: torch.nn.Module, mesh: Mesh, plan: Mapping[str, Any] | None = None, axis: str | int = 0
-) -> torch.nn.Module:
-    """Shards ``module``'s parameters over ``mesh`` by a diffusers ``_tp_plan``.
-
-    ``plan`` maps submodule names (one ``*`` may stand for every block of a
-    ModuleList) to "colwise" (weight dim 0 and bias split) or "rowwise"
-    (weight dim 1 split, bias replicated); ``None`` takes the module's own
-    ``_tp_plan``. Parameters are split in place over mesh axis ``axis``; every
-    other parameter and buffer is replicated on the mesh. The whole plan is
-    checked before any parameter moves.
-    """
+def tp_split_dims(
+    module: torch.nn.Module, parts: int, plan: Mapping[str, Any] | None = None
+) -> dict[int, tuple[str, int | None]]:
+    """id(tensor) -> (name, the dim split ``parts`` ways) for each tensor ``plan`` (None: the
+    module's ``_tp_plan``) splits or replicates by name; tensors it does not name are absent
+    (replicated). The plan is checked whole here, before :func:`parallelize_module` moves anything."""
     if plan is None:
         plan = getattr(module, "_tp_plan", None)
         if not plan:
             raise ValueError(f"parallelize_module: {type(module).__name__} has no _tp_plan; pass a plan")
-    a = mesh.axis_index(axis)
-    parts = mesh.shape[a]
-    spec_of: dict[int, tuple[str, int | None]] = {}  # id(param) -> (name, split dim)
+    spec_of: dict[int, tuple[str, int | None]] = {}
     for pattern, style in plan.items():
         for name, sub in _expand(module, pattern):
             dim = _style_dim(style, name)
@@ -209,6 +201,23 @@ def parallelize_module(
             bias = getattr(sub, "bias", None)
             if isinstance(bias, torch.Tensor):
                 spec_of[id(bias)] = (f"{name}.bias", 0 if dim == 0 else None)
+    return spec_of
+
+
+def parallelize_module(
+    module: torch.nn.Module, mesh: Mesh, plan: Mapping[str, Any] | None = None, axis: str | int = 0
+) -> torch.nn.Module:
+    """Shards ``module``'s parameters over ``mesh`` by a diffusers ``_tp_plan``.
+
+    ``plan`` maps submodule names (one ``*`` may stand for every block of a
+    ModuleList) to "colwise" (weight dim 0 and bias split) or "rowwise"
+    (weight dim 1 split, bias replicated); ``None`` takes the module's own
+    ``_tp_plan``. Parameters are split in place over mesh axis ``axis``; every
+    other parameter and buffer is replicated on the mesh. The whole plan is
+    checked before any parameter moves.
+    """
+    a = mesh.axis_index(axis)
+    spec_of = tp_split_dims(module, mesh.shape[a], plan)
     for tensor in list(module.parameters()) + list(module.buffers()):
         if tensor.device.type != "tpu":
             raise ValueError(

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import os
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from torch_tpu import _discovery
@@ -149,6 +150,52 @@ def hbm_need(record: dict[str, Any]) -> int | None:
         return None
     held = m["argument_bytes"] + m["output_bytes"] - m["alias_bytes"]
     return held + m["temp_bytes"] + m["generated_code_bytes"]
+
+
+# TPU arrays are laid out in tiles, and a program's argument bytes count the padding, so a bound
+# on them at small or odd widths must pad too. At most: a rank >= 2 array's two minor dims pad to
+# (8, 128), a 1-d array to 1,024 elements (libtpu 0.0.52 on v5e; it may pick a layout that pads
+# less, e.g. a short 1-d array pads only to 128 elements, or swap two minor dims).
+_TILE_2D = (8, 128)
+_TILE_1D = 1024
+
+
+def tiled_bytes(shape: Sequence[int], itemsize: int) -> int:
+    """At most the bytes an array of |shape| (|itemsize| bytes per element) takes on a TPU, tiles padded."""
+    dims = list(shape) or [1]
+
+    def up(n: int, m: int) -> int:
+        return -(-n // m) * m
+
+    if len(dims) == 1:
+        return up(dims[0], _TILE_1D) * itemsize
+    outer = math.prod(dims[:-2])
+    return outer * up(dims[-2], _TILE_2D[0]) * up(dims[-1], _TILE_2D[1]) * itemsize
+
+
+def tp_argument_bounds(module: Any, inputs: Any, parts: int, plan: Any = None) -> dict[str, int]:
+    """Per-chip argument byte bounds for |module| split |parts| ways by its TP plan (see
+    torch_tpu.distributed.tp_split_dims) and called on |inputs| (tensors, or a dict of them):
+    ``dense`` = sharded/parts + replicated + inputs, in plain bytes; ``tiled`` = the same with each
+    chip's piece of every tensor padded to TPU tiles (:func:`tiled_bytes`)."""
+    from torch_tpu.distributed import tp_split_dims
+
+    split = tp_split_dims(module, parts, plan)
+    out = {"sharded": 0, "replicated": 0, "inputs": 0, "tiled": 0}
+    for t in list(module.parameters()) + list(module.buffers()):
+        dim = split.get(id(t), ("", None))[1]
+        shape = list(t.shape)
+        if dim is not None:
+            shape[dim] //= parts
+        out["sharded" if dim is not None else "replicated"] += t.numel() * t.element_size()
+        out["tiled"] += tiled_bytes(shape, t.element_size())
+    values = inputs.values() if isinstance(inputs, dict) else inputs
+    for v in values:
+        if hasattr(v, "shape"):
+            out["inputs"] += v.numel() * v.element_size()
+            out["tiled"] += tiled_bytes(v.shape, v.element_size())
+    out["dense"] = out["sharded"] // parts + out["replicated"] + out["inputs"]
+    return out
 
 
 def _short_reason(error: str) -> str:

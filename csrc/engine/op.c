@@ -29,6 +29,28 @@ static bool try_share_copy(const tpurt_op_call_t* call) {
 
 static TPURT_MUST_USE tpurt_status_t check_operands(const tpurt_op_call_t* call);
 
+/* Under a shadow target a program the target refuses fails here: the
+** error then also names the dtypes it was refused at (the op and the chip
+** are named already), since a TPU may take an op at one dtype only. */
+static TPURT_MUST_USE tpurt_status_t name_dtypes_consume(const tpurt_op_call_t* call, tpurt_status_t status) {
+  if (!status || !tpurt_shadow_target()) return status;
+  bool seen[TPURT_DTYPE_COUNT] = {false};
+  char names[200] = "";
+  size_t used = 0;
+  for (int32_t i = 0; i < call->num_args && used < sizeof names; ++i) {
+    if (call->args[i].kind != TPURT_ARG_TENSOR) continue;
+    tpurt_dtype_t dt = call->args[i].u.tensor.dtype;
+    if ((unsigned)dt >= TPURT_DTYPE_COUNT || seen[dt]) continue;
+    seen[dt] = true;
+    int n = snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", tpurt_dtype_name(dt));
+    if (n > 0) used += (size_t)n;
+  }
+  if (!used) return status;
+  char prefix[220];
+  snprintf(prefix, sizeof prefix, "at dtype %s", names);
+  return tpurt_status_annotate_consume(status, prefix);
+}
+
 /* Lowers |call| under the engine lock, then compiles it into the claimed
 ** |plan| with the lock released (when |may_unlock|; else under it), and
 ** takes the lock again. */
@@ -37,7 +59,7 @@ static TPURT_MUST_USE tpurt_status_t build_plan(const lower_rule_t* rule, tpurt_
   lowered_t lowered;
   TPURT_RETURN_IF_ERROR(lower_op(rule, call, NULL, &lowered));
   if (may_unlock) engine_unlock();
-  tpurt_status_t status = lowered_compile_consume(&lowered, plan);
+  tpurt_status_t status = name_dtypes_consume(call, lowered_compile_consume(&lowered, plan));
   if (may_unlock) engine_lock();
   return status;
 }

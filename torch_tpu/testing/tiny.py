@@ -36,6 +36,8 @@ __all__ = [
     "flux_pipeline",
     "flux_transformer",
     "flux_transformer_inputs",
+    "flux_transformer_tile_aligned",
+    "flux_transformer_tile_aligned_inputs",
     "sd3_transformer",
     "sd_pipeline",
     "t5_encoder",
@@ -120,6 +122,50 @@ def flux_transformer_inputs(
         "hidden_states": torch.randn(1, 16, 4 * _FLUX_LATENT[size], generator=g),
         "encoder_hidden_states": torch.randn(1, 8, _T5_D_MODEL[size], generator=g),
         "pooled_projections": torch.randn(1, _CLIP_HIDDEN[size], generator=g),
+        "timestep": torch.tensor([0.5]),
+        "img_ids": torch.zeros(16, 3),
+        "txt_ids": torch.zeros(8, 3),
+        "guidance": torch.tensor([3.5]),
+    }
+    return {k: v.to(device) for k, v in inputs.items()}
+
+
+# A FLUX transformer whose widths keep TPU tiles full when tensor parallelism splits it 4 ways:
+# each split dim is a multiple of 128 per shard (heads x head_dim = 512, so 128 per chip; the MLPs
+# 2,048), and the unsplit widths are multiples of 128 too. With tiny widths the tile padding, not
+# the sharding, sets a program's per-chip bytes; here they follow the sharded share.
+_ALIGNED_FLUX = dict(
+    patch_size=1,
+    num_layers=1,
+    num_single_layers=1,
+    attention_head_dim=128,
+    num_attention_heads=4,
+    axes_dims_rope=(16, 56, 56),
+    in_channels=128,
+    joint_attention_dim=128,
+    pooled_projection_dim=128,
+    guidance_embeds=True,
+)
+
+
+def flux_transformer_tile_aligned() -> Any:
+    """A one-block ``FluxTransformer2DModel`` at tile-aligned widths (for per-chip byte checks
+    under TP over 4 TPU chips), seeded; not paired with the tiny text encoders."""
+    from diffusers import FluxTransformer2DModel
+
+    return _seeded(1, lambda: _eval(FluxTransformer2DModel(**_ALIGNED_FLUX)))
+
+
+def flux_transformer_tile_aligned_inputs(
+    *, device: str | torch.device = "cpu", seed: int = 0
+) -> dict[str, torch.Tensor]:
+    """Seeded inputs for ``flux_transformer_tile_aligned()``: 16 image and 8 text tokens."""
+    g = torch.Generator().manual_seed(seed)
+    width = _ALIGNED_FLUX["joint_attention_dim"]
+    inputs = {
+        "hidden_states": torch.randn(1, 16, _ALIGNED_FLUX["in_channels"], generator=g),
+        "encoder_hidden_states": torch.randn(1, 8, width, generator=g),
+        "pooled_projections": torch.randn(1, _ALIGNED_FLUX["pooled_projection_dim"], generator=g),
         "timestep": torch.tensor([0.5]),
         "img_ids": torch.zeros(16, 3),
         "txt_ids": torch.zeros(8, 3),
