@@ -198,3 +198,65 @@ def test_grid_sample_2d_bf16(no_fallback):
         F.grid_sample(x, grid, align_corners=False),
         torch.bfloat16,
     )
+
+
+# ---- batch norm in training with running stats (csrc/lower/batch_norm.c) --------------------
+
+
+def _bn_args(dtype, shape=(4, 3, 5, 2)):
+    torch.manual_seed(0)
+    x = torch.randn(shape).to(dtype)
+    w, b = torch.randn(shape[1]), torch.randn(shape[1])
+    rm, rv = torch.randn(shape[1]), torch.rand(shape[1]) + 0.5
+    return x, w, b, rm, rv
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda x, w, b, rm, rv: torch.native_batch_norm(x, w, b, rm, rv, True, 0.3, 1e-5),
+        lambda x, w, b, rm, rv: torch.ops.aten._native_batch_norm_legit(x, w, b, rm, rv, True, 0.3, 1e-5),
+        lambda x, w, b, rm, rv: torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, 0.3, 1e-5),
+        lambda x, w, b, rm, rv: (F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.3),),
+        lambda x, w, b, rm, rv: (F.instance_norm(x, rm, rv, w, b, use_input_stats=True, momentum=0.3),),
+    ],
+    ids=[
+        "native_batch_norm",
+        "_native_batch_norm_legit",
+        "_batch_norm_with_update",
+        "F.batch_norm",
+        "F.instance_norm",
+    ],
+)
+def test_batch_norm_training_updates_running_stats(no_fallback, op, dtype):
+    args = _bn_args(dtype)
+    targs = [a.to("tpu") for a in args]
+    expected, got = op(*args), op(*targs)
+    for e, g in zip(expected, got):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        if e.numel():
+            close(g, e, dtype)
+    # the running stats moved, in place, as on the CPU (they started elsewhere)
+    assert not torch.equal(args[3], _bn_args(dtype)[3])
+    close(targs[3], args[3])
+    close(targs[4], args[4])
+
+
+def test_batch_norm_module_training_steps(no_fallback):
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm2d(3)
+    bnt = torch.nn.BatchNorm2d(3).to("tpu")
+    for _ in range(3):
+        x = torch.randn(2, 3, 4, 4)
+        close(bnt(x.to("tpu")), bn(x))
+    close(bnt.running_mean, bn.running_mean)
+    close(bnt.running_var, bn.running_var)
+    assert int(bnt.num_batches_tracked) == 3
+
+
+def test_batch_norm_training_one_value_per_channel_raises():
+    x = torch.randn(1, 3, device="tpu")
+    rm, rv = torch.zeros(3, device="tpu"), torch.ones(3, device="tpu")
+    with pytest.raises((RuntimeError, ValueError), match="more than 1 value per channel when training"):
+        torch.native_batch_norm(x, None, None, rm, rv, True, 0.1, 1e-5)
