@@ -260,3 +260,23 @@ def test_batch_norm_training_one_value_per_channel_raises():
     rm, rv = torch.zeros(3, device="tpu"), torch.ones(3, device="tpu")
     with pytest.raises((RuntimeError, ValueError), match="more than 1 value per channel when training"):
         torch.native_batch_norm(x, None, None, rm, rv, True, 0.1, 1e-5)
+
+
+# ---- hash_tensor (csrc/lower/reduction.c) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int8, torch.int64, torch.uint8, torch.bool]
+)
+@pytest.mark.parametrize("kw", [{}, {"dim": 1}, {"dim": (0, 2), "keepdim": True}], ids=["all", "dim", "dims"])
+def test_hash_tensor(no_fallback, dtype, kw):
+    torch.manual_seed(0)
+    x = (torch.randn(3, 4, 5) * 50).to(dtype)
+    got = torch.hash_tensor(x.to("tpu"), **kw)
+    assert got.device.type == "tpu" and got.dtype == torch.uint64
+    assert torch.equal(got.cpu(), torch.hash_tensor(x, **kw))
+
+
+def test_hash_tensor_empty_without_dim_raises():
+    with pytest.raises(RuntimeError, match="Expected reduction dim to be specified for input.numel"):
+        torch.hash_tensor(torch.empty(0, device="tpu"))

@@ -260,6 +260,7 @@ ALLOW = (
     "grid_sampler_2d",
     "gt",
     "half",
+    "hash_tensor",
     "heaviside",
     "histc",
     "hsplit",
@@ -835,7 +836,6 @@ SKIP = {
         "range, tests/test_random_moments.py the moments)"
     ),
     "grid_sampler_3d": "falls back to CPU: needs aten::grid_sampler_3d (no rule yet)",
-    "hash_tensor": "falls back to CPU: needs aten::hash_tensor.out",
     "histogram": "falls back to CPU: needs aten::histogram.bin_ct, aten::histogram.bins_tensor",
     "histogramdd": (
         "falls back to CPU: needs aten::_histogramdd_bin_edges, aten::_histogramdd_from_bin_cts, "

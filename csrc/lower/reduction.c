@@ -435,6 +435,41 @@ static TPURT_MUST_USE tpurt_status_t lower_count_nonzero(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* hash_tensor(self, dim=[], *, keepdim, mode=0) -> uint64: the XOR of the
+** elements' bits, each widened to 64 bits as PyTorch does (floats through
+** double, integers sign-extended, bool as 0/1), so a hash does not depend
+** on the device. */
+static TPURT_MUST_USE tpurt_status_t lower_hash_tensor(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  bool mask[TPURT_MAX_RANK];
+  int64_t dims[TPURT_MAX_RANK];
+  int32_t n = 0;
+  if (lower_int(ctx, 3, 0) != 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "hash_tensor: mode %lld is not supported (0: xor_sum)",
+                       (long long)lower_int(ctx, 3, 0));
+  bool no_dim = lower_is_none(ctx, 1) || lower_ints(ctx, 1, dims, TPURT_MAX_RANK) == 0;
+  int64_t numel = 1;
+  for (int32_t i = 0; i < t->rank; ++i) numel *= t->sizes[i];
+  if (no_dim && numel == 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "hash_tensor: Expected reduction dim to be specified for input.numel() == 0. Specify "
+                       "the reduction dim with the 'dim' argument.");
+  TPURT_RETURN_IF_ERROR(reduce_dims(ctx, 1, t->rank, mask, dims, &n));
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_tensor(ctx, 0);
+  if (tpurt_dtype_is_float(t->dtype)) {
+    x = ir_convert(f, x, TPURT_DTYPE_F64);
+  } else if (t->dtype != TPURT_DTYPE_BOOL && t->dtype != TPURT_DTYPE_U64) {
+    x = ir_convert(f, x, TPURT_DTYPE_I64);
+  }
+  ir_type_t u = *ir_value_type(f, x);
+  u.dtype = TPURT_DTYPE_U64;
+  x = t->dtype == TPURT_DTYPE_BOOL ? ir_convert(f, x, TPURT_DTYPE_U64) : ir_bitcast_convert(f, x, u);
+  ir_value_t r = ir_reduce(f, x, scalar_const(ctx, TPURT_DTYPE_U64, 0), dims, n, IR_REDUCE_XOR);
+  lower_set_result(ctx, 0, keep_dims(ctx, r, t, mask, lower_bool(ctx, 2, false)));
+  return NULL;
+}
+
 /* aminmax(self, *, dim?, keepdim) -> (min, max); NaN propagates as in amin/amax */
 static TPURT_MUST_USE tpurt_status_t lower_aminmax(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
@@ -554,6 +589,8 @@ const lower_rule_t lower_reduction_rules[] = {
     LOWER_KEYED_OUT_FN("aten::norm.dtype_out", lower_vector_norm),
     LOWER_KEYED_OUT_FN("aten::norm.out", lower_vector_norm),
     LOWER_FN("aten::count_nonzero", lower_count_nonzero),
+    LOWER_FN("aten::hash_tensor", lower_hash_tensor),
+    LOWER_OUT_FN("aten::hash_tensor.out", lower_hash_tensor),
     LOWER_FN("aten::count_nonzero.dim_IntList", lower_count_nonzero),
     LOWER_FN_WITH("aten::max", full_extreme, .flag = true),
     LOWER_FN_WITH("aten::max.dim", extreme_dim, .flag = true),
