@@ -280,3 +280,34 @@ def test_hash_tensor(no_fallback, dtype, kw):
 def test_hash_tensor_empty_without_dim_raises():
     with pytest.raises(RuntimeError, match="Expected reduction dim to be specified for input.numel"):
         torch.hash_tensor(torch.empty(0, device="tpu"))
+
+
+# ---- segment_reduce (csrc/lower/reduction.c) ------------------------------------------------
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("initial", [None, 2.0])
+@pytest.mark.parametrize("by", ["lengths", "offsets"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_segment_reduce(no_fallback, reduce, initial, by, dtype):
+    torch.manual_seed(0)
+    data = torch.randn(2, 7, 3).to(dtype)
+    lengths = torch.tensor([[0, 3, 4, 0], [2, 2, 0, 3]])
+    seg = (
+        lengths if by == "lengths" else torch.cat([torch.zeros(2, 1, dtype=torch.long), lengths.cumsum(1)], 1)
+    )
+    kw = {by: seg, "axis": 1, "initial": initial}
+    expected = torch.segment_reduce(data, reduce, **kw)
+    got = torch.segment_reduce(data.to("tpu"), reduce, **{**kw, by: seg.to("tpu")})
+    assert got.device.type == "tpu"
+    tol = 1e-5 if dtype == torch.float32 else 1.6e-2
+    # an empty segment's mean without initial is NaN on both
+    torch.testing.assert_close(got.cpu(), expected, rtol=tol, atol=tol, equal_nan=True)
+
+
+def test_segment_reduce_errors_as_pytorch():
+    data = torch.randn(5, device="tpu")
+    with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, amax or amin"):
+        torch.segment_reduce(data, "foo", lengths=torch.tensor([5], device="tpu"))
+    with pytest.raises(RuntimeError, match="Either lengths or offsets must be defined"):
+        torch.segment_reduce(data, "sum")

@@ -98,6 +98,8 @@ ALLOW = (
     "_batch_norm_with_update",
     "_chunk_cat",
     "_native_batch_norm_legit",
+    "_segment_reduce.lengths",
+    "_segment_reduce.offsets",
     "_softmax_backward_data",
     "_unsafe_masked_index",
     "_unsafe_masked_index_put_accumulate",
@@ -808,8 +810,6 @@ DTYPE_SKIP = {
 
 # Entries not covered, each with its reason.
 SKIP = {
-    "_segment_reduce.lengths": "falls back to CPU: needs aten::segment_reduce",
-    "_segment_reduce.offsets": "falls back to CPU: needs aten::segment_reduce",
     "as_strided.partial_views": (
         "sample input is a view with a storage offset; .to('tpu') copies only the view, so as_strided "
         "addresses a different storage (harness limit, not a bug)"
