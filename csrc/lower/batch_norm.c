@@ -75,7 +75,8 @@ static void update_running(lower_ctx_t* ctx, const bn_t* b, int32_t arg, ir_valu
 /* Forward; |rm|/|rv| < 0 when there are none. Sets out, save_mean, save_invstd
 ** and, training with running stats, writes them (momentum: arg |momentum|). */
 static TPURT_MUST_USE tpurt_status_t bn_forward(lower_ctx_t* ctx, int32_t w, int32_t bias, int32_t rm,
-                                                int32_t rv, bool training, int32_t momentum, int32_t eps_arg) {
+                                                int32_t rv, bool training, int32_t momentum,
+                                                int32_t eps_arg) {
   bn_t b;
   TPURT_RETURN_IF_ERROR(bn_setup(ctx, 0, w, &b));
   TPURT_RETURN_IF_ERROR(check_channel_arg(ctx, &b, w, "weight"));

@@ -130,8 +130,8 @@ enum {
 struct lower_ctx_s {
   ir_func_t* func;
   const char* op_name;
-  const tpurt_arg_t* args;           /* flattened, as the glue passed them */
-  int32_t num_args;                  /* schema arguments (lists count once) */
+  const tpurt_arg_t* args; /* flattened, as the glue passed them */
+  int32_t num_args;        /* schema arguments (lists count once) */
   /* Tensor args a functional rule also writes (lower_set_write). */
   int32_t num_writes;
   int32_t write_args[LOWER_MAX_WRITES];
