@@ -311,3 +311,43 @@ def test_segment_reduce_errors_as_pytorch():
         torch.segment_reduce(data, "foo", lengths=torch.tensor([5], device="tpu"))
     with pytest.raises(RuntimeError, match="Either lengths or offsets must be defined"):
         torch.segment_reduce(data, "sum")
+
+
+# ---- rrelu (csrc/lower/random.c) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rrelu_with_noise_training_draws_and_records_slopes(no_fallback, dtype):
+    torch.manual_seed(0)
+    x = torch.randn(200, 100).to(dtype).to("tpu")
+    noise = torch.full_like(x, -7.0)
+    out = torch.ops.aten.rrelu_with_noise(x, noise, 0.1, 0.3, True)
+    xc, nc, oc = x.cpu().float(), noise.cpu().float(), out.cpu().float()
+    pos = xc > 0
+    assert torch.equal(nc[pos], torch.ones_like(nc[pos]))  # noise written in place
+    slopes = nc[~pos]
+    assert slopes.min() >= 0.1 - 1e-3 and slopes.max() <= 0.3 + 1e-3
+    # uniform on [0.1, 0.3): mean 0.2, standard deviation 0.2 / sqrt(12) ~ 0.0577
+    assert abs(slopes.mean().item() - 0.2) < 0.005 and abs(slopes.std().item() - 0.0577) < 0.005
+    torch.testing.assert_close(
+        oc, (xc * nc).to(dtype).float(), rtol=1.6e-2 if dtype != torch.float32 else 1e-6, atol=0
+    )
+
+
+def test_rrelu_eval_and_functional(no_fallback):
+    torch.manual_seed(0)
+    x = torch.randn(4, 5)
+    close(F.rrelu(x.to("tpu"), 0.1, 0.3, training=False), F.rrelu(x, 0.1, 0.3, training=False))
+    xt = x.to("tpu")
+    out = F.rrelu(xt, training=True)
+    assert out.device.type == "tpu" and torch.equal(out.cpu()[x > 0], x[x > 0])
+    F.rrelu_(xt, training=True)  # the in-place form
+    assert torch.equal(xt.cpu()[x > 0], x[x > 0]) and bool(
+        (xt.cpu()[x <= 0] / x[x <= 0] <= 1 / 3 + 1e-6).all()
+    )
+
+
+def test_rrelu_bounds_error_as_pytorch():
+    x = torch.randn(3, device="tpu")
+    with pytest.raises(RuntimeError, match="Lower bound should be less than or equal to the upper bound"):
+        torch.ops.aten.rrelu_with_noise(x, torch.empty_like(x), 0.5, 0.1, True)
