@@ -351,3 +351,37 @@ def test_rrelu_bounds_error_as_pytorch():
     x = torch.randn(3, device="tpu")
     with pytest.raises(RuntimeError, match="Lower bound should be less than or equal to the upper bound"):
         torch.ops.aten.rrelu_with_noise(x, torch.empty_like(x), 0.5, 0.1, True)
+
+
+# ---- histogram (csrc/lower/selection.c) -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args,kw",
+    [
+        ((7,), {}),
+        ((5,), {"range": (-1.0, 2.5)}),
+        ((4,), {"density": True}),
+        ((torch.tensor([-2.0, -0.5, 0.0, 0.3, 3.0]),), {}),
+        ((torch.tensor([-1.0, 0.0, 1.5]),), {"density": True}),
+    ],
+    ids=["bins", "range", "density", "edges", "edges-density"],
+)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_histogram(no_fallback, args, kw, weighted):
+    torch.manual_seed(0)
+    x = torch.randn(6, 9)
+    if weighted:
+        kw = dict(kw, weight=torch.rand(6, 9))
+    expected = torch.histogram(x, *args, **kw)
+    to = lambda v: v.to("tpu") if isinstance(v, torch.Tensor) else v  # noqa: E731
+    got = torch.histogram(x.to("tpu"), *[to(a) for a in args], **{k: to(v) for k, v in kw.items()})
+    close(got.hist, expected.hist)
+    close(got.bin_edges, expected.bin_edges)
+
+
+def test_histogram_constant_input_widens_the_range(no_fallback):
+    expected = torch.histogram(torch.ones(4), 3)
+    got = torch.histogram(torch.ones(4, device="tpu"), 3)
+    close(got.hist, expected.hist)
+    close(got.bin_edges, expected.bin_edges)

@@ -265,6 +265,7 @@ ALLOW = (
     "hash_tensor",
     "heaviside",
     "histc",
+    "histogram",
     "hsplit",
     "hstack",
     "hypot",
@@ -836,7 +837,6 @@ SKIP = {
         "range, tests/test_random_moments.py the moments)"
     ),
     "grid_sampler_3d": "falls back to CPU: needs aten::grid_sampler_3d (no rule yet)",
-    "histogram": "falls back to CPU: needs aten::histogram.bin_ct, aten::histogram.bins_tensor",
     "histogramdd": (
         "falls back to CPU: needs aten::_histogramdd_bin_edges, aten::_histogramdd_from_bin_cts, "
         "aten::_histogramdd_from_bin_tensors"
