@@ -385,3 +385,44 @@ def test_histogram_constant_input_widens_the_range(no_fallback):
     got = torch.histogram(torch.ones(4, device="tpu"), 3)
     close(got.hist, expected.hist)
     close(got.bin_edges, expected.bin_edges)
+
+
+# ---- fractional max pooling (csrc/lower/pooling.c) ------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "shape,kernel,out",
+    [
+        ((2, 3, 9, 7), (2, 3), (4, 3)),
+        ((3, 8, 8), (3, 3), (5, 1)),
+        ((2, 2, 6, 7, 5), (2, 2, 3), (3, 4, 2)),
+        ((2, 5, 6, 4), (2, 2), (5, 3)),
+    ],
+    ids=["2d", "2d-unbatched", "3d", "2d-ties"],
+)
+def test_fractional_max_pool_with_given_samples(no_fallback, dtype, shape, kernel, out):
+    torch.manual_seed(0)
+    x = torch.randn(shape).to(dtype)
+    if shape == (2, 5, 6, 4):
+        x = x.round()  # many equal values: the first maximum's index wins
+    k = len(kernel)
+    op = torch.ops.aten.fractional_max_pool2d if k == 2 else torch.ops.aten.fractional_max_pool3d
+    batched = len(shape) == k + 2
+    samples = torch.rand(shape[0] if batched else 1, shape[1] if batched else shape[0], k).to(dtype)
+    expected = op(x, kernel, out, samples)
+    got = op(x.to("tpu"), kernel, out, samples.to("tpu"))
+    close(got[0], expected[0], dtype)
+    assert torch.equal(got[1].cpu(), expected[1])
+
+
+def test_fractional_max_pool_functional_and_errors(no_fallback):
+    x = torch.randn(2, 3, 10, 10, device="tpu")
+    out, idx = F.fractional_max_pool2d(x, 3, output_size=(4, 5), return_indices=True)
+    assert out.shape == (2, 3, 4, 5) and out.device.type == "tpu"
+    # every output is the input value at its index
+    torch.testing.assert_close(
+        out.cpu(), x.cpu().flatten(2).gather(2, idx.cpu().flatten(2)).view_as(out.cpu())
+    )
+    with pytest.raises(RuntimeError, match="too large relative to input"):
+        torch.ops.aten.fractional_max_pool2d(x, (8, 8), (5, 5), torch.rand(2, 3, 2, device="tpu"))
