@@ -426,3 +426,26 @@ def test_fractional_max_pool_functional_and_errors(no_fallback):
     )
     with pytest.raises(RuntimeError, match="too large relative to input"):
         torch.ops.aten.fractional_max_pool2d(x, (8, 8), (5, 5), torch.rand(2, 3, 2, device="tpu"))
+
+
+# ---- matrix_exp (csrc/lower/linalg.c) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape,scale", [((3, 3), 1.0), ((2, 4, 5, 5), 3.0), ((1, 1), 0.1), ((4, 4), 0.0)])
+def test_matrix_exp(no_fallback, shape, scale):
+    torch.manual_seed(0)
+    a = torch.randn(shape) * scale
+    if len(shape) == 4:
+        a[0, 0] *= 10  # matrices of one batch need different numbers of squarings
+    expected = torch.linalg.matrix_exp(a)
+    got = torch.linalg.matrix_exp(a.to("tpu"))
+    assert got.device.type == "tpu"
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-5, atol=1e-5)
+    if scale <= 1:  # bf16 rounds A itself: a loose comparison with the f32 result
+        got16 = torch.matrix_exp(a.to(torch.bfloat16).to("tpu"))
+        torch.testing.assert_close(got16.cpu().float(), expected, rtol=5e-2, atol=5e-2)
+
+
+def test_matrix_exp_errors_as_pytorch():
+    with pytest.raises(RuntimeError, match="A must be batches of square matrices"):
+        torch.linalg.matrix_exp(torch.randn(2, 3, device="tpu"))

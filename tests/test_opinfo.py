@@ -385,6 +385,7 @@ ALLOW = (
     "masked_scatter",
     "masked_select",
     "matmul",
+    "matrix_exp",
     "max.binary",
     "max.reduction_no_dim",
     "max.reduction_with_dim",
@@ -794,6 +795,10 @@ DTYPE_SKIP = {
     "nn.functional.conv_transpose3d": {
         "i64": "falls back to CPU: needs aten::convolution for int64 (conv family: float only)",
     },
+    "matrix_exp": {
+        "bf16": "CPU's own bf16 matrix_exp gives NaN on these samples (1-norm ~27); ours is finite",
+        "f16": "CPU's own f16 matrix_exp gives NaN on these samples (1-norm ~27); ours is finite",
+    },
     "nn.functional.instance_norm": {
         "bf16": (
             "KNOWN MISMATCH: 2 of 125 elements differ by 1-2 bf16 ulps from CPU (cause not found yet; "
@@ -863,7 +868,6 @@ SKIP = {
         "random output: the tpu and CPU generators give different streams (the all-entries mode checks "
         "range, tests/test_random_moments.py the moments)"
     ),
-    "matrix_exp": "falls back to CPU: needs aten::linalg_matrix_exp (no rule yet: scaling and squaring)",
     "multinomial": "random output: the tpu and CPU generators give different streams",
     "new_empty": "uninitialized output (empty): nothing to compare",
     "new_empty_strided": "uninitialized output (empty): nothing to compare",
@@ -927,6 +931,15 @@ SKIP = {
 
 # Per-op tolerance overrides by dtype: (rtol, atol, why); the larger of these and TOL wins.
 TOL_OVERRIDE = {
+    "matrix_exp": {
+        F32: (
+            2e-3,
+            0.2,
+            "scaling and squaring with another polynomial than CPU's: on the first samples (1-norm ~27, "
+            "entries up to 93014) CPU's result is 0.054 from the f64 one and ours 0.055; the small entries "
+            "lose digits to cancellation in both",
+        ),
+    },
     "nn.functional.conv_transpose1d": {
         F16: (
             0.002,
