@@ -449,3 +449,30 @@ def test_matrix_exp(no_fallback, shape, scale):
 def test_matrix_exp_errors_as_pytorch():
     with pytest.raises(RuntimeError, match="A must be batches of square matrices"):
         torch.linalg.matrix_exp(torch.randn(2, 3, device="tpu"))
+
+
+# ---- grid_sampler_3d (csrc/lower/grid_sample.c) ---------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_3d(no_fallback, mode, padding, align):
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 5, 6)
+    grid = torch.rand(2, 3, 4, 2, 3) * 2.4 - 1.2  # some points outside [-1, 1]
+    expected = F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=align)
+    got = F.grid_sample(x.to("tpu"), grid.to("tpu"), mode=mode, padding_mode=padding, align_corners=align)
+    close(got, expected)
+
+
+def test_grid_sample_3d_bf16_and_errors(no_fallback):
+    torch.manual_seed(0)
+    x, grid = torch.randn(1, 2, 3, 4, 5).bfloat16(), (torch.rand(1, 2, 3, 4, 3) * 2 - 1).bfloat16()
+    close(
+        F.grid_sample(x.to("tpu"), grid.to("tpu"), align_corners=False),
+        F.grid_sample(x, grid, align_corners=False),
+        torch.bfloat16,
+    )
+    with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D input"):
+        F.grid_sample(x.to("tpu"), grid.to("tpu"), mode="bicubic", align_corners=False)

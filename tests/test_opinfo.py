@@ -260,6 +260,7 @@ ALLOW = (
     "geqrf",
     "gradient",
     "grid_sampler_2d",
+    "grid_sampler_3d",
     "gt",
     "half",
     "hash_tensor",
@@ -841,7 +842,6 @@ SKIP = {
         "random output: the tpu and CPU generators give different streams (the all-entries mode checks "
         "range, tests/test_random_moments.py the moments)"
     ),
-    "grid_sampler_3d": "falls back to CPU: needs aten::grid_sampler_3d (no rule yet)",
     "histogramdd": (
         "falls back to CPU: needs aten::_histogramdd_bin_edges, aten::_histogramdd_from_bin_cts, "
         "aten::_histogramdd_from_bin_tensors"
