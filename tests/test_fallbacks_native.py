@@ -476,3 +476,32 @@ def test_grid_sample_3d_bf16_and_errors(no_fallback):
     )
     with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D input"):
         F.grid_sample(x.to("tpu"), grid.to("tpu"), mode="bicubic", align_corners=False)
+
+
+@pytest.mark.parametrize(
+    "bins,kw",
+    [
+        ((3, 4), {}),
+        ((2, 5), {"range": [-1.0, 1.0, -2.0, 0.5]}),
+        ((3, 2), {"density": True}),
+        ("tensors", {}),
+        ("tensors", {"density": True}),
+    ],
+    ids=["counts", "range", "density", "edges", "edges-density"],
+)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_histogramdd(no_fallback, bins, kw, weighted):
+    torch.manual_seed(0)
+    x = torch.randn(40, 2)
+    if weighted:
+        kw = dict(kw, weight=torch.rand(40))
+    to = lambda v: v.to("tpu") if isinstance(v, torch.Tensor) else v  # noqa: E731
+    if bins == "tensors":
+        bins = [torch.tensor([-2.0, -0.5, 0.0, 1.0]), torch.tensor([-1.0, 0.3, 2.0])]
+        got = torch.histogramdd(x.to("tpu"), [b.to("tpu") for b in bins], **{k: to(v) for k, v in kw.items()})
+    else:
+        got = torch.histogramdd(x.to("tpu"), bins, **{k: to(v) for k, v in kw.items()})
+    expected = torch.histogramdd(x, bins, **kw)
+    close(got.hist, expected.hist)
+    for g, e in zip(got.bin_edges, expected.bin_edges):
+        close(g, e)

@@ -267,6 +267,7 @@ ALLOW = (
     "heaviside",
     "histc",
     "histogram",
+    "histogramdd",
     "hsplit",
     "hstack",
     "hypot",
@@ -841,10 +842,6 @@ SKIP = {
     "geometric": (
         "random output: the tpu and CPU generators give different streams (the all-entries mode checks "
         "range, tests/test_random_moments.py the moments)"
-    ),
-    "histogramdd": (
-        "falls back to CPU: needs aten::_histogramdd_bin_edges, aten::_histogramdd_from_bin_cts, "
-        "aten::_histogramdd_from_bin_tensors"
     ),
     "imag": "no f32/bf16/f16/i64 support in op_db (dtypes: complex128, complex32, complex64)",
     "istft": "no f32/bf16/f16/i64 support in op_db (dtypes: complex128, complex64)",
