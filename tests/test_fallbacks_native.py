@@ -505,3 +505,20 @@ def test_histogramdd(no_fallback, bins, kw, weighted):
     close(got.hist, expected.hist)
     for g, e in zip(got.bin_edges, expected.bin_edges):
         close(g, e)
+
+
+def test_batch_norm_running_stats_update_in_fused_eager_with_the_output_unused(no_fallback):
+    # the running stats are the op's only lasting effect here: a fused graph must not drop it
+    from torch_tpu import EagerMode, eager_mode
+
+    torch.manual_seed(0)
+    bn, bnt = torch.nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3).to("tpu")
+    x = torch.randn(8, 3)
+    with eager_mode(EagerMode.DEFER_AND_FUSE):
+        for _ in range(2):
+            _ = bnt(x.to("tpu"))
+        got = bnt.running_mean.cpu(), bnt.running_var.cpu()
+    for _ in range(2):
+        bn(x)
+    close(got[0].to("tpu"), bn.running_mean)
+    close(got[1].to("tpu"), bn.running_var)
