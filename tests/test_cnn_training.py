@@ -1,10 +1,10 @@
 """A small CNN (conv, batch norm, max pool, adaptive average pool, linear) trains on "tpu" like it
 does on the CPU, with no CPU fallback; and the pooling and batch norm rules it rests on.
 
-Batch norm trains with batch statistics (``track_running_stats=False``): training with running
-statistics updates running_mean/running_var in place, which the engine cannot write back yet, so
-that one form still takes the CPU fallback (``test_batch_norm_running_stats_training_declines``).
-Evaluation with running statistics runs on tpu."""
+Batch norm trains with batch statistics (``track_running_stats=False``) and with running
+statistics, which it updates in place as CPU does
+(``test_batch_norm_running_stats_training_runs_on_tpu``). Evaluation with running statistics runs
+on tpu too."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import torch_tpu
+import torch_tpu  # noqa: F401 (registers the tpu device)
 
 from conftest import assert_same
 
@@ -80,13 +80,15 @@ def test_cnn_eval_with_running_stats(no_fallback):
     assert_same(actual, expected, rtol=1e-4, atol=1e-5)
 
 
-def test_batch_norm_running_stats_training_declines():
-    """Training batch norm with running stats is the one form left to the CPU: with the fallback
-    off it fails loudly, naming the op, instead of silently skipping the running-stat update."""
-    m = nn.BatchNorm2d(3).to("tpu").train()
-    x = torch.randn(2, 3, 4, 4, device="tpu")
-    with torch_tpu.cpu_fallback_mode(False), pytest.raises(NotImplementedError, match="native_batch_norm"):
-        m(x)
+def test_batch_norm_running_stats_training_runs_on_tpu(no_fallback):
+    """Training batch norm with running stats runs on tpu and moves the running stats as CPU does."""
+    torch.manual_seed(0)
+    m = nn.BatchNorm2d(3).train()
+    mt = copy.deepcopy(m).to("tpu")
+    x = torch.randn(2, 3, 4, 4)
+    assert_same(mt(x.to("tpu")), m(x), rtol=1e-4, atol=1e-5)
+    assert_same(mt.running_mean, m.running_mean, rtol=1e-5, atol=1e-6)
+    assert_same(mt.running_var, m.running_var, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("ceil_mode", [False, True])

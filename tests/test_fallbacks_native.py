@@ -198,3 +198,327 @@ def test_grid_sample_2d_bf16(no_fallback):
         F.grid_sample(x, grid, align_corners=False),
         torch.bfloat16,
     )
+
+
+# ---- batch norm in training with running stats (csrc/lower/batch_norm.c) --------------------
+
+
+def _bn_args(dtype, shape=(4, 3, 5, 2)):
+    torch.manual_seed(0)
+    x = torch.randn(shape).to(dtype)
+    w, b = torch.randn(shape[1]), torch.randn(shape[1])
+    rm, rv = torch.randn(shape[1]), torch.rand(shape[1]) + 0.5
+    return x, w, b, rm, rv
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda x, w, b, rm, rv: torch.native_batch_norm(x, w, b, rm, rv, True, 0.3, 1e-5),
+        lambda x, w, b, rm, rv: torch.ops.aten._native_batch_norm_legit(x, w, b, rm, rv, True, 0.3, 1e-5),
+        lambda x, w, b, rm, rv: torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, 0.3, 1e-5),
+        lambda x, w, b, rm, rv: (F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.3),),
+        lambda x, w, b, rm, rv: (F.instance_norm(x, rm, rv, w, b, use_input_stats=True, momentum=0.3),),
+    ],
+    ids=[
+        "native_batch_norm",
+        "_native_batch_norm_legit",
+        "_batch_norm_with_update",
+        "F.batch_norm",
+        "F.instance_norm",
+    ],
+)
+def test_batch_norm_training_updates_running_stats(no_fallback, op, dtype):
+    args = _bn_args(dtype)
+    targs = [a.to("tpu") for a in args]
+    expected, got = op(*args), op(*targs)
+    for e, g in zip(expected, got):
+        assert g.dtype == e.dtype and g.shape == e.shape
+        if e.numel():
+            close(g, e, dtype)
+    # the running stats moved, in place, as on the CPU (they started elsewhere)
+    assert not torch.equal(args[3], _bn_args(dtype)[3])
+    close(targs[3], args[3])
+    close(targs[4], args[4])
+
+
+def test_batch_norm_module_training_steps(no_fallback):
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm2d(3)
+    bnt = torch.nn.BatchNorm2d(3).to("tpu")
+    for _ in range(3):
+        x = torch.randn(2, 3, 4, 4)
+        close(bnt(x.to("tpu")), bn(x))
+    close(bnt.running_mean, bn.running_mean)
+    close(bnt.running_var, bn.running_var)
+    assert int(bnt.num_batches_tracked) == 3
+
+
+def test_batch_norm_training_one_value_per_channel_raises():
+    x = torch.randn(1, 3, device="tpu")
+    rm, rv = torch.zeros(3, device="tpu"), torch.ones(3, device="tpu")
+    with pytest.raises((RuntimeError, ValueError), match="more than 1 value per channel when training"):
+        torch.native_batch_norm(x, None, None, rm, rv, True, 0.1, 1e-5)
+
+
+# ---- hash_tensor (csrc/lower/reduction.c) ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int8, torch.int64, torch.uint8, torch.bool]
+)
+@pytest.mark.parametrize("kw", [{}, {"dim": 1}, {"dim": (0, 2), "keepdim": True}], ids=["all", "dim", "dims"])
+def test_hash_tensor(no_fallback, dtype, kw):
+    torch.manual_seed(0)
+    x = (torch.randn(3, 4, 5) * 50).to(dtype)
+    got = torch.hash_tensor(x.to("tpu"), **kw)
+    assert got.device.type == "tpu" and got.dtype == torch.uint64
+    assert torch.equal(got.cpu(), torch.hash_tensor(x, **kw))
+
+
+def test_hash_tensor_empty_without_dim_raises():
+    with pytest.raises(RuntimeError, match="Expected reduction dim to be specified for input.numel"):
+        torch.hash_tensor(torch.empty(0, device="tpu"))
+
+
+# ---- segment_reduce (csrc/lower/reduction.c) ------------------------------------------------
+
+
+@pytest.mark.parametrize("reduce", ["sum", "mean", "max", "min", "prod"])
+@pytest.mark.parametrize("initial", [None, 2.0])
+@pytest.mark.parametrize("by", ["lengths", "offsets"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_segment_reduce(no_fallback, reduce, initial, by, dtype):
+    torch.manual_seed(0)
+    data = torch.randn(2, 7, 3).to(dtype)
+    lengths = torch.tensor([[0, 3, 4, 0], [2, 2, 0, 3]])
+    seg = (
+        lengths if by == "lengths" else torch.cat([torch.zeros(2, 1, dtype=torch.long), lengths.cumsum(1)], 1)
+    )
+    kw = {by: seg, "axis": 1, "initial": initial}
+    expected = torch.segment_reduce(data, reduce, **kw)
+    got = torch.segment_reduce(data.to("tpu"), reduce, **{**kw, by: seg.to("tpu")})
+    assert got.device.type == "tpu"
+    tol = 1e-5 if dtype == torch.float32 else 1.6e-2
+    # an empty segment's mean without initial is NaN on both
+    torch.testing.assert_close(got.cpu(), expected, rtol=tol, atol=tol, equal_nan=True)
+
+
+def test_segment_reduce_errors_as_pytorch():
+    data = torch.randn(5, device="tpu")
+    with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, amax or amin"):
+        torch.segment_reduce(data, "foo", lengths=torch.tensor([5], device="tpu"))
+    with pytest.raises(RuntimeError, match="Either lengths or offsets must be defined"):
+        torch.segment_reduce(data, "sum")
+
+
+# ---- rrelu (csrc/lower/random.c) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rrelu_with_noise_training_draws_and_records_slopes(no_fallback, dtype):
+    torch.manual_seed(0)
+    x = torch.randn(200, 100).to(dtype).to("tpu")
+    noise = torch.full_like(x, -7.0)
+    out = torch.ops.aten.rrelu_with_noise(x, noise, 0.1, 0.3, True)
+    xc, nc, oc = x.cpu().float(), noise.cpu().float(), out.cpu().float()
+    pos = xc > 0
+    assert torch.equal(nc[pos], torch.ones_like(nc[pos]))  # noise written in place
+    slopes = nc[~pos]
+    assert slopes.min() >= 0.1 - 1e-3 and slopes.max() <= 0.3 + 1e-3
+    # uniform on [0.1, 0.3): mean 0.2, standard deviation 0.2 / sqrt(12) ~ 0.0577
+    assert abs(slopes.mean().item() - 0.2) < 0.005 and abs(slopes.std().item() - 0.0577) < 0.005
+    torch.testing.assert_close(
+        oc, (xc * nc).to(dtype).float(), rtol=1.6e-2 if dtype != torch.float32 else 1e-6, atol=0
+    )
+
+
+def test_rrelu_eval_and_functional(no_fallback):
+    torch.manual_seed(0)
+    x = torch.randn(4, 5)
+    close(F.rrelu(x.to("tpu"), 0.1, 0.3, training=False), F.rrelu(x, 0.1, 0.3, training=False))
+    xt = x.to("tpu")
+    out = F.rrelu(xt, training=True)
+    assert out.device.type == "tpu" and torch.equal(out.cpu()[x > 0], x[x > 0])
+    F.rrelu_(xt, training=True)  # the in-place form
+    assert torch.equal(xt.cpu()[x > 0], x[x > 0]) and bool(
+        (xt.cpu()[x <= 0] / x[x <= 0] <= 1 / 3 + 1e-6).all()
+    )
+
+
+def test_rrelu_bounds_error_as_pytorch():
+    x = torch.randn(3, device="tpu")
+    with pytest.raises(RuntimeError, match="Lower bound should be less than or equal to the upper bound"):
+        torch.ops.aten.rrelu_with_noise(x, torch.empty_like(x), 0.5, 0.1, True)
+
+
+# ---- histogram (csrc/lower/selection.c) -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args,kw",
+    [
+        ((7,), {}),
+        ((5,), {"range": (-1.0, 2.5)}),
+        ((4,), {"density": True}),
+        ((torch.tensor([-2.0, -0.5, 0.0, 0.3, 3.0]),), {}),
+        ((torch.tensor([-1.0, 0.0, 1.5]),), {"density": True}),
+    ],
+    ids=["bins", "range", "density", "edges", "edges-density"],
+)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_histogram(no_fallback, args, kw, weighted):
+    torch.manual_seed(0)
+    x = torch.randn(6, 9)
+    if weighted:
+        kw = dict(kw, weight=torch.rand(6, 9))
+    expected = torch.histogram(x, *args, **kw)
+    to = lambda v: v.to("tpu") if isinstance(v, torch.Tensor) else v  # noqa: E731
+    got = torch.histogram(x.to("tpu"), *[to(a) for a in args], **{k: to(v) for k, v in kw.items()})
+    close(got.hist, expected.hist)
+    close(got.bin_edges, expected.bin_edges)
+
+
+def test_histogram_constant_input_widens_the_range(no_fallback):
+    expected = torch.histogram(torch.ones(4), 3)
+    got = torch.histogram(torch.ones(4, device="tpu"), 3)
+    close(got.hist, expected.hist)
+    close(got.bin_edges, expected.bin_edges)
+
+
+# ---- fractional max pooling (csrc/lower/pooling.c) ------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize(
+    "shape,kernel,out",
+    [
+        ((2, 3, 9, 7), (2, 3), (4, 3)),
+        ((3, 8, 8), (3, 3), (5, 1)),
+        ((2, 2, 6, 7, 5), (2, 2, 3), (3, 4, 2)),
+        ((2, 5, 6, 4), (2, 2), (5, 3)),
+    ],
+    ids=["2d", "2d-unbatched", "3d", "2d-ties"],
+)
+def test_fractional_max_pool_with_given_samples(no_fallback, dtype, shape, kernel, out):
+    torch.manual_seed(0)
+    x = torch.randn(shape).to(dtype)
+    if shape == (2, 5, 6, 4):
+        x = x.round()  # many equal values: the first maximum's index wins
+    k = len(kernel)
+    op = torch.ops.aten.fractional_max_pool2d if k == 2 else torch.ops.aten.fractional_max_pool3d
+    batched = len(shape) == k + 2
+    samples = torch.rand(shape[0] if batched else 1, shape[1] if batched else shape[0], k).to(dtype)
+    expected = op(x, kernel, out, samples)
+    got = op(x.to("tpu"), kernel, out, samples.to("tpu"))
+    close(got[0], expected[0], dtype)
+    assert torch.equal(got[1].cpu(), expected[1])
+
+
+def test_fractional_max_pool_functional_and_errors(no_fallback):
+    x = torch.randn(2, 3, 10, 10, device="tpu")
+    out, idx = F.fractional_max_pool2d(x, 3, output_size=(4, 5), return_indices=True)
+    assert out.shape == (2, 3, 4, 5) and out.device.type == "tpu"
+    # every output is the input value at its index
+    torch.testing.assert_close(
+        out.cpu(), x.cpu().flatten(2).gather(2, idx.cpu().flatten(2)).view_as(out.cpu())
+    )
+    with pytest.raises(RuntimeError, match="too large relative to input"):
+        torch.ops.aten.fractional_max_pool2d(x, (8, 8), (5, 5), torch.rand(2, 3, 2, device="tpu"))
+
+
+# ---- matrix_exp (csrc/lower/linalg.c) -------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape,scale", [((3, 3), 1.0), ((2, 4, 5, 5), 3.0), ((1, 1), 0.1), ((4, 4), 0.0)])
+def test_matrix_exp(no_fallback, shape, scale):
+    torch.manual_seed(0)
+    a = torch.randn(shape) * scale
+    if len(shape) == 4:
+        a[0, 0] *= 10  # matrices of one batch need different numbers of squarings
+    expected = torch.linalg.matrix_exp(a)
+    got = torch.linalg.matrix_exp(a.to("tpu"))
+    assert got.device.type == "tpu"
+    torch.testing.assert_close(got.cpu(), expected, rtol=1e-5, atol=1e-5)
+    if scale <= 1:  # bf16 rounds A itself: a loose comparison with the f32 result
+        got16 = torch.matrix_exp(a.to(torch.bfloat16).to("tpu"))
+        torch.testing.assert_close(got16.cpu().float(), expected, rtol=5e-2, atol=5e-2)
+
+
+def test_matrix_exp_errors_as_pytorch():
+    with pytest.raises(RuntimeError, match="A must be batches of square matrices"):
+        torch.linalg.matrix_exp(torch.randn(2, 3, device="tpu"))
+
+
+# ---- grid_sampler_3d (csrc/lower/grid_sample.c) ---------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_3d(no_fallback, mode, padding, align):
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 4, 5, 6)
+    grid = torch.rand(2, 3, 4, 2, 3) * 2.4 - 1.2  # some points outside [-1, 1]
+    expected = F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=align)
+    got = F.grid_sample(x.to("tpu"), grid.to("tpu"), mode=mode, padding_mode=padding, align_corners=align)
+    close(got, expected)
+
+
+def test_grid_sample_3d_bf16_and_errors(no_fallback):
+    torch.manual_seed(0)
+    x, grid = torch.randn(1, 2, 3, 4, 5).bfloat16(), (torch.rand(1, 2, 3, 4, 3) * 2 - 1).bfloat16()
+    close(
+        F.grid_sample(x.to("tpu"), grid.to("tpu"), align_corners=False),
+        F.grid_sample(x, grid, align_corners=False),
+        torch.bfloat16,
+    )
+    with pytest.raises(RuntimeError, match="bicubic interpolation only supports 4D input"):
+        F.grid_sample(x.to("tpu"), grid.to("tpu"), mode="bicubic", align_corners=False)
+
+
+@pytest.mark.parametrize(
+    "bins,kw",
+    [
+        ((3, 4), {}),
+        ((2, 5), {"range": [-1.0, 1.0, -2.0, 0.5]}),
+        ((3, 2), {"density": True}),
+        ("tensors", {}),
+        ("tensors", {"density": True}),
+    ],
+    ids=["counts", "range", "density", "edges", "edges-density"],
+)
+@pytest.mark.parametrize("weighted", [False, True])
+def test_histogramdd(no_fallback, bins, kw, weighted):
+    torch.manual_seed(0)
+    x = torch.randn(40, 2)
+    if weighted:
+        kw = dict(kw, weight=torch.rand(40))
+    to = lambda v: v.to("tpu") if isinstance(v, torch.Tensor) else v  # noqa: E731
+    if bins == "tensors":
+        bins = [torch.tensor([-2.0, -0.5, 0.0, 1.0]), torch.tensor([-1.0, 0.3, 2.0])]
+        got = torch.histogramdd(x.to("tpu"), [b.to("tpu") for b in bins], **{k: to(v) for k, v in kw.items()})
+    else:
+        got = torch.histogramdd(x.to("tpu"), bins, **{k: to(v) for k, v in kw.items()})
+    expected = torch.histogramdd(x, bins, **kw)
+    close(got.hist, expected.hist)
+    for g, e in zip(got.bin_edges, expected.bin_edges):
+        close(g, e)
+
+
+def test_batch_norm_running_stats_update_in_fused_eager_with_the_output_unused(no_fallback):
+    # the running stats are the op's only lasting effect here: a fused graph must not drop it
+    from torch_tpu import EagerMode, eager_mode
+
+    torch.manual_seed(0)
+    bn, bnt = torch.nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3).to("tpu")
+    x = torch.randn(8, 3)
+    with eager_mode(EagerMode.DEFER_AND_FUSE):
+        for _ in range(2):
+            _ = bnt(x.to("tpu"))
+        got = bnt.running_mean.cpu(), bnt.running_var.cpu()
+    for _ in range(2):
+        bn(x)
+    close(got[0].to("tpu"), bn.running_mean)
+    close(got[1].to("tpu"), bn.running_var)

@@ -481,6 +481,16 @@ tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, graph_t
       status = write_back(e, flat, ctx->results[k], outputs, &n_out, values);
     }
   }
+  /* the inputs a rule also writes (lower_set_write), in any variant */
+  for (int32_t w = 0; w < ctx->num_writes && !status; ++w) {
+    int32_t i = ctx->write_args[w];
+    int32_t flat = i >= 0 && i < ctx->num_args ? ctx->arg_index[i] : -1;
+    if (flat < 0 || call->args[flat].kind != TPURT_ARG_TENSOR) {
+      status = lower_error(TPURT_INTERNAL, "the rule writes arg %d, which is not a tensor", i);
+      break;
+    }
+    status = write_back(e, flat, ctx->write_values[w], outputs, &n_out, values);
+  }
   if (status) goto done;
   if (graph) {
     finish_graph_op(e, rule, call);

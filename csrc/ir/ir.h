@@ -242,7 +242,8 @@ typedef enum ir_reducer_e {
   IR_REDUCE_MAX,
   IR_REDUCE_MIN,
   IR_REDUCE_AND,
-  IR_REDUCE_OR
+  IR_REDUCE_OR,
+  IR_REDUCE_XOR /* integers and bool only */
 } ir_reducer_t;
 
 /* Reduce |x| over |dims| with a one-op body (the common case). */

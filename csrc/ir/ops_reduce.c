@@ -102,6 +102,8 @@ static ir_op_t reducer_op(ir_reducer_t reducer, tpurt_dtype_t dtype) {
       return tpurt_dtype_is_float(dtype) ? IR_OP_NONE : IR_OP_AND;
     case IR_REDUCE_OR:
       return tpurt_dtype_is_float(dtype) ? IR_OP_NONE : IR_OP_OR;
+    case IR_REDUCE_XOR:
+      return tpurt_dtype_is_float(dtype) ? IR_OP_NONE : IR_OP_XOR;
   }
   return IR_OP_NONE;
 }

@@ -2,11 +2,11 @@
 ** statistics are per channel (dim 1) over every other dim, and accumulate
 ** in f32 for half types.
 **
-** Training with running statistics updates running_mean/running_var in
-** place; the engine writes results back only into self or out= args, so
-** that one form declines (TPURT_UNIMPLEMENTED: the CPU fallback runs it, or
-** the disabled-fallback error names the op). Evaluation (running stats are
-** read only) and training without running stats run here. */
+** Training with running statistics also updates running_mean/running_var
+** in place, as PyTorch's kernel does: running = (1 - momentum) * running +
+** momentum * batch, with the unbiased batch variance. The rule hands those
+** to the engine with lower_set_write (native_batch_norm's schema does not
+** mark them Tensor(a!), so the usual in-place write-back would miss them). */
 #include "../base/base.h"
 #include "lower.h"
 
@@ -63,9 +63,20 @@ static TPURT_MUST_USE tpurt_status_t check_channel_arg(lower_ctx_t* ctx, const b
   return NULL;
 }
 
-/* Forward; |rm|/|rv| < 0 when there are none. Sets out, save_mean, save_invstd. */
+/* running = (1 - momentum) * running + momentum * batch, written into |arg|. */
+static void update_running(lower_ctx_t* ctx, const bn_t* b, int32_t arg, ir_value_t batch, int32_t momentum) {
+  ir_func_t* f = ctx->func;
+  ir_value_t m = lower_broadcast_to(ctx, lower_scalar(ctx, momentum, b->acc), 1, &b->in->sizes[1]);
+  ir_value_t keep = ir_sub(f, ir_const_like(f, m, 1.0), m);
+  ir_value_t old = lower_cast(ctx, lower_tensor(ctx, arg), b->acc);
+  lower_set_write(ctx, arg, ir_add(f, ir_mul(f, keep, old), ir_mul(f, m, batch)));
+}
+
+/* Forward; |rm|/|rv| < 0 when there are none. Sets out, save_mean, save_invstd
+** and, training with running stats, writes them (momentum: arg |momentum|). */
 static TPURT_MUST_USE tpurt_status_t bn_forward(lower_ctx_t* ctx, int32_t w, int32_t bias, int32_t rm,
-                                                int32_t rv, bool training, int32_t eps_arg) {
+                                                int32_t rv, bool training, int32_t momentum,
+                                                int32_t eps_arg) {
   bn_t b;
   TPURT_RETURN_IF_ERROR(bn_setup(ctx, 0, w, &b));
   TPURT_RETURN_IF_ERROR(check_channel_arg(ctx, &b, w, "weight"));
@@ -73,10 +84,6 @@ static TPURT_MUST_USE tpurt_status_t bn_forward(lower_ctx_t* ctx, int32_t w, int
   TPURT_RETURN_IF_ERROR(check_channel_arg(ctx, &b, rm, "running_mean"));
   TPURT_RETURN_IF_ERROR(check_channel_arg(ctx, &b, rv, "running_var"));
   bool has_running = rm >= 0 && rv >= 0 && lower_meta(ctx, rm) && lower_meta(ctx, rv);
-  if (training && has_running)
-    return lower_error(TPURT_UNIMPLEMENTED,
-                       "training batch norm updates running_mean/running_var in place, which the engine "
-                       "cannot write back yet");
   if (!training && !has_running)
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "running_mean and running_var must be defined in evaluation mode");
@@ -93,6 +100,11 @@ static TPURT_MUST_USE tpurt_status_t bn_forward(lower_ctx_t* ctx, int32_t w, int
     mean = ir_div(f, mean, ir_const_like(f, mean, (double)b.count));
     ir_value_t dev = ir_sub(f, x, per_channel(ctx, &b, mean));
     var = ir_reduce(f, ir_mul(f, dev, dev), zero, b.dims, b.num_dims, IR_REDUCE_ADD);
+    if (has_running) {
+      update_running(ctx, &b, rm, mean, momentum);
+      /* the running variance is the unbiased one: sum / (count - 1) */
+      update_running(ctx, &b, rv, ir_div(f, var, ir_const_like(f, var, (double)(b.count - 1))), momentum);
+    }
     var = ir_div(f, var, ir_const_like(f, var, (double)b.count));
   } else {
     mean = channel_arg(ctx, &b, rm, 0.0);
@@ -101,11 +113,16 @@ static TPURT_MUST_USE tpurt_status_t bn_forward(lower_ctx_t* ctx, int32_t w, int
   const ir_type_t* vt = ir_value_type(f, var);
   ir_value_t eps = lower_broadcast_to(ctx, lower_scalar(ctx, eps_arg, b.acc), vt->rank, vt->dims);
   ir_value_t invstd = ir_rsqrt(f, ir_add(f, var, eps));
+  if (training && b.stat != b.acc) {
+    /* PyTorch's CPU kernel normalises with the statistics it returns,
+    ** rounded to their (half) dtype first */
+    mean = lower_cast(ctx, lower_cast(ctx, mean, b.stat), b.acc);
+    invstd = lower_cast(ctx, lower_cast(ctx, invstd, b.stat), b.acc);
+  }
   /* y = x * scale + shift with scale = w * invstd, shift = b - mean * scale */
   ir_value_t scale = ir_mul(f, channel_arg(ctx, &b, w, 1.0), invstd);
-  ir_value_t dev = ir_sub(f, x, per_channel(ctx, &b, mean));
-  ir_value_t y = ir_mul(f, dev, per_channel(ctx, &b, scale));
-  y = ir_add(f, y, per_channel(ctx, &b, channel_arg(ctx, &b, bias, 0.0)));
+  ir_value_t shift = ir_sub(f, channel_arg(ctx, &b, bias, 0.0), ir_mul(f, mean, scale));
+  ir_value_t y = ir_add(f, ir_mul(f, x, per_channel(ctx, &b, scale)), per_channel(ctx, &b, shift));
   lower_set_result(ctx, 0, lower_cast(ctx, y, b.in->dtype));
   if (training) {
     lower_set_result(ctx, 1, lower_cast(ctx, mean, b.stat));
@@ -120,17 +137,33 @@ static TPURT_MUST_USE tpurt_status_t bn_forward(lower_ctx_t* ctx, int32_t w, int
 
 /* native_batch_norm(input, weight?, bias?, running_mean?, running_var?, training, momentum, eps) */
 static TPURT_MUST_USE tpurt_status_t lower_native_batch_norm(lower_ctx_t* ctx) {
-  return bn_forward(ctx, 1, 2, 3, 4, lower_bool(ctx, 5, false), 7);
+  return bn_forward(ctx, 1, 2, 3, 4, lower_bool(ctx, 5, false), 6, 7);
+}
+
+/* _native_batch_norm_legit(input, weight?, bias?, Tensor(a!) running_mean, Tensor(b!) running_var,
+** training, momentum, eps) */
+static TPURT_MUST_USE tpurt_status_t lower_batch_norm_legit(lower_ctx_t* ctx) {
+  return bn_forward(ctx, 1, 2, 3, 4, lower_bool(ctx, 5, true), 6, 7);
+}
+
+/* _batch_norm_with_update(input, weight?, bias?, Tensor(a!) running_mean, Tensor(b!) running_var,
+** momentum, eps) -> (out, save_mean, save_invstd, reserve): always training;
+** reserve is the empty byte tensor PyTorch returns off cuDNN. */
+static TPURT_MUST_USE tpurt_status_t lower_batch_norm_with_update(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(bn_forward(ctx, 1, 2, 3, 4, true, 5, 6));
+  int64_t none = 0;
+  lower_set_result(ctx, 3, ir_splat(ctx->func, TPURT_DTYPE_U8, 1, &none, 0.0));
+  return NULL;
 }
 
 /* _native_batch_norm_legit.no_stats(input, weight?, bias?, training, momentum, eps) */
 static TPURT_MUST_USE tpurt_status_t lower_batch_norm_no_stats(lower_ctx_t* ctx) {
-  return bn_forward(ctx, 1, 2, -1, -1, lower_bool(ctx, 3, true), 5);
+  return bn_forward(ctx, 1, 2, -1, -1, lower_bool(ctx, 3, true), 4, 5);
 }
 
 /* _native_batch_norm_legit_no_training(input, weight?, bias?, running_mean, running_var, momentum, eps) */
 static TPURT_MUST_USE tpurt_status_t lower_batch_norm_no_training(lower_ctx_t* ctx) {
-  return bn_forward(ctx, 1, 2, 3, 4, false, 6);
+  return bn_forward(ctx, 1, 2, 3, 4, false, 5, 6);
 }
 
 /* native_batch_norm_backward(grad_out, input, weight?, running_mean?, running_var?,
@@ -195,6 +228,8 @@ static TPURT_MUST_USE tpurt_status_t lower_native_batch_norm_backward(lower_ctx_
 const lower_rule_t lower_batch_norm_rules[] = {
     LOWER_FN("aten::_native_batch_norm_legit.no_stats", lower_batch_norm_no_stats),
     LOWER_FN("aten::_native_batch_norm_legit_no_training", lower_batch_norm_no_training),
+    LOWER_FN("aten::_native_batch_norm_legit", lower_batch_norm_legit),
+    LOWER_FN("aten::_batch_norm_with_update", lower_batch_norm_with_update),
     LOWER_FN("aten::native_batch_norm", lower_native_batch_norm),
     LOWER_OUT_FN("aten::native_batch_norm.out", lower_native_batch_norm),
     LOWER_FN("aten::native_batch_norm_backward", lower_native_batch_norm_backward),

@@ -411,7 +411,86 @@ static TPURT_MUST_USE tpurt_status_t lower_linalg_cross(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* linalg_matrix_exp(self): scaling and squaring. Each matrix is scaled by
+** 2^-s (exactly: s goes into the exponent bits) so that its 1-norm is at
+** most 1, exponentiated by its degree-18 Taylor polynomial (Horner; the
+** remainder is below 1e-16 there), then squared s times. One while loop
+** runs to the batch's largest s; a matrix stops squaring at its own. */
+#define MATRIX_EXP_DEGREE 18
+#define MATRIX_EXP_MAX_SQUARINGS 100
+static TPURT_MUST_USE tpurt_status_t lower_matrix_exp(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (t->rank < 2 || t->sizes[t->rank - 1] != t->sizes[t->rank - 2])
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "linalg.matrix_exp: A must be batches of square matrices, but they are %lld by %lld "
+                       "matrices",
+                       (long long)(t->rank >= 2 ? t->sizes[t->rank - 2] : 0),
+                       (long long)(t->rank >= 1 ? t->sizes[t->rank - 1] : 0));
+  if (!tpurt_dtype_is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "linalg.matrix_exp: Expected a floating point tensor, got %s",
+                       tpurt_dtype_name(t->dtype));
+  ir_func_t* f = ctx->func;
+  const int32_t rank = t->rank, batch = rank - 2;
+  const bool wide = t->dtype == TPURT_DTYPE_F64;
+  const tpurt_dtype_t acc = wide ? TPURT_DTYPE_F64 : TPURT_DTYPE_F32;
+  const tpurt_dtype_t bits = wide ? TPURT_DTYPE_I64 : TPURT_DTYPE_I32;
+  int64_t numel = 1;
+  for (int32_t d = 0; d < rank; ++d) numel *= t->sizes[d];
+  ir_value_t a = lower_cast(ctx, lower_tensor(ctx, 0), acc);
+  if (numel == 0) {
+    lower_set_result(ctx, 0, lower_tensor(ctx, 0));
+    return NULL;
+  }
+  /* s = ceil(log2(|A|_1)) clamped to [0, MAX], per matrix ([batch...]) */
+  int64_t rows = rank - 2, cols = batch;
+  ir_value_t colsum = ir_reduce(f, ir_abs(f, a), ir_constant_f64(f, acc, 0.0), &rows, 1, IR_REDUCE_ADD);
+  ir_value_t norm = ir_reduce(f, colsum, ir_constant_f64(f, acc, 0.0), &cols, 1, IR_REDUCE_MAX);
+  ir_value_t lg = ir_div(f, ir_log(f, norm), ir_const_like(f, norm, log(2.0)));
+  ir_value_t sf = ir_clamp(f, ir_constant_f64(f, acc, 0.0), ir_unary(f, IR_OP_CEIL, lg),
+                           ir_constant_f64(f, acc, MATRIX_EXP_MAX_SQUARINGS));
+  sf = ir_select(f, ir_compare(f, IR_NE, sf, sf), ir_const_like(f, sf, 0.0), sf); /* NaN norm */
+  ir_value_t s = ir_convert(f, sf, bits);
+  /* 2^-s: the biased exponent (bias - s) in place */
+  const int64_t bias = wide ? 1023 : 127, mant = wide ? 52 : 23;
+  ir_value_t e = ir_binary(f, IR_OP_SHIFT_LEFT, ir_sub(f, ir_const_like(f, s, (double)bias), s),
+                           ir_const_like(f, s, (double)mant));
+  const ir_type_t* st = ir_value_type(f, s);
+  ir_type_t scale_t = *st;
+  scale_t.dtype = acc;
+  ir_value_t scale = ir_bitcast_convert(f, e, scale_t);
+  int64_t bd[TPURT_MAX_RANK];
+  for (int32_t d = 0; d < batch; ++d) bd[d] = d;
+  ir_value_t as = ir_mul(f, a, ir_broadcast_in_dim(f, scale, rank, t->sizes, bd));
+  /* identity [..., n, n] */
+  ir_type_t it = ir_type_make(TPURT_DTYPE_I32, rank, t->sizes);
+  ir_value_t eye =
+      lower_cast(ctx, ir_compare(f, IR_EQ, ir_iota(f, it, rank - 2), ir_iota(f, it, rank - 1)), acc);
+  ir_value_t p = ir_add(f, eye, ir_div(f, as, ir_const_like(f, as, (double)MATRIX_EXP_DEGREE)));
+  for (int32_t k = MATRIX_EXP_DEGREE - 1; k >= 1; --k) {
+    ir_value_t ap = matmul_acc(ctx, as, p, batch, acc);
+    p = ir_add(f, eye, ir_div(f, ap, ir_const_like(f, ap, (double)k)));
+  }
+  /* square s times */
+  int64_t all[TPURT_MAX_RANK];
+  for (int32_t d = 0; d < batch; ++d) all[d] = d;
+  ir_value_t smax = batch ? ir_reduce(f, s, ir_constant_i64(f, bits, 0), all, batch, IR_REDUCE_MAX) : s;
+  ir_value_t init[2] = {ir_constant_i64(f, bits, 0), p}, cargs[2], bargs[2], out[2];
+  ir_region_op_t loop = ir_while_begin(f, init, 2, cargs);
+  ir_value_t go = ir_compare(f, IR_LT, cargs[0], smax);
+  ir_region_end(f, &go, 1);
+  ir_while_body(f, &loop, bargs);
+  ir_value_t sq = matmul_acc(ctx, bargs[1], bargs[1], batch, acc);
+  ir_value_t more = ir_compare(f, IR_LT, ir_broadcast_in_dim(f, bargs[0], batch, t->sizes, NULL), s);
+  ir_value_t next[2] = {ir_add(f, bargs[0], ir_constant_i64(f, bits, 1)),
+                        ir_select(f, ir_broadcast_in_dim(f, more, rank, t->sizes, bd), sq, bargs[1])};
+  ir_region_end(f, next, 2);
+  ir_while_end(f, &loop, out);
+  lower_set_result(ctx, 0, lower_cast(ctx, out[1], t->dtype));
+  return NULL;
+}
+
 const lower_rule_t lower_linalg_rules[] = {
+    LOWER_FN("aten::linalg_matrix_exp", lower_matrix_exp),
     LOWER_KEYED_FN("aten::_pdist_forward", lower_pdist),
     LOWER_FN("aten::linalg_cross", lower_linalg_cross),
     LOWER_OUT_FN("aten::linalg_cross.out", lower_linalg_cross),

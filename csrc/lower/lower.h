@@ -125,12 +125,17 @@ enum {
 #define LOWER_MAX_ARGS 64
 #define LOWER_MAX_PARAMS 1024
 #define LOWER_MAX_FLAT_ARGS 1024
+#define LOWER_MAX_WRITES 8
 
 struct lower_ctx_s {
   ir_func_t* func;
   const char* op_name;
-  const tpurt_arg_t* args;           /* flattened, as the glue passed them */
-  int32_t num_args;                  /* schema arguments (lists count once) */
+  const tpurt_arg_t* args; /* flattened, as the glue passed them */
+  int32_t num_args;        /* schema arguments (lists count once) */
+  /* Tensor args a functional rule also writes (lower_set_write). */
+  int32_t num_writes;
+  int32_t write_args[LOWER_MAX_WRITES];
+  ir_value_t write_values[LOWER_MAX_WRITES];
   int32_t arg_index[LOWER_MAX_ARGS]; /* schema arg -> index into args */
   /* Values of tensor args read through their views, made on first use. */
   ir_value_t tensor_values[LOWER_MAX_FLAT_ARGS];
@@ -212,6 +217,11 @@ uint64_t lower_number_fact(double value, tpurt_scalar_tier_t tier);
 bool lower_scalar_is(const lower_ctx_t* ctx, int32_t i, double value);
 
 void lower_set_result(lower_ctx_t* ctx, int32_t k, ir_value_t value);
+/* A functional rule also writes |value| into tensor arg |i| (schema
+** position), as PyTorch's kernel does in place: batch norm in training
+** updates running_mean/running_var, an input its schema may not even mark
+** Tensor(a!). The engine writes it through the arg's view like an out=. */
+void lower_set_write(lower_ctx_t* ctx, int32_t i, ir_value_t value);
 /* Result |k| is an undefined tensor (None to Python): for gradients that an
 ** output_mask did not request. Functional rules only. */
 void lower_set_undefined(lower_ctx_t* ctx, int32_t k);

@@ -141,6 +141,16 @@ double lower_scalar_value(const lower_ctx_t* ctx, int32_t i) {
   }
 }
 
+void lower_set_write(lower_ctx_t* ctx, int32_t i, ir_value_t value) {
+  if (ctx->num_writes >= LOWER_MAX_WRITES) {
+    ir_func_fail_consume(ctx->func, tpurt_status_create(TPURT_UNIMPLEMENTED, "too many written args (max %d)",
+                                                        LOWER_MAX_WRITES));
+    return;
+  }
+  ctx->write_args[ctx->num_writes] = i;
+  ctx->write_values[ctx->num_writes++] = value;
+}
+
 void lower_set_undefined(lower_ctx_t* ctx, int32_t k) { lower_set_result(ctx, k, LOWER_UNDEFINED); }
 
 void lower_set_result_permuted(lower_ctx_t* ctx, int32_t k, ir_value_t physical, const int64_t* perm) {

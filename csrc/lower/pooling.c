@@ -663,7 +663,119 @@ static TPURT_MUST_USE tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* fractional_max_pool{2,3}d(self, kernel_size, output_size, random_samples) -> (out, indices):
+** along each spatial dim, window o starts at int((o + u) * alpha) -
+** int(u * alpha) with alpha = (in - pool) / (out - 1) in the input's
+** dtype, the last at in - pool, where u is the plane's sample for that dim
+** (2d: samples [W, H]; 3d: [T, H, W]). Each window's candidates are read
+** by flat gathers and combined in CPU's loop order (a larger value or a
+** NaN replaces the running max), which fixes the index of ties. */
+static TPURT_MUST_USE tpurt_status_t fractional_max_pool(lower_ctx_t* ctx) {
+  const int32_t k = lower_rule_data(ctx)->spatial;
+  const char* name = lower_rule_str(ctx);
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const tpurt_tensor_t* u = lower_meta(ctx, 3);
+  int64_t pool[3], outs[3];
+  if (lower_ints(ctx, 1, pool, 3) != k || lower_ints(ctx, 2, outs, 3) != k)
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s: kernel_size and output_size must have %d elements", name,
+                       (int)k);
+  if (t->rank != k + 1 && t->rank != k + 2)
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s(): Expected %dD or %dD tensor, but got: %s", name,
+                       (int)k + 1, (int)k + 2, lower_shape_str(t->rank, t->sizes));
+  if (!tpurt_dtype_is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", name,
+                       tpurt_dtype_name(t->dtype));
+  const int32_t lead = t->rank - k;
+  int64_t planes = 1, plane = 1, in[3];
+  for (int32_t d = 0; d < lead; ++d) planes *= t->sizes[d];
+  static const char* const dim_names[3] = {"time", "height", "width"};
+  for (int32_t d = 0; d < k; ++d) {
+    in[d] = t->sizes[lead + d];
+    plane *= in[d];
+    const char* dn = dim_names[3 - k + d];
+    if (outs[d] + pool[d] - 1 > in[d])
+      return lower_error(TPURT_INVALID_ARGUMENT, "%s_out(): pool %s %lld too large relative to input %s %lld",
+                         name, dn, (long long)pool[d], dn, (long long)in[d]);
+  }
+  if (!u || u->rank != 3 || u->sizes[2] != k || u->sizes[0] * u->sizes[1] != planes)
+    return lower_error(TPURT_INVALID_ARGUMENT, "%s: random_samples must be [N, C, %d]", name, (int)k);
+  ir_func_t* f = ctx->func;
+  const tpurt_dtype_t dt = t->dtype;
+  int64_t grid[4] = {planes}, num_out = planes;
+  for (int32_t d = 0; d < k; ++d) grid[1 + d] = outs[d], num_out *= outs[d];
+  int64_t res_dims[TPURT_MAX_RANK];
+  for (int32_t d = 0; d < lead; ++d) res_dims[d] = t->sizes[d];
+  for (int32_t d = 0; d < k; ++d) res_dims[lead + d] = outs[d];
+  if (num_out == 0 || plane == 0) {
+    lower_set_result(ctx, 0, ir_splat(f, dt, t->rank, res_dims, 0.0));
+    lower_set_result(ctx, 1, ir_splat(f, TPURT_DTYPE_I64, t->rank, res_dims, 0.0));
+    return NULL;
+  }
+  int64_t udims[2] = {planes, k};
+  ir_value_t samples = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 3), dt), 2, udims);
+  /* the start of each window along each dim, as i64 [planes, out_1..out_k] */
+  ir_value_t start[3];
+  for (int32_t d = 0; d < k; ++d) {
+    int32_t which = k == 2 ? 1 - d : d; /* the sample column of this dim */
+    int64_t lo[2] = {0, which}, hi[2] = {planes, which + 1}, one[2] = {1, 1};
+    ir_value_t ud = ir_reshape(f, ir_slice(f, samples, lo, hi, one), 1, &planes);
+    int64_t od[2] = {planes, outs[d]}, keep0 = 0;
+    ir_value_t uo = ir_broadcast_in_dim(f, ud, 2, od, &keep0);
+    ir_value_t i = ir_iota(f, ir_type_make(dt, 2, od), 1);
+    ir_value_t alpha = outs[d] > 1 ? ir_div(f, ir_const_like(f, uo, (double)(in[d] - pool[d])),
+                                            ir_const_like(f, uo, (double)(outs[d] - 1)))
+                                   : ir_const_like(f, uo, 0.0);
+    ir_value_t a = ir_convert(f, ir_mul(f, ir_add(f, i, uo), alpha), TPURT_DTYPE_I64);
+    ir_value_t b = ir_convert(f, ir_mul(f, uo, alpha), TPURT_DTYPE_I64);
+    ir_value_t st = ir_sub(f, a, b);
+    ir_value_t last = ir_compare(f, IR_EQ, ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 2, od), 1),
+                                 ir_const_like(f, st, (double)(outs[d] - 1)));
+    st = ir_select(f, last, ir_const_like(f, st, (double)(in[d] - pool[d])), st);
+    int64_t keep[2] = {0, 1 + d};
+    start[d] = ir_broadcast_in_dim(f, st, k + 1, grid, keep);
+  }
+  int64_t strides[3];
+  strides[k - 1] = 1;
+  for (int32_t d = k - 2; d >= 0; --d) strides[d] = strides[d + 1] * in[d + 1];
+  int64_t flat_n = planes * plane;
+  ir_value_t x = ir_reshape(f, lower_tensor(ctx, 0), 1, &flat_n);
+  ir_value_t base = ir_mul(f, ir_iota(f, ir_type_make(TPURT_DTYPE_I64, k + 1, grid), 0),
+                           ir_splat(f, TPURT_DTYPE_I64, k + 1, grid, (double)plane));
+  int64_t total = 1;
+  for (int32_t d = 0; d < k; ++d) total *= pool[d];
+  ir_value_t best = IR_NONE, best_idx = IR_NONE;
+  for (int64_t c = 0; c < total; ++c) {
+    int64_t rem = c, off[3];
+    for (int32_t d = k - 1; d >= 0; --d) off[d] = rem % pool[d], rem /= pool[d];
+    ir_value_t idx = ir_splat(f, TPURT_DTYPE_I64, k + 1, grid, 0.0);
+    for (int32_t d = 0; d < k; ++d) {
+      ir_value_t pos = ir_add(f, start[d], ir_const_like(f, start[d], (double)off[d]));
+      idx = ir_add(f, idx, ir_mul(f, pos, ir_const_like(f, pos, (double)strides[d])));
+    }
+    ir_value_t v = ir_reshape(
+        f, lower_gather_along(ctx, x, 0, ir_reshape(f, ir_add(f, base, idx), 1, &num_out)), k + 1, grid);
+    if (c == 0) {
+      best = v, best_idx = idx;
+      continue;
+    }
+    ir_value_t take = ir_or(f, ir_compare(f, IR_GT, v, best), ir_compare(f, IR_NE, v, v));
+    best = ir_select(f, take, v, best);
+    best_idx = ir_select(f, take, idx, best_idx);
+  }
+  lower_set_result(ctx, 0, ir_reshape(f, best, t->rank, res_dims));
+  lower_set_result(ctx, 1, ir_reshape(f, best_idx, t->rank, res_dims));
+  return NULL;
+}
+
 const lower_rule_t lower_pooling_rules[] = {
+    LOWER_FN_WITH("aten::fractional_max_pool2d", fractional_max_pool, .spatial = 2,
+                  .str = "fractional_max_pool2d"),
+    LOWER_OUT_FN_WITH("aten::fractional_max_pool2d.output", fractional_max_pool, .spatial = 2,
+                      .str = "fractional_max_pool2d"),
+    LOWER_FN_WITH("aten::fractional_max_pool3d", fractional_max_pool, .spatial = 3,
+                  .str = "fractional_max_pool3d"),
+    LOWER_OUT_FN_WITH("aten::fractional_max_pool3d.output", fractional_max_pool, .spatial = 3,
+                      .str = "fractional_max_pool3d"),
     LOWER_FN_WITH("aten::adaptive_max_pool2d", adaptive_max_pool, .spatial = 2, .str = "adaptive_max_pool2d"),
     LOWER_OUT_FN_WITH("aten::adaptive_max_pool2d.out", adaptive_max_pool, .spatial = 2,
                       .str = "adaptive_max_pool2d"),

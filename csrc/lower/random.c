@@ -527,6 +527,39 @@ static TPURT_MUST_USE tpurt_status_t lower_native_dropout_backward(lower_ctx_t* 
   return NULL;
 }
 
+/*===--- rrelu ---===*/
+
+/* rrelu_with_noise(self, Tensor(b!) noise, lower, upper, training, generator?):
+** training draws a slope r ~ U[lower, upper) for each element <= 0 (out =
+** x * r) and records the slopes in |noise| (1 for the others), which the
+** backward reads; evaluation is leaky_relu with the mean slope and leaves
+** |noise| as it is. */
+static TPURT_MUST_USE tpurt_status_t lower_rrelu_with_noise(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"rrelu_with_noise_out_cpu\" not implemented for '%s'",
+                       tpurt_dtype_name(t->dtype));
+  if (!(lower_scalar_value(ctx, 2) <= lower_scalar_value(ctx, 3)))
+    return lower_error(TPURT_INVALID_ARGUMENT, "Lower bound should be less than or equal to the upper bound");
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t cd = draw_dtype(t->dtype);
+  ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), cd);
+  ir_value_t lo = scalar_like(ctx, 2, x), hi = scalar_like(ctx, 3, x);
+  ir_value_t neg = ir_compare(f, IR_LE, x, ir_const_like(f, x, 0.0));
+  ir_value_t slope;
+  if (lower_bool(ctx, 4, false)) {
+    ir_value_t state = lower_rng_state(ctx, 5);
+    ir_value_t u = uniform01(ctx, &state, cd, t->rank, t->sizes);
+    slope = ir_select(f, neg, ir_add(f, lo, ir_mul(f, ir_sub(f, hi, lo), u)), ir_const_like(f, x, 1.0));
+    lower_set_write(ctx, 1, slope);
+  } else {
+    slope =
+        ir_select(f, neg, ir_mul(f, ir_add(f, lo, hi), ir_const_like(f, x, 0.5)), ir_const_like(f, x, 1.0));
+  }
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_mul(f, x, slope), t->dtype));
+  return NULL;
+}
+
 const lower_rule_t lower_random_rules[] = {
     LOWER_FN("aten::bernoulli", lower_bernoulli),
     LOWER_FN("aten::bernoulli.p", lower_bernoulli_float),
@@ -547,5 +580,6 @@ const lower_rule_t lower_random_rules[] = {
     LOWER_INPLACE_FN("aten::random_.from", lower_random_from),
     LOWER_INPLACE_FN("aten::random_.to", lower_random_to),
     LOWER_INPLACE_FN("aten::uniform_", lower_uniform_),
+    LOWER_FN("aten::rrelu_with_noise", lower_rrelu_with_noise),
     LOWER_END,
 };

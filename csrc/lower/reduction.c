@@ -4,6 +4,7 @@
 ** accumulate them in bf16 element by element otherwise). */
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../base/base.h"
 #include "lower.h"
@@ -435,6 +436,134 @@ static TPURT_MUST_USE tpurt_status_t lower_count_nonzero(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* hash_tensor(self, dim=[], *, keepdim, mode=0) -> uint64: the XOR of the
+** elements' bits, each widened to 64 bits as PyTorch does (floats through
+** double, integers sign-extended, bool as 0/1), so a hash does not depend
+** on the device. */
+static TPURT_MUST_USE tpurt_status_t lower_hash_tensor(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  bool mask[TPURT_MAX_RANK];
+  int64_t dims[TPURT_MAX_RANK];
+  int32_t n = 0;
+  if (lower_int(ctx, 3, 0) != 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "hash_tensor: mode %lld is not supported (0: xor_sum)",
+                       (long long)lower_int(ctx, 3, 0));
+  bool no_dim = lower_is_none(ctx, 1) || lower_ints(ctx, 1, dims, TPURT_MAX_RANK) == 0;
+  int64_t numel = 1;
+  for (int32_t i = 0; i < t->rank; ++i) numel *= t->sizes[i];
+  if (no_dim && numel == 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "hash_tensor: Expected reduction dim to be specified for input.numel() == 0. Specify "
+                       "the reduction dim with the 'dim' argument.");
+  TPURT_RETURN_IF_ERROR(reduce_dims(ctx, 1, t->rank, mask, dims, &n));
+  ir_func_t* f = ctx->func;
+  ir_value_t x = lower_tensor(ctx, 0);
+  if (tpurt_dtype_is_float(t->dtype)) {
+    x = ir_convert(f, x, TPURT_DTYPE_F64);
+  } else if (t->dtype != TPURT_DTYPE_BOOL && t->dtype != TPURT_DTYPE_U64) {
+    x = ir_convert(f, x, TPURT_DTYPE_I64);
+  }
+  ir_type_t u = *ir_value_type(f, x);
+  u.dtype = TPURT_DTYPE_U64;
+  x = t->dtype == TPURT_DTYPE_BOOL ? ir_convert(f, x, TPURT_DTYPE_U64) : ir_bitcast_convert(f, x, u);
+  ir_value_t r = ir_reduce(f, x, scalar_const(ctx, TPURT_DTYPE_U64, 0), dims, n, IR_REDUCE_XOR);
+  lower_set_result(ctx, 0, keep_dims(ctx, r, t, mask, lower_bool(ctx, 2, false)));
+  return NULL;
+}
+
+/* segment_reduce(data, reduce, *, lengths?, indices?, offsets?, axis, unsafe, initial?):
+** segment s of each row covers [start_s, end_s) of |axis| (lengths: their
+** prefix sums; offsets: consecutive pairs), lengths/offsets having data's
+** leading dims up to |axis|. A [..., S, N] membership mask selects each
+** segment's elements, which reduce over N; |initial| starts every
+** accumulator (and is an empty segment's value), mean divides by the
+** length. Whether the lengths add up to the axis (PyTorch's !unsafe check)
+** depends on the data, which this rule does not sync to read. */
+static TPURT_MUST_USE tpurt_status_t lower_segment_reduce(lower_ctx_t* ctx) {
+  static const char* const names[] = {"sum", "prod", "mean", "max", "amax", "min", "amin"};
+  static const ir_reducer_t reducers[] = {IR_REDUCE_ADD, IR_REDUCE_MUL, IR_REDUCE_ADD, IR_REDUCE_MAX,
+                                          IR_REDUCE_MAX, IR_REDUCE_MIN, IR_REDUCE_MIN};
+  static const double identities[] = {0.0, 1.0, 0.0, -INFINITY, -INFINITY, INFINITY, INFINITY};
+  const char* red = lower_str(ctx, 1, "");
+  int32_t k = -1;
+  for (int32_t i = 0; i < 7 && k < 0; ++i)
+    if (strcmp(red, names[i]) == 0) k = i;
+  if (k < 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "reduce argument must be either sum, prod, mean, amax or amin, got %s", red);
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  const bool by_lengths = lower_meta(ctx, 2) != NULL;
+  const tpurt_tensor_t* seg = lower_meta(ctx, by_lengths ? 2 : 4);
+  if (!seg)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "segment_reduce(): Either lengths or offsets must be defined.");
+  int64_t axis;
+  TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 5, t->rank, &axis));
+  if (seg->rank != axis + 1)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "segment_reduce(): Expected %s to have %lld dims (axis + 1), got %d",
+                       by_lengths ? "lengths" : "offsets", (long long)axis + 1, (int)seg->rank);
+  for (int32_t d = 0; d < axis; ++d)
+    if (seg->sizes[d] != t->sizes[d])
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "segment_reduce(): Expected data and %s to have the same leading dims, got %s",
+                         by_lengths ? "lengths" : "offsets", lower_shape_str(seg->rank, seg->sizes));
+  ir_func_t* f = ctx->func;
+  const int32_t last = seg->rank - 1;
+  const int64_t num = seg->sizes[last] - (by_lengths ? 0 : 1);
+  if (num < 0) return lower_error(TPURT_INVALID_ARGUMENT, "segment_reduce(): offsets must not be empty");
+  ir_value_t sv = lower_cast(ctx, lower_tensor(ctx, by_lengths ? 2 : 4), TPURT_DTYPE_I64);
+  ir_value_t starts, ends;
+  if (by_lengths) {
+    ends = lower_cumsum(ctx, sv, last);
+    starts = ir_sub(f, ends, sv);
+  } else {
+    int64_t lo[TPURT_MAX_RANK] = {0}, hi[TPURT_MAX_RANK], one[TPURT_MAX_RANK];
+    for (int32_t d = 0; d < seg->rank; ++d) hi[d] = seg->sizes[d], one[d] = 1;
+    hi[last] = num;
+    starts = ir_slice(f, sv, lo, hi, one);
+    lo[last] = 1, hi[last] = num + 1;
+    ends = ir_slice(f, sv, lo, hi, one);
+  }
+  /* the mask over [leading..., S, N] */
+  const int64_t n = t->sizes[axis];
+  int64_t mshape[TPURT_MAX_RANK + 1], keep[TPURT_MAX_RANK + 1];
+  for (int32_t d = 0; d < axis; ++d) mshape[d] = t->sizes[d], keep[d] = d;
+  mshape[axis] = num, keep[axis] = axis;
+  mshape[axis + 1] = n, keep[axis + 1] = axis + 1;
+  const int32_t mrank = (int32_t)axis + 2;
+  ir_type_t it = {.dtype = TPURT_DTYPE_I64, .rank = mrank};
+  memcpy(it.dims, mshape, sizeof(int64_t) * (size_t)mrank);
+  ir_value_t pos = ir_iota(f, it, mrank - 1);
+  ir_value_t in = ir_and(f, ir_compare(f, IR_GE, pos, ir_broadcast_in_dim(f, starts, mrank, mshape, keep)),
+                         ir_compare(f, IR_LT, pos, ir_broadcast_in_dim(f, ends, mrank, mshape, keep)));
+  /* data over [leading..., S, N, rest...] */
+  if (t->rank + 1 > TPURT_MAX_RANK) return lower_error(TPURT_UNIMPLEMENTED, "segment_reduce: too many dims");
+  int64_t xshape[TPURT_MAX_RANK], xmap[TPURT_MAX_RANK];
+  for (int32_t d = 0; d < mrank; ++d) xshape[d] = mshape[d];
+  for (int32_t d = (int32_t)axis + 1; d < t->rank; ++d) xshape[d + 1] = t->sizes[d];
+  for (int32_t d = 0; d < t->rank; ++d) xmap[d] = d < axis ? d : d + 1;
+  const tpurt_dtype_t acc = lower_acc_dtype(t->dtype);
+  ir_value_t x =
+      ir_broadcast_in_dim(f, lower_cast(ctx, lower_tensor(ctx, 0), acc), t->rank + 1, xshape, xmap);
+  ir_value_t mask = ir_broadcast_in_dim(f, in, t->rank + 1, xshape, keep);
+  x = ir_select(f, mask, x, ir_const_like(f, x, identities[k]));
+  const bool has_initial = !lower_is_none(ctx, 7);
+  ir_value_t init = has_initial ? lower_scalar(ctx, 7, acc) : scalar_const(ctx, acc, identities[k]);
+  int64_t over = axis + 1;
+  ir_value_t r = ir_reduce(f, x, init, &over, 1, reducers[k]);
+  if (k == 2) { /* mean: the sum over the length; an empty segment keeps initial (else 0/0 = NaN) */
+    const ir_type_t* rt = ir_value_type(f, r);
+    ir_value_t len =
+        ir_broadcast_in_dim(f, lower_cast(ctx, ir_sub(f, ends, starts), acc), rt->rank, rt->dims, keep);
+    ir_value_t mean = ir_div(f, r, len);
+    if (has_initial) mean = ir_select(f, ir_compare(f, IR_EQ, len, ir_const_like(f, len, 0.0)), r, mean);
+    r = mean;
+  }
+  lower_set_result(ctx, 0, lower_cast(ctx, r, t->dtype));
+  return NULL;
+}
+
 /* aminmax(self, *, dim?, keepdim) -> (min, max); NaN propagates as in amin/amax */
 static TPURT_MUST_USE tpurt_status_t lower_aminmax(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
@@ -554,6 +683,9 @@ const lower_rule_t lower_reduction_rules[] = {
     LOWER_KEYED_OUT_FN("aten::norm.dtype_out", lower_vector_norm),
     LOWER_KEYED_OUT_FN("aten::norm.out", lower_vector_norm),
     LOWER_FN("aten::count_nonzero", lower_count_nonzero),
+    LOWER_FN("aten::hash_tensor", lower_hash_tensor),
+    LOWER_FN("aten::segment_reduce", lower_segment_reduce),
+    LOWER_OUT_FN("aten::hash_tensor.out", lower_hash_tensor),
     LOWER_FN("aten::count_nonzero.dim_IntList", lower_count_nonzero),
     LOWER_FN_WITH("aten::max", full_extreme, .flag = true),
     LOWER_FN_WITH("aten::max.dim", extreme_dim, .flag = true),

@@ -160,6 +160,299 @@ static TPURT_MUST_USE tpurt_status_t lower_histc(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* The |bins| + 1 edges over [lo, hi] (0-d values; an empty range widened
+** by 0.5 each way), spaced as linspace spaces them: lo + i * step up to
+** halfway, hi - (bins - i) * step after. */
+static ir_value_t linspace_edges(lower_ctx_t* ctx, ir_value_t lo, ir_value_t hi, int64_t bins,
+                                 tpurt_dtype_t dt) {
+  ir_func_t* f = ctx->func;
+  ir_value_t same = ir_compare(f, IR_EQ, lo, hi);
+  lo = ir_select(f, same, ir_sub(f, lo, ir_constant_f64(f, dt, 0.5)), lo);
+  hi = ir_select(f, same, ir_add(f, hi, ir_constant_f64(f, dt, 0.5)), hi);
+  int64_t ne = bins + 1;
+  ir_value_t step = ir_div(f, ir_sub(f, hi, lo), ir_constant_f64(f, dt, (double)bins));
+  ir_value_t i = ir_iota(f, ir_type_make(dt, 1, &ne), 0);
+  ir_value_t stepb = ir_broadcast_in_dim(f, step, 1, &ne, NULL);
+  ir_value_t up = ir_add(f, ir_broadcast_in_dim(f, lo, 1, &ne, NULL), ir_mul(f, i, stepb));
+  ir_value_t down = ir_sub(f, ir_broadcast_in_dim(f, hi, 1, &ne, NULL),
+                           ir_mul(f, ir_sub(f, ir_const_like(f, i, (double)bins), i), stepb));
+  ir_value_t first_half = ir_compare(f, IR_LT, i, ir_const_like(f, i, (double)(ne / 2)));
+  return ir_select(f, first_half, up, down);
+}
+
+/* histogram: hist over bin edges |e| ([B + 1], increasing): x's bin is
+** upper_bound(e, x) - 1 (what CPU's search finds), the last edge in the
+** last bin, values outside [e0, eB] and NaN dropped; each adds its weight
+** (or 1). density divides by the total and by each bin's width. */
+static ir_value_t histogram_counts(lower_ctx_t* ctx, ir_value_t edges, int64_t bins, int32_t weight_arg,
+                                   bool density) {
+  ir_func_t* f = ctx->func;
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  tpurt_dtype_t dt = t->dtype;
+  int64_t n = 1, ne = bins + 1;
+  for (int32_t i = 0; i < t->rank; ++i) n *= t->sizes[i];
+  if (n == 0) return ir_splat(f, dt, 1, &bins, 0.0);
+  ir_value_t x = ir_reshape(f, lower_tensor(ctx, 0), 1, &n);
+  int64_t grid[2] = {n, ne}, xdim = 0, edim = 1;
+  ir_value_t le = ir_compare(f, IR_LE, ir_broadcast_in_dim(f, edges, 2, grid, &edim),
+                             ir_broadcast_in_dim(f, x, 2, grid, &xdim));
+  ir_value_t bin = ir_reduce(f, lower_cast(ctx, le, TPURT_DTYPE_I64), ir_constant_i64(f, TPURT_DTYPE_I64, 0),
+                             &edim, 1, IR_REDUCE_ADD);
+  bin = ir_sub(f, bin, ir_const_like(f, bin, 1.0));
+  int64_t zero = 0, last = bins;
+  int64_t one = 1;
+  ir_value_t lo = ir_reshape(f, ir_slice(f, edges, &zero, &one, &one), 0, NULL);
+  int64_t last1 = bins + 1;
+  ir_value_t hi = ir_reshape(f, ir_slice(f, edges, &last, &last1, &one), 0, NULL);
+  ir_value_t lob = ir_broadcast_in_dim(f, lo, 1, &n, NULL), hib = ir_broadcast_in_dim(f, hi, 1, &n, NULL);
+  ir_value_t inside = ir_and(f, ir_compare(f, IR_GE, x, lob), ir_compare(f, IR_LE, x, hib));
+  bin = ir_select(f, ir_compare(f, IR_GE, bin, ir_const_like(f, bin, (double)bins)),
+                  ir_const_like(f, bin, (double)(bins - 1)), bin);
+  bin = ir_select(f, inside, bin, ir_const_like(f, bin, (double)bins));
+  ir_value_t w = weight_arg >= 0 && lower_meta(ctx, weight_arg)
+                     ? ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, weight_arg), dt), 1, &n)
+                     : ir_splat(f, dt, 1, &n, 1.0);
+  int64_t idx_dims[2] = {n, 1};
+  ir_scatter_dims_t sd = lower_scatter_dims_along(1, 0);
+  ir_value_t blk[2];
+  ir_value_t out =
+      ir_scatter_begin(f, ir_splat(f, dt, 1, &bins, 0.0), ir_reshape(f, bin, 2, idx_dims), w, &sd, blk);
+  ir_value_t sum = ir_add(f, blk[0], blk[1]);
+  ir_region_end(f, &sum, 1);
+  if (density) {
+    ir_value_t total = ir_reduce(f, out, ir_constant_f64(f, dt, 0.0), &zero, 1, IR_REDUCE_ADD);
+    ir_value_t width =
+        ir_sub(f, ir_slice(f, edges, &one, &last1, &one), ir_slice(f, edges, &zero, &last, &one));
+    out = ir_div(f, ir_div(f, out, ir_broadcast_in_dim(f, total, 1, &bins, NULL)), width);
+  }
+  return out;
+}
+
+/* histogram.bin_ct(self, bins=100, *, range=None, weight=None, density=False) -> (hist, bin_edges):
+** |bins| equal bins over |range| or the data's [min, max] (an empty range
+** widened by 0.5 each way), the edges spaced as linspace spaces them. */
+static TPURT_MUST_USE tpurt_status_t lower_histogram_bin_ct(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!tpurt_dtype_is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"histogramdd\" not implemented for '%s'",
+                       tpurt_dtype_name(t->dtype));
+  int64_t bins = lower_int(ctx, 1, 100);
+  if (bins <= 0)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.histogramdd(): bins must be > 0, but got %lld for dimension 0",
+                       (long long)bins);
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t dt = t->dtype;
+  int64_t n = 1;
+  for (int32_t i = 0; i < t->rank; ++i) n *= t->sizes[i];
+  ir_value_t lo, hi;
+  if (lower_is_none(ctx, 2) || lower_float_list_len(ctx, 2) != 2) {
+    if (!lower_is_none(ctx, 2))
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "torch.histogramdd(): for a 1-dimensional histogram range "
+                         "should have 2 elements");
+    if (n > 0) {
+      int64_t all = 0;
+      ir_value_t x = ir_reshape(f, lower_tensor(ctx, 0), 1, &n);
+      lo = ir_reduce(f, x, ir_constant_f64(f, dt, INFINITY), &all, 1, IR_REDUCE_MIN);
+      hi = ir_reduce(f, x, ir_constant_f64(f, dt, -INFINITY), &all, 1, IR_REDUCE_MAX);
+    } else {
+      lo = ir_constant_f64(f, dt, 0.0);
+      hi = ir_constant_f64(f, dt, 0.0);
+    }
+  } else {
+    lo = lower_float_list_item(ctx, 2, 0, dt);
+    hi = lower_float_list_item(ctx, 2, 1, dt);
+  }
+  ir_value_t edges = linspace_edges(ctx, lo, hi, bins, dt);
+  lower_set_result(ctx, 0, histogram_counts(ctx, edges, bins, 3, lower_bool(ctx, 4, false)));
+  lower_set_result(ctx, 1, edges);
+  return NULL;
+}
+
+/* histogram.bins_tensor(self, bins, *, weight=None, density=False) -> (hist, bin_edges = bins) */
+static TPURT_MUST_USE tpurt_status_t lower_histogram_bins_tensor(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *t = lower_meta(ctx, 0), *e = lower_meta(ctx, 1);
+  if (!tpurt_dtype_is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"histogramdd\" not implemented for '%s'",
+                       tpurt_dtype_name(t->dtype));
+  if (e->dtype != t->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.histogramdd: input tensor and bins tensors should have the same dtype, but got "
+                       "input %s and bins %s",
+                       tpurt_dtype_name(t->dtype), tpurt_dtype_name(e->dtype));
+  if (e->rank != 1 || e->sizes[0] < 1)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.histogramdd(): bins tensor should have one dimension and at least 1 element");
+  ir_value_t edges = lower_tensor(ctx, 1);
+  lower_set_result(ctx, 0, histogram_counts(ctx, edges, e->sizes[0] - 1, 2, lower_bool(ctx, 3, false)));
+  lower_set_result(ctx, 1, edges);
+  return NULL;
+}
+
+/* histogramdd over self [..., D] as [M, D] points: per dim d, x_d's bin
+** against its edges as histogram_counts finds it; a point outside any
+** dim's edges (or NaN) is dropped; the flat bin is row-major over
+** |bins|. density divides by the total, then by each dim's bin widths. */
+static ir_value_t histogramdd_counts(lower_ctx_t* ctx, const ir_value_t* edges, const int64_t* bins,
+                                     int32_t dims, int32_t weight_arg, bool density) {
+  ir_func_t* f = ctx->func;
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  tpurt_dtype_t dt = t->dtype;
+  int64_t m = 1, total = 1;
+  for (int32_t i = 0; i + 1 < t->rank; ++i) m *= t->sizes[i];
+  for (int32_t d = 0; d < dims; ++d) total *= bins[d];
+  int64_t pts[2] = {m, dims};
+  ir_value_t x = ir_reshape(f, lower_tensor(ctx, 0), 2, pts);
+  ir_value_t flat = ir_splat(f, TPURT_DTYPE_I64, 1, &m, 0.0), inside = IR_NONE;
+  for (int32_t d = 0; d < dims; ++d) {
+    int64_t lo[2] = {0, d}, hi[2] = {m, d + 1}, one[2] = {1, 1};
+    ir_value_t xd = ir_reshape(f, ir_slice(f, x, lo, hi, one), 1, &m);
+    int64_t ne = bins[d] + 1, grid[2] = {m, ne}, xdim = 0, edim = 1;
+    ir_value_t le = ir_compare(f, IR_LE, ir_broadcast_in_dim(f, edges[d], 2, grid, &edim),
+                               ir_broadcast_in_dim(f, xd, 2, grid, &xdim));
+    ir_value_t b = ir_reduce(f, lower_cast(ctx, le, TPURT_DTYPE_I64), ir_constant_i64(f, TPURT_DTYPE_I64, 0),
+                             &edim, 1, IR_REDUCE_ADD);
+    b = ir_sub(f, b, ir_const_like(f, b, 1.0));
+    b = ir_min(f, b, ir_const_like(f, b, (double)(bins[d] - 1))); /* the last edge: the last bin */
+    int64_t z = 0, o = 1, l = bins[d], l1 = bins[d] + 1;
+    ir_value_t e0 =
+        ir_broadcast_in_dim(f, ir_reshape(f, ir_slice(f, edges[d], &z, &o, &o), 0, NULL), 1, &m, NULL);
+    ir_value_t e1 =
+        ir_broadcast_in_dim(f, ir_reshape(f, ir_slice(f, edges[d], &l, &l1, &o), 0, NULL), 1, &m, NULL);
+    ir_value_t in = ir_and(f, ir_compare(f, IR_GE, xd, e0), ir_compare(f, IR_LE, xd, e1));
+    inside = d ? ir_and(f, inside, in) : in;
+    flat = ir_add(f, ir_mul(f, flat, ir_const_like(f, flat, (double)bins[d])), b);
+  }
+  flat = ir_select(f, inside, flat, ir_const_like(f, flat, (double)total));
+  ir_value_t w = weight_arg >= 0 && lower_meta(ctx, weight_arg)
+                     ? ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, weight_arg), dt), 1, &m)
+                     : ir_splat(f, dt, 1, &m, 1.0);
+  int64_t idx_dims[2] = {m, 1};
+  ir_scatter_dims_t sd = lower_scatter_dims_along(1, 0);
+  ir_value_t blk[2];
+  ir_value_t out =
+      ir_scatter_begin(f, ir_splat(f, dt, 1, &total, 0.0), ir_reshape(f, flat, 2, idx_dims), w, &sd, blk);
+  ir_value_t sum = ir_add(f, blk[0], blk[1]);
+  ir_region_end(f, &sum, 1);
+  out = ir_reshape(f, out, dims, bins);
+  if (density) {
+    int64_t all[TPURT_MAX_RANK];
+    for (int32_t d = 0; d < dims; ++d) all[d] = d;
+    ir_value_t s = ir_reduce(f, out, ir_constant_f64(f, dt, 0.0), all, dims, IR_REDUCE_ADD);
+    out = ir_div(f, out, ir_broadcast_in_dim(f, s, dims, bins, NULL));
+    for (int32_t d = 0; d < dims; ++d) {
+      int64_t z = 0, o = 1, l = bins[d], l1 = bins[d] + 1, dd = d;
+      ir_value_t width = ir_sub(f, ir_slice(f, edges[d], &o, &l1, &o), ir_slice(f, edges[d], &z, &l, &o));
+      out = ir_div(f, out, ir_broadcast_in_dim(f, width, dims, bins, &dd));
+    }
+  }
+  return out;
+}
+
+/* The equal-width edges histogramdd uses for |bins| (arg 1) over |range|
+** (arg 2) or each dim's [min, max]; fills edges[D] and bins[D]. */
+static TPURT_MUST_USE tpurt_status_t histogramdd_edges(lower_ctx_t* ctx, ir_value_t* edges, int64_t* bins,
+                                                       int32_t* out_dims) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!tpurt_dtype_is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"histogramdd\" not implemented for '%s'",
+                       tpurt_dtype_name(t->dtype));
+  if (t->rank < 1 || t->sizes[t->rank - 1] > TPURT_MAX_RANK)
+    return lower_error(TPURT_INVALID_ARGUMENT, "torch.histogramdd(): input should have at least 1 dimension");
+  int32_t dims = (int32_t)t->sizes[t->rank - 1];
+  int32_t nb = lower_ints(ctx, 1, bins, TPURT_MAX_RANK);
+  if (nb != dims)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "torch.histogramdd(): expected %d sequences of bin edges for each of the %d dimensions "
+        "of input, but got %d",
+        dims, dims, nb);
+  bool ranged = !lower_is_none(ctx, 2);
+  if (ranged && lower_float_list_len(ctx, 2) != 2 * dims)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "torch.histogramdd(): for a %d-dimensional histogram range should have %d elements, but "
+        "got %d",
+        dims, 2 * dims, lower_float_list_len(ctx, 2));
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t dt = t->dtype;
+  int64_t m = 1;
+  for (int32_t i = 0; i + 1 < t->rank; ++i) m *= t->sizes[i];
+  int64_t pts[2] = {m, dims};
+  for (int32_t d = 0; d < dims; ++d) {
+    if (bins[d] <= 0)
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "torch.histogramdd(): bins must be > 0, but got %lld for dimension %d",
+                         (long long)bins[d], d);
+    ir_value_t lo, hi;
+    if (ranged) {
+      lo = lower_float_list_item(ctx, 2, 2 * d, dt);
+      hi = lower_float_list_item(ctx, 2, 2 * d + 1, dt);
+    } else if (m > 0) {
+      int64_t l[2] = {0, d}, h[2] = {m, d + 1}, one[2] = {1, 1}, all = 0;
+      ir_value_t xd =
+          ir_reshape(f, ir_slice(f, ir_reshape(f, lower_tensor(ctx, 0), 2, pts), l, h, one), 1, &m);
+      lo = ir_reduce(f, xd, ir_constant_f64(f, dt, INFINITY), &all, 1, IR_REDUCE_MIN);
+      hi = ir_reduce(f, xd, ir_constant_f64(f, dt, -INFINITY), &all, 1, IR_REDUCE_MAX);
+    } else {
+      lo = ir_constant_f64(f, dt, 0.0);
+      hi = ir_constant_f64(f, dt, 0.0);
+    }
+    edges[d] = linspace_edges(ctx, lo, hi, bins[d], dt);
+  }
+  *out_dims = dims;
+  return NULL;
+}
+
+/* _histogramdd_bin_edges(self, bins, *, range=None, weight=None, density=False) -> Tensor[] */
+static TPURT_MUST_USE tpurt_status_t lower_histogramdd_bin_edges(lower_ctx_t* ctx) {
+  ir_value_t edges[TPURT_MAX_RANK];
+  int64_t bins[TPURT_MAX_RANK];
+  int32_t dims = 0;
+  TPURT_RETURN_IF_ERROR(histogramdd_edges(ctx, edges, bins, &dims));
+  for (int32_t d = 0; d < dims; ++d) lower_set_result(ctx, d, edges[d]);
+  return NULL;
+}
+
+/* _histogramdd_from_bin_cts(self, bins, *, range=None, weight=None, density=False) -> hist */
+static TPURT_MUST_USE tpurt_status_t lower_histogramdd_from_bin_cts(lower_ctx_t* ctx) {
+  ir_value_t edges[TPURT_MAX_RANK];
+  int64_t bins[TPURT_MAX_RANK];
+  int32_t dims = 0;
+  TPURT_RETURN_IF_ERROR(histogramdd_edges(ctx, edges, bins, &dims));
+  lower_set_result(ctx, 0, histogramdd_counts(ctx, edges, bins, dims, 3, lower_bool(ctx, 4, false)));
+  return NULL;
+}
+
+/* _histogramdd_from_bin_tensors(self, Tensor[] bins, *, weight=None, density=False) -> hist */
+static TPURT_MUST_USE tpurt_status_t lower_histogramdd_from_bin_tensors(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!tpurt_dtype_is_float(t->dtype))
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"histogramdd\" not implemented for '%s'",
+                       tpurt_dtype_name(t->dtype));
+  int32_t dims = t->rank ? (int32_t)t->sizes[t->rank - 1] : 0;
+  if (t->rank < 1 || lower_list_len(ctx, 1) != dims || dims > TPURT_MAX_RANK)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "torch.histogramdd(): expected %d sequences of bin edges for each of the %d dimensions "
+        "of input, but got %d",
+        dims, dims, lower_list_len(ctx, 1));
+  ir_value_t edges[TPURT_MAX_RANK];
+  int64_t bins[TPURT_MAX_RANK];
+  for (int32_t d = 0; d < dims; ++d) {
+    const tpurt_tensor_t* e = lower_list_meta(ctx, 1, d);
+    if (e->dtype != t->dtype || e->rank != 1 || e->sizes[0] < 1)
+      return lower_error(TPURT_INVALID_ARGUMENT,
+                         "torch.histogramdd(): bins tensor should have one dimension and at least 1 element, "
+                         "of the input's dtype");
+    bins[d] = e->sizes[0] - 1;
+    edges[d] = lower_list_tensor(ctx, 1, d);
+  }
+  lower_set_result(ctx, 0, histogramdd_counts(ctx, edges, bins, dims, 2, lower_bool(ctx, 3, false)));
+  return NULL;
+}
+
 /* masked_select(self, mask) -> [count]: the count is of |mask| alone and
 ** scales with broadcasting, which only repeats it. */
 static TPURT_MUST_USE tpurt_status_t lower_masked_select(lower_ctx_t* ctx) {
@@ -190,6 +483,11 @@ const lower_rule_t lower_selection_rules[] = {
     LOWER_KEYED_FN("aten::nonzero_static", lower_nonzero_static),
     LOWER_FN("aten::histc", lower_histc),
     LOWER_OUT_FN("aten::histc.out", lower_histc),
+    LOWER_FN("aten::histogram.bin_ct", lower_histogram_bin_ct),
+    LOWER_FN("aten::histogram.bins_tensor", lower_histogram_bins_tensor),
+    LOWER_FN("aten::_histogramdd_bin_edges", lower_histogramdd_bin_edges),
+    LOWER_FN("aten::_histogramdd_from_bin_cts", lower_histogramdd_from_bin_cts),
+    LOWER_FN("aten::_histogramdd_from_bin_tensors", lower_histogramdd_from_bin_tensors),
     LOWER_FN("tpurt::count_nonzero", lower_count_nonzero),
     LOWER_END,
 };
