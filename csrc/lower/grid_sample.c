@@ -94,29 +94,38 @@ static ir_value_t per_channel(lower_ctx_t* ctx, const sampler_t* s, ir_value_t w
   return ir_broadcast_in_dim(ctx->func, w, 4, out, bd);
 }
 
+/* PyTorch's checks of grid_sampler's input and grid for |spatial| (2 or 3)
+** spatial dims, in its words. */
+static TPURT_MUST_USE tpurt_status_t check_grid_args(const tpurt_tensor_t* in, const tpurt_tensor_t* grid,
+                                                     int32_t spatial) {
+  int32_t rank = spatial + 2;
+  if (in->dtype != grid->dtype)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "grid_sampler(): expected input and grid to have same dtype, but input has %s and grid has %s",
+        tpurt_dtype_name(in->dtype), tpurt_dtype_name(grid->dtype));
+  if (in->rank != rank || grid->rank != rank)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "grid_sampler(): expected %dD input and grid with same number of dimensions, but got input with "
+        "sizes %s and grid with sizes %s",
+        (int)rank, lower_shape_str(in->rank, in->sizes), lower_shape_str(grid->rank, grid->sizes));
+  if (in->sizes[0] != grid->sizes[0] || grid->sizes[rank - 1] != spatial)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "grid_sampler(): expected grid to have size %lld in first dimension and size %d in last "
+        "dimension, but got grid with sizes %s",
+        (long long)in->sizes[0], (int)spatial, lower_shape_str(grid->rank, grid->sizes));
+  return NULL;
+}
+
 /* grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners) */
 static TPURT_MUST_USE tpurt_status_t lower_grid_sampler_2d(lower_ctx_t* ctx) {
   const tpurt_tensor_t* in = lower_meta(ctx, 0);
   const tpurt_tensor_t* grid = lower_meta(ctx, 1);
   int64_t mode = lower_int(ctx, 2, 0), padding = lower_int(ctx, 3, 0);
   bool align = lower_bool(ctx, 4, false);
-  if (in->dtype != grid->dtype)
-    return lower_error(
-        TPURT_INVALID_ARGUMENT,
-        "grid_sampler(): expected input and grid to have same dtype, but input has %s and grid has %s",
-        tpurt_dtype_name(in->dtype), tpurt_dtype_name(grid->dtype));
-  if (in->rank != 4 || grid->rank != 4)
-    return lower_error(
-        TPURT_INVALID_ARGUMENT,
-        "grid_sampler(): expected 4D input and grid with same number of dimensions, but got input with "
-        "sizes %s and grid with sizes %s",
-        lower_shape_str(in->rank, in->sizes), lower_shape_str(grid->rank, grid->sizes));
-  if (in->sizes[0] != grid->sizes[0] || grid->sizes[3] != 2)
-    return lower_error(
-        TPURT_INVALID_ARGUMENT,
-        "grid_sampler(): expected grid to have size %lld in first dimension and size 2 in last "
-        "dimension, but got grid with sizes %s",
-        (long long)in->sizes[0], lower_shape_str(grid->rank, grid->sizes));
+  TPURT_RETURN_IF_ERROR(check_grid_args(in, grid, 2));
   if (mode == MODE_BICUBIC || !tpurt_dtype_is_float(in->dtype))
     return lower_error(TPURT_UNIMPLEMENTED, "grid_sampler_2d: bicubic or a non-float dtype");
   if (mode != MODE_BILINEAR && mode != MODE_NEAREST)
@@ -245,23 +254,7 @@ static TPURT_MUST_USE tpurt_status_t lower_grid_sampler_3d(lower_ctx_t* ctx) {
   const tpurt_tensor_t* grid = lower_meta(ctx, 1);
   int64_t mode = lower_int(ctx, 2, 0), padding = lower_int(ctx, 3, 0);
   bool align = lower_bool(ctx, 4, false);
-  if (in->dtype != grid->dtype)
-    return lower_error(
-        TPURT_INVALID_ARGUMENT,
-        "grid_sampler(): expected input and grid to have same dtype, but input has %s and grid has %s",
-        tpurt_dtype_name(in->dtype), tpurt_dtype_name(grid->dtype));
-  if (in->rank != 5 || grid->rank != 5)
-    return lower_error(
-        TPURT_INVALID_ARGUMENT,
-        "grid_sampler(): expected 5D input and grid with same number of dimensions, but got input with "
-        "sizes %s and grid with sizes %s",
-        lower_shape_str(in->rank, in->sizes), lower_shape_str(grid->rank, grid->sizes));
-  if (in->sizes[0] != grid->sizes[0] || grid->sizes[4] != 3)
-    return lower_error(
-        TPURT_INVALID_ARGUMENT,
-        "grid_sampler(): expected grid to have size %lld in first dimension and size 3 in last "
-        "dimension, but got grid with sizes %s",
-        (long long)in->sizes[0], lower_shape_str(grid->rank, grid->sizes));
+  TPURT_RETURN_IF_ERROR(check_grid_args(in, grid, 3));
   if (mode == MODE_BICUBIC)
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "grid_sampler(): bicubic interpolation only supports 4D input");

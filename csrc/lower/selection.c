@@ -180,6 +180,25 @@ static ir_value_t linspace_edges(lower_ctx_t* ctx, ir_value_t lo, ir_value_t hi,
   return ir_select(f, first_half, up, down);
 }
 
+/* The weight of each of |n| points (arg |weight_arg|, or 1) added into
+** |bins| counters at its index in |bin| (a scatter-add; an index of |bins|
+** or more drops the point). */
+static ir_value_t count_into_bins(lower_ctx_t* ctx, ir_value_t bin, int64_t n, int64_t bins,
+                                  int32_t weight_arg, tpurt_dtype_t dt) {
+  ir_func_t* f = ctx->func;
+  ir_value_t w = weight_arg >= 0 && lower_meta(ctx, weight_arg)
+                     ? ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, weight_arg), dt), 1, &n)
+                     : ir_splat(f, dt, 1, &n, 1.0);
+  int64_t idx_dims[2] = {n, 1};
+  ir_scatter_dims_t sd = lower_scatter_dims_along(1, 0);
+  ir_value_t blk[2];
+  ir_value_t out =
+      ir_scatter_begin(f, ir_splat(f, dt, 1, &bins, 0.0), ir_reshape(f, bin, 2, idx_dims), w, &sd, blk);
+  ir_value_t sum = ir_add(f, blk[0], blk[1]);
+  ir_region_end(f, &sum, 1);
+  return out;
+}
+
 /* histogram: hist over bin edges |e| ([B + 1], increasing): x's bin is
 ** upper_bound(e, x) - 1 (what CPU's search finds), the last edge in the
 ** last bin, values outside [e0, eB] and NaN dropped; each adds its weight
@@ -209,16 +228,7 @@ static ir_value_t histogram_counts(lower_ctx_t* ctx, ir_value_t edges, int64_t b
   bin = ir_select(f, ir_compare(f, IR_GE, bin, ir_const_like(f, bin, (double)bins)),
                   ir_const_like(f, bin, (double)(bins - 1)), bin);
   bin = ir_select(f, inside, bin, ir_const_like(f, bin, (double)bins));
-  ir_value_t w = weight_arg >= 0 && lower_meta(ctx, weight_arg)
-                     ? ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, weight_arg), dt), 1, &n)
-                     : ir_splat(f, dt, 1, &n, 1.0);
-  int64_t idx_dims[2] = {n, 1};
-  ir_scatter_dims_t sd = lower_scatter_dims_along(1, 0);
-  ir_value_t blk[2];
-  ir_value_t out =
-      ir_scatter_begin(f, ir_splat(f, dt, 1, &bins, 0.0), ir_reshape(f, bin, 2, idx_dims), w, &sd, blk);
-  ir_value_t sum = ir_add(f, blk[0], blk[1]);
-  ir_region_end(f, &sum, 1);
+  ir_value_t out = count_into_bins(ctx, bin, n, bins, weight_arg, dt);
   if (density) {
     ir_value_t total = ir_reduce(f, out, ir_constant_f64(f, dt, 0.0), &zero, 1, IR_REDUCE_ADD);
     ir_value_t width =
@@ -325,16 +335,7 @@ static ir_value_t histogramdd_counts(lower_ctx_t* ctx, const ir_value_t* edges, 
     flat = ir_add(f, ir_mul(f, flat, ir_const_like(f, flat, (double)bins[d])), b);
   }
   flat = ir_select(f, inside, flat, ir_const_like(f, flat, (double)total));
-  ir_value_t w = weight_arg >= 0 && lower_meta(ctx, weight_arg)
-                     ? ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, weight_arg), dt), 1, &m)
-                     : ir_splat(f, dt, 1, &m, 1.0);
-  int64_t idx_dims[2] = {m, 1};
-  ir_scatter_dims_t sd = lower_scatter_dims_along(1, 0);
-  ir_value_t blk[2];
-  ir_value_t out =
-      ir_scatter_begin(f, ir_splat(f, dt, 1, &total, 0.0), ir_reshape(f, flat, 2, idx_dims), w, &sd, blk);
-  ir_value_t sum = ir_add(f, blk[0], blk[1]);
-  ir_region_end(f, &sum, 1);
+  ir_value_t out = count_into_bins(ctx, flat, m, total, weight_arg, dt);
   out = ir_reshape(f, out, dims, bins);
   if (density) {
     int64_t all[TPURT_MAX_RANK];
