@@ -143,8 +143,9 @@ def target_mode(args: argparse.Namespace) -> None:
         est = p["estimated_seconds"]
         compile_by_label[p["label"]] = p["compile_seconds"]
         shared = len(by_label[p["label"]])
+        parts = f"{p['num_partitions']}p " if args.tp > 1 else ""  # the program's partitions (chips)
         print(
-            f"  {p['label'][:70]:<70} x{runs:<3}{'*' if shared > 1 else ' '}"
+            f"  {p['label'][:70]:<70} x{runs:<3}{'*' if shared > 1 else ' '}{parts}"
             f"compile {p['compile_seconds']:6.1f} s"
             f"{' (cache)' if p['from_cache'] else ''}  "
             f"HBM {need / GiB if need else 0:6.2f} GiB  "
@@ -177,10 +178,13 @@ def target_mode(args: argparse.Namespace) -> None:
         f"{per_chip / GiB:.2f} GiB{f' of {chip.hbm_bytes / GiB:.0f} GiB' if chip else ''}"
     )
     missing = f"; no estimate for {', '.join(no_est)}" if no_est else ""
-    print(
-        f"  estimated device time per step (the compiler's estimate): {step * 1e3:.1f} ms, "
-        f"per 4-step image {4 * step * 1e3:.1f} ms{missing}"
-    )
+    if step > 0:
+        print(
+            f"  estimated device time per step (the compiler's estimate): {step * 1e3:.1f} ms, "
+            f"per 4-step image {4 * step * 1e3:.1f} ms{missing}"
+        )
+    else:  # never a sum of nothing: 0 ms would read as a figure
+        print(f"  estimated device time per step and per 4-step image: no estimate{missing}")
     if chip and step > 0:
         print(
             f"  implied MFU (programs with an estimate): "
