@@ -1,6 +1,7 @@
 """The full-size FLUX.1-schnell transformer compiled for a TPU target from shapes alone.
 
     python bench/flux_full_target.py [--target v6e:1x1] [--cache-dir D] [--whole-graph-block]
+    python bench/flux_full_target.py --tp 4 --target v5e:2x2
     python bench/flux_full_target.py --cpu [--size 256] [--text 64]
 
 Target mode (default): FluxTransformer2DModel at FLUX.1-schnell's published configuration
@@ -19,6 +20,12 @@ The whole-graph figure is an estimate: one program of 19 + 38 blocks would take 
 here, so it is estimated from the blocks' own compile seconds (19 x double + 38 x single + the rest).
 ``--whole-graph-block`` also compiles one double + one single block as one program, the closest
 measured whole-graph figure.
+
+``--tp N``: tensor parallelism over N chips of the target (a topology of N chips, e.g. v5e:2x2):
+the meta model's parameters are split by its _tp_plan (torch_tpu.distributed.parallelize_module
+records each split on the meta parameter), and every program is one SPMD program of N partitions;
+the compiler's figures are per chip. The CPU plugin is asked for N devices (the mesh's ids must
+exist here), though nothing runs on them.
 
 CPU mode (--cpu): a depth-reduced FLUX at full width (2 double + 4 single blocks, random bf16
 weights), on this host's plugin: block-compiled vs whole-graph compile seconds and run seconds per
@@ -86,6 +93,14 @@ def target_mode(args: argparse.Namespace) -> None:
     with torch.device("meta"):
         model = FluxTransformer2DModel(**SCHNELL).to(torch.bfloat16).eval()
     params = sum(p.numel() for p in model.parameters())
+    per_chip = params * 2  # weight bytes each chip holds
+    if args.tp > 1:
+        from torch_tpu.distributed import Mesh, parallelize_module
+        from torch_tpu.targets import tp_argument_bounds
+
+        bounds = tp_argument_bounds(model, {}, args.tp)
+        model = parallelize_module(model, Mesh(list(range(args.tp)), (args.tp,), ("tp",)))
+        per_chip = bounds["sharded"] // args.tp + bounds["replicated"]
     x = inputs(1024, 512, "meta", torch.bfloat16)
     setup = time.perf_counter() - start
     backend = TpuBackend(target_only=True, name="transformer")
@@ -98,6 +113,12 @@ def target_mode(args: argparse.Namespace) -> None:
     report = torch_tpu.target_report()
     print(f"FLUX.1-schnell transformer: {params / 1e9:.2f} B parameters (meta, bf16: no weights), 1024x1024")
     print(f"target {args.target} ({report.target['device_kind']}), output {list(out.shape)} {out.dtype}")
+    if args.tp > 1:
+        print(
+            f"TP over {args.tp} chips: {bounds['sharded'] / GiB:.2f} GiB of weights split, "
+            f"{bounds['replicated'] / GiB:.2f} GiB replicated; partitions per program "
+            f"{sorted({p['num_partitions'] for p in report.programs})}"
+        )
     print(f"setup (import, target, meta model): {setup:.1f} s")
     cold = not any(p["from_cache"] for p in report.programs)
     print(
@@ -122,8 +143,9 @@ def target_mode(args: argparse.Namespace) -> None:
         est = p["estimated_seconds"]
         compile_by_label[p["label"]] = p["compile_seconds"]
         shared = len(by_label[p["label"]])
+        parts = f"{p['num_partitions']}p " if args.tp > 1 else ""  # the program's partitions (chips)
         print(
-            f"  {p['label'][:70]:<70} x{runs:<3}{'*' if shared > 1 else ' '}"
+            f"  {p['label'][:70]:<70} x{runs:<3}{'*' if shared > 1 else ' '}{parts}"
             f"compile {p['compile_seconds']:6.1f} s"
             f"{' (cache)' if p['from_cache'] else ''}  "
             f"HBM {need / GiB if need else 0:6.2f} GiB  "
@@ -147,18 +169,27 @@ def target_mode(args: argparse.Namespace) -> None:
     if report.largest is not None:
         need = hbm_need(report.largest) or 0
         cap = f" of {chip.hbm_bytes / GiB:.0f} GiB" if chip else ""
-        print(f"  largest program HBM need: {need / GiB:.2f} GiB{cap} (weights of one block as arguments)")
-    weights = params * 2
-    print(f"  weights in HBM (bf16, all blocks): {weights / GiB:.1f} GiB")
-    missing = f"; no estimate for {', '.join(no_est)}" if no_est else ""
+        print(
+            f"  largest program HBM need{' per chip' if args.tp > 1 else ''}: {need / GiB:.2f} GiB{cap} "
+            "(weights of one block as arguments)"
+        )
     print(
-        f"  estimated device time per step (the compiler's estimate): {step * 1e3:.1f} ms, "
-        f"per 4-step image {4 * step * 1e3:.1f} ms{missing}"
+        f"  weights in HBM (bf16, all blocks){f' per chip of {args.tp}' if args.tp > 1 else ''}: "
+        f"{per_chip / GiB:.2f} GiB{f' of {chip.hbm_bytes / GiB:.0f} GiB' if chip else ''}"
     )
+    missing = f"; no estimate for {', '.join(no_est)}" if no_est else ""
+    if step > 0:
+        print(
+            f"  estimated device time per step (the compiler's estimate): {step * 1e3:.1f} ms, "
+            f"per 4-step image {4 * step * 1e3:.1f} ms{missing}"
+        )
+    else:  # never a sum of nothing: 0 ms would read as a figure
+        print(f"  estimated device time per step and per 4-step image: no estimate{missing}")
     if chip and step > 0:
         print(
-            f"  implied MFU (programs with an estimate): {flops / (step * chip.bf16_peak_flops) * 100:.1f}% "
-            f"of {chip.name} bf16 peak"
+            f"  implied MFU (programs with an estimate): "
+            f"{flops / (step * chip.bf16_peak_flops) * 100:.1f}% of {chip.name} bf16 peak"
+            + (" (per chip: the compiler's flops and estimate are one partition's)" if args.tp > 1 else "")
         )
     blocks = {lab: s for lab, s in compile_by_label.items() if "block" in lab}
     rest = sum(s for lab, s in compile_by_label.items() if "block" not in lab)
@@ -250,11 +281,14 @@ def main() -> None:
     ap.add_argument("--cache-dir", help="TORCH_TPU_CACHE_DIR for this run (default: a new empty one: cold)")
     ap.add_argument("--whole-graph-block", action="store_true")
     ap.add_argument("--cpu", action="store_true")
+    ap.add_argument("--tp", type=int, default=1, help="tensor parallelism over this many target chips")
     ap.add_argument("--size", type=int, default=256)
     ap.add_argument("--text", type=int, default=64)
     ap.add_argument("--steps", type=int, default=3)
     args = ap.parse_args()
     os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+    if args.tp > 1:  # before torch_tpu loads the plugin
+        os.environ.setdefault("TORCH_TPU_NUM_DEVICES", str(args.tp))
     os.environ["TORCH_TPU_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="flux_full_")
     print(f"cache dir: {os.environ['TORCH_TPU_CACHE_DIR']}", file=sys.stderr)
     if args.cpu:

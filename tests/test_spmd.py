@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from tests.conftest import devices_env
-from torch_tpu.distributed import Mesh, mark_sharding, parallelize_module
+from torch_tpu.distributed import Mesh, is_sharded, mark_sharding, parallelize_module, target_sharding
 
 CHILD = Path(__file__).with_name("_spmd_child.py")
 ROOT = CHILD.parent.parent
@@ -99,6 +99,24 @@ def test_mesh_and_plan_errors_in_process():
         parallelize_module(lin, mesh, {"missing": "colwise"})
     with pytest.raises(ValueError, match="no _tp_plan"):
         parallelize_module(lin, mesh)
+    # a meta module (compiled for a target from shapes) gets each split recorded, not made
+    meta = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 4)).to("meta")
+    parallelize_module(meta, mesh, {"0": "colwise", "1": "rowwise"})
+    assert target_sharding(meta[0].weight) == ((1,), (0, -1)) and target_sharding(meta[0].bias) == (
+        (1,),
+        (0,),
+    )
+    assert target_sharding(meta[1].weight) == ((1,), (-1, 0)) and target_sharding(meta[1].bias) == (
+        (1,),
+        (-1,),
+    )
+    assert not is_sharded(meta[0].weight)  # one partition
+    with pytest.raises(ValueError, match="2 entries for a 1-d tensor"):
+        mark_sharding(torch.empty(3, device="meta"), mesh, (None, "x"))
+    with pytest.raises(ValueError, match="move the module to 'tpu' first"):
+        parallelize_module(torch.nn.Sequential(torch.nn.Linear(4, 4)), mesh, {"0": "colwise"})
+    with pytest.raises(ValueError, match="tpu or meta tensor"):
+        mark_sharding(torch.ones(2), mesh, ("x",))
     # a mesh of one device: the program is SPMD over one partition, and exact
     x = torch.randn(4, 4)
     y = mark_sharding(x.to("tpu"), mesh, ("x", None))

@@ -245,6 +245,19 @@ def test_tiny_flux_tp_over_v5e_2x2_per_chip_arguments_within_the_share(tmp_path)
 
 
 @needs_libtpu
+def test_tiny_flux_tp_from_shapes_alone_over_v5e_2x2(tmp_path):
+    """The same TP model on the meta device under TpuBackend(target_only=True): parallelize_module
+    records each split on the meta parameters, the trace declares them, and the target compiles
+    one program of 4 partitions whose per-chip arguments stay within the share, with nothing
+    compiled for this host's plugin."""
+    r = _tp_figures(tmp_path, "--aligned", "--meta")
+    assert r["num_partitions"] == [4] and r["errors"] == [None]
+    assert r["plugin_graph_compiles"] == 0
+    (arg,) = r["argument_bytes"]
+    assert arg <= 1.01 * r["dense"] < r["sharded"] + r["replicated"]
+
+
+@needs_libtpu
 @pytest.mark.slow
 def test_tiny_flux_tp_at_tiny_widths_is_within_the_tile_padded_share(tmp_path):
     """At the tiny model's widths (16-wide heads) tile padding, not the split, sets the per-chip

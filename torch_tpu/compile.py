@@ -27,6 +27,7 @@ import torch
 
 from torch_tpu import _C
 from torch_tpu import metrics as _metrics
+from torch_tpu.distributed import target_sharding
 from torch_tpu.modes import EagerMode, eager_mode
 
 __all__ = ["TpuBackend"]
@@ -178,6 +179,7 @@ class _CompiledGraph:
         trace_args: list[Any] = []
         placeholders = 0
         bases: list[torch.Tensor] = []  # what the program takes, per placeholder
+        sources: list[torch.Tensor] = []  # the argument each placeholder stands for
         for a in args:
             if isinstance(a, torch.Tensor) and a.device.type in placed:
                 if a.is_contiguous():
@@ -190,6 +192,7 @@ class _CompiledGraph:
                     base = torch.empty(_span(a), dtype=a.dtype, device=where)
                     trace_args.append(base.as_strided(a.shape, a.stride()))
                 bases.append(base)
+                sources.append(a)
                 placeholders += 1
             else:
                 trace_args.append(a)
@@ -200,7 +203,13 @@ class _CompiledGraph:
             _C._trace_begin(device)
             try:
                 for index, base in enumerate(bases):
-                    _C._trace_input(base, index)
+                    # a meta parameter split by parallelize_module: one program over the
+                    # target's chips (the split lives on the parameter object)
+                    split = target_sharding(sources[index]) if target_only else None
+                    if split is not None:
+                        _C._trace_input_sharded(base, index, list(split[0]), list(split[1]))
+                    else:
+                        _C._trace_input(base, index)
                 with torch.no_grad():
                     outputs = self.gm(*trace_args)
                 flat = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["Mesh", "mark_sharding", "is_sharded", "parallelize_module"]
+__all__ = ["Mesh", "mark_sharding", "is_sharded", "parallelize_module", "target_sharding"]
 
 PartitionSpec = Sequence["str | int | None"]
 
@@ -89,12 +89,16 @@ def mark_sharding(tensor: torch.Tensor, mesh: Mesh, partition_spec: PartitionSpe
 
     ``partition_spec[d]`` names the mesh axis that splits dim ``d``, or is
     ``None`` to keep it whole; mesh axes no dim names hold replicas.
+
+    A ``meta`` tensor (a model made from shapes alone) has no value to split:
+    its split is recorded, and a ``TpuBackend(target_only=True)`` trace
+    declares it, so the target compiles one program over the mesh's chips.
     """
     from torch_tpu import _C
 
-    if not isinstance(tensor, torch.Tensor) or tensor.device.type != "tpu":
+    if not isinstance(tensor, torch.Tensor) or tensor.device.type not in ("tpu", "meta"):
         raise ValueError(
-            f"mark_sharding: expected a tpu tensor, got {type(tensor).__name__} on "
+            f"mark_sharding: expected a tpu or meta tensor, got {type(tensor).__name__} on "
             f"{getattr(tensor, 'device', None)}"
         )
     spec = list(partition_spec)
@@ -117,14 +121,28 @@ def mark_sharding(tensor: torch.Tensor, mesh: Mesh, partition_spec: PartitionSpe
                 f"{mesh.axis_names[a]!r} of size {mesh.shape[a]}"
             )
         axes.append(a)
+    if tensor.device.type == "meta":
+        # on the tensor object itself: dynamo hands the backend the same parameter objects
+        tensor._tpu_target_sharding = (tuple(mesh.shape), tuple(axes))  # type: ignore[attr-defined]
+        return tensor
     _C._mark_sharding(tensor.detach(), list(mesh.device_ids), list(mesh.shape), axes)
     return tensor
 
 
+def target_sharding(tensor: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The split :func:`mark_sharding` recorded on a meta tensor: (mesh shape, mesh axis per
+    dim, -1 for whole), or None."""
+    return getattr(tensor, "_tpu_target_sharding", None)
+
+
 def is_sharded(tensor: torch.Tensor) -> bool:
-    """True if ``tensor``'s value is spread over several devices."""
+    """True if ``tensor``'s value is spread over several devices (a meta tensor: if a split is
+    recorded for it)."""
     from torch_tpu import _C
 
+    if tensor.device.type == "meta":
+        sharding = target_sharding(tensor)
+        return sharding is not None and math.prod(sharding[0]) > 1
     return bool(_C._num_shards(tensor))
 
 
@@ -214,15 +232,20 @@ def parallelize_module(
     (weight dim 1 split, bias replicated); ``None`` takes the module's own
     ``_tp_plan``. Parameters are split in place over mesh axis ``axis``; every
     other parameter and buffer is replicated on the mesh. The whole plan is
-    checked before any parameter moves.
+    checked before any parameter moves. A module on the ``meta`` device (built
+    from shapes alone, for ``TpuBackend(target_only=True)``) gets each split
+    recorded instead (see :func:`mark_sharding`).
     """
     a = mesh.axis_index(axis)
     spec_of = tp_split_dims(module, mesh.shape[a], plan)
-    for tensor in list(module.parameters()) + list(module.buffers()):
-        if tensor.device.type != "tpu":
-            raise ValueError(
-                f"parallelize_module: move the module to 'tpu' first (a tensor is on {tensor.device})"
-            )
+    tensors = list(module.parameters()) + list(module.buffers())
+    kinds = {t.device.type for t in tensors}
+    if not kinds <= {"tpu"} and kinds != {"meta"}:
+        raise ValueError(
+            "parallelize_module: move the module to 'tpu' first (or build it on 'meta' to compile for a "
+            f"target from shapes); its tensors are on {sorted(kinds)}"
+        )
+    for tensor in tensors:
         _, dim = spec_of.get(id(tensor), ("", None))
         spec: list[str | int | None] = [None] * tensor.dim()
         if dim is not None:

@@ -91,11 +91,11 @@ void cache_shadow_label(const char* label);
 TPURT_MUST_USE tpurt_status_t cache_shadow_program(const char* text, size_t size, const char* options,
                                                    size_t options_size, int32_t num_partitions,
                                                    pjrt_executable_t* exe);
-/* A program compiled for the shadow target only (a compile-only trace):
-** recorded like cache_shadow_program's; no target set, or the target's
-** refusal, is the returned error. */
+/* A program compiled for the shadow target only (a compile-only trace,
+** over |num_partitions| of its chips): recorded like cache_shadow_program's;
+** no target set, or the target's refusal, is the returned error. */
 TPURT_MUST_USE tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const char* options,
-                                                        size_t options_size);
+                                                        size_t options_size, int32_t num_partitions);
 
 /* Whether precompile is on (tpurt_shadow_set_precompile) with a target set:
 ** this plugin's own programs are then kept in memory only. */

@@ -316,7 +316,7 @@ tpurt_status_t cache_shadow_program(const char* text, size_t size, const char* o
 }
 
 tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const char* options,
-                                         size_t options_size) {
+                                         size_t options_size, int32_t num_partitions) {
   pthread_mutex_lock(&g_lock);
   tpurt_target_t* t = g_target;
   uint32_t gen = g_gen;
@@ -324,7 +324,7 @@ tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const ch
   if (!t)
     return tpurt_status_create(TPURT_FAILED_PRECONDITION,
                                "a compile-only trace needs a target (torch_tpu.set_target(\"v6e:1x1\"))");
-  shadow_record_t* r = shadow_record(t, gen, text, size, options, options_size, 1);
+  shadow_record_t* r = shadow_record(t, gen, text, size, options, options_size, num_partitions);
   if (!r) return tpurt_status_create(TPURT_ABORTED, "the target changed during a compile-only trace");
   /* nothing else will run this program: a refusal is always the caller's error */
   if (r->error) return tpurt_status_create(TPURT_FAILED_PRECONDITION, "%s", r->error);

@@ -207,6 +207,12 @@ TPURT_MUST_USE tpurt_status_t spmd_mesh_of(pjrt_buffer_t* const* args, int32_t n
 ** the same shape, else replicated on |mesh|. */
 void spmd_result_sharding(const pjrt_sharding_t* mesh, pjrt_buffer_t* const* args, int32_t num_args,
                           const ir_type_t* type, const pjrt_buffer_t* prior, pjrt_sharding_t* out);
+/* spmd_result_sharding for a program with no buffers (a compile-only
+** trace): the first of the |num_params| parameters (types |param_types|,
+** shardings |params|, NULL: replicated) of |type|'s shape lends its split. */
+void spmd_result_sharding_typed(const pjrt_sharding_t* mesh, const pjrt_sharding_t* const* params,
+                                const ir_type_t* param_types, int32_t num_params, const ir_type_t* type,
+                                pjrt_sharding_t* out);
 /* The executable of printed module |text| annotated with the shardings of
 ** |args| and |results|, for |mesh| (compiled once, then reused). */
 TPURT_MUST_USE tpurt_status_t spmd_get_or_compile(const char* text, const pjrt_sharding_t* mesh,

@@ -37,6 +37,8 @@ typedef struct binding_s {
   int32_t input;     /* BIND_PLACEHOLDER: the input index; BIND_RNG: its draw number */
   ir_type_t type;    /* BIND_HOST: the parameter's type */
   uint64_t bytes[2]; /* BIND_HOST: up to 16 bytes */
+  bool sharded;      /* BIND_PLACEHOLDER of a compile-only trace: split as |sharding| */
+  pjrt_sharding_t sharding;
 } binding_t;
 
 typedef struct entry_s {
@@ -845,7 +847,9 @@ tpurt_status_t tpurt_trace_begin(int device) {
   return status;
 }
 
-tpurt_status_t tpurt_trace_input(const tpurt_tensor_t* placeholder, int32_t index) {
+/* Input |index| of the trace, split as |sharding| (NULL: one device). */
+static TPURT_MUST_USE tpurt_status_t trace_input(const tpurt_tensor_t* placeholder, int32_t index,
+                                                 const pjrt_sharding_t* sharding) {
   engine_lock();
   graph_t* g = graph_current();
   tpurt_status_t status = NULL;
@@ -858,6 +862,10 @@ tpurt_status_t tpurt_trace_input(const tpurt_tensor_t* placeholder, int32_t inde
     b->kind = BIND_PLACEHOLDER;
     b->input = index;
     b->type = ir_type_make(placeholder->dtype, placeholder->rank, placeholder->sizes);
+    if (sharding) {
+      b->sharded = true;
+      b->sharding = *sharding;
+    }
     ir_value_t v = ir_param(g->func, b->type);
     /* the storage may be larger than the tensor: model it as the tensor */
     entry_t* e = entry_of(g, placeholder->storage);
@@ -869,6 +877,84 @@ tpurt_status_t tpurt_trace_input(const tpurt_tensor_t* placeholder, int32_t inde
     }
   }
   engine_unlock();
+  return status;
+}
+
+tpurt_status_t tpurt_trace_input(const tpurt_tensor_t* placeholder, int32_t index) {
+  return trace_input(placeholder, index, NULL);
+}
+
+tpurt_status_t tpurt_trace_input_sharded(const tpurt_tensor_t* placeholder, int32_t index,
+                                         const tpurt_sharding_spec_t* spec) {
+  pjrt_sharding_t sh = {
+      .num_devices = spec->num_devices, .mesh_rank = spec->mesh_rank, .rank = placeholder->rank};
+  const int32_t max_devices = (int32_t)(sizeof sh.devices / sizeof sh.devices[0]);
+  if (spec->num_devices < 1 || spec->num_devices > max_devices || spec->mesh_rank < 1 ||
+      spec->mesh_rank > PJRT_MAX_MESH_RANK)
+    return tpurt_status_create(TPURT_INVALID_ARGUMENT,
+                               "trace input %d: a mesh has 1 to %d devices and 1 to %d axes", index,
+                               max_devices, PJRT_MAX_MESH_RANK);
+  /* partition p is the target's device p: the mesh is a shape, not this host's devices */
+  for (int32_t i = 0; i < spec->num_devices; ++i) sh.devices[i] = i;
+  memcpy(sh.mesh_shape, spec->mesh_shape, sizeof(int64_t) * (size_t)spec->mesh_rank);
+  memset(sh.dim_axis, -1, sizeof(sh.dim_axis));
+  if (placeholder->rank) memcpy(sh.dim_axis, spec->dim_axis, (size_t)placeholder->rank);
+  tpurt_status_t status = pjrt_sharding_check_layout(&sh, placeholder->rank, placeholder->sizes);
+  if (status) return tpurt_status_annotate_consume(status, "sharded trace input");
+  return trace_input(placeholder, index, &sh);
+}
+
+/* The module of a compile-only trace with sharded inputs, annotated for
+** their mesh (*out_text NULL and *out_partitions 1 when none is sharded):
+** the same Shardy form a run on sharded buffers compiles (spmd.c), so the
+** target sees the program a mesh of its chips would run. Captured buffers
+** that are sharded keep their split too. */
+static TPURT_MUST_USE tpurt_status_t compile_only_spmd(const graph_t* g, const char* text,
+                                                       const ir_value_t* values, int32_t num_outputs,
+                                                       char** out_text, size_t* out_size,
+                                                       int32_t* out_partitions) {
+  *out_text = NULL;
+  *out_size = 0;
+  *out_partitions = 1;
+  const int32_t n = g->num_bindings;
+  const pjrt_sharding_t** params = tpurt_xcalloc((size_t)n + 1, sizeof(void*));
+  ir_type_t* types = tpurt_xcalloc((size_t)n + 1, sizeof(ir_type_t));
+  const pjrt_sharding_t* mesh = NULL;
+  tpurt_status_t status = NULL;
+  for (int32_t i = 0; i < n && !status; ++i) {
+    const binding_t* b = &g->bindings[i];
+    if (b->sharded) {
+      params[i] = &b->sharding;
+      types[i] = b->type;
+    } else if (b->kind == BIND_BUFFER && b->buffer && b->buffer->sharding) {
+      params[i] = b->buffer->sharding;
+      types[i] = ir_type_make(b->buffer->dtype, b->buffer->rank, b->buffer->dims);
+    }
+    if (!params[i]) continue;
+    if (!mesh) {
+      mesh = params[i];
+    } else if (mesh->num_devices != params[i]->num_devices || mesh->mesh_rank != params[i]->mesh_rank ||
+               memcmp(mesh->mesh_shape, params[i]->mesh_shape, sizeof(int64_t) * (size_t)mesh->mesh_rank)) {
+      status = tpurt_status_create(TPURT_INVALID_ARGUMENT,
+                                   "a compile-only trace's inputs are sharded over two meshes (of %d and %d "
+                                   "devices); one program spans one mesh",
+                                   mesh->num_devices, params[i]->num_devices);
+    }
+  }
+  if (!status && mesh) {
+    pjrt_sharding_t* results = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(pjrt_sharding_t));
+    const pjrt_sharding_t** result_ptrs = tpurt_xcalloc((size_t)num_outputs + 1, sizeof(void*));
+    for (int32_t k = 0; k < num_outputs; ++k) {
+      spmd_result_sharding_typed(mesh, params, types, n, ir_value_type(g->func, values[k]), &results[k]);
+      result_ptrs[k] = &results[k];
+    }
+    status = spmd_annotate_module(text, mesh, params, n, result_ptrs, num_outputs, out_text, out_size);
+    if (!status) *out_partitions = mesh->num_devices;
+    free(result_ptrs);
+    free(results);
+  }
+  free(types);
+  free(params);
   return status;
 }
 
@@ -914,14 +1000,30 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
   ** torch.compile frame and graph kind) where the caller set one */
   const char* compile_label = pjrt_swap_compile_label(NULL);
   (void)pjrt_swap_compile_label(compile_label);
+  if (!status && !t_compile_only) {
+    for (int32_t i = 0; i < g->num_bindings && !status; ++i)
+      if (g->bindings[i].sharded)
+        status = tpurt_status_create(TPURT_FAILED_PRECONDITION,
+                                     "trace input %d is declared sharded, which only a compile-only trace "
+                                     "takes (tpurt_trace_set_compile_only; a run shards by its buffers)",
+                                     g->bindings[i].input);
+  }
   if (!status && t_compile_only) {
     /* for the target only: this plugin never compiles it (exe stays NULL,
     ** and tpurt_program_run refuses the program) */
     const char* options = NULL;
     size_t options_size = 0;
+    char* spmd = NULL;
+    size_t spmd_size = 0;
+    int32_t partitions = 1;
     cache_shadow_label(compile_label ? compile_label : "compiled program (target only)");
-    status = pjrt_current_compile_options(&options, &options_size, NULL);
-    if (!status) status = cache_shadow_compile_only(text, size, options, options_size);
+    status = compile_only_spmd(g, text, values, num_outputs, &spmd, &spmd_size, &partitions);
+    if (!status && !spmd) status = pjrt_current_compile_options(&options, &options_size, NULL);
+    /* an SPMD program's options are the target's partitioning (as a run's shadow compile) */
+    if (!status)
+      status = spmd ? cache_shadow_compile_only(spmd, spmd_size, "", 0, partitions)
+                    : cache_shadow_compile_only(text, size, options, options_size, 1);
+    free(spmd);
   } else if (!status) {
     bool hit = false;
     cache_shadow_label(compile_label ? compile_label : "compiled program");

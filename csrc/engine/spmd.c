@@ -119,11 +119,17 @@ tpurt_status_t spmd_mesh_of(pjrt_buffer_t* const* args, int32_t num_args, const 
   return NULL;
 }
 
-void spmd_result_sharding(const pjrt_sharding_t* mesh, pjrt_buffer_t* const* args, int32_t num_args,
-                          const ir_type_t* type, const pjrt_buffer_t* prior, pjrt_sharding_t* out) {
+/* |out| = replicated on |mesh| at |type|'s rank, or split as |like| (may be NULL). */
+static void result_like(const pjrt_sharding_t* mesh, const ir_type_t* type, const pjrt_sharding_t* like,
+                        pjrt_sharding_t* out) {
   *out = *mesh;
   out->rank = type->rank;
   memset(out->dim_axis, -1, sizeof(out->dim_axis));
+  if (like) memcpy(out->dim_axis, like->dim_axis, sizeof(out->dim_axis));
+}
+
+void spmd_result_sharding(const pjrt_sharding_t* mesh, pjrt_buffer_t* const* args, int32_t num_args,
+                          const ir_type_t* type, const pjrt_buffer_t* prior, pjrt_sharding_t* out) {
   const pjrt_buffer_t* like = NULL;
   if (prior && prior->sharding && prior->rank == type->rank &&
       memcmp(prior->dims, type->dims, sizeof(int64_t) * (size_t)type->rank) == 0)
@@ -134,7 +140,20 @@ void spmd_result_sharding(const pjrt_sharding_t* mesh, pjrt_buffer_t* const* arg
         memcmp(b->dims, type->dims, sizeof(int64_t) * (size_t)type->rank) == 0)
       like = b;
   }
-  if (like) memcpy(out->dim_axis, like->sharding->dim_axis, sizeof(out->dim_axis));
+  result_like(mesh, type, like ? like->sharding : NULL, out);
+}
+
+void spmd_result_sharding_typed(const pjrt_sharding_t* mesh, const pjrt_sharding_t* const* params,
+                                const ir_type_t* param_types, int32_t num_params, const ir_type_t* type,
+                                pjrt_sharding_t* out) {
+  const pjrt_sharding_t* like = NULL;
+  for (int32_t i = 0; i < num_params && !like; ++i) {
+    const ir_type_t* t = &param_types[i];
+    if (params[i] && t->rank == type->rank &&
+        memcmp(t->dims, type->dims, sizeof(int64_t) * (size_t)type->rank) == 0)
+      like = params[i];
+  }
+  result_like(mesh, type, like, out);
 }
 
 /* SPMD executables of fused and compiled graphs, keyed by the annotated

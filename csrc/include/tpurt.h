@@ -486,6 +486,15 @@ typedef struct tpurt_program_s tpurt_program_t;
 TPURT_MUST_USE tpurt_status_t tpurt_trace_begin(int device);
 /* Declares |placeholder| (dense) as input |index| of the program. */
 TPURT_MUST_USE tpurt_status_t tpurt_trace_input(const tpurt_tensor_t* placeholder, int32_t index);
+/* Declares |placeholder| as input |index| of a compile-only trace, split
+** over a mesh as |spec| says (tpurt_tensor_shard's spec; partition p is
+** the target's device p, so spec->devices is not read). The program then
+** spans spec->num_devices partitions: tpurt_trace_end compiles it for that
+** many chips of the target. INVALID_ARGUMENT for a bad mesh, a dim not
+** divisible by its axis, or two meshes in one trace; tpurt_trace_end
+** refuses a trace that is not compile-only. */
+TPURT_MUST_USE tpurt_status_t tpurt_trace_input_sharded(const tpurt_tensor_t* placeholder, int32_t index,
+                                                        const tpurt_sharding_spec_t* spec);
 /* Ends the trace: the program returns |outputs| (dense copies of those
 ** views); it is compiled (through the cache) now. */
 TPURT_MUST_USE tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_outputs,

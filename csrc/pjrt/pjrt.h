@@ -152,6 +152,10 @@ TPURT_MUST_USE tpurt_status_t pjrt_execute_spmd(pjrt_executable_t* executable, i
 ** and splits a |rank|-d array of |dims| evenly. */
 TPURT_MUST_USE tpurt_status_t pjrt_sharding_check(const pjrt_sharding_t* sharding, int32_t rank,
                                                   const int64_t* dims);
+/* pjrt_sharding_check without the devices: a mesh of |sharding|'s shape
+** anywhere (a compile-only target's chips). */
+TPURT_MUST_USE tpurt_status_t pjrt_sharding_check_layout(const pjrt_sharding_t* sharding, int32_t rank,
+                                                         const int64_t* dims);
 bool pjrt_sharding_is_replicated(const pjrt_sharding_t* sharding);
 bool pjrt_sharding_same_mesh(const pjrt_sharding_t* a, const pjrt_sharding_t* b);
 uint64_t pjrt_sharding_hash(const pjrt_sharding_t* sharding);

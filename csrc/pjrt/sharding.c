@@ -13,13 +13,19 @@ static int64_t mesh_coordinate(const pjrt_sharding_t* sh, int32_t p, int32_t axi
 }
 
 tpurt_status_t pjrt_sharding_check(const pjrt_sharding_t* sh, int32_t rank, const int64_t* dims) {
+  TPURT_RETURN_IF_ERROR(pjrt_sharding_check_layout(sh, rank, dims));
+  for (int32_t i = 0; i < sh->num_devices; ++i) TPURT_RETURN_IF_ERROR(pjrt_check_device(sh->devices[i]));
+  return NULL;
+}
+
+tpurt_status_t pjrt_sharding_check_layout(const pjrt_sharding_t* sh, int32_t rank, const int64_t* dims) {
   int64_t n = 1;
-  for (int32_t a = 0; a < sh->mesh_rank; ++a) n *= sh->mesh_shape[a];
+  if (sh->mesh_rank >= 1 && sh->mesh_rank <= PJRT_MAX_MESH_RANK)
+    for (int32_t a = 0; a < sh->mesh_rank; ++a) n *= sh->mesh_shape[a];
   if (sh->mesh_rank < 1 || sh->mesh_rank > PJRT_MAX_MESH_RANK || n != sh->num_devices || n < 1 ||
       n > PJRT_MAX_DEVICES)
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "a mesh of shape product %lld over %d devices",
                                (long long)n, sh->num_devices);
-  for (int32_t i = 0; i < sh->num_devices; ++i) TPURT_RETURN_IF_ERROR(pjrt_check_device(sh->devices[i]));
   if (rank != sh->rank)
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "the partition spec has %d entries for a %d-d tensor",
                                sh->rank, rank);

@@ -6,7 +6,8 @@
 ** For target_test.c it is a compile-only plugin: topologies "fake:1x1" (one
 ** chip) and "fake:2x2" (four), a compiler that refuses any module naming
 ** "stablehlo.fft", and executables whose cost and memory are computed from
-** the program text, so the test can check every figure that crosses. */
+** the program text (the arguments, 4 KiB, split over an SPMD module's
+** partitions), so the test can check every figure that crosses. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -125,6 +126,7 @@ struct pjrt_abi_device_description_s {
 struct pjrt_abi_executable_s {
   double ops, while_ops;
   int64_t code_size;
+  int64_t partitions; /* the module's mhlo.num_partitions: each chip holds 1/partitions of the arguments */
   pjrt_abi_named_value_t cost[4];
   char fingerprint[32];
   char serialized[48]; /* "FAKEEXE1" + the fingerprint */
@@ -230,6 +232,16 @@ static pjrt_abi_error_t* compile(void* p) {
   e->ops = count_text(code, size, "stablehlo.");
   e->while_ops = count_text(code, size, "stablehlo.while");
   e->code_size = (int64_t)size;
+  static const char kParts[] = "mhlo.num_partitions = ";
+  const size_t n = sizeof kParts - 1;
+  e->partitions = 1;
+  for (size_t i = 0; i + n < size; ++i) {
+    if (memcmp(code + i, kParts, n) != 0) continue;
+    int64_t v = 0;
+    for (size_t j = i + n; j < size && code[j] >= '0' && code[j] <= '9'; ++j) v = v * 10 + (code[j] - '0');
+    if (v > 1) e->partitions = v;
+    break;
+  }
   set_float(&e->cost[0], "flops", (float)(1000 * e->ops));
   set_float(&e->cost[1], "bytes accessed", (float)(64 * e->ops));
   set_float(&e->cost[2], "transcendentals", 0.0f);
@@ -255,7 +267,7 @@ static pjrt_abi_error_t* cost_analysis(void* p) {
 static pjrt_abi_error_t* memory_stats(void* p) {
   pjrt_abi_compiled_memory_stats_args_t* a = p;
   if (a->struct_size < pjrt_abi_compiled_memory_stats_args_t_SIZE) return make_error(3, "fake: short struct");
-  a->argument_size_in_bytes = 4096;
+  a->argument_size_in_bytes = 4096 / a->executable->partitions;
   a->output_size_in_bytes = 1024;
   a->temp_size_in_bytes = 16 * a->executable->code_size;
   a->generated_code_size_in_bytes = 100;

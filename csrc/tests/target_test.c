@@ -201,6 +201,87 @@ TEST(Shadow_RecordsEachProgramOnce) {
   EXPECT(tpurt_shadow_records(r, 4) == 0);
 }
 
+/* A compile-only trace whose input is declared split over a 2x2 mesh is
+** one SPMD program of 4 partitions for the target (the fake target's
+** per-chip arguments are a quarter), never compiled by this plugin; the
+** same trace without the split is a one-device program. */
+TEST(Shadow_CompileOnlyShardedTrace) {
+  NEED_FAKE();
+  if (test_plugin_state() != 1) {
+    printf("  skipped: needs TORCH_TPU_PJRT_PLUGIN\n");
+    return;
+  }
+  tpurt_target_t* t = NULL;
+  ASSERT_OK(tpurt_target_create(fake_plugin(), "fake:2x2", &t));
+  ASSERT_OK(tpurt_shadow_set_consume(t));
+  const int64_t mesh_shape[2] = {2, 2};
+  const int8_t split_rows[2] = {0, -1}; /* dim 0 over mesh axis 0, dim 1 whole */
+  const int devices[4] = {7, 8, 9, 10}; /* not this host's: compile-only ignores them */
+  const tpurt_sharding_spec_t spec = {
+      .num_devices = 4, .devices = devices, .mesh_rank = 2, .mesh_shape = mesh_shape, .dim_axis = split_rows};
+  tpurt_storage_t* ps = NULL;
+  ASSERT_OK(tpurt_storage_create(0, 8 * 4 * 4, &ps));
+  tpurt_tensor_t x = {.storage = ps, .dtype = TPURT_DTYPE_F32, .rank = 2, .sizes = {8, 4}, .strides = {4, 1}};
+  tpurt_metrics_t m0, m1;
+  tpurt_metrics_get(&m0);
+  for (int sharded = 1; sharded >= 0; --sharded) {
+    ASSERT_OK(tpurt_set_eager_mode(TPURT_MODE_INTERNAL_DEFER_ALL));
+    ASSERT_OK(tpurt_trace_begin(0));
+    ASSERT_OK(sharded ? tpurt_trace_input_sharded(&x, 0, &spec) : tpurt_trace_input(&x, 0));
+    tpurt_arg_t args[3] = {{.kind = TPURT_ARG_TENSOR, .u.tensor = x},
+                           {.kind = TPURT_ARG_TENSOR, .u.tensor = x},
+                           {.kind = TPURT_ARG_SCALAR,
+                            .u.scalar = {.dtype = TPURT_DTYPE_F64, .tier = TPURT_TIER_WRAPPED, .f = 1}}};
+    tpurt_result_t r[1];
+    tpurt_op_call_t c = {
+        .name = "aten::add.Tensor", .args = args, .num_args = 3, .results = r, .max_results = 1};
+    ASSERT_OK(tpurt_op_run(&c));
+    tpurt_tensor_t y = {
+        .storage = r[0].storage, .dtype = TPURT_DTYPE_F32, .rank = 2, .sizes = {8, 4}, .strides = {4, 1}};
+    const char* before = pjrt_swap_compile_label(sharded ? "test::sharded" : "test::one");
+    tpurt_trace_set_compile_only(true);
+    tpurt_program_t* prog = NULL;
+    tpurt_status_t s = tpurt_trace_end(&y, 1, 1, &prog);
+    tpurt_trace_set_compile_only(false);
+    (void)pjrt_swap_compile_label(before);
+    ASSERT_OK(tpurt_set_eager_mode(TPURT_MODE_DEFER_NEVER));
+    tpurt_storage_release(y.storage);
+    ASSERT_OK(s);
+    tpurt_program_free(prog);
+  }
+  tpurt_metrics_get(&m1);
+  EXPECT(m1.compiles == m0.compiles && m1.spmd_compiles == m0.spmd_compiles); /* not for this plugin */
+  tpurt_shadow_record_t rec[4];
+  ASSERT(tpurt_shadow_records(rec, 4) == 2);
+  if (rec[0].error) printf("  %s\n", rec[0].error);
+  EXPECT(strcmp(rec[0].label, "test::sharded") == 0 && rec[0].error == NULL && rec[0].num_partitions == 4);
+  EXPECT(rec[0].program.argument_bytes == 1024); /* the fake's 4 KiB over 4 chips */
+  EXPECT(strcmp(rec[1].label, "test::one") == 0 && rec[1].error == NULL && rec[1].num_partitions == 1);
+  EXPECT(rec[1].program.argument_bytes == 4096);
+
+  /* a dim the mesh axis does not divide, and a sharded input of a trace that runs, are refused */
+  const int8_t split_cols_by_3[2] = {-1, 0};
+  const int64_t mesh3[1] = {3};
+  const tpurt_sharding_spec_t bad = {
+      .num_devices = 3, .devices = devices, .mesh_rank = 1, .mesh_shape = mesh3, .dim_axis = split_cols_by_3};
+  ASSERT_OK(tpurt_set_eager_mode(TPURT_MODE_INTERNAL_DEFER_ALL));
+  ASSERT_OK(tpurt_trace_begin(0));
+  tpurt_status_t s = tpurt_trace_input_sharded(&x, 0, &bad);
+  EXPECT(tpurt_status_code(s) == TPURT_INVALID_ARGUMENT &&
+         contains(tpurt_status_message(s), "not divisible"));
+  tpurt_status_free(s);
+  ASSERT_OK(tpurt_trace_input_sharded(&x, 0, &spec));
+  tpurt_program_t* prog = NULL;
+  s = tpurt_trace_end(&x, 1, 1, &prog);
+  EXPECT(tpurt_status_code(s) == TPURT_FAILED_PRECONDITION && prog == NULL &&
+         contains(tpurt_status_message(s), "only a compile-only trace"));
+  tpurt_status_free(s);
+  ASSERT_OK(tpurt_set_eager_mode(TPURT_MODE_DEFER_NEVER));
+  tpurt_storage_release(ps);
+  tpurt_shadow_reset();
+  ASSERT_OK(tpurt_shadow_set_consume(NULL));
+}
+
 /* Removes the files of |dir| (flat), then |dir|. */
 static void remove_dir(const char* dir) {
   DIR* d = opendir(dir);
@@ -264,7 +345,7 @@ TEST(Precompile_RoundTripThroughThePluginsDeserialize) {
   static const char kOptions[] = "compile options bytes";
   const size_t text_size = strlen(kTwoOps), options_size = sizeof kOptions - 1;
   cache_shadow_label("test::precompiled");
-  ASSERT_OK(cache_shadow_compile_only(kTwoOps, text_size, kOptions, options_size));
+  ASSERT_OK(cache_shadow_compile_only(kTwoOps, text_size, kOptions, options_size, 1));
   tpurt_shadow_record_t r[2];
   EXPECT(tpurt_shadow_records(r, 2) == 1);
   EXPECT(r[0].precompiled && !r[0].from_disk && r[0].error == NULL);
@@ -301,7 +382,7 @@ TEST(Precompile_RoundTripThroughThePluginsDeserialize) {
 
   /* a second process (records forgotten) compiles nothing: figures and executable are on disk */
   tpurt_shadow_reset();
-  ASSERT_OK(cache_shadow_compile_only(kTwoOps, text_size, kOptions, options_size));
+  ASSERT_OK(cache_shadow_compile_only(kTwoOps, text_size, kOptions, options_size, 1));
   EXPECT(tpurt_shadow_records(r, 2) == 1);
   EXPECT(r[0].from_disk && r[0].precompiled);
 
@@ -314,7 +395,7 @@ TEST(Precompile_RoundTripThroughThePluginsDeserialize) {
   /* without a target a compile-only trace has nothing to compile for */
   tpurt_shadow_set_precompile(false);
   ASSERT_OK(tpurt_shadow_set_consume(NULL));
-  s = cache_shadow_compile_only(kTwoOps, text_size, kOptions, options_size);
+  s = cache_shadow_compile_only(kTwoOps, text_size, kOptions, options_size, 1);
   EXPECT(tpurt_status_code(s) == TPURT_FAILED_PRECONDITION &&
          strstr(tpurt_status_message(s), "needs a target"));
   tpurt_status_free(s);
@@ -327,4 +408,5 @@ TEST(Precompile_RoundTripThroughThePluginsDeserialize) {
 TEST_MAIN(TEST_CASE(Target_Topology), TEST_CASE(Target_UnknownTopologyIsThePluginsError),
           TEST_CASE(Target_CompileReadsCostAndMemory), TEST_CASE(Target_WhileLoopHasNoEstimate),
           TEST_CASE(Target_RefusedProgramNamesTheTarget), TEST_CASE(Shadow_RecordsEachProgramOnce),
+          TEST_CASE(Shadow_CompileOnlyShardedTrace),
           TEST_CASE(Precompile_RoundTripThroughThePluginsDeserialize))

@@ -36,6 +36,21 @@ void trace_input(const at::Tensor& placeholder, int index) {
   check_consume(tpurt_trace_input(&t, index), kTrace);
 }
 
+// A compile-only trace's input split over a mesh of the target's chips
+// (torch_tpu.distributed records the split of a meta parameter).
+void trace_input_sharded(const at::Tensor& placeholder, int index, const std::vector<int64_t>& mesh_shape,
+                         const std::vector<int>& dim_axis) {
+  TORCH_CHECK(static_cast<int64_t>(dim_axis.size()) == placeholder.dim(), kTrace, ": the partition spec has ",
+              dim_axis.size(), " entries for a ", placeholder.dim(), "-d tensor");
+  const tpurt_tensor_t t = describe(placeholder, kTrace);
+  int64_t devices = 1;
+  for (int64_t d : mesh_shape) devices *= d;
+  std::vector<int8_t> axes(dim_axis.begin(), dim_axis.end());
+  const tpurt_sharding_spec_t spec{static_cast<int32_t>(devices), nullptr,
+                                   static_cast<int32_t>(mesh_shape.size()), mesh_shape.data(), axes.data()};
+  check_consume(tpurt_trace_input_sharded(&t, index, &spec), kTrace);
+}
+
 std::shared_ptr<Program> trace_end(const std::vector<at::Tensor>& outputs, int num_inputs, int device) {
   std::vector<tpurt_tensor_t> views;
   views.reserve(outputs.size());
@@ -124,6 +139,7 @@ void register_mode_bindings(py::module& m) {
       .def("run_if_accepted", &run_if_accepted);
   m.def("_trace_begin", [](int device) { check_consume(tpurt_trace_begin(device), kTrace); });
   m.def("_trace_input", &trace_input);
+  m.def("_trace_input_sharded", &trace_input_sharded);
   m.def("_trace_abort", &tpurt_trace_abort);
   m.def("_trace_set_compile_only", [](bool on) { tpurt_trace_set_compile_only(on); });
   m.def("_trace_end", &trace_end);
