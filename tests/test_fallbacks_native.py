@@ -522,3 +522,53 @@ def test_batch_norm_running_stats_update_in_fused_eager_with_the_output_unused(n
         bn(x)
     close(got[0].to("tpu"), bn.running_mean)
     close(got[1].to("tpu"), bn.running_var)
+
+
+# ---- unique and unique_consecutive (csrc/lower/selection.c) -------------------------------
+
+NAN = float("nan")
+UNIQUE_INPUTS = {
+    "nan_and_signed_zero": lambda: torch.tensor([3.0, 1.0, NAN, 1.0, NAN, 2.0, -0.0, 0.0]),
+    "int_2d": lambda: torch.randint(0, 5, (4, 6), generator=torch.Generator().manual_seed(0)),
+    "int8_runs": lambda: torch.tensor([1, 1, 2, 2, 2, 1], dtype=torch.int8),
+    "bool": lambda: torch.tensor([True, False, True, True]),
+    "zero_d": lambda: torch.tensor(5.0),
+    "one": lambda: torch.tensor([1.5]),
+    "empty_2d": lambda: torch.zeros(2, 0),
+}
+
+
+def same(actual, expected):
+    assert actual.device.type == "tpu"
+    assert (actual.shape, actual.dtype) == (expected.shape, expected.dtype)
+    torch.testing.assert_close(actual.cpu(), expected, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("inverse", [False, True])
+@pytest.mark.parametrize("counts", [False, True])
+@pytest.mark.parametrize("name", list(UNIQUE_INPUTS))
+def test_unique(no_fallback, name, inverse, counts):
+    # torch.unique is aten::_unique2: the values come sorted, each NaN its own value
+    x = UNIQUE_INPUTS[name]()
+    for got, expected in zip(
+        torch._unique2(x.to("tpu"), True, inverse, counts), torch._unique2(x, True, inverse, counts)
+    ):
+        same(got, expected)
+
+
+@pytest.mark.parametrize("inverse", [False, True])
+@pytest.mark.parametrize("counts", [False, True])
+@pytest.mark.parametrize("name", list(UNIQUE_INPUTS))
+def test_unique_consecutive(no_fallback, name, inverse, counts):
+    x = UNIQUE_INPUTS[name]()
+    got = torch.ops.aten.unique_consecutive(x.to("tpu"), inverse, counts)
+    for g, e in zip(got, torch.ops.aten.unique_consecutive(x, inverse, counts)):
+        same(g, e)
+
+
+def test_unique_as_users_call_it(no_fallback):
+    x = torch.tensor([1, 1, 3, 3, 2, 3])
+    got = torch.unique(x.to("tpu"), return_inverse=True, return_counts=True)
+    for g, e in zip(got, torch.unique(x, return_inverse=True, return_counts=True)):
+        same(g, e)
+    same(torch.unique_consecutive(x.to("tpu"), dim=0), torch.unique_consecutive(x, dim=0))

@@ -695,6 +695,8 @@ ALLOW = (
     "unflatten",
     "unfold",
     "unfold_copy",
+    "unique",
+    "unique_consecutive",
     "unravel_index",
     "unsafe_chunk",
     "unsafe_split",
@@ -921,8 +923,6 @@ SKIP = {
     "tril_indices": "falls back to CPU: needs aten::tril_indices",
     "triu_indices": "falls back to CPU: needs aten::triu_indices",
     "uniform": "random output: the tpu and CPU generators give different streams",
-    "unique": "falls back to CPU: needs aten::_unique2",
-    "unique_consecutive": "falls back to CPU: needs aten::unique_consecutive",
     "view_as_real": "no f32/bf16/f16/i64 support in op_db (dtypes: complex128, complex64)",
 }
 

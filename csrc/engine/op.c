@@ -144,8 +144,9 @@ static TPURT_MUST_USE tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op
   return status;
 }
 
-/* Data-dependent sizes: count the nonzeros of one tensor arg on the device,
-** wait for that number, then run the op with it as a trailing INT arg. */
+/* Data-dependent sizes: count one tensor arg on the device (its nonzeros,
+** or what the rule's count_op counts), wait for that number, then run the
+** op with it as a trailing INT arg. */
 static TPURT_MUST_USE tpurt_status_t run_counted(const lower_rule_t* rule, tpurt_op_call_t* call,
                                                  bool may_unlock) {
   int32_t flat = -1, schema = 0;
@@ -157,14 +158,16 @@ static TPURT_MUST_USE tpurt_status_t run_counted(const lower_rule_t* rule, tpurt
     return tpurt_status_create(TPURT_INTERNAL, "%s: argument %d is not a tensor", call->name,
                                rule->count_arg);
   tpurt_result_t count_result;
-  tpurt_op_call_t count_call = {.name = "tpurt::count_nonzero",
+  tpurt_op_call_t count_call = {.name = rule->count_op ? rule->count_op : "tpurt::count_nonzero",
                                 .args = &call->args[flat],
                                 .num_args = 1,
                                 .device = call->device,
                                 .results = &count_result,
                                 .max_results = 1};
   lower_rule_t scratch;
-  TPURT_RETURN_IF_ERROR(run_rule(lower_find(count_call.name, &scratch), &count_call, may_unlock));
+  const lower_rule_t* counter = lower_find(count_call.name, &scratch);
+  if (!counter) return tpurt_status_create(TPURT_INTERNAL, "%s: no rule for %s", call->name, count_call.name);
+  TPURT_RETURN_IF_ERROR(run_rule(counter, &count_call, may_unlock));
   tpurt_storage_t* counted = count_call.results[0].storage;
   int64_t count = 0;
   tpurt_status_t status = pjrt_buffer_to_host(counted->buffer, &count, sizeof(count));

@@ -59,6 +59,9 @@ typedef struct lower_rule_s {
   ** the count as one extra trailing INT arg (so it is part of the key).
   ** -1 for ordinary ops. */
   int8_t count_arg;
+  /* The counting op for count_arg: "tpurt::count_nonzero" when NULL;
+  ** unique's rows count distinct values or runs instead. */
+  const char* count_op;
   lower_rule_data_t data; /* the *_WITH rows' constants; zero otherwise */
 } lower_rule_t;
 
@@ -73,6 +76,9 @@ typedef struct lower_rule_s {
   {.name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .numbers_in_key = true, .count_arg = -1}
 /* A row whose output size is the nonzero count of tensor arg |arg|. */
 #define LOWER_COUNTED_FN(op, f, arg) {.name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .count_arg = arg}
+/* The same, counted by the op |counter| (a tpurt:: rule giving an i64 scalar). */
+#define LOWER_COUNTED_BY_FN(op, f, arg, counter) \
+  {.name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .count_arg = arg, .count_op = counter}
 #define LOWER_END {.name = NULL, .fn = NULL, .count_arg = -1}
 /* Rows that hand |f| constants, given as designated initializers of
 ** lower_rule_data_t: LOWER_FN_WITH("aten::eq.Tensor", compare, .num = {IR_EQ}). */
@@ -253,6 +259,10 @@ bool lower_bool_list_item(const lower_ctx_t* ctx, int32_t i, int32_t k, bool if_
 ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, ir_op_t op, double identity);
 /* lower_scan with add: an inclusive prefix sum. */
 ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim);
+/* Stable sort of |x| along |dim| with its int64 indices. NaN is larger than
+** every number (last ascending, first descending), as in PyTorch (sort.c). */
+void lower_sort_with_indices(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool descending, ir_value_t* values,
+                             ir_value_t* indices);
 
 /* A status naming nothing (the engine prefixes the op name). */
 TPURT_MUST_USE tpurt_status_t lower_error(tpurt_status_code_t code, const char* fmt, ...)

@@ -1,5 +1,5 @@
 /* selection.c: ops whose output size depends on the data (nonzero,
-** masked_select). The engine counts first (a device-to-host sync, as on
+** masked_select, unique, unique_consecutive). The engine counts first (a device-to-host sync, as on
 ** CUDA) and hands the count in as a trailing INT arg, so each distinct
 ** count is its own program shape. */
 #include <math.h>
@@ -478,6 +478,159 @@ static TPURT_MUST_USE tpurt_status_t lower_masked_select(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- unique, unique_consecutive ---===*/
+
+/* Where each element of |x| (flat [n], n >= 1) starts a run of equal
+** values, as [n] bool (element 0 always). NaN never equals NaN, so each NaN
+** starts its own run: CPU's unique keeps every NaN. */
+static ir_value_t run_starts(lower_ctx_t* ctx, ir_value_t x, int64_t n) {
+  ir_func_t* f = ctx->func;
+  int64_t zero = 0, one = 1, last = n - 1;
+  ir_value_t first = ir_splat(f, TPURT_DTYPE_BOOL, 1, &one, 1.0);
+  if (n == 1) return first;
+  ir_value_t parts[2] = {
+      first, ir_compare(f, IR_NE, ir_slice(f, x, &one, &n, &one), ir_slice(f, x, &zero, &last, &one))};
+  return ir_concatenate(f, parts, 2, 0);
+}
+
+/* self flattened to [n]; *n gets the element count. */
+static ir_value_t flat_self(lower_ctx_t* ctx, int64_t* n) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  *n = 1;
+  for (int32_t i = 0; i < t->rank; ++i) *n *= t->sizes[i];
+  return ir_reshape(ctx->func, lower_tensor(ctx, 0), 1, n);
+}
+
+static TPURT_MUST_USE tpurt_status_t check_unique_dtype(lower_ctx_t* ctx, const char* op) {
+  tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
+  if (tpurt_dtype_is_complex(dt))
+    return lower_error(TPURT_UNIMPLEMENTED, "%s: complex inputs are not supported (no order to sort by)", op);
+  return NULL;
+}
+
+/* The number of runs of equal values in |x| (flat [n]): the engine's
+** counting pass for unique (over sorted values) and unique_consecutive. */
+static void set_run_count(lower_ctx_t* ctx, ir_value_t x, int64_t n) {
+  ir_func_t* f = ctx->func;
+  if (n == 0) {
+    lower_set_result(ctx, 0, ir_splat(f, TPURT_DTYPE_I64, 0, NULL, 0.0));
+    return;
+  }
+  int64_t all = 0;
+  ir_value_t starts = lower_cast(ctx, run_starts(ctx, x, n), TPURT_DTYPE_I64);
+  lower_set_result(ctx, 0,
+                   ir_reduce(f, starts, ir_constant_i64(f, TPURT_DTYPE_I64, 0), &all, 1, IR_REDUCE_ADD));
+}
+
+/* tpurt::count_distinct(self) -> i64: distinct values (each NaN apart). */
+static TPURT_MUST_USE tpurt_status_t lower_count_distinct(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(check_unique_dtype(ctx, "torch.unique"));
+  int64_t n;
+  ir_value_t x = flat_self(ctx, &n), sorted = x, perm;
+  if (n > 1) lower_sort_with_indices(ctx, x, 0, false, &sorted, &perm);
+  set_run_count(ctx, sorted, n);
+  return NULL;
+}
+
+/* tpurt::count_runs(self) -> i64: runs of equal consecutive values. */
+static TPURT_MUST_USE tpurt_status_t lower_count_runs(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(check_unique_dtype(ctx, "torch.unique_consecutive"));
+  int64_t n;
+  ir_value_t x = flat_self(ctx, &n);
+  set_run_count(ctx, x, n);
+  return NULL;
+}
+
+/* The three results of unique over |x| (flat [n], n >= 1, in the order
+** whose runs are the groups) whose element i came from self's flat
+** position perm[i] (|perm| IR_NONE: i itself): values [count] (each run's
+** first element), inverse (self's shape: the run of each element; [0]
+** unless asked) and counts ([count]; [0] unless asked). */
+static void set_unique_results(lower_ctx_t* ctx, ir_value_t x, ir_value_t perm, int64_t n, int64_t count,
+                               bool inverse, bool counts) {
+  ir_func_t* f = ctx->func;
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t none = 0;
+  ir_value_t starts = run_starts(ctx, x, n);
+  lower_set_result(ctx, 0, compact(ctx, starts, x, count));
+  ir_value_t run = ir_sub(f, lower_cumsum(ctx, lower_cast(ctx, starts, TPURT_DTYPE_I64), 0),
+                          ir_splat(f, TPURT_DTYPE_I64, 1, &n, 1.0));
+  ir_value_t inv = ir_splat(f, TPURT_DTYPE_I64, 1, &none, 0.0);
+  if (inverse) {
+    inv = run;
+    if (perm != IR_NONE) { /* back to self's order: inv[perm[i]] = run[i] */
+      int64_t idx_dims[2] = {n, 1};
+      ir_scatter_dims_t sd = lower_scatter_dims_along(1, 0);
+      ir_value_t blk[2];
+      inv = ir_scatter_begin(f, ir_splat(f, TPURT_DTYPE_I64, 1, &n, 0.0), ir_reshape(f, perm, 2, idx_dims),
+                             run, &sd, blk);
+      ir_region_end(f, &blk[1], 1);
+    }
+    inv = ir_reshape(f, inv, t->rank, t->sizes);
+  }
+  lower_set_result(ctx, 1, inv);
+  lower_set_result(ctx, 2,
+                   counts ? count_into_bins(ctx, run, n, count, -1, TPURT_DTYPE_I64)
+                          : ir_splat(f, TPURT_DTYPE_I64, 1, &none, 0.0));
+}
+
+/* Results of unique over an empty self: no values, no counts, an empty
+** inverse of self's shape when asked. */
+static void set_unique_empty(lower_ctx_t* ctx, bool inverse) {
+  ir_func_t* f = ctx->func;
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  int64_t none = 0;
+  lower_set_result(ctx, 0, ir_splat(f, t->dtype, 1, &none, 0.0));
+  lower_set_result(ctx, 1,
+                   inverse ? ir_splat(f, TPURT_DTYPE_I64, t->rank, t->sizes, 0.0)
+                           : ir_splat(f, TPURT_DTYPE_I64, 1, &none, 0.0));
+  lower_set_result(ctx, 2, ir_splat(f, TPURT_DTYPE_I64, 1, &none, 0.0));
+}
+
+/* _unique2(self, sorted=True, return_inverse=False, return_counts=False),
+** with the distinct count appended: a stable sort, then runs of equal
+** values. The values always come sorted (sorted=False leaves the order to
+** the backend; CPU sorts too). */
+static TPURT_MUST_USE tpurt_status_t lower_unique2(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(check_unique_dtype(ctx, "torch.unique"));
+  bool inverse = lower_bool(ctx, 2, false), counts = lower_bool(ctx, 3, false);
+  int64_t count = lower_int(ctx, 4, 0), n;
+  ir_value_t x = flat_self(ctx, &n);
+  if (n == 0) {
+    set_unique_empty(ctx, inverse);
+    return NULL;
+  }
+  ir_value_t sorted = x, perm = IR_NONE;
+  if (n > 1) lower_sort_with_indices(ctx, x, 0, false, &sorted, &perm);
+  set_unique_results(ctx, sorted, perm, n, count, inverse, counts);
+  return NULL;
+}
+
+/* unique_consecutive(self, return_inverse=False, return_counts=False,
+** dim=None), with the run count appended. A dim other than a 1-d self's 0
+** (unique_dim_consecutive's slices) has no rule yet. */
+static TPURT_MUST_USE tpurt_status_t lower_unique_consecutive(lower_ctx_t* ctx) {
+  TPURT_RETURN_IF_ERROR(check_unique_dtype(ctx, "torch.unique_consecutive"));
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (!lower_is_none(ctx, 3)) {
+    int64_t dim;
+    TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 3, 0), t->rank, &dim));
+    if (t->rank != 1)
+      return lower_error(TPURT_UNIMPLEMENTED,
+                         "torch.unique_consecutive: dim= over a %d-d tensor is not lowered yet",
+                         (int)t->rank);
+  }
+  bool inverse = lower_bool(ctx, 1, false), counts = lower_bool(ctx, 2, false);
+  int64_t count = lower_int(ctx, 4, 0), n;
+  ir_value_t x = flat_self(ctx, &n);
+  if (n == 0) {
+    set_unique_empty(ctx, inverse);
+    return NULL;
+  }
+  set_unique_results(ctx, x, IR_NONE, n, count, inverse, counts);
+  return NULL;
+}
+
 const lower_rule_t lower_selection_rules[] = {
     LOWER_COUNTED_FN("aten::masked_select", lower_masked_select, 1),
     LOWER_COUNTED_FN("aten::nonzero", lower_nonzero, 0),
@@ -489,6 +642,10 @@ const lower_rule_t lower_selection_rules[] = {
     LOWER_FN("aten::_histogramdd_bin_edges", lower_histogramdd_bin_edges),
     LOWER_FN("aten::_histogramdd_from_bin_cts", lower_histogramdd_from_bin_cts),
     LOWER_FN("aten::_histogramdd_from_bin_tensors", lower_histogramdd_from_bin_tensors),
+    LOWER_COUNTED_BY_FN("aten::_unique2", lower_unique2, 0, "tpurt::count_distinct"),
+    LOWER_COUNTED_BY_FN("aten::unique_consecutive", lower_unique_consecutive, 0, "tpurt::count_runs"),
     LOWER_FN("tpurt::count_nonzero", lower_count_nonzero),
+    LOWER_FN("tpurt::count_distinct", lower_count_distinct),
+    LOWER_FN("tpurt::count_runs", lower_count_runs),
     LOWER_END,
 };

@@ -11,10 +11,9 @@ static bool is_float(tpurt_dtype_t d) { return tpurt_dtype_is_float(d); }
 
 /*===--- sort / topk ---===*/
 
-/* Stable sort of |x| along |dim| with its int64 indices. NaN is larger than
-** every number (last ascending, first descending), as in PyTorch. */
-static void sort_with_indices(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool descending,
-                              ir_value_t* values, ir_value_t* indices) {
+/* lower.h: a stable sort with indices, NaN last (unique sorts with it too). */
+void lower_sort_with_indices(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool descending, ir_value_t* values,
+                             ir_value_t* indices) {
   ir_func_t* f = ctx->func;
   const ir_type_t* xt = ir_value_type(f, x);
   if (!xt) {
@@ -53,7 +52,7 @@ static TPURT_MUST_USE tpurt_status_t lower_sort(lower_ctx_t* ctx) {
     return NULL;
   }
   ir_value_t v, i;
-  sort_with_indices(ctx, x, dim, descending, &v, &i);
+  lower_sort_with_indices(ctx, x, dim, descending, &v, &i);
   lower_set_result(ctx, 0, v);
   lower_set_result(ctx, 1, i);
   return NULL;
@@ -80,7 +79,7 @@ static TPURT_MUST_USE tpurt_status_t lower_topk(lower_ctx_t* ctx) {
     v = x;
     i = ir_splat(f, TPURT_DTYPE_I64, t->rank, t->sizes, 0.0);
   } else {
-    sort_with_indices(ctx, x, dim, largest, &v, &i);
+    lower_sort_with_indices(ctx, x, dim, largest, &v, &i);
   }
   int64_t st[TPURT_MAX_RANK] = {0}, li[TPURT_MAX_RANK], one[TPURT_MAX_RANK];
   for (int32_t d = 0; d < t->rank; ++d) li[d] = t->sizes[d], one[d] = 1;
@@ -152,7 +151,7 @@ static TPURT_MUST_USE tpurt_status_t order_stat(lower_ctx_t* ctx, order_stat_t w
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "kthvalue(): selected number k out of range for dimension %lld", (long long)dim);
   ir_value_t v, i;
-  sort_with_indices(ctx, x, dim, false, &v, &i);
+  lower_sort_with_indices(ctx, x, dim, false, &v, &i);
   int64_t row[TPURT_MAX_RANK], rank = 0;
   for (int32_t d = 0; d < flat.rank; ++d)
     if (d != dim) row[rank++] = flat.sizes[d];
