@@ -928,6 +928,25 @@ SKIP = {
 
 # Per-op tolerance overrides by dtype: (rtol, atol, why); the larger of these and TOL wins.
 TOL_OVERRIDE = {
+    "grid_sampler_2d": {
+        F16: (
+            1e-3,
+            2e-2,
+            "the half kernel's arithmetic is in f16 as CPU's vectorised kernel computes it, yet on some "
+            "hosts (measured 2026-12-02 on an AVX512-BF16 Xeon) XLA's f16 rounding puts near-border "
+            "samples at another pixel: 35 of 780 elements up to 0.0145 off, values of order 1; both are "
+            "0.019 from the f32 result",
+        ),
+    },
+    "nn.functional.grid_sample": {
+        F16: (
+            1e-3,
+            2e-2,
+            "the half kernel's arithmetic is in f16 as CPU's vectorised kernel computes it, yet on some "
+            "hosts (measured 2026-12-02 on an AVX512-BF16 Xeon) XLA's f16 rounding puts near-border "
+            "samples at another pixel: 9 of 150 elements up to 0.0029 off, values of order 1",
+        ),
+    },
     "matrix_exp": {
         F32: (
             2e-3,

@@ -183,6 +183,40 @@ def test_memory_formats_keep_pytorchs_strides(no_fallback):
     assert_same(actual[:-1], expected[:-1])  # resize_as_ keeps the values uninitialised
 
 
+def _pointwise_layouts(d):
+    """Pointwise results of channels-last, row-major, broadcast and 0-d operands, as
+    TensorIterator lays them out: the first operand whose strides decide wins."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 4, 5, generator=g).to(d)
+    cl = x.contiguous(memory_format=torch.channels_last)
+    cl3 = torch.randn(2, 3, 2, 4, 5, generator=g).to(d).contiguous(memory_format=torch.channels_last_3d)
+    bias = torch.randn(1, 3, 1, 1, generator=g).to(d)
+    return [
+        cl + x,  # channels-last: the first operand decides
+        x + cl,  # row-major
+        bias + cl,  # the broadcast bias cannot decide: channels-last
+        cl * 2,
+        torch.where(cl > 0, cl, torch.tensor(0.0, device=d)),
+        torch.nn.functional.gelu(cl),
+        torch.relu(cl3),
+        cl.to(torch.float64),
+        torch.softmax(cl, 1),  # not pointwise: row-major, as on CPU
+        torch.randn(3, 4, 5, generator=g).to(d) + cl,  # the 3-d operand decides: row-major
+    ]
+
+
+@pytest.mark.parametrize("mode", ["strict", "fused"])
+def test_pointwise_results_keep_channels_last_as_on_cpu(no_fallback, mode):
+    from torch_tpu import EagerMode, eager_mode
+
+    expected = _pointwise_layouts("cpu")
+    with eager_mode(EagerMode.DEFER_NEVER if mode == "strict" else EagerMode.DEFER_AND_FUSE):
+        actual = _pointwise_layouts("tpu")
+        for a, e in zip(actual, expected):
+            assert a.stride() == e.stride()
+    assert_same(actual, expected)
+
+
 def test_channels_last_of_the_wrong_rank_is_refused():
     for d in ("cpu", "tpu"):
         with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last format"):

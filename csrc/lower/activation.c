@@ -28,7 +28,7 @@ static TPURT_MUST_USE tpurt_status_t lower_gelu(lower_ctx_t* ctx) {
   }
   ir_value_t y = ir_mul(ctx->func, ir_mul(ctx->func, ir_const_like(ctx->func, x, 0.5), x),
                         ir_add(ctx->func, ir_const_like(ctx->func, x, 1.0), inner));
-  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, y, dt));
   return NULL;
 }
 
@@ -37,7 +37,7 @@ static TPURT_MUST_USE tpurt_status_t lower_silu(lower_ctx_t* ctx) {
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
   ir_value_t y = ir_mul(ctx->func, x, ir_unary(ctx->func, IR_OP_LOGISTIC, x));
-  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, y, dt));
   return NULL;
 }
 
@@ -45,7 +45,7 @@ static TPURT_MUST_USE tpurt_status_t lower_relu(lower_ctx_t* ctx) {
   ir_value_t x = lower_tensor(ctx, 0);
   if (lower_meta(ctx, 0)->dtype == TPURT_DTYPE_BOOL)
     return lower_error(TPURT_INVALID_ARGUMENT, "\"clamp_min_scalar_cpu\" not implemented for 'Bool'");
-  lower_set_result(ctx, 0, ir_max(ctx->func, x, ir_const_like(ctx->func, x, 0.0)));
+  lower_set_pointwise_result(ctx, 0, ir_max(ctx->func, x, ir_const_like(ctx->func, x, 0.0)));
   return NULL;
 }
 
@@ -110,7 +110,7 @@ static TPURT_MUST_USE tpurt_status_t lower_hardtanh(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t y = ir_select(f, ir_compare(f, IR_LT, x, lo), lo, x);
   y = ir_select(f, ir_compare(f, IR_GT, y, hi), hi, y);
-  lower_set_result(ctx, 0, y);
+  lower_set_pointwise_result(ctx, 0, y);
   return NULL;
 }
 
@@ -120,7 +120,7 @@ static TPURT_MUST_USE tpurt_status_t lower_hardtanh_backward(lower_ctx_t* ctx) {
   ir_value_t g = lower_tensor(ctx, 0), x = lower_cast(ctx, lower_tensor(ctx, 1), lower_meta(ctx, 0)->dtype);
   ir_value_t inside = ir_and(f, ir_compare(f, IR_GT, x, scalar_like(ctx, 2, x)),
                              ir_compare(f, IR_LT, x, scalar_like(ctx, 3, x)));
-  lower_set_result(ctx, 0, ir_select(f, inside, g, ir_const_like(f, g, 0.0)));
+  lower_set_pointwise_result(ctx, 0, ir_select(f, inside, g, ir_const_like(f, g, 0.0)));
   return NULL;
 }
 
@@ -130,7 +130,7 @@ static TPURT_MUST_USE tpurt_status_t lower_hardshrink(lower_ctx_t* ctx) {
   ir_value_t x = lower_tensor(ctx, 0);
   ir_value_t l = lower_is_none(ctx, 1) ? ir_const_like(f, x, 0.5) : scalar_like(ctx, 1, x);
   ir_value_t inside = ir_and(f, ir_compare(f, IR_GE, x, ir_neg(f, l)), ir_compare(f, IR_LE, x, l));
-  lower_set_result(ctx, 0, ir_select(f, inside, ir_const_like(f, x, 0.0), x));
+  lower_set_pointwise_result(ctx, 0, ir_select(f, inside, ir_const_like(f, x, 0.0), x));
   return NULL;
 }
 
@@ -147,7 +147,7 @@ static TPURT_MUST_USE tpurt_status_t lower_softshrink(lower_ctx_t* ctx) {
   ir_value_t y = ir_select(f, ir_compare(f, IR_GT, x, l), ir_sub(f, x, l), ir_const_like(f, x, 0.0));
   y = ir_select(f, ir_compare(f, IR_LT, x, ir_neg(f, l)), ir_add(f, x, l), y);
   y = ir_select(f, ir_compare(f, IR_NE, x, x), x, y);
-  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, y, dt));
   return NULL;
 }
 
@@ -156,7 +156,7 @@ static TPURT_MUST_USE tpurt_status_t lower_threshold(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t x = lower_tensor(ctx, 0);
   ir_value_t keep = ir_or(f, ir_compare(f, IR_GT, x, scalar_like(ctx, 1, x)), ir_compare(f, IR_NE, x, x));
-  lower_set_result(ctx, 0, ir_select(f, keep, x, scalar_like(ctx, 2, x)));
+  lower_set_pointwise_result(ctx, 0, ir_select(f, keep, x, scalar_like(ctx, 2, x)));
   return NULL;
 }
 
@@ -197,7 +197,7 @@ static TPURT_MUST_USE tpurt_status_t lower_log_sigmoid_forward(lower_ctx_t* ctx)
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), lower_acc_dtype(dt));
   ir_value_t e = ir_exp(f, ir_neg(f, ir_abs(f, x)));
   ir_value_t y = ir_sub(f, ir_min(f, x, ir_const_like(f, x, 0.0)), ir_unary(f, IR_OP_LOG_PLUS_ONE, e));
-  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, y, dt));
   int64_t none = 0;
   lower_set_result(ctx, 1, ir_splat(f, dt, 1, &none, 0.0));
   return NULL;
@@ -211,7 +211,7 @@ static TPURT_MUST_USE tpurt_status_t lower_log_sigmoid_backward(lower_ctx_t* ctx
   ir_value_t g = lower_cast(ctx, lower_tensor(ctx, 0), acc);
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 1), acc);
   ir_value_t s = ir_unary(f, IR_OP_LOGISTIC, ir_neg(f, x));
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_mul(f, g, s), dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, ir_mul(f, g, s), dt));
   return NULL;
 }
 
@@ -227,7 +227,7 @@ static TPURT_MUST_USE tpurt_status_t lower_prelu_kernel(lower_ctx_t* ctx) {
   ir_value_t x = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), acc), rank, dims);
   ir_value_t w = lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 1), acc), rank, dims);
   ir_value_t y = ir_select(f, ir_compare(f, IR_GT, x, ir_const_like(f, x, 0.0)), x, ir_mul(f, w, x));
-  lower_set_result(ctx, 0, lower_cast(ctx, y, x_t->dtype));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, y, x_t->dtype));
   return NULL;
 }
 
@@ -297,7 +297,7 @@ static TPURT_MUST_USE tpurt_status_t float_activation(lower_ctx_t* ctx) {
       break;
     }
   }
-  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, y, dt));
   return NULL;
 }
 

@@ -66,7 +66,7 @@ static TPURT_MUST_USE tpurt_status_t arith(lower_ctx_t* ctx) {
     v[1] = ir_binary(ctx->func, dt == TPURT_DTYPE_BOOL ? IR_OP_AND : IR_OP_MULTIPLY, v[1], alpha);
   }
   if (dt == TPURT_DTYPE_BOOL) op = op == IR_OP_ADD ? IR_OP_OR : IR_OP_AND;
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(ctx->func, op, v[0], v[1]), dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, ir_binary(ctx->func, op, v[0], v[1]), dt));
   return NULL;
 }
 
@@ -80,7 +80,7 @@ static TPURT_MUST_USE tpurt_status_t lower_rsub(lower_ctx_t* ctx) {
     const ir_type_t* t = ir_value_type(ctx->func, v[1]);
     v[1] = ir_mul(ctx->func, v[1], lower_broadcast_to(ctx, lower_scalar(ctx, 2, math), t->rank, t->dims));
   }
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_sub(ctx->func, v[0], v[1]), dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, ir_sub(ctx->func, v[0], v[1]), dt));
   return NULL;
 }
 
@@ -157,7 +157,7 @@ static TPURT_MUST_USE tpurt_status_t div_mode(lower_ctx_t* ctx, const char* mode
                        "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '%s'",
                        mode);
   }
-  lower_set_result(ctx, 0, lower_cast(ctx, q, dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, q, dt));
   return NULL;
 }
 
@@ -187,7 +187,7 @@ static TPURT_MUST_USE tpurt_status_t modulo(lower_ctx_t* ctx) {
     ir_value_t signs = ir_compare(f, IR_NE, ir_compare(f, IR_LT, r, zero), ir_compare(f, IR_LT, v[1], zero));
     r = ir_select(f, ir_and(f, nonzero, signs), ir_add(f, r, v[1]), r);
   }
-  lower_set_result(ctx, 0, lower_cast(ctx, r, dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, r, dt));
   return NULL;
 }
 
@@ -220,7 +220,7 @@ static TPURT_MUST_USE tpurt_status_t lower_pow(lower_ctx_t* ctx) {
   tpurt_dtype_t math = is_float(dt) ? opmath(dt) : dt;
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, math, v));
-  lower_set_result(ctx, 0, lower_cast(ctx, power(ctx, v[0], v[1], is_float(dt)), dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, power(ctx, v[0], v[1], is_float(dt)), dt));
   return NULL;
 }
 
@@ -230,7 +230,7 @@ static TPURT_MUST_USE tpurt_status_t lower_atan2(lower_ctx_t* ctx) {
   if (!is_float(dt)) dt = LOWER_DEFAULT_FLOAT;
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, opmath(dt), v));
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_binary(ctx->func, IR_OP_ATAN2, v[0], v[1]), dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, ir_binary(ctx->func, IR_OP_ATAN2, v[0], v[1]), dt));
   return NULL;
 }
 
@@ -246,7 +246,7 @@ static TPURT_MUST_USE tpurt_status_t bitwise(lower_ctx_t* ctx) {
                        tpurt_dtype_name(dt));
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
-  lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
+  lower_set_pointwise_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
   return NULL;
 }
 
@@ -266,7 +266,7 @@ static TPURT_MUST_USE tpurt_status_t shift(lower_ctx_t* ctx) {
   ir_op_t op = left                   ? IR_OP_SHIFT_LEFT
                : dt == TPURT_DTYPE_U8 ? IR_OP_SHIFT_RIGHT_LOGICAL
                                       : IR_OP_SHIFT_RIGHT_ARITHMETIC;
-  lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
+  lower_set_pointwise_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
   return NULL;
 }
 
@@ -311,7 +311,7 @@ static TPURT_MUST_USE tpurt_status_t gcd_lcm(lower_ctx_t* ctx) {
     ir_value_t l = ir_abs(f, ir_mul(f, ir_div(f, v[0], safe), v[1]));
     g = ir_select(f, g0, ir_const_like(f, g, 0.0), l);
   }
-  lower_set_result(ctx, 0, g);
+  lower_set_pointwise_result(ctx, 0, g);
   return NULL;
 }
 
@@ -320,13 +320,13 @@ static TPURT_MUST_USE tpurt_status_t logical(lower_ctx_t* ctx) {
   int32_t idx[2] = {0, 1};
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, TPURT_DTYPE_BOOL, v));
-  lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
+  lower_set_pointwise_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
   return NULL;
 }
 
 static TPURT_MUST_USE tpurt_status_t lower_logical_not(lower_ctx_t* ctx) {
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL);
-  lower_set_result(ctx, 0, ir_not(ctx->func, x));
+  lower_set_pointwise_result(ctx, 0, ir_not(ctx->func, x));
   return NULL;
 }
 
@@ -334,7 +334,7 @@ static TPURT_MUST_USE tpurt_status_t lower_bitwise_not(lower_ctx_t* ctx) {
   if (is_float(lower_meta(ctx, 0)->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "\"bitwise_not_cpu\" not implemented for '%s'",
                        tpurt_dtype_name(lower_meta(ctx, 0)->dtype));
-  lower_set_result(ctx, 0, ir_not(ctx->func, lower_tensor(ctx, 0)));
+  lower_set_pointwise_result(ctx, 0, ir_not(ctx->func, lower_tensor(ctx, 0)));
   return NULL;
 }
 
@@ -350,7 +350,7 @@ static TPURT_MUST_USE tpurt_status_t compare(lower_ctx_t* ctx) {
                        lower_dtype_cpp_name(dt));
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
-  lower_set_result(ctx, 0, ir_compare(ctx->func, dir, v[0], v[1]));
+  lower_set_pointwise_result(ctx, 0, ir_compare(ctx->func, dir, v[0], v[1]));
   return NULL;
 }
 
@@ -379,7 +379,7 @@ static TPURT_MUST_USE tpurt_status_t lower_where(lower_ctx_t* ctx) {
                                             : lower_scalar(ctx, vals[k], dt);
     v[k] = lower_broadcast_to(ctx, x, rank, dims);
   }
-  lower_set_result(ctx, 0, ir_select(ctx->func, cond, v[0], v[1]));
+  lower_set_pointwise_result(ctx, 0, ir_select(ctx->func, cond, v[0], v[1]));
   return NULL;
 }
 
@@ -403,7 +403,7 @@ static TPURT_MUST_USE tpurt_status_t lower_clamp(lower_ctx_t* ctx) {
     b = lower_broadcast_to(ctx, b, rank, dims);
     x = ir_binary(ctx->func, k == 1 ? IR_OP_MAXIMUM : IR_OP_MINIMUM, x, b);
   }
-  lower_set_result(ctx, 0, x);
+  lower_set_pointwise_result(ctx, 0, x);
   return NULL;
 }
 
@@ -413,7 +413,7 @@ static TPURT_MUST_USE tpurt_status_t clamp_one(lower_ctx_t* ctx) {
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
-  lower_set_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
+  lower_set_pointwise_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
   return NULL;
 }
 
@@ -426,7 +426,7 @@ static TPURT_MUST_USE tpurt_status_t float_unary(lower_ctx_t* ctx) {
   tpurt_dtype_t in = lower_meta(ctx, 0)->dtype;
   tpurt_dtype_t dt = is_float(in) ? in : LOWER_DEFAULT_FLOAT;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), opmath(dt));
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_unary(ctx->func, op, x), dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, ir_unary(ctx->func, op, x), dt));
   return NULL;
 }
 
@@ -436,7 +436,7 @@ static TPURT_MUST_USE tpurt_status_t lower_log2(lower_ctx_t* ctx) {
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), opmath(dt));
   ir_value_t l = ir_log(ctx->func, x);
   l = ir_mul(ctx->func, l, ir_const_like(ctx->func, l, 1.0 / M_LN2));
-  lower_set_result(ctx, 0, lower_cast(ctx, l, dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, l, dt));
   return NULL;
 }
 
@@ -444,7 +444,8 @@ static TPURT_MUST_USE tpurt_status_t lower_reciprocal(lower_ctx_t* ctx) {
   tpurt_dtype_t in = lower_meta(ctx, 0)->dtype;
   tpurt_dtype_t dt = is_float(in) ? in : LOWER_DEFAULT_FLOAT;
   ir_value_t x = lower_cast(ctx, lower_tensor(ctx, 0), opmath(dt));
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_div(ctx->func, ir_const_like(ctx->func, x, 1.0), x), dt));
+  lower_set_pointwise_result(ctx, 0,
+                             lower_cast(ctx, ir_div(ctx->func, ir_const_like(ctx->func, x, 1.0), x), dt));
   return NULL;
 }
 
@@ -455,7 +456,7 @@ static TPURT_MUST_USE tpurt_status_t same_unary(lower_ctx_t* ctx) {
   ir_value_t x = lower_tensor(ctx, 0);
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
   if (!is_float(dt) && int_identity) {
-    lower_set_result(ctx, 0, x);
+    lower_set_pointwise_result(ctx, 0, x);
     return NULL;
   }
   if (dt == TPURT_DTYPE_BOOL && op == IR_OP_NEGATE)
@@ -464,20 +465,20 @@ static TPURT_MUST_USE tpurt_status_t same_unary(lower_ctx_t* ctx) {
         "Negation, the `-` operator, on a bool tensor is not supported. If you are trying to invert a "
         "mask, use the `~` or `logical_not()` operator instead.");
   if (dt == TPURT_DTYPE_BOOL) {
-    lower_set_result(ctx, 0, x); /* abs/sign of bool */
+    lower_set_pointwise_result(ctx, 0, x); /* abs/sign of bool */
     return NULL;
   }
   if (tpurt_dtype_is_complex(dt) && op == IR_OP_ABS) { /* |z| is real */
-    lower_set_result(ctx, 0, ir_complex_part(ctx->func, IR_OP_ABS, x));
+    lower_set_pointwise_result(ctx, 0, ir_complex_part(ctx->func, IR_OP_ABS, x));
     return NULL;
   }
-  lower_set_result(ctx, 0, ir_unary(ctx->func, op, x));
+  lower_set_pointwise_result(ctx, 0, ir_unary(ctx->func, op, x));
   return NULL;
 }
 
 static TPURT_MUST_USE tpurt_status_t lower_trunc(lower_ctx_t* ctx) {
   ir_value_t x = lower_tensor(ctx, 0);
-  lower_set_result(ctx, 0, is_float(lower_meta(ctx, 0)->dtype) ? trunc_value(ctx, x) : x);
+  lower_set_pointwise_result(ctx, 0, is_float(lower_meta(ctx, 0)->dtype) ? trunc_value(ctx, x) : x);
   return NULL;
 }
 
@@ -486,7 +487,7 @@ static TPURT_MUST_USE tpurt_status_t classify(lower_ctx_t* ctx) {
   ir_value_t x = lower_tensor(ctx, 0);
   ir_func_t* f = ctx->func;
   if (!is_float(lower_meta(ctx, 0)->dtype)) { /* ints are finite, never nan */
-    lower_set_result(ctx, 0, ir_compare(f, which == 2 ? IR_EQ : IR_NE, x, x));
+    lower_set_pointwise_result(ctx, 0, ir_compare(f, which == 2 ? IR_EQ : IR_NE, x, x));
     return NULL;
   }
   ir_value_t r;
@@ -497,7 +498,7 @@ static TPURT_MUST_USE tpurt_status_t classify(lower_ctx_t* ctx) {
   } else {
     r = ir_is_finite(f, x);
   }
-  lower_set_result(ctx, 0, r);
+  lower_set_pointwise_result(ctx, 0, r);
   return NULL;
 }
 
@@ -519,7 +520,8 @@ static ir_value_t float_self(lower_ctx_t* ctx, tpurt_dtype_t* dt) {
 static TPURT_MUST_USE tpurt_status_t lower_exp2(lower_ctx_t* ctx) {
   tpurt_dtype_t dt;
   ir_value_t x = float_self(ctx, &dt);
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_pow(ctx->func, ir_const_like(ctx->func, x, 2.0), x), dt));
+  lower_set_pointwise_result(ctx, 0,
+                             lower_cast(ctx, ir_pow(ctx->func, ir_const_like(ctx->func, x, 2.0), x), dt));
   return NULL;
 }
 
@@ -527,7 +529,7 @@ static TPURT_MUST_USE tpurt_status_t lower_log10(lower_ctx_t* ctx) {
   tpurt_dtype_t dt;
   ir_value_t x = float_self(ctx, &dt);
   ir_value_t y = ir_mul(ctx->func, ir_log(ctx->func, x), ir_const_like(ctx->func, x, 1.0 / M_LN10));
-  lower_set_result(ctx, 0, lower_cast(ctx, y, dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, y, dt));
   return NULL;
 }
 
@@ -536,18 +538,18 @@ static TPURT_MUST_USE tpurt_status_t lower_sgn(lower_ctx_t* ctx) {
   tpurt_dtype_t dt = lower_meta(ctx, 0)->dtype;
   ir_value_t x = lower_tensor(ctx, 0);
   if (dt == TPURT_DTYPE_BOOL) {
-    lower_set_result(ctx, 0, x);
+    lower_set_pointwise_result(ctx, 0, x);
     return NULL;
   }
   if (!is_float(dt)) {
-    lower_set_result(ctx, 0, ir_unary(ctx->func, IR_OP_SIGN, x));
+    lower_set_pointwise_result(ctx, 0, ir_unary(ctx->func, IR_OP_SIGN, x));
     return NULL;
   }
   ir_func_t* f = ctx->func;
   ir_value_t zero = ir_const_like(f, x, 0.0), one = ir_const_like(f, x, 1.0);
   ir_value_t pos = ir_select(f, ir_compare(f, IR_GT, x, zero), one, zero);
   ir_value_t neg = ir_select(f, ir_compare(f, IR_LT, x, zero), one, zero);
-  lower_set_result(ctx, 0, ir_sub(f, pos, neg));
+  lower_set_pointwise_result(ctx, 0, ir_sub(f, pos, neg));
   return NULL;
 }
 
@@ -556,7 +558,7 @@ static TPURT_MUST_USE tpurt_status_t lower_frac(lower_ctx_t* ctx) {
   TPURT_RETURN_IF_ERROR(lower_need_float(ctx, "frac_cpu"));
   tpurt_dtype_t dt;
   ir_value_t x = self_acc(ctx, &dt);
-  lower_set_result(ctx, 0, lower_cast(ctx, ir_sub(ctx->func, x, trunc_value(ctx, x)), dt));
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, ir_sub(ctx->func, x, trunc_value(ctx, x)), dt));
   return NULL;
 }
 
@@ -567,10 +569,10 @@ static TPURT_MUST_USE tpurt_status_t is_signed_inf(lower_ctx_t* ctx) {
   double inf = lower_rule_real(ctx);
   ir_value_t x = lower_tensor(ctx, 0);
   if (!is_float(lower_meta(ctx, 0)->dtype)) {
-    lower_set_result(ctx, 0, ir_compare(ctx->func, IR_NE, x, x));
+    lower_set_pointwise_result(ctx, 0, ir_compare(ctx->func, IR_NE, x, x));
     return NULL;
   }
-  lower_set_result(ctx, 0, ir_compare(ctx->func, IR_EQ, x, ir_const_like(ctx->func, x, inf)));
+  lower_set_pointwise_result(ctx, 0, ir_compare(ctx->func, IR_EQ, x, ir_const_like(ctx->func, x, inf)));
   return NULL;
 }
 

@@ -247,6 +247,11 @@ void lower_memory_order(const tpurt_tensor_t* t, int64_t* perm);
 bool lower_is_channels_last(const tpurt_tensor_t* t);
 /* Result |k| is |y| (NCHW or NCDHW logically) stored channels-last. */
 void lower_set_result_channels_last(lower_ctx_t* ctx, int32_t k, ir_value_t y, int32_t rank);
+/* Result |k| of a pointwise op: laid out as PyTorch lays out such a result
+** (TensorIterator orders its dims by the inputs' strides), which keeps a
+** channels-last input's result channels-last; every other order is
+** row-major. In-place and out= variants write their given layout. */
+void lower_set_pointwise_result(lower_ctx_t* ctx, int32_t k, ir_value_t y);
 /* float[] args: the length, and item |k| as a runtime 0-d parameter. */
 int32_t lower_float_list_len(const lower_ctx_t* ctx, int32_t i);
 ir_value_t lower_float_list_item(lower_ctx_t* ctx, int32_t i, int32_t k, tpurt_dtype_t dtype);

@@ -195,6 +195,73 @@ void lower_set_result_channels_last(lower_ctx_t* ctx, int32_t k, ir_value_t y, i
   lower_set_result_permuted(ctx, k, ir_transpose(ctx->func, y, order), inverse);
 }
 
+/* The stride of input |t| along dim |d| of a pointwise result of |rank|
+** dims |dims|, broadcast: 0 where |t| has no such dim or is broadcast
+** along it (size 1 in a longer dim). */
+static int64_t broadcast_stride(const tpurt_tensor_t* t, int32_t rank, const int64_t* dims, int32_t d) {
+  int32_t j = d - (rank - t->rank);
+  if (j < 0 || (t->sizes[j] == 1 && dims[d] != 1)) return 0;
+  return t->strides[j];
+}
+
+static bool broadcasts_to(const tpurt_tensor_t* t, int32_t rank, const int64_t* dims) {
+  if (t->rank > rank) return false;
+  for (int32_t j = 0; j < t->rank; ++j)
+    if (t->sizes[j] != 1 && t->sizes[j] != dims[j + rank - t->rank]) return false;
+  return true;
+}
+
+/* Whether dims |a| and |b| of the result swap, asked of the inputs in
+** argument order: the first whose strides differ (neither broadcast)
+** decides; on equal strides the larger dim goes inside; 0: no input
+** decides. */
+static int pointwise_order(const lower_ctx_t* ctx, int32_t rank, const int64_t* dims, int32_t a, int32_t b) {
+  for (int32_t i = 0; i < ctx->num_args; ++i) {
+    const tpurt_tensor_t* t = lower_meta(ctx, i);
+    if (!t || !broadcasts_to(t, rank, dims)) continue;
+    int64_t sa = broadcast_stride(t, rank, dims, a), sb = broadcast_stride(t, rank, dims, b);
+    if (sa == 0 || sb == 0) continue;
+    if (sa != sb) return sa < sb ? -1 : 1;
+    if (dims[a] > dims[b]) return 1;
+  }
+  return 0;
+}
+
+void lower_set_pointwise_result(lower_ctx_t* ctx, int32_t k, ir_value_t y) {
+  const ir_type_t* t = ir_value_type(ctx->func, y);
+  if (!t || (t->rank != 4 && t->rank != 5) || !ctx->rule || ctx->rule->variant != LOWER_FUNCTIONAL) {
+    lower_set_result(ctx, k, y);
+    return;
+  }
+  /* perm lists the dims innermost first, row-major to begin with; an
+  ** insertion sort that leaves undecided pairs where they are */
+  int32_t rank = t->rank, perm[TPURT_MAX_RANK];
+  for (int32_t i = 0; i < rank; ++i) perm[i] = rank - 1 - i;
+  for (int32_t i = 1; i < rank; ++i) {
+    for (int32_t at = i, j = i - 1; j >= 0; --j) {
+      int order = pointwise_order(ctx, rank, t->dims, perm[j], perm[at]);
+      if (order < 0) break;
+      if (order > 0) {
+        int32_t x = perm[j];
+        perm[j] = perm[at];
+        perm[at] = x;
+        at = j;
+      }
+    }
+  }
+  tpurt_tensor_t laid = {.rank = rank};
+  int64_t stride = 1;
+  for (int32_t i = 0; i < rank; ++i) {
+    laid.sizes[perm[i]] = t->dims[perm[i]];
+    laid.strides[perm[i]] = stride;
+    stride *= t->dims[perm[i]];
+  }
+  if (lower_is_channels_last(&laid))
+    lower_set_result_channels_last(ctx, k, y, rank);
+  else
+    lower_set_result(ctx, k, y);
+}
+
 void lower_set_host_int(lower_ctx_t* ctx, int32_t k, int64_t value) {
   lower_set_result(ctx, k, LOWER_HOST_INT_BASE);
   if (k >= 0 && k < LOWER_MAX_FLAT_ARGS) ctx->host_ints[k] = value;
