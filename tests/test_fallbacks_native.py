@@ -572,3 +572,22 @@ def test_unique_as_users_call_it(no_fallback):
     for g, e in zip(got, torch.unique(x, return_inverse=True, return_counts=True)):
         same(g, e)
     same(torch.unique_consecutive(x.to("tpu"), dim=0), torch.unique_consecutive(x, dim=0))
+
+
+# ---- tril_indices and triu_indices (csrc/lower/factory.c) -------------------------------
+
+
+@pytest.mark.parametrize("op", [torch.tril_indices, torch.triu_indices])
+@pytest.mark.parametrize(
+    "args", [(3, 4, 1), (3, 4, -1), (6, 4, -2), (4, 6, 2), (0, 3), (3, 3, 10), (4, 3, -10)]
+)
+def test_triangle_indices(no_fallback, op, args):
+    same(op(*args, device="tpu"), op(*args))
+    same(op(*args, dtype=torch.int32, device="tpu"), op(*args, dtype=torch.int32))
+
+
+def test_triangle_indices_errors_as_pytorch():
+    with pytest.raises(RuntimeError, match="row must be non-negative"):
+        torch.tril_indices(-1, 3, device="tpu")
+    with pytest.raises(RuntimeError, match="not implemented for 'Float'"):
+        torch.triu_indices(3, 3, dtype=torch.float32, device="tpu")

@@ -687,7 +687,9 @@ ALLOW = (
     "trapz",
     "triangular_solve",
     "tril",
+    "tril_indices",
     "triu",
+    "triu_indices",
     "true_divide",
     "trunc",
     "unbind",
@@ -920,8 +922,6 @@ SKIP = {
     ),
     "torch.ops.aten._efficient_attention_forward": "no f32/bf16/f16/i64 support in op_db (dtypes: )",
     "torch.ops.aten._flash_attention_forward": "no f32/bf16/f16/i64 support in op_db (dtypes: )",
-    "tril_indices": "falls back to CPU: needs aten::tril_indices",
-    "triu_indices": "falls back to CPU: needs aten::triu_indices",
     "uniform": "random output: the tpu and CPU generators give different streams",
     "view_as_real": "no f32/bf16/f16/i64 support in op_db (dtypes: complex128, complex64)",
 }

@@ -1,5 +1,5 @@
 /* factory.c: ops that write whole values: fill_, zero_, copy_, arange, eye,
-** linspace, logspace.
+** linspace, logspace, tril_indices and triu_indices.
 ** (empty and empty_strided are allocations, done by the glue; full, zeros,
 ** ones and the *_like forms are PyTorch composites of empty and fill_.) */
 #include <math.h>
@@ -103,6 +103,47 @@ static TPURT_MUST_USE tpurt_status_t lower_arange(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* tril_indices / triu_indices(row, col, offset=0, *, dtype=long, ...) ->
+** [2, count]: the (row, col) coordinates of the lower (upper) triangle of
+** a row x col matrix, row-major. The count follows from the arguments (so
+** the rows key on them); the coordinates are the whole grid's, packed where
+** col - row <= offset (>= offset for the upper triangle). */
+static TPURT_MUST_USE tpurt_status_t triangle_indices(lower_ctx_t* ctx) {
+  const bool upper = lower_rule_data(ctx)->flag;
+  const char* op = upper ? "triu_indices" : "tril_indices";
+  int64_t rows = lower_int(ctx, 0, 0), cols = lower_int(ctx, 1, 0), offset = lower_int(ctx, 2, 0);
+  tpurt_dtype_t dt = lower_dtype(ctx, 3, TPURT_DTYPE_I64);
+  if (tpurt_dtype_is_float(dt) || tpurt_dtype_is_complex(dt) || dt == TPURT_DTYPE_BOOL)
+    return lower_error(TPURT_INVALID_ARGUMENT, "\"%s\" not implemented for '%s'", op, tpurt_dtype_name(dt));
+  if (rows < 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "row must be non-negative, got%lld", (long long)rows);
+  if (cols < 0)
+    return lower_error(TPURT_INVALID_ARGUMENT, "col must be non-negative, got%lld", (long long)cols);
+  int64_t count = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t edge = r + offset; /* the diagonal's column in row r */
+    int64_t below = edge + 1 < 0 ? 0 : edge + 1 > cols ? cols : edge + 1;
+    int64_t from = edge < 0 ? 0 : edge > cols ? cols : edge;
+    count += upper ? cols - from : below;
+  }
+  ir_func_t* f = ctx->func;
+  int64_t out_dims[2] = {2, count};
+  if (count == 0) {
+    lower_set_result(ctx, 0, ir_splat(f, dt, 2, out_dims, 0.0));
+    return NULL;
+  }
+  int64_t n = rows * cols, grid[2] = {rows, cols}, one_row[2] = {1, count};
+  ir_type_t gt = ir_type_make(TPURT_DTYPE_I64, 2, grid);
+  ir_value_t r = ir_iota(f, gt, 0), c = ir_iota(f, gt, 1);
+  ir_value_t diff = ir_sub(f, c, r);
+  ir_value_t keep = ir_compare(f, upper ? IR_GE : IR_LE, diff, ir_const_like(f, diff, (double)offset));
+  keep = ir_reshape(f, keep, 1, &n);
+  ir_value_t parts[2] = {ir_reshape(f, lower_compact(ctx, keep, ir_reshape(f, r, 1, &n), count), 2, one_row),
+                         ir_reshape(f, lower_compact(ctx, keep, ir_reshape(f, c, 1, &n), count), 2, one_row)};
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_concatenate(f, parts, 2, 0), dt));
+  return NULL;
+}
+
 /* eye.m_out(n, m, *, out) / eye.out(n, *, out): ones on the main diagonal */
 static TPURT_MUST_USE tpurt_status_t eye(lower_ctx_t* ctx) {
   bool has_m = lower_rule_data(ctx)->flag;
@@ -177,6 +218,8 @@ static TPURT_MUST_USE tpurt_status_t linspace_or_logspace(lower_ctx_t* ctx) {
 
 const lower_rule_t lower_factory_rules[] = {
     LOWER_KEYED_OUT_FN("aten::arange.start_out", lower_arange),
+    LOWER_KEYED_FN_WITH("aten::tril_indices", triangle_indices, .flag = false),
+    LOWER_KEYED_FN_WITH("aten::triu_indices", triangle_indices, .flag = true),
     LOWER_INPLACE_FN("aten::copy_", lower_copy),
     LOWER_OUT_FN_WITH("aten::eye.m_out", eye, .flag = true),
     LOWER_OUT_FN("aten::eye.out", eye),

@@ -86,6 +86,12 @@ typedef struct lower_rule_s {
   {                                                                                            \
     .name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .count_arg = -1, .data = { __VA_ARGS__ } \
   }
+#define LOWER_KEYED_FN_WITH(op, f, ...)                                                                  \
+  {                                                                                                      \
+    .name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .numbers_in_key = true, .count_arg = -1, .data = { \
+      __VA_ARGS__                                                                                        \
+    }                                                                                                    \
+  }
 #define LOWER_OUT_FN_WITH(op, f, ...)                                                   \
   {                                                                                     \
     .name = op, .fn = f, .variant = LOWER_OUT, .count_arg = -1, .data = { __VA_ARGS__ } \
@@ -264,6 +270,9 @@ bool lower_bool_list_item(const lower_ctx_t* ctx, int32_t i, int32_t k, bool if_
 ir_value_t lower_scan(lower_ctx_t* ctx, ir_value_t x, int64_t dim, ir_op_t op, double identity);
 /* lower_scan with add: an inclusive prefix sum. */
 ir_value_t lower_cumsum(lower_ctx_t* ctx, ir_value_t x, int64_t dim);
+/* Packs the |values| (flat, [n]) where |mask| (flat bool, [n]) is true into
+** a [count] array, in order (selection.c). */
+ir_value_t lower_compact(lower_ctx_t* ctx, ir_value_t mask, ir_value_t values, int64_t count);
 /* Stable sort of |x| along |dim| with its int64 indices. NaN is larger than
 ** every number (last ascending, first descending), as in PyTorch (sort.c). */
 void lower_sort_with_indices(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool descending, ir_value_t* values,

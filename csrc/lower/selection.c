@@ -20,10 +20,9 @@ static TPURT_MUST_USE tpurt_status_t lower_count_nonzero(lower_ctx_t* ctx) {
   return NULL;
 }
 
-/* Packs the |values| (flat, [n]) where |mask| (flat bool, [n]) is true into
-** a [count] array, in order: a prefix sum gives each kept element its slot,
-** the others scatter out of bounds and are dropped. */
-static ir_value_t compact(lower_ctx_t* ctx, ir_value_t mask, ir_value_t values, int64_t count) {
+/* lower.h: a prefix sum gives each kept element its slot, the others
+** scatter out of bounds and are dropped. */
+ir_value_t lower_compact(lower_ctx_t* ctx, ir_value_t mask, ir_value_t values, int64_t count) {
   ir_func_t* f = ctx->func;
   const ir_type_t* vt = ir_value_type(f, values);
   if (!vt) return IR_NONE;
@@ -49,7 +48,7 @@ static ir_value_t nonzero_coords(lower_ctx_t* ctx, int64_t n, int64_t rows, ir_v
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   ir_func_t* f = ctx->func;
   *mask = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 0), TPURT_DTYPE_BOOL), 1, &n);
-  ir_value_t flat = compact(ctx, *mask, ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 1, &n), 0), rows);
+  ir_value_t flat = lower_compact(ctx, *mask, ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 1, &n), 0), rows);
   ir_value_t cols[TPURT_MAX_RANK];
   int64_t stride = 1;
   int64_t col_dims[2] = {rows, 1};
@@ -474,7 +473,7 @@ static TPURT_MUST_USE tpurt_status_t lower_masked_select(lower_ctx_t* ctx) {
   ir_func_t* f = ctx->func;
   ir_value_t values = ir_reshape(f, lower_broadcast_to(ctx, lower_tensor(ctx, 0), rank, dims), 1, &n);
   ir_value_t mask = ir_reshape(f, lower_broadcast_to(ctx, lower_tensor(ctx, 1), rank, dims), 1, &n);
-  lower_set_result(ctx, 0, compact(ctx, mask, values, count));
+  lower_set_result(ctx, 0, lower_compact(ctx, mask, values, count));
   return NULL;
 }
 
@@ -552,7 +551,7 @@ static void set_unique_results(lower_ctx_t* ctx, ir_value_t x, ir_value_t perm, 
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int64_t none = 0;
   ir_value_t starts = run_starts(ctx, x, n);
-  lower_set_result(ctx, 0, compact(ctx, starts, x, count));
+  lower_set_result(ctx, 0, lower_compact(ctx, starts, x, count));
   ir_value_t run = ir_sub(f, lower_cumsum(ctx, lower_cast(ctx, starts, TPURT_DTYPE_I64), 0),
                           ir_splat(f, TPURT_DTYPE_I64, 1, &n, 1.0));
   ir_value_t inv = ir_splat(f, TPURT_DTYPE_I64, 1, &none, 0.0);
