@@ -177,6 +177,7 @@ typedef struct tpurt_config_s {
   const char* xla_options;     /* TORCH_TPU_XLA_OPTIONS (compile options; parsed by the pjrt room), or NULL */
   bool target_refuse;          /* TORCH_TPU_TARGET_REFUSE: a program the shadow target refuses is not run */
   int64_t compile_notice_ms;   /* TORCH_TPU_COMPILE_NOTICE_MS: a compile burst this long says so; 0: never */
+  int64_t compile_threads; /* TORCH_TPU_COMPILE_THREADS: 0..64 programs compiling at once; -1: the cores */
 } tpurt_config_t;
 
 /* The configuration; a variable whose value does not parse reads as its
