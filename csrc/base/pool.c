@@ -48,11 +48,18 @@ static void* worker_main(void* unused) {
   return NULL;
 }
 
+static int g_cores TPURT_GUARDED_BY(atomic); /* the host's online cores, 0: not read yet */
+
 int tpurt_pool_size(void) {
   int64_t n = tpurt_config()->compile_threads;
   if (n < 0) { /* the default: one per core the host offers */
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    n = cores > 0 ? cores : 1;
+    int cores = __atomic_load_n(&g_cores, __ATOMIC_RELAXED);
+    if (!cores) {
+      long online = sysconf(_SC_NPROCESSORS_ONLN);
+      cores = online > 0 ? (int)online : 1;
+      __atomic_store_n(&g_cores, cores, __ATOMIC_RELAXED);
+    }
+    n = cores;
   }
   return (int)n;
 }

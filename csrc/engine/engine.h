@@ -70,6 +70,9 @@ void storage_poison(tpurt_storage_t* storage, tpurt_borrowed_status_t cause, con
 ** computed from a lost one names the op that failed). */
 void storage_poison_copy(tpurt_storage_t* storage, tpurt_borrowed_status_t poison);
 TPURT_MUST_USE tpurt_status_t storage_check_poison(const tpurt_storage_t* storage);
+/* RESOURCE_EXHAUSTED if |nbytes| exceed all of |device|'s memory (a value
+** that can never be made there), else NULL. */
+TPURT_MUST_USE tpurt_status_t storage_check_fits(int device, size_t nbytes);
 /* A new storage holding |buffer| (consumed). */
 tpurt_storage_t* storage_wrap_buffer_consume(pjrt_buffer_t* buffer);
 
@@ -111,6 +114,11 @@ TPURT_MUST_USE tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call);
 ** caller), computed now (engine_op_run_now_locked). */
 TPURT_MUST_USE tpurt_status_t engine_view_materialize_locked(const tpurt_tensor_t* view,
                                                              tpurt_storage_t** out_dense);
+
+/* Returns once every launch strict eager queued behind a compile before the
+** call has been made, or has failed (queue.c). Any lock may be held: the
+** queue moves without the engine lock. */
+void queue_drain(void);
 
 /*===--- the pending graph (graph.c) ---===*/
 

@@ -139,6 +139,9 @@ tpurt_status_t tpurt_set_eager_mode(tpurt_eager_mode_t mode) {
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "unknown eager mode %d", (int)mode);
   tpurt_status_t status = NULL;
   tpurt_eager_mode_t old = tpurt_get_eager_mode();
+  /* ops queued in strict eager run before the thread's next mode begins
+  ** (debug eager then blames each error on its own op) */
+  if (old != mode) queue_drain();
   if (old != mode && old == TPURT_MODE_DEFER_AND_FUSE) {
     engine_lock();
     status = graph_flush_locked(GRAPH_FLUSH_MODE_CHANGE);

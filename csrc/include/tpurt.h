@@ -533,35 +533,36 @@ void tpurt_program_free(tpurt_program_t* program);
 ** tpurt_metrics_t's fields, tpurt_metric_infos(), and through it the keys of
 ** torch_tpu.metrics() and the lines of metrics_report() all come from it.
 ** KIND is COUNT (a uint64_t) or SECONDS (a double). */
-#define TPURT_METRICS(X)                                                                                     \
-  X(compiles, COUNT, "compiles")                           /* compilations done by the plugin */             \
-  X(cache_hits, COUNT, "executable cache hits")            /* executable reuses */                           \
-  X(cache_hits_memory, COUNT, "cache hits in memory")      /* programs found in tier 1 */                    \
-  X(cache_hits_disk, COUNT, "cache hits on disk")          /* programs loaded from tier 2 */                 \
-  X(cache_entries, COUNT, "cached programs")               /* programs tier 1 holds now */                   \
-  X(cache_bytes_memory, COUNT, "cached program bytes")     /* bytes tier 1 holds now */                      \
-  X(cache_disk_writes, COUNT, "cache writes to disk")      /* entries written to tier 2 */                   \
-  X(cache_disk_rejects, COUNT, "cache entries rejected")   /* corrupt, truncated, foreign */                 \
-  X(plans, COUNT, "eager op plans")                        /* held now, each holds its program */            \
-  X(plan_bytes, COUNT, "eager op plan bytes")              /* their bytes in the memory budget */            \
-  X(executions, COUNT, "executions")                       /* PJRT program launches */                       \
-  X(spmd_compiles, COUNT, "SPMD programs compiled (mesh)") /* programs compiled for a mesh */                \
-  X(compile_seconds, SECONDS, "time compiling (s)")                                                          \
-  X(compiles_eager_op, COUNT, "compiles: eager ops") /* strict-eager op programs */                          \
-  X(compile_seconds_eager_op, SECONDS, "time compiling eager ops (s)")                                       \
-  X(compiles_fused_graph, COUNT, "compiles: fused graphs") /* fused-eager graphs */                          \
-  X(compile_seconds_fused_graph, SECONDS, "time compiling fused graphs (s)")                                 \
-  X(compiles_compiled_graph, COUNT, "compiles: compiled graphs") /* torch.compile graphs */                  \
-  X(compile_seconds_compiled_graph, SECONDS, "time compiling compiled graphs (s)")                           \
-  X(compiles_block, COUNT, "compiles: blocks") /* tagged BLOCK by the caller */                              \
-  X(compile_seconds_block, SECONDS, "time compiling blocks (s)")                                             \
-  X(max_concurrent_compiles, COUNT, "most compiles at once") /* since the last reset */                      \
-  X(execute_seconds, SECONDS, "device time (s)")             /* of completed launches (completion events) */ \
-  X(bytes_to_device, COUNT, "bytes to device")                                                               \
-  X(bytes_from_device, COUNT, "bytes from device")                                                           \
-  X(live_buffers, COUNT, "live buffers")   /* PJRT buffers held now */                                       \
-  X(live_storages, COUNT, "live storages") /* storage objects alive now */                                   \
-  X(bytes_in_use, COUNT, "bytes in use")   /* bytes of live buffers, all devices */                          \
+#define TPURT_METRICS(X)                                                                              \
+  X(compiles, COUNT, "compiles")                           /* compilations done by the plugin */      \
+  X(cache_hits, COUNT, "executable cache hits")            /* executable reuses */                    \
+  X(cache_hits_memory, COUNT, "cache hits in memory")      /* programs found in tier 1 */             \
+  X(cache_hits_disk, COUNT, "cache hits on disk")          /* programs loaded from tier 2 */          \
+  X(cache_entries, COUNT, "cached programs")               /* programs tier 1 holds now */            \
+  X(cache_bytes_memory, COUNT, "cached program bytes")     /* bytes tier 1 holds now */               \
+  X(cache_disk_writes, COUNT, "cache writes to disk")      /* entries written to tier 2 */            \
+  X(cache_disk_rejects, COUNT, "cache entries rejected")   /* corrupt, truncated, foreign */          \
+  X(plans, COUNT, "eager op plans")                        /* held now, each holds its program */     \
+  X(plan_bytes, COUNT, "eager op plan bytes")              /* their bytes in the memory budget */     \
+  X(executions, COUNT, "executions")                       /* PJRT program launches */                \
+  X(spmd_compiles, COUNT, "SPMD programs compiled (mesh)") /* programs compiled for a mesh */         \
+  X(compile_seconds, SECONDS, "time compiling (s)")                                                   \
+  X(compiles_eager_op, COUNT, "compiles: eager ops") /* strict-eager op programs */                   \
+  X(compile_seconds_eager_op, SECONDS, "time compiling eager ops (s)")                                \
+  X(compiles_fused_graph, COUNT, "compiles: fused graphs") /* fused-eager graphs */                   \
+  X(compile_seconds_fused_graph, SECONDS, "time compiling fused graphs (s)")                          \
+  X(compiles_compiled_graph, COUNT, "compiles: compiled graphs") /* torch.compile graphs */           \
+  X(compile_seconds_compiled_graph, SECONDS, "time compiling compiled graphs (s)")                    \
+  X(compiles_block, COUNT, "compiles: blocks") /* tagged BLOCK by the caller */                       \
+  X(compile_seconds_block, SECONDS, "time compiling blocks (s)")                                      \
+  X(max_concurrent_compiles, COUNT, "most compiles at once")    /* since the last reset */            \
+  X(queued_launches, COUNT, "eager ops queued behind compiles") /* launched from the compile queue */ \
+  X(execute_seconds, SECONDS, "device time (s)") /* of completed launches (completion events) */      \
+  X(bytes_to_device, COUNT, "bytes to device")                                                        \
+  X(bytes_from_device, COUNT, "bytes from device")                                                    \
+  X(live_buffers, COUNT, "live buffers")   /* PJRT buffers held now */                                \
+  X(live_storages, COUNT, "live storages") /* storage objects alive now */                            \
+  X(bytes_in_use, COUNT, "bytes in use")   /* bytes of live buffers, all devices */                   \
   X(peak_bytes_in_use, COUNT, "peak bytes in use")
 
 #define TPURT_METRIC_TYPE_COUNT uint64_t
