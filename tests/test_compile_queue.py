@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = ROOT / "build" / "tests" / "fake_pjrt_plugin.so"
@@ -104,3 +105,31 @@ def test_a_failed_compile_loses_only_what_depends_on_it():
         assert "aten::_fft_r2c" in lines[name] and "refused before it runs" in lines[name], lines[name]
     assert "an input's value was lost" in lines["g"], lines["g"]
     assert int(lines["ok"]) >= 1
+
+
+def test_a_cold_first_image_compiles_its_programs_side_by_side():
+    """The tiny FLUX pipeline's first image in strict eager: its independent programs compile two
+    at once, and the image equals the one made compiling at the op."""
+    script = """
+        import torch, torch_tpu, torch_tpu.testing.tiny
+        pipe = torch_tpu.testing.tiny.flux_pipeline("tiny")
+        pipe.transformer.to("tpu")
+        pipe.vae.to("tpu")
+        torch_tpu.reset_metrics()
+        out = pipe("a cat", height=64, width=64, num_inference_steps=2, guidance_scale=0.0,
+                   generator=torch.Generator().manual_seed(0), output_type="pt").images
+        torch.save(out, OUT)
+        m = torch_tpu.metrics()
+        print(m["compiles"], m["queued_launches"], m["max_concurrent_compiles"])
+    """
+    results = {}
+    for threads in ("2", "0"):
+        path = Path(os.environ.get("TMPDIR", "/tmp")) / f"tpu_first_image_{os.getpid()}_{threads}.pt"
+        out = child(script.replace("OUT", repr(str(path))), TORCH_TPU_COMPILE_THREADS=threads)
+        results[threads] = [int(v) for v in out.stdout.split()[-3:]]
+        results[threads + "image"] = torch.load(path)
+        path.unlink()
+    compiles, queued, most = results["2"]
+    assert compiles > 50 and queued >= compiles and most == 2, results["2"]
+    assert results["0"][0] == compiles and results["0"][1:] == [0, 1], results["0"]
+    assert torch.equal(results["2image"], results["0image"])
