@@ -271,9 +271,10 @@ static TPURT_MUST_USE tpurt_status_t scatter_dim(lower_ctx_t* ctx, const char* o
   return scatter_dim_on(ctx, op, combine, IR_NONE, false, NULL);
 }
 
-/* scatter_dim with the row's constants (LOWER_*_WITH rows). */
+/* scatter_dim with the row's constants (LOWER_*_WITH rows): the op's name
+** for messages (.str) and how it combines (.kind). */
 static TPURT_MUST_USE tpurt_status_t scatter_dim_row(lower_ctx_t* ctx) {
-  return scatter_dim(ctx, lower_rule_str(ctx), lower_rule_int(ctx, 0));
+  return scatter_dim(ctx, lower_rule_str(ctx), (combine_t)lower_rule_data(ctx)->kind);
 }
 
 /* scatter.src(Tensor self, int dim, Tensor index, Tensor src)
@@ -1020,21 +1021,21 @@ const lower_rule_t lower_indexing_rules[] = {
     LOWER_FN("aten::masked_fill.Tensor", lower_masked_fill),
     LOWER_FN("aten::scatter.reduce", lower_scatter_reduce),
     LOWER_OUT_FN("aten::scatter.reduce_out", lower_scatter_reduce),
-    LOWER_FN_WITH("aten::scatter.src", scatter_dim_row, .str = "scatter", .num = {COMBINE_REPLACE}),
-    LOWER_OUT_FN_WITH("aten::scatter.src_out", scatter_dim_row, .str = "scatter", .num = {COMBINE_REPLACE}),
-    LOWER_FN_WITH("aten::scatter.value", scatter_dim_row, .str = "scatter", .num = {COMBINE_REPLACE}),
-    LOWER_OUT_FN_WITH("aten::scatter.value_out", scatter_dim_row, .str = "scatter", .num = {COMBINE_REPLACE}),
+    LOWER_FN_WITH("aten::scatter.src", scatter_dim_row, .str = "scatter", .kind = COMBINE_REPLACE),
+    LOWER_OUT_FN_WITH("aten::scatter.src_out", scatter_dim_row, .str = "scatter", .kind = COMBINE_REPLACE),
+    LOWER_FN_WITH("aten::scatter.value", scatter_dim_row, .str = "scatter", .kind = COMBINE_REPLACE),
+    LOWER_OUT_FN_WITH("aten::scatter.value_out", scatter_dim_row, .str = "scatter", .kind = COMBINE_REPLACE),
     LOWER_FN("aten::scatter.value_reduce", lower_scatter_reduce),
     LOWER_OUT_FN("aten::scatter.value_reduce_out", lower_scatter_reduce),
     LOWER_FN("aten::index_copy", lower_index_copy),
     LOWER_OUT_FN("aten::index_copy.out", lower_index_copy),
     LOWER_FN("aten::index_fill.int_Scalar", lower_index_fill),
     LOWER_FN("aten::index_fill.int_Tensor", lower_index_fill),
-    LOWER_FN_WITH("aten::scatter_add", scatter_dim_row, .str = "scatter_add", .num = {COMBINE_ADD}),
+    LOWER_FN_WITH("aten::scatter_add", scatter_dim_row, .str = "scatter_add", .kind = COMBINE_ADD),
     LOWER_FN("aten::take", lower_take),
     LOWER_OUT_FN("aten::take.out", lower_take),
     LOWER_FN("aten::scatter_reduce.two", lower_scatter_reduce_two),
     LOWER_OUT_FN("aten::scatter_reduce.two_out", lower_scatter_reduce_two),
-    LOWER_OUT_FN_WITH("aten::scatter_add.out", scatter_dim_row, .str = "scatter_add", .num = {COMBINE_ADD}),
+    LOWER_OUT_FN_WITH("aten::scatter_add.out", scatter_dim_row, .str = "scatter_add", .kind = COMBINE_ADD),
     LOWER_END,
 };

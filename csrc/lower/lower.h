@@ -31,19 +31,20 @@ typedef enum lower_variant_e {
 **   LOWER_FN_WITH("aten::erfc", float_unary_row, .unary = erfc_of)
 ** The rule reads them with lower_rule_data(ctx)->field. They replace a
 ** one-line wrapper function per row. Zero (IR_OP_NONE, NULL, false) is
-** "not given". |num| is for the rules that take several schema positions
-** (a reduction's dim, keepdim and dtype args), read with lower_rule_int. */
-#define LOWER_RULE_MAX_INTS 5
+** "not given". */
 typedef struct lower_rule_data_s {
-  ir_op_t op;                       /* the StableHLO op a shared rule emits */
-  lower_unary_formula_t unary;      /* the formula a shared unary rule applies */
-  lower_binary_formula_t binary;    /* ... a shared binary rule */
-  int64_t kind;                     /* an enum of the rule's own (which polynomial, which foreach op) */
-  bool flag;                        /* the rule's one switch (lcm not gcd, upper, max not min) */
-  int32_t spatial;                  /* spatial dims (pooling, resampling) */
-  int32_t arg;                      /* a schema position the rule reads (foreach's coefficient; -1 none) */
-  const char* str;                  /* a mode or kernel name */
-  int64_t num[LOWER_RULE_MAX_INTS]; /* ints, bools and enums, in the rule's order */
+  ir_op_t op;                    /* the StableHLO op a shared rule emits */
+  lower_unary_formula_t unary;   /* the formula a shared unary rule applies */
+  lower_binary_formula_t binary; /* ... a shared binary rule */
+  int64_t kind;                  /* an enum of the rule's own (which polynomial, which reduction) */
+  bool flag;                     /* the rule's one switch (lcm not gcd, upper, max not min, scaled) */
+  int32_t spatial;               /* spatial dims (pooling, resampling) */
+  int32_t order;                 /* a special function's order (Bessel's nu) */
+  int32_t arg;                   /* a schema position the rule reads (foreach's coefficient; -1 none) */
+  /* A reduction's schema positions of its dim, keepdim and dtype args; 0:
+  ** the schema has none (arg 0 is the reduced tensor, never one of them). */
+  int8_t dim_arg, keepdim_arg, dtype_arg;
+  const char* str; /* a mode or kernel name */
   double real;
 } lower_rule_data_t;
 
@@ -81,7 +82,7 @@ typedef struct lower_rule_s {
   {.name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .count_arg = arg, .count_op = counter}
 #define LOWER_END {.name = NULL, .fn = NULL, .count_arg = -1}
 /* Rows that hand |f| constants, given as designated initializers of
-** lower_rule_data_t: LOWER_FN_WITH("aten::eq.Tensor", compare, .num = {IR_EQ}). */
+** lower_rule_data_t: LOWER_FN_WITH("aten::eq.Tensor", compare, .kind = IR_EQ). */
 #define LOWER_FN_WITH(op, f, ...)                                                              \
   {                                                                                            \
     .name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .count_arg = -1, .data = { __VA_ARGS__ } \
@@ -165,7 +166,7 @@ struct lower_ctx_s {
   ** check it. The engine fills it from the client; tests may set it. */
   const char* platform;
   /* The row being run (lower_rule_run sets it): its constant is what
-  ** lower_rule_int/str/real read. */
+  ** lower_rule_data/str/real read. */
   const lower_rule_t* rule;
   /* Engine hooks: how a tensor arg becomes a value. */
   void* engine;
@@ -178,10 +179,8 @@ struct lower_ctx_s {
 ** caller sets tensor_values for its args, lower_set_result fills results. */
 void lower_ctx_clear(lower_ctx_t* ctx);
 
-/* The constants of the row being run (LOWER_*_WITH): its string, its int
-** |k| (< LOWER_RULE_MAX_INTS), its real; NULL / 0 / 0.0 when the row has
-** none or no row is running. */
-int64_t lower_rule_int(const lower_ctx_t* ctx, int32_t k);
+/* The constants of the row being run (LOWER_*_WITH): its string, its
+** real; NULL / 0.0 when the row has none or no row is running. */
 const char* lower_rule_str(const lower_ctx_t* ctx);
 /* The row's op (IR_OP_NONE when it names none). */
 ir_op_t lower_rule_op(const lower_ctx_t* ctx);
