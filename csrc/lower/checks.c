@@ -217,8 +217,18 @@ tpurt_status_t tpurt_op_check_args(const tpurt_op_call_t* call, tpurt_read_host_
   lower_rule_t scratch;
   const lower_rule_t* rule = lower_find(call->name, &scratch);
   if (!rule) return NULL;
+  const lower_index_fact_t* index = &rule->data.index;
+  /* A 0-d CPU tensor reaches the core as a number, which serves as an
+  ** operand but not as an index (the rules read an index's shape). */
+  if (index->arg != 0 && index->bound != LOWER_BOUND_DIMS &&
+      arg_at(call, index->arg)->kind == TPURT_ARG_SCALAR)
+    return lower_error(
+        TPURT_INVALID_ARGUMENT,
+        "Expected all tensors to be on the same device, but found at least two devices, tpu:%d "
+        "and cpu!",
+        call->device);
   if (rule->data.division != LOWER_DIVISION_NONE)
     TPURT_RETURN_IF_ERROR(check_division(call, rule->data.division, read));
-  if (rule->data.index.arg != 0 && read) TPURT_RETURN_IF_ERROR(check_index(call, &rule->data.index, read));
+  if (index->arg != 0 && read) TPURT_RETURN_IF_ERROR(check_index(call, index, read));
   return NULL;
 }

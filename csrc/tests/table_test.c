@@ -140,6 +140,12 @@ TEST(Table_IndexFactsCheckBounds) {
   expect_check("aten::take", take, 2, wrapped, fake_read, TPURT_OK, NULL);
   expect_check("aten::take", take, 2, too_negative, fake_read, TPURT_OUT_OF_RANGE,
                "out of range: tried to access index -5 on a tensor of 4 elements.");
+  /* an index given as a number (a 0-d CPU tensor) is refused in every mode */
+  tpurt_arg_t take_number[2] = {take[0], {.kind = TPURT_ARG_SCALAR}};
+  take_number[1].u.scalar.dtype = TPURT_DTYPE_I64;
+  expect_check(
+      "aten::take", take_number, 2, NULL, NULL, TPURT_INVALID_ARGUMENT,
+      "Expected all tensors to be on the same device, but found at least two devices, tpu:0 and cpu!");
   /* x[:, idx] on [2, 4, 3]: the dim is the index's place among the indices given */
   tpurt_arg_t list[4] = {tensor_arg(TPURT_DTYPE_F32, 3, x3),
                          {.kind = TPURT_ARG_TENSOR_LIST, .u = {.list_len = 2}},

@@ -187,6 +187,20 @@ def test_debug_eager_takes_what_the_cpu_takes(no_fallback):
             assert fn("tpu").cpu().tolist() == fn("cpu").tolist()
 
 
+@pytest.mark.parametrize("mode", [EagerMode.DEFER_NEVER, EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING])
+def test_an_index_on_the_cpu_is_refused(mode):
+    # a 0-d CPU tensor reaches the core as a number; as an index it crashed take, put_ and nll_loss
+    cases = [
+        lambda: torch.zeros(4, device="tpu").take(torch.tensor(1)),
+        lambda: torch.zeros(4, device="tpu").put_(torch.tensor(1), torch.ones((), device="tpu")),
+        lambda: F.nll_loss(torch.zeros(3, device="tpu"), torch.tensor(1)),
+        lambda: torch.zeros(4, device="tpu").index_select(0, torch.tensor(1)),
+    ]
+    for fn in cases:
+        with torch_tpu.eager_mode(mode), pytest.raises(RuntimeError, match="same device.*tpu:0 and cpu"):
+            fn()
+
+
 # ---- integer division by zero (the rows' .division) and mask shapes, in every mode --------
 
 DIVISIONS = {
