@@ -447,6 +447,33 @@ typedef struct tpurt_op_call_s {
 /* True if the core has a native rule for |name|. */
 bool tpurt_op_supported(const char* name);
 
+/* What a caller must know of op |name| before it translates the op's
+** arguments, from the op's row (all false for an op without one); ask once
+** per op. */
+typedef struct tpurt_op_facts_s {
+  /* The op draws random numbers but its schema takes no Generator
+  ** (native_dropout): pass the device's default generator as one trailing
+  ** GENERATOR arg, and advance it after the call, as for an explicit one. */
+  bool default_generator;
+  /* tpurt_op_check_args has something to check for this op. */
+  bool checks_args;
+} tpurt_op_facts_t;
+tpurt_op_facts_t tpurt_op_facts(const char* name);
+
+/* Reads a tensor to the host as tpurt_tensor_read_host does (which is one). */
+typedef tpurt_status_t (*tpurt_read_host_fn)(const tpurt_tensor_t* view, void* host, size_t host_nbytes);
+
+/* Checks the argument values of |call| that PyTorch's CPU kernels refuse
+** and its program would use anyway: an index out of bounds (a gather clamps
+** it, a scatter drops it) and an integer division or remainder by zero
+** (XLA gives -1 or the dividend). The error is PyTorch's, in its words, with
+** OUT_OF_RANGE where PyTorch raises an IndexError. Numbers the call holds (a
+** Python number, a 0-d CPU tensor) are always checked; a device tensor's
+** values only through |read|, one host read (a sync) each: debug eager
+** passes tpurt_tensor_read_host, the other modes NULL. Call it before
+** tpurt_op_run; NULL when the values are fine. */
+TPURT_MUST_USE tpurt_status_t tpurt_op_check_args(const tpurt_op_call_t* call, tpurt_read_host_fn read);
+
 /* Runs the op. In-place and out= variants write into their is_write tensor
 ** args (every alias of those storages sees the new values) and produce no
 ** results; functional ops fill call->results. */
