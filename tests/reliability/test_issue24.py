@@ -211,7 +211,7 @@ def test_pytorch_duplicate_index_loop_compiles_side_by_side():
     assert out.returncode == 0, out.stderr[-3000:]
     most, queued, compiles, seconds = out.stdout.split()[-4:]
     print(f"40 iterations: {compiles} compiles in {float(seconds):.1f} s, at most {most} at once")
-    assert int(most) == 2 and int(queued) > 0
+    assert int(most) >= 2 and int(queued) > 0
 
 
 PYTORCH_INDEX_REDUCE = """
