@@ -62,8 +62,8 @@ static TPURT_MUST_USE tpurt_status_t spmd_execute(const plan_t* p, const tpurt_o
     }
   }
   if (!status)
-    status =
-        pjrt_execute_spmd(p->executable, mesh->num_devices, mesh->devices, args, np, raw, no, call->name);
+    status = pjrt_execute_spmd(p->compiled->executable, mesh->num_devices, mesh->devices, args, np, raw, no,
+                               call->name);
   for (size_t i = 0; i < n * np; ++i)
     if (owned[i]) pjrt_buffer_release(args[i]);
   if (!status) {
@@ -139,7 +139,7 @@ tpurt_status_t plan_launch(const plan_t* p, tpurt_op_call_t* call) {
   } else {
     status = plan_bind_params(p, call, bufs);
     if (!status) {
-      status = pjrt_execute(p->executable, call->device, bufs, (size_t)p->num_params, outs,
+      status = pjrt_execute(p->compiled->executable, call->device, bufs, (size_t)p->num_params, outs,
                             (size_t)p->num_program_outputs, call->name);
       for (int32_t k = 0; k < p->num_params; ++k) pjrt_buffer_release(bufs[k]);
     }

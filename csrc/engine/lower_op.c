@@ -597,10 +597,10 @@ tpurt_status_t plan_compile_consume(plan_t* p, lowered_t* low) {
   lowered_free(low);
   if (status) return tpurt_status_annotate_consume(status, "compiling the lowered program failed");
   if (info.hit) atomic_fetch_add_explicit(&engine_counters.exec_hits, 1, memory_order_relaxed);
-  p->executable = exe;
   p->program_hash = info.hash;
   p->from_disk = info.from_disk;
   p->charge = info.charge + sizeof(*p) + sizeof(lower_param_t) * (size_t)p->num_params +
               sizeof(plan_output_t) * (size_t)p->num_outputs;
+  compiled_finish_consume(p->compiled, exe, NULL);
   return NULL;
 }

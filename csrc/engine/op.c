@@ -62,7 +62,7 @@ static TPURT_MUST_USE tpurt_status_t compile_here(const tpurt_op_call_t* call, p
                                                   lowered_t* lowered, bool may_unlock) {
   if (may_unlock) engine_unlock();
   tpurt_status_t status = name_dtypes_consume(call, plan_compile_consume(plan, lowered));
-  queue_plan_compiled(plan, status);
+  if (status) compiled_finish_consume(plan->compiled, NULL, status);
   if (may_unlock) engine_lock();
   return status;
 }
@@ -149,6 +149,7 @@ static TPURT_MUST_USE tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op
       plan_release(p);
       plan_t* own = tpurt_xcalloc(1, sizeof(*own));
       tpurt_refcount_init(&own->refcount);
+      own->compiled = compiled_create();
       status = build_plan(rule, call, own, false);
       if (!status) status = plan_launch(own, call);
       plan_release(own);

@@ -40,10 +40,6 @@ typedef struct plan_output_s {
   ir_type_t type;
 } plan_output_t;
 
-/* Where a plan's program stands (queue.c's lock): a launch queued behind
-** the compile waits while COMPILING, and fails with |failure| if FAILED. */
-enum { PLAN_COMPILING = 0, PLAN_COMPILED = 1, PLAN_FAILED = 2 };
-
 /* A plan is everything needed to run an op again without lowering it: the
 ** executable, how its parameters are bound (storage values, scalar values,
 ** RNG state) and what each output becomes (a new result storage, or the new
@@ -62,9 +58,10 @@ typedef struct plan_s {
   /* Its tables below are set (the claimer lowered it, under the engine
   ** lock): a thread that finds the plan in flight may queue a launch. */
   bool has_tables;
-  int32_t state; /* PLAN_COMPILING / _COMPILED / _FAILED (queue.c) */
-  tpurt_status_t failure;
-  pjrt_executable_t* executable; /* a reference of its own: cache eviction never frees it */
+  /* Its program, compiled or compiling (a reference of its own: eviction
+  ** never frees a program a queued launch still needs); its executable is
+  ** read once the plan is ready. */
+  compiled_t* compiled;
   int32_t num_params;
   lower_param_t* params;
   int32_t num_outputs;
@@ -122,7 +119,7 @@ void plan_cache_wait(const sig_t* sig, uint64_t hash);
 void plan_cache_publish(plan_t* plan);
 /* Unlists a claimed plan whose build failed, and wakes its waiters (who try
 ** it themselves, so each reports its own error); launches queued behind
-** it fail with its failure (queue_plan_compiled). */
+** it fail with its failure (compiled_finish_consume). */
 void plan_cache_abandon(plan_t* plan);
 /* Unlists a ready plan (its program failed to run). */
 void plan_cache_drop(plan_t* plan);
@@ -155,8 +152,8 @@ TPURT_MUST_USE tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t
 ** claimed |plan|, leaving the module text to compile. Engine lock held, so
 ** that a thread finding the plan in flight sees them. */
 void plan_adopt_tables(plan_t* plan, lowered_t* lowered);
-/* Compiles the text of |lowered| (consumed) into |plan|'s executable;
-** needs no lock. Then queue_plan_compiled says how it went. */
+/* Compiles the text of |lowered| (consumed) into |plan|'s program (its
+** compiled_t then says how it went: compiled_finish_consume); needs no lock. */
 TPURT_MUST_USE tpurt_status_t plan_compile_consume(plan_t* plan, lowered_t* lowered);
 void lowered_free(lowered_t* lowered);
 
@@ -176,35 +173,13 @@ TPURT_MUST_USE tpurt_status_t plan_bind_params(const plan_t* plan, const tpurt_o
 ** storages and the new values of written storages. Engine lock held. */
 void plan_hand_outputs_consume(const plan_t* plan, tpurt_op_call_t* call, pjrt_buffer_t** outs);
 
-/*===--- the launch queue (queue.c) ---===*/
+/*===--- queueing strict-eager ops (queue.c; the queue itself: engine.h) ---===*/
 
-/* Strict eager does not wait for compiles. An op whose program is not
-** compiled yet is queued: its parameters are bound now, its outputs become
-** futures (pjrt_buffer_future_create) that its results and written storages
-** hold at once, its compile goes to the compile pool, and the thread goes
-** on to the next op. Queued launches run in the order they were queued,
-** each once its program is compiled; while any is waiting, later ops queue
-** behind it even when their programs are ready. A future's reader waits for
-** its value (pjrt_buffer_ready), so nothing reads a value before the op
-** that makes it ran; a launch that fails (its compile, or the launch)
-** fails its futures, and the device's next synchronize reports it. */
-
-/* Whether this thread's strict-eager ops may queue: a compile pool exists
-** here and the thread sets no compile options of its own. */
-bool queue_enabled(void);
-/* Whether a queued launch is still waiting (then ops queue behind it). */
-bool queue_busy(void);
-/* Queues a launch of |plan| (retained by the queue) for |call|; its results
-** and written storages get futures now. Engine lock held. */
+/* Queues a launch of |plan| for |call|: its parameters are bound now, its
+** results and written storages get futures at once. Engine lock held. */
 TPURT_MUST_USE tpurt_status_t queue_launch(plan_t* plan, tpurt_op_call_t* call);
 /* Compiles |lowered| (consumed) into the claimed |plan| on the compile pool,
 ** then publishes it (or abandons it, annotated with |context|, copied). */
 void queue_compile_consume(plan_t* plan, lowered_t* lowered, const char* context);
-/* Marks |plan|'s compile done (|failure| borrowed, NULL on success) and
-** launches what waited for it. Called by whoever compiled it, no lock held. */
-void queue_plan_compiled(plan_t* plan, tpurt_borrowed_status_t failure);
-/* Launches made from the queue since the last reset (metrics). */
-uint64_t queue_launch_count(void);
-void queue_reset_count(void);
 
 #endif /* TPURT_ENGINE_OP_INTERNAL_H_ */

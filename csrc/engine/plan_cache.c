@@ -57,10 +57,9 @@ void plan_retain(plan_t* p) { tpurt_refcount_inc(&p->refcount); }
 
 void plan_release(plan_t* p) {
   if (!p || !tpurt_refcount_dec_and_test(&p->refcount)) return;
-  tpurt_status_free(p->failure);
+  compiled_release(p->compiled);
   free(p->mesh);
   free(p->output_shardings);
-  pjrt_executable_release(p->executable);
   free(p->sig);
   free(p->params);
   free(p->outputs);
@@ -103,6 +102,7 @@ plan_lookup_t plan_cache_lookup(const sig_t* sig, uint64_t hash, plan_t** out) {
     found = PLAN_CLAIMED;
     p = tpurt_xcalloc(1, sizeof(*p));
     tpurt_refcount_init(&p->refcount); /* the cache's */
+    p->compiled = compiled_create();
     p->hash = hash;
     p->sig_len = sig->n;
     p->sig = tpurt_xmalloc(sig->n * sizeof(uint64_t) + 1);

@@ -1,5 +1,5 @@
-/* queue.c: strict eager's launch queue, so that a thread's new programs
-** compile while it goes on.
+/* queue.c: the launch queue, so that a thread's new programs compile while
+** it goes on.
 **
 ** A strict-eager op whose program is missing used to compile on the op's
 ** own thread, one program after another: the first image of a pipeline
@@ -37,8 +37,8 @@
 
 typedef struct queued_s {
   struct queued_s* next;
-  uint64_t seq; /* its place in the queue */
-  plan_t* plan; /* a reference of its own */
+  uint64_t seq;         /* its place in the queue */
+  compiled_t* compiled; /* a reference of its own */
   int device;
   uint64_t correlation; /* the profiler's id of the op that queued it */
   int32_t num_params, num_outputs;
@@ -68,19 +68,34 @@ bool queue_busy(void) { return atomic_load_explicit(&g_waiting, memory_order_acq
 uint64_t queue_launch_count(void) { return atomic_load_explicit(&g_launches, memory_order_relaxed); }
 void queue_reset_count(void) { atomic_store_explicit(&g_launches, 0, memory_order_relaxed); }
 
+compiled_t* compiled_create(void) {
+  compiled_t* c = tpurt_xcalloc(1, sizeof(*c));
+  tpurt_refcount_init(&c->refcount);
+  return c;
+}
+
+void compiled_retain(compiled_t* c) { tpurt_refcount_inc(&c->refcount); }
+
+void compiled_release(compiled_t* c) {
+  if (!c || !tpurt_refcount_dec_and_test(&c->refcount)) return;
+  pjrt_executable_release(c->executable);
+  tpurt_status_free(c->failure);
+  free(c);
+}
+
 /* Makes the launch of |e| (no lock held): runs its program, or fails it. */
 static void launch_entry(queued_t* e) {
-  const plan_t* p = e->plan;
+  const compiled_t* c = e->compiled;
   tpurt_status_t status = NULL;
-  if (p->state == PLAN_FAILED)
-    status = tpurt_status_annotate_consume(tpurt_status_clone(p->failure), e->name);
+  if (c->state == COMPILED_FAILED)
+    status = tpurt_status_annotate_consume(tpurt_status_clone(c->failure), e->name);
   pjrt_buffer_t* outs_stack[16];
   pjrt_buffer_t** outs =
       e->num_outputs <= 16 ? outs_stack : tpurt_xmalloc(sizeof(void*) * (size_t)e->num_outputs);
   if (!status) {
     const uint64_t previous = pjrt_launch_correlation();
     pjrt_set_launch_correlation(e->correlation);
-    status = pjrt_execute(p->executable, e->device, e->params, (size_t)e->num_params, outs,
+    status = pjrt_execute(c->executable, e->device, e->params, (size_t)e->num_params, outs,
                           (size_t)e->num_outputs, e->name);
     pjrt_set_launch_correlation(previous);
   }
@@ -97,7 +112,7 @@ static void launch_entry(queued_t* e) {
   atomic_fetch_add_explicit(&g_launches, 1, memory_order_relaxed);
 }
 
-/* Makes every launch at the head whose plan is no longer compiling. One
+/* Makes every launch at the head whose program is no longer compiling. One
 ** thread pumps at a time; another that finds it pumping leaves the work to
 ** it (the pumper looks at the head again after each launch). */
 static void pump(void) {
@@ -107,13 +122,13 @@ static void pump(void) {
     return;
   }
   g_pumping = true;
-  while (g_head && g_head->plan->state != PLAN_COMPILING) {
+  while (g_head && __atomic_load_n(&g_head->compiled->state, __ATOMIC_ACQUIRE) != COMPILED_PENDING) {
     queued_t* e = g_head;
     g_head = e->next;
     if (!g_head) g_tail = NULL;
     pthread_mutex_unlock(&g_queue_lock);
     launch_entry(e);
-    plan_release(e->plan);
+    compiled_release(e->compiled);
     pthread_mutex_lock(&g_queue_lock);
     g_done_seq = e->seq;
     atomic_fetch_sub_explicit(&g_waiting, 1, memory_order_release);
@@ -143,8 +158,35 @@ static void install_hooks(void) {
   (void)atexit(settle_all);
 }
 
-tpurt_status_t queue_launch(plan_t* p, tpurt_op_call_t* call) {
+void queue_push_consume(compiled_t* c, int device, const char* name, pjrt_buffer_t** params,
+                        int32_t num_params, pjrt_buffer_t** outputs, int32_t num_outputs) {
   pthread_once(&g_hooks_once, install_hooks);
+  const size_t name_size = strlen(name) + 1;
+  queued_t* e = tpurt_xcalloc(1, sizeof(*e) + name_size);
+  memcpy(e->name, name, name_size);
+  compiled_retain(c);
+  e->compiled = c;
+  e->device = device;
+  e->correlation = pjrt_launch_correlation();
+  e->num_params = num_params;
+  e->params = tpurt_xmalloc(sizeof(pjrt_buffer_t*) * (size_t)(num_params + 1));
+  memcpy(e->params, params, sizeof(pjrt_buffer_t*) * (size_t)num_params);
+  e->num_outputs = num_outputs;
+  e->outputs = tpurt_xmalloc(sizeof(pjrt_buffer_t*) * (size_t)(num_outputs + 1));
+  memcpy(e->outputs, outputs, sizeof(pjrt_buffer_t*) * (size_t)num_outputs);
+  pthread_mutex_lock(&g_queue_lock);
+  e->seq = ++g_queued_seq;
+  if (g_tail)
+    g_tail->next = e;
+  else
+    g_head = e;
+  g_tail = e;
+  atomic_fetch_add_explicit(&g_waiting, 1, memory_order_release);
+  pthread_mutex_unlock(&g_queue_lock);
+  pump();
+}
+
+tpurt_status_t queue_launch(plan_t* p, tpurt_op_call_t* call) {
   if (p->num_results > call->max_results || (p->num_results > 0 && !call->results))
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "%s: %d results, room for %d", call->name,
                                p->num_results, call->max_results);
@@ -157,56 +199,61 @@ tpurt_status_t queue_launch(plan_t* p, tpurt_op_call_t* call) {
     for (int32_t d = 0; d < o->type.rank; ++d) nbytes *= (size_t)o->type.dims[d];
     TPURT_RETURN_IF_ERROR(storage_check_fits(call->device, nbytes));
   }
-  const size_t name_size = strlen(call->name) + 1;
-  queued_t* e = tpurt_xcalloc(1, sizeof(*e) + name_size);
-  memcpy(e->name, call->name, name_size);
-  e->params = tpurt_xmalloc(sizeof(pjrt_buffer_t*) * (size_t)(p->num_params + 1));
-  tpurt_status_t status = plan_bind_params(p, call, e->params);
+  pjrt_buffer_t** params = tpurt_xmalloc(sizeof(pjrt_buffer_t*) * (size_t)(p->num_params + 1));
+  tpurt_status_t status = plan_bind_params(p, call, params);
   if (status) {
-    free(e->params);
-    free(e);
+    free(params);
     return status;
   }
-  e->num_params = p->num_params;
-  e->num_outputs = p->num_program_outputs;
-  e->outputs = tpurt_xmalloc(sizeof(pjrt_buffer_t*) * (size_t)(e->num_outputs + 1));
-  pjrt_buffer_t** handed = tpurt_xmalloc(sizeof(pjrt_buffer_t*) * (size_t)(e->num_outputs + 1));
-  for (int32_t k = 0, n = 0; k < p->num_outputs; ++k) {
+  const int32_t n = p->num_program_outputs;
+  pjrt_buffer_t** outputs = tpurt_xmalloc(sizeof(pjrt_buffer_t*) * (size_t)(n + 1));
+  pjrt_buffer_t** handed = tpurt_xmalloc(sizeof(pjrt_buffer_t*) * (size_t)(n + 1));
+  for (int32_t k = 0, j = 0; k < p->num_outputs; ++k) {
     const plan_output_t* o = &p->outputs[k];
     if (o->kind == OUTPUT_UNDEFINED || o->kind == OUTPUT_HOST_INT) continue;
-    e->outputs[n] = pjrt_buffer_future_create(call->device, o->type.dtype, o->type.rank, o->type.dims);
-    pjrt_buffer_retain(e->outputs[n]); /* one for the entry, one handed to the storage */
-    handed[n] = e->outputs[n];
-    ++n;
+    outputs[j] = pjrt_buffer_future_create(call->device, o->type.dtype, o->type.rank, o->type.dims);
+    pjrt_buffer_retain(outputs[j]); /* one for the queue, one handed to the storage */
+    handed[j] = outputs[j];
+    ++j;
   }
   plan_hand_outputs_consume(p, call, handed);
+  queue_push_consume(p->compiled, call->device, call->name, params, p->num_params, outputs, n);
   free(handed);
-  plan_retain(p);
-  e->plan = p;
-  e->device = call->device;
-  e->correlation = pjrt_launch_correlation();
-  pthread_mutex_lock(&g_queue_lock);
-  e->seq = ++g_queued_seq;
-  if (g_tail)
-    g_tail->next = e;
-  else
-    g_head = e;
-  g_tail = e;
-  atomic_fetch_add_explicit(&g_waiting, 1, memory_order_release);
-  pthread_mutex_unlock(&g_queue_lock);
-  pump();
+  free(outputs);
+  free(params);
   return NULL;
 }
 
-void queue_plan_compiled(plan_t* p, tpurt_borrowed_status_t failure) {
+void compiled_finish_consume(compiled_t* c, pjrt_executable_t* executable, tpurt_borrowed_status_t failure) {
   pthread_mutex_lock(&g_queue_lock);
   if (failure) {
-    tpurt_status_free(p->failure);
-    p->failure = tpurt_status_clone(failure);
+    pjrt_executable_release(executable);
+    tpurt_status_free(c->failure);
+    c->failure = tpurt_status_clone(failure);
+    __atomic_store_n(&c->state, COMPILED_FAILED, __ATOMIC_RELEASE);
+  } else {
+    c->executable = executable;
+    __atomic_store_n(&c->state, COMPILED_OK, __ATOMIC_RELEASE);
   }
-  p->state = failure ? PLAN_FAILED : PLAN_COMPILED;
   pthread_mutex_unlock(&g_queue_lock);
   pump();
+}
+
+bool compiled_ok(const compiled_t* c) { return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) == COMPILED_OK; }
+
+void queue_job_submit(tpurt_job_fn_t fn, void* job) {
+  pthread_once(&g_hooks_once, install_hooks);
+  pthread_mutex_lock(&g_queue_lock);
+  ++g_jobs;
+  pthread_mutex_unlock(&g_queue_lock);
+  tpurt_pool_submit(fn, job);
+}
+
+void queue_job_done(void) {
+  pthread_mutex_lock(&g_queue_lock);
+  --g_jobs;
+  pthread_cond_broadcast(&g_queue_moved);
+  pthread_mutex_unlock(&g_queue_lock);
 }
 
 void queue_drain(void) {
@@ -234,7 +281,7 @@ static void compile_job(void* arg) {
   (void)pjrt_force_compile_kind(previous);
   cache_shadow_label(NULL); /* it named this job's op, whose name goes with the job */
   if (status && job->context) status = tpurt_status_annotate_consume(status, job->context);
-  queue_plan_compiled(job->plan, status);
+  if (status) compiled_finish_consume(job->plan->compiled, NULL, status);
   if (status)
     plan_cache_abandon(job->plan);
   else
@@ -243,10 +290,7 @@ static void compile_job(void* arg) {
   plan_release(job->plan);
   free(job->context);
   free(job);
-  pthread_mutex_lock(&g_queue_lock);
-  --g_jobs;
-  pthread_cond_broadcast(&g_queue_moved);
-  pthread_mutex_unlock(&g_queue_lock);
+  queue_job_done();
 }
 
 void queue_compile_consume(plan_t* p, lowered_t* lowered, const char* context) {
@@ -260,8 +304,5 @@ void queue_compile_consume(plan_t* p, lowered_t* lowered, const char* context) {
   job->forced_kind = pjrt_forced_compile_kind();
   plan_retain(p);
   job->plan = p;
-  pthread_mutex_lock(&g_queue_lock);
-  ++g_jobs;
-  pthread_mutex_unlock(&g_queue_lock);
-  tpurt_pool_submit(compile_job, job);
+  queue_job_submit(compile_job, job);
 }
