@@ -122,10 +122,22 @@ void plan_hand_outputs_consume(const plan_t* p, tpurt_op_call_t* call, pjrt_buff
   }
 }
 
+tpurt_status_t plan_check_fits(const plan_t* p, int device) {
+  for (int32_t k = 0; k < p->num_outputs; ++k) {
+    const plan_output_t* o = &p->outputs[k];
+    if (o->kind == OUTPUT_UNDEFINED || o->kind == OUTPUT_HOST_INT) continue;
+    size_t nbytes = tpurt_dtype_size(o->type.dtype);
+    for (int32_t d = 0; d < o->type.rank; ++d) nbytes *= (size_t)o->type.dims[d];
+    TPURT_RETURN_IF_ERROR(storage_check_fits(device, nbytes));
+  }
+  return NULL;
+}
+
 tpurt_status_t plan_launch(const plan_t* p, tpurt_op_call_t* call) {
   if (p->num_results > call->max_results || (p->num_results > 0 && !call->results))
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "%s: %d results, room for %d", call->name,
                                p->num_results, call->max_results);
+  TPURT_RETURN_IF_ERROR(plan_check_fits(p, call->device));
   pjrt_buffer_t* stack_args[32];
   pjrt_buffer_t** bufs =
       p->num_params <= 32 ? stack_args : tpurt_xmalloc(sizeof(void*) * (size_t)(p->num_params + 1));

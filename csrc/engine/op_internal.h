@@ -162,6 +162,10 @@ void engine_scalar_bytes(const tpurt_arg_t* a, tpurt_dtype_t dtype, unsigned cha
 
 /*===--- launching (launch.c) ---===*/
 
+/* RESOURCE_EXHAUSTED if a result of |plan| is larger than all of |device|'s
+** memory: said at the op, as an allocation failure is, whether the launch is
+** made now or queued. */
+TPURT_MUST_USE tpurt_status_t plan_check_fits(const plan_t* plan, int device);
 /* Launches |plan| for |call|: binds its parameters, runs it, and gives the
 ** outputs to the call's results and written storages. Engine lock held. */
 TPURT_MUST_USE tpurt_status_t plan_launch(const plan_t* plan, tpurt_op_call_t* call);

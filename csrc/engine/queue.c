@@ -190,15 +190,7 @@ tpurt_status_t queue_launch(plan_t* p, tpurt_op_call_t* call) {
   if (p->num_results > call->max_results || (p->num_results > 0 && !call->results))
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "%s: %d results, room for %d", call->name,
                                p->num_results, call->max_results);
-  /* A result larger than the device can never be made: that is said at the
-  ** op, as an allocation failure is, not later at a sync. */
-  for (int32_t k = 0; k < p->num_outputs; ++k) {
-    const plan_output_t* o = &p->outputs[k];
-    if (o->kind == OUTPUT_UNDEFINED || o->kind == OUTPUT_HOST_INT) continue;
-    size_t nbytes = tpurt_dtype_size(o->type.dtype);
-    for (int32_t d = 0; d < o->type.rank; ++d) nbytes *= (size_t)o->type.dims[d];
-    TPURT_RETURN_IF_ERROR(storage_check_fits(call->device, nbytes));
-  }
+  TPURT_RETURN_IF_ERROR(plan_check_fits(p, call->device));
   pjrt_buffer_t** params = tpurt_xmalloc(sizeof(pjrt_buffer_t*) * (size_t)(p->num_params + 1));
   tpurt_status_t status = plan_bind_params(p, call, params);
   if (status) {
