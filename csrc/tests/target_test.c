@@ -321,6 +321,83 @@ static bool corrupt_entry(const char* dir) {
   return done;
 }
 
+/* Files of |dir| whose name ends in |suffix|. */
+static int count_files(const char* dir, const char* suffix) {
+  DIR* d = opendir(dir);
+  if (!d) return 0;
+  int n = 0;
+  for (struct dirent* e; (e = readdir(d)) != NULL;) {
+    const char* dot = strrchr(e->d_name, '.');
+    n += dot && strcmp(dot, suffix) == 0;
+  }
+  closedir(d);
+  return n;
+}
+
+static const char kRendezvousA[] =
+    "module @fake_rendezvous_a {\n"
+    "  func.func public @main(%a: tensor<4xf32>) -> (tensor<4xf32>) {\n"
+    "    %b = \"stablehlo.add\"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
+    "    \"func.return\"(%b) : (tensor<4xf32>) -> ()\n"
+    "  }\n"
+    "}\n";
+static const char kRendezvousB[] =
+    "module @fake_rendezvous_b {\n"
+    "  func.func public @main(%a: tensor<4xf32>) -> (tensor<4xf32>) {\n"
+    "    %b = \"stablehlo.multiply\"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
+    "    \"func.return\"(%b) : (tensor<4xf32>) -> ()\n"
+    "  }\n"
+    "}\n";
+
+/* Compile-only programs compile on the pool, concurrently: the fake
+** compiler refuses a "fake_rendezvous" module that no other compile joins
+** within 10 s, so two that both compile were in flight at once. The call
+** returns before the compile is done; the records are listed in the order
+** of the calls, once per distinct program, and persisted (a second
+** "process" loads both). */
+TEST(Shadow_CompileOnlyProgramsCompileConcurrently) {
+  NEED_FAKE();
+  /* before the pool's first job: two workers, whatever the host's cores */
+  setenv("TORCH_TPU_COMPILE_THREADS", "2", 1);
+  tpurt_config_reload_for_test();
+  ASSERT(!tpurt_pool_runs_inline() && tpurt_pool_size() == 2);
+  char dir[] = "/tmp/tpurt_concurrent_XXXXXX";
+  ASSERT(mkdtemp(dir) != NULL);
+  setenv("TORCH_TPU_CACHE_DIR", dir, 1);
+  cache_reconfigure_for_test();
+  tpurt_target_t* t = NULL;
+  ASSERT_OK(tpurt_target_create(fake_plugin(), "fake:1x1", &t));
+  ASSERT_OK(tpurt_shadow_set_consume(t));
+  static const char kOptions[] = "options";
+  cache_shadow_label("test::a");
+  ASSERT_OK(cache_shadow_compile_only(kRendezvousA, strlen(kRendezvousA), kOptions, 7, 1));
+  /* the same program again while it compiles: one record, one compile */
+  ASSERT_OK(cache_shadow_compile_only(kRendezvousA, strlen(kRendezvousA), kOptions, 7, 1));
+  cache_shadow_label("test::b");
+  ASSERT_OK(cache_shadow_compile_only(kRendezvousB, strlen(kRendezvousB), kOptions, 7, 1));
+  tpurt_shadow_record_t r[4];
+  ASSERT(tpurt_shadow_records(r, 4) == 2); /* waits for both */
+  for (int i = 0; i < 2; ++i)
+    if (r[i].error) printf("  %s\n", r[i].error);
+  EXPECT(strcmp(r[0].label, "test::a") == 0 && r[0].error == NULL && !r[0].from_disk);
+  EXPECT(strcmp(r[1].label, "test::b") == 0 && r[1].error == NULL && !r[1].from_disk);
+  EXPECT(r[0].program.flops == 1000.0 && r[1].program.flops == 1000.0);
+  EXPECT(count_files(dir, ".tpuest") == 2);
+
+  /* the next "process" finds both on disk, compiling neither (they would wait alone) */
+  tpurt_shadow_reset();
+  ASSERT_OK(cache_shadow_compile_only(kRendezvousA, strlen(kRendezvousA), kOptions, 7, 1));
+  ASSERT_OK(cache_shadow_compile_only(kRendezvousB, strlen(kRendezvousB), kOptions, 7, 1));
+  tpurt_shadow_wait();
+  ASSERT(tpurt_shadow_records(r, 4) == 2);
+  EXPECT(r[0].from_disk && r[0].error == NULL && r[1].from_disk && r[1].error == NULL);
+  tpurt_shadow_reset();
+  ASSERT_OK(tpurt_shadow_set_consume(NULL));
+  unsetenv("TORCH_TPU_CACHE_DIR");
+  cache_reconfigure_for_test();
+  remove_dir(dir);
+}
+
 /* Precompile: a program compiled for the target is written serialised into
 ** the cache directory under the key its runtime would compute, read back
 ** (header, key, MAC checked) and handed to the plugin's deserialize. */
@@ -408,5 +485,5 @@ TEST(Precompile_RoundTripThroughThePluginsDeserialize) {
 TEST_MAIN(TEST_CASE(Target_Topology), TEST_CASE(Target_UnknownTopologyIsThePluginsError),
           TEST_CASE(Target_CompileReadsCostAndMemory), TEST_CASE(Target_WhileLoopHasNoEstimate),
           TEST_CASE(Target_RefusedProgramNamesTheTarget), TEST_CASE(Shadow_RecordsEachProgramOnce),
-          TEST_CASE(Shadow_CompileOnlyShardedTrace),
+          TEST_CASE(Shadow_CompileOnlyProgramsCompileConcurrently), TEST_CASE(Shadow_CompileOnlyShardedTrace),
           TEST_CASE(Precompile_RoundTripThroughThePluginsDeserialize))
