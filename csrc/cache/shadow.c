@@ -359,7 +359,7 @@ tpurt_status_t cache_shadow_program(const char* text, size_t size, const char* o
 
 /* A compile-only program on the pool: the record (listed, pending) and
 ** what its compile needs, owned. */
-typedef struct {
+typedef struct compile_job_s {
   tpurt_target_t* target; /* a retired target stays alive: see g_retired_targets */
   shadow_record_t* record;
   char* text;
@@ -367,7 +367,25 @@ typedef struct {
   char* options;
   size_t options_size;
   int32_t num_partitions;
+  struct compile_job_s* next; /* in g_queue */
 } compile_job_t;
+
+/* Jobs wait here until fewer than TORCH_TPU_TARGET_COMPILE_THREADS run:
+** libtpu spreads one compile over the host's cores itself, so by default
+** the target compiles one program at a time (two at once measured slower
+** on a 2-core host), still beside the tracing of the next program. */
+static compile_job_t *g_queue TPURT_GUARDED_BY(g_lock), *g_queue_tail TPURT_GUARDED_BY(g_lock);
+static int64_t g_running TPURT_GUARDED_BY(g_lock); /* jobs handed to the pool */
+
+/* The next job to hand to the pool, if a slot is free (counted as running). */
+static compile_job_t* next_job_locked(void) {
+  compile_job_t* job = g_queue;
+  if (!job || g_running >= tpurt_config()->target_compile_threads) return NULL;
+  g_queue = job->next;
+  if (!g_queue) g_queue_tail = NULL;
+  ++g_running;
+  return job;
+}
 
 static void compile_job_run(void* arg) {
   compile_job_t* job = arg;
@@ -376,11 +394,14 @@ static void compile_job_run(void* arg) {
   pthread_mutex_lock(&g_lock);
   job->record->pending = false;
   --g_in_flight;
+  --g_running;
   pthread_cond_broadcast(&g_settled);
+  compile_job_t* next = next_job_locked();
   pthread_mutex_unlock(&g_lock);
   free(job->text);
   free(job->options);
   free(job);
+  if (next) tpurt_pool_submit(compile_job_run, next);
 }
 
 tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const char* options,
@@ -407,7 +428,6 @@ tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const ch
   r->pending = true;
   add_locked(r);
   ++g_in_flight;
-  pthread_mutex_unlock(&g_lock);
   compile_job_t* job = tpurt_xcalloc(1, sizeof(*job));
   *job = (compile_job_t){.target = t,
                          .record = r,
@@ -418,7 +438,14 @@ tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const ch
                          .num_partitions = num_partitions};
   if (size) memcpy(job->text, text, size);
   if (options_size) memcpy(job->options, options, options_size);
+  if (g_queue_tail)
+    g_queue_tail->next = job;
+  else
+    g_queue = job;
+  g_queue_tail = job;
+  compile_job_t* start = next_job_locked();
+  pthread_mutex_unlock(&g_lock);
   /* the target's verdict (a refusal too) is the record's, read after tpurt_shadow_wait */
-  tpurt_pool_submit(compile_job_run, job);
+  if (start) tpurt_pool_submit(compile_job_run, start);
   return NULL;
 }

@@ -178,6 +178,9 @@ typedef struct tpurt_config_s {
   bool target_refuse;          /* TORCH_TPU_TARGET_REFUSE: a program the shadow target refuses is not run */
   int64_t compile_notice_ms;   /* TORCH_TPU_COMPILE_NOTICE_MS: a compile burst this long says so; 0: never */
   int64_t compile_threads; /* TORCH_TPU_COMPILE_THREADS: 0..64 programs compiling at once; -1: the cores */
+  /* TORCH_TPU_TARGET_COMPILE_THREADS: 1..64 compile-only programs compiling for the target at once
+  ** (on the pool); default 1: libtpu spreads one compile over the host's cores itself */
+  int64_t target_compile_threads;
 } tpurt_config_t;
 
 /* The configuration; a variable whose value does not parse reads as its

@@ -349,16 +349,19 @@ static const char kRendezvousB[] =
     "  }\n"
     "}\n";
 
-/* Compile-only programs compile on the pool, concurrently: the fake
-** compiler refuses a "fake_rendezvous" module that no other compile joins
-** within 10 s, so two that both compile were in flight at once. The call
-** returns before the compile is done; the records are listed in the order
-** of the calls, once per distinct program, and persisted (a second
-** "process" loads both). */
+/* Compile-only programs compile on the pool, up to
+** TORCH_TPU_TARGET_COMPILE_THREADS at once: the fake compiler refuses a
+** "fake_rendezvous" module that no other compile joins in time, so two that
+** both compile were in flight at once. The call returns before the compile
+** is done; the records are listed in the order of the calls, once per
+** distinct program, and persisted (a second "process" loads both). With
+** the default of one at a time, two never meet. */
 TEST(Shadow_CompileOnlyProgramsCompileConcurrently) {
   NEED_FAKE();
-  /* before the pool's first job: two workers, whatever the host's cores */
+  /* before the pool's first job: two workers, whatever the host's cores, and
+  ** two target compiles at once (one by default) */
   setenv("TORCH_TPU_COMPILE_THREADS", "2", 1);
+  setenv("TORCH_TPU_TARGET_COMPILE_THREADS", "2", 1);
   tpurt_config_reload_for_test();
   ASSERT(!tpurt_pool_runs_inline() && tpurt_pool_size() == 2);
   char dir[] = "/tmp/tpurt_concurrent_XXXXXX";
@@ -391,6 +394,20 @@ TEST(Shadow_CompileOnlyProgramsCompileConcurrently) {
   tpurt_shadow_wait();
   ASSERT(tpurt_shadow_records(r, 4) == 2);
   EXPECT(r[0].from_disk && r[0].error == NULL && r[1].from_disk && r[1].error == NULL);
+  tpurt_shadow_reset();
+
+  /* by default the target compiles one program at a time: two that wait
+  ** 0.2 s for company never meet (each is refused as compiled alone) */
+  unsetenv("TORCH_TPU_TARGET_COMPILE_THREADS");
+  tpurt_config_reload_for_test();
+  EXPECT(tpurt_config()->target_compile_threads == 1);
+  static const char kShortA[] = "module @fake_rendezvous_short_a {}\n";
+  static const char kShortB[] = "module @fake_rendezvous_short_b {}\n";
+  ASSERT_OK(cache_shadow_compile_only(kShortA, strlen(kShortA), kOptions, 7, 1));
+  ASSERT_OK(cache_shadow_compile_only(kShortB, strlen(kShortB), kOptions, 7, 1));
+  ASSERT(tpurt_shadow_records(r, 4) == 2);
+  EXPECT(r[0].error && strstr(r[0].error, "compiled alone") && r[1].error &&
+         strstr(r[1].error, "compiled alone"));
   tpurt_shadow_reset();
   ASSERT_OK(tpurt_shadow_set_consume(NULL));
   unsetenv("TORCH_TPU_CACHE_DIR");
