@@ -886,17 +886,34 @@ _marked_classes: dict[type, type] = {}
 _REGION_ENTRIES = 64
 
 
+@torch._dynamo.assume_constant_result
+def _has_dense_strides(shape: tuple, strides: tuple) -> bool:
+    # run by dynamo on the (static) sizes, not traced: it is asked at every block call
+    return tuple(strides) == _dense_strides(shape)
+
+
 def _dense_for_region(x: Any) -> Any:
     """A tensor with other strides than the dense ones of its shape, dense: dynamo
     reuses a region only for inputs of equal strides (a slice of the joint sequence,
     FLUX's single blocks' outputs, has the strides of the whole)."""
-    if isinstance(x, torch.Tensor) and x.stride() != _dense_strides(x.shape):
+    if isinstance(x, torch.Tensor) and not _has_dense_strides(tuple(x.shape), x.stride()):
         return _dense_copy(x)
     return x
 
 
 def _dense_copy(t: torch.Tensor) -> torch.Tensor:
     return t.clone(memory_format=torch.contiguous_format)
+
+
+def _own_code(fn: Callable[..., Any], base: type) -> Callable[..., Any]:
+    """|fn| with a code object of its own, named for |base|: dynamo keeps a region's
+    traced subgraphs by the function's code, and each marked class's must be apart
+    (never tried for, or taken by, another class's calls)."""
+    import types
+
+    name = f"{fn.__name__}_{base.__name__}"
+    code = fn.__code__.replace(co_name=name, co_qualname=f"{base.__qualname__}.{name}")
+    return types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
 
 
 def _is_leaf(x: Any) -> bool:
@@ -921,7 +938,10 @@ def _marked_class(base: type) -> type:
         # single block returns two slices of one tensor): fresh dense values
         return _pytree.tree_map_only(torch.Tensor, _dense_copy, out)
 
-    region = torch.compiler.nested_compile_region(block_call, max_reuse_entries=_REGION_ENTRIES)
+    def region_of(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return torch.compiler.nested_compile_region(_own_code(fn, base), max_reuse_entries=_REGION_ENTRIES)
+
+    region = region_of(block_call)
 
     # The fast calling convention: dynamo checks a region call's inputs for
     # reuse at every call, quickly when they are flat leaves (tensors,
@@ -945,7 +965,7 @@ def _marked_class(base: type) -> type:
                 i += 1 + n
         return block_call(module, *values)
 
-    flat_region = torch.compiler.nested_compile_region(block_flat, max_reuse_entries=_REGION_ENTRIES)
+    flat_region = region_of(block_flat)
 
     def flatten(args: tuple, kwargs: dict) -> list | None:
         """The flat call of (args, kwargs), or None where it has no flat form."""
