@@ -47,6 +47,7 @@ typedef struct shadow_record_s {
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_settled = PTHREAD_COND_INITIALIZER; /* a pending record was filled */
 static int g_in_flight TPURT_GUARDED_BY(g_lock);            /* pending records (any generation) */
+static pid_t g_jobs_pid TPURT_GUARDED_BY(g_lock);           /* the process whose pool compiles them */
 static tpurt_target_t* g_target TPURT_GUARDED_BY(g_lock);   /* the current target, or NULL */
 static uint32_t g_gen TPURT_GUARDED_BY(g_lock); /* bumped at each set/reset: executables re-shadow */
 static shadow_record_t* g_buckets[SHADOW_BUCKETS] TPURT_GUARDED_BY(g_lock);
@@ -107,9 +108,16 @@ void tpurt_shadow_reset(void) {
   pthread_mutex_unlock(&g_lock);
 }
 
+/* A forked child inherits the parent's pending records but not the threads
+** that compile them: it waits for none (its report lists them unfilled). */
 static void wait_in_flight_locked(void) {
-  while (g_in_flight > 0) pthread_cond_wait(&g_settled, &g_lock);
+  while (g_in_flight > 0 && g_jobs_pid == getpid()) pthread_cond_wait(&g_settled, &g_lock);
 }
+
+/* fork: g_lock is not held across it, so a child can read the records. */
+static void before_fork(void) { pthread_mutex_lock(&g_lock); }
+static void after_fork(void) { pthread_mutex_unlock(&g_lock); }
+static void register_fork_handlers(void) { (void)pthread_atfork(before_fork, after_fork, after_fork); }
 
 void tpurt_shadow_wait(void) {
   pthread_mutex_lock(&g_lock);
@@ -140,7 +148,7 @@ static shadow_record_t* find_locked(uint64_t hash) {
 ** a pending one), or NULL. */
 static shadow_record_t* find_settled_locked(uint64_t hash, uint32_t gen) {
   shadow_record_t* r = gen == g_gen ? find_locked(hash) : NULL;
-  while (r && r->pending) pthread_cond_wait(&g_settled, &g_lock);
+  while (r && r->pending && g_jobs_pid == getpid()) pthread_cond_wait(&g_settled, &g_lock);
   return r;
 }
 
@@ -414,6 +422,8 @@ tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const ch
     return tpurt_status_create(TPURT_FAILED_PRECONDITION,
                                "a compile-only trace needs a target (torch_tpu.set_target(\"v6e:1x1\"))");
   const uint64_t hash = record_hash(t, options, options_size, text, size, num_partitions);
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, register_fork_handlers);
   pthread_mutex_lock(&g_lock);
   if (gen != g_gen) {
     pthread_mutex_unlock(&g_lock);
@@ -427,6 +437,12 @@ tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const ch
   shadow_record_t* r = record_new(hash, num_partitions);
   r->pending = true;
   add_locked(r);
+  if (g_jobs_pid != getpid()) { /* a forked child's own jobs: the parent's are not its */
+    g_jobs_pid = getpid();
+    g_in_flight = 0;
+    g_running = 0;
+    g_queue = g_queue_tail = NULL;
+  }
   ++g_in_flight;
   compile_job_t* job = tpurt_xcalloc(1, sizeof(*job));
   *job = (compile_job_t){.target = t,

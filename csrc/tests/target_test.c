@@ -4,6 +4,7 @@
 ** estimate, and the errors (unknown topology, refused program, no plugin). */
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../cache/cache.h"
@@ -405,6 +406,18 @@ TEST(Shadow_CompileOnlyProgramsCompileConcurrently) {
   static const char kShortB[] = "module @fake_rendezvous_short_b {}\n";
   ASSERT_OK(cache_shadow_compile_only(kShortA, strlen(kShortA), kOptions, 7, 1));
   ASSERT_OK(cache_shadow_compile_only(kShortB, strlen(kShortB), kOptions, 7, 1));
+  /* a child forked meanwhile does not wait for its parent's compiles (it has
+  ** not their threads): its wait returns, and it exits */
+  pid_t child = fork();
+  ASSERT(child >= 0);
+  if (child == 0) {
+    alarm(5); /* a wait that hangs kills the child: the parent sees the signal */
+    tpurt_shadow_wait();
+    _exit(0);
+  }
+  int child_status = 0;
+  ASSERT(waitpid(child, &child_status, 0) == child);
+  EXPECT(WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0);
   ASSERT(tpurt_shadow_records(r, 4) == 2);
   EXPECT(r[0].error && strstr(r[0].error, "compiled alone") && r[1].error &&
          strstr(r[1].error, "compiled alone"));
