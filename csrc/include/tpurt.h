@@ -178,6 +178,9 @@ typedef struct tpurt_config_s {
   bool target_refuse;          /* TORCH_TPU_TARGET_REFUSE: a program the shadow target refuses is not run */
   int64_t compile_notice_ms;   /* TORCH_TPU_COMPILE_NOTICE_MS: a compile burst this long says so; 0: never */
   int64_t compile_threads; /* TORCH_TPU_COMPILE_THREADS: 0..64 programs compiling at once; -1: the cores */
+  /* TORCH_TPU_TARGET_COMPILE_THREADS: 1..64 compile-only programs compiling for the target at once
+  ** (on the pool); default 1: libtpu spreads one compile over the host's cores itself */
+  int64_t target_compile_threads;
 } tpurt_config_t;
 
 /* The configuration; a variable whose value does not parse reads as its
@@ -529,8 +532,10 @@ TPURT_MUST_USE tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int
                                               int32_t num_inputs, tpurt_program_t** out_program);
 /* Compile-only tracing on this thread: tpurt_trace_end compiles the program
 ** for the shadow target only (recorded and persisted like shadow compiles)
-** and never for this process's plugin; the program cannot run. No target
-** set, or the target's refusal, is tpurt_trace_end's error. */
+** and never for this process's plugin; the program cannot run. The target's
+** compile runs on the compile pool: tpurt_trace_end returns without waiting
+** for it, and the verdict (a refusal too) is the record's, read after
+** tpurt_shadow_wait. No target set is tpurt_trace_end's error. */
 void tpurt_trace_set_compile_only(bool on);
 /* Abandons an unfinished trace (the traced function raised). */
 void tpurt_trace_abort(void);
@@ -842,8 +847,12 @@ typedef struct tpurt_shadow_record_s {
   tpurt_target_program_t program;
 } tpurt_shadow_record_t;
 /* Copies up to |max| records into |out| (strings live for the process) and
-** returns how many there are. */
+** returns how many there are, after waiting for the compile-only programs
+** still compiling (tpurt_shadow_wait). */
 size_t tpurt_shadow_records(tpurt_shadow_record_t* out, size_t max);
+/* Waits until no compile-only program (tpurt_trace_set_compile_only) is
+** compiling for the target on the compile pool. */
+void tpurt_shadow_wait(void);
 /* The platform lowering rules see: the shadow target's when one is set
 ** (programs are lowered for the chip they are meant for), else the
 ** runtime's; "" before init. */
