@@ -100,7 +100,7 @@ def test_precompile_fills_the_cache_dir_with_the_targets_executables_only(tmp_pa
     found = entries(tmp_path / "d")
     # every entry is the target's (the fake plugin's serialised executable), none is this
     # plugin's own: a TPU host imports the directory whole
-    assert len(found) == count
+    assert len(found) == count, out
     assert all(magic == b"TPURTEXE" and payload.startswith(b"FAKEEXE1") for magic, payload in found)
     assert "cache import" in out
     # a second run compiles nothing for the target: figures and executables are there

@@ -103,6 +103,9 @@ TPURT_MUST_USE tpurt_status_t cache_shadow_compile_only(const char* text, size_t
 /* Whether precompile is on (tpurt_shadow_set_precompile) with a target set:
 ** this plugin's own programs are then kept in memory only. */
 bool cache_shadow_precompiling(void);
+/* Whether precompile has been on in this process: then the directory holds
+** the target's programs only, and this plugin's are never written there. */
+bool cache_shadow_directory_is_targets(void);
 /* Precompiled programs (precompile for a target): executables another
 ** plugin compiled, stored in this cache's directory under the key a process
 ** running on that plugin computes, |identity| being that process's plugin

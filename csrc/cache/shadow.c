@@ -61,8 +61,18 @@ static tpurt_target_t* g_retired_targets[64] TPURT_GUARDED_BY(g_lock);
 static int g_num_retired TPURT_GUARDED_BY(g_lock);
 static _Thread_local const char* t_label TPURT_GUARDED_BY(thread);
 static bool g_precompile TPURT_GUARDED_BY(atomic); /* tpurt_shadow_set_precompile */
+/* Once on, the directory is the target's for the rest of the process: ops
+** run after precompiling ends (exit hooks, a report's reads) would
+** otherwise leave this plugin's entries there, which a TPU host importing
+** the directory whole cannot load. */
+static bool g_dir_is_targets TPURT_GUARDED_BY(atomic);
 
-void tpurt_shadow_set_precompile(bool on) { __atomic_store_n(&g_precompile, on, __ATOMIC_RELAXED); }
+void tpurt_shadow_set_precompile(bool on) {
+  if (on) __atomic_store_n(&g_dir_is_targets, true, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_precompile, on, __ATOMIC_RELAXED);
+}
+
+bool cache_shadow_directory_is_targets(void) { return __atomic_load_n(&g_dir_is_targets, __ATOMIC_RELAXED); }
 
 bool cache_shadow_precompiling(void) {
   if (!__atomic_load_n(&g_precompile, __ATOMIC_RELAXED)) return false;

@@ -164,6 +164,10 @@ bool queue_busy(void);
 /* Returns once every launch queued before the call has been made (or has
 ** failed). Any lock may be held: the queue moves without the engine lock. */
 void queue_drain(void);
+/* queue_drain, then waits for every compile job on the pool to end (a
+** traced program's too, run or not). Holds no lock meanwhile, and the
+** caller must hold none a job takes (the engine lock). */
+void queue_settle(void);
 /* Launches made from the queue since the last reset (metrics). */
 uint64_t queue_launch_count(void);
 void queue_reset_count(void);

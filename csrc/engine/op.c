@@ -427,7 +427,11 @@ bool tpurt_op_supported(const char* name) {
 }
 
 tpurt_status_t tpurt_synchronize(int device) {
-  queue_drain(); /* queued launches are made first: their errors are reported here */
+  /* Queued launches are made first (their errors are reported here), and
+  ** compiles still on the pool end: a traced program compiled and not yet
+  ** run is work submitted too, and a caller that changes the settings
+  ** compiles read (precompile's directory) does so after this. */
+  queue_settle();
   engine_lock();
   tpurt_status_t status = graph_flush_locked(GRAPH_FLUSH_SYNCHRONIZE);
   engine_unlock();

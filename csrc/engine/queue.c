@@ -146,12 +146,7 @@ static void pump(void) {
 ** compiling or running when the plugin's statics are destroyed crashes the
 ** process. Registered at the first queued launch, so after the plugin's own
 ** exit handler, which runs later. */
-static void settle_all(void) {
-  queue_drain();
-  pthread_mutex_lock(&g_queue_lock);
-  while (g_jobs > 0) pthread_cond_wait(&g_queue_moved, &g_queue_lock);
-  pthread_mutex_unlock(&g_queue_lock);
-}
+static void settle_all(void) { queue_settle(); }
 static pthread_once_t g_hooks_once = PTHREAD_ONCE_INIT;
 static void install_hooks(void) {
   (void)pthread_atfork(settle_all, NULL, NULL);
@@ -245,6 +240,13 @@ void queue_job_done(void) {
   pthread_mutex_lock(&g_queue_lock);
   --g_jobs;
   pthread_cond_broadcast(&g_queue_moved);
+  pthread_mutex_unlock(&g_queue_lock);
+}
+
+void queue_settle(void) {
+  queue_drain();
+  pthread_mutex_lock(&g_queue_lock);
+  while (g_jobs > 0) pthread_cond_wait(&g_queue_moved, &g_queue_lock);
   pthread_mutex_unlock(&g_queue_lock);
 }
 
