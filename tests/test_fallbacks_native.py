@@ -591,3 +591,52 @@ def test_triangle_indices_errors_as_pytorch():
         torch.tril_indices(-1, 3, device="tpu")
     with pytest.raises(RuntimeError, match="not implemented for 'Float'"):
         torch.triu_indices(3, 3, dtype=torch.float32, device="tpu")
+
+
+# ---- _linalg_svd with full_matrices (csrc/lower/decomp.c) -------------------------------
+
+
+def check_svd(a, u, s, vh, full):
+    """tpu's (u, s, vh) against CPU's, as PyTorch's own tests judge an SVD: the singular
+    values equal, each singular vector equal up to its sign, and (the full bases' extra
+    vectors being any orthonormal completion) u and vh orthogonal, u s vh == a."""
+    eu, es, evh = torch.linalg.svd(a, full_matrices=full)
+    assert u.device.type == "tpu" and (u.shape, s.shape, vh.shape) == (eu.shape, es.shape, evh.shape)
+    u, s, vh = u.cpu(), s.cpu(), vh.cpu()
+    torch.testing.assert_close(s, es, rtol=1e-5, atol=1e-5)
+    k = s.shape[-1]
+    sign = torch.sign((u[..., :k] * eu[..., :k]).sum(-2, keepdim=True))
+    torch.testing.assert_close(u[..., :k] * sign, eu[..., :k], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(vh[..., :k, :] * sign.mT, evh[..., :k, :], rtol=1e-4, atol=1e-4)
+    for q in (u, vh.mT):  # orthonormal columns
+        eye = torch.eye(q.shape[-1]).expand(q.shape[:-2] + (q.shape[-1],) * 2)
+        torch.testing.assert_close(q.mT @ q, eye, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(u[..., :k] * s.unsqueeze(-2) @ vh[..., :k, :], a, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 6), (3, 7, 2), (4, 4)])
+@pytest.mark.parametrize("full", [True, False])
+def test_linalg_svd(no_fallback, shape, full):
+    torch.manual_seed(0)
+    a = torch.randn(shape)
+    check_svd(a, *torch.linalg.svd(a.to("tpu"), full_matrices=full), full)
+
+
+def test_svd_as_users_call_it(no_fallback):
+    torch.manual_seed(0)
+    a = torch.randn(6, 4)
+    u, s, v = torch.svd(a.to("tpu"), some=False)  # torch.svd returns V, not Vh
+    check_svd(a, u, s, v.mT, True)
+    torch.testing.assert_close(torch.linalg.svdvals(a.mT.to("tpu")).cpu(), torch.linalg.svdvals(a.mT))
+    # rank 1: the zero singular values' vectors still make an orthogonal basis
+    r1 = torch.outer(torch.arange(1.0, 6.0), torch.tensor([1.0, -2.0, 0.5]))
+    u, s, vh = (x.cpu() for x in torch.linalg.svd(r1.to("tpu")))
+    torch.testing.assert_close(u.mT @ u, torch.eye(5), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(u[:, :3] * s @ vh, r1, rtol=1e-4, atol=1e-4)
+
+
+def test_svd_of_empty_matrices(no_fallback):
+    for shape in [(0, 3), (3, 0), (2, 0, 0)]:
+        a = torch.randn(shape)
+        for got, expected in zip(torch.linalg.svd(a.to("tpu")), torch.linalg.svd(a)):
+            same(got, expected)

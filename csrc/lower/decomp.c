@@ -822,18 +822,45 @@ static void svd_jacobi(lower_ctx_t* ctx, ir_value_t w, ir_value_t* u_out, ir_val
   *v_out = transpose3(ctx, permute_rows(ctx, transpose3(ctx, out[2]), res[1], false));
 }
 
+/* defined with QR below; full_matrices completes a basis with them */
+static ir_value_t geqrf(lower_ctx_t* ctx, ir_value_t a, ir_value_t* tau_out);
+static ir_value_t apply_q(lower_ctx_t* ctx, ir_value_t a, ir_value_t tau, int64_t k, ir_value_t y, bool left,
+                          bool transpose);
+static ir_value_t eye_rect(lower_ctx_t* ctx, int64_t b, int64_t m, int64_t n, tpurt_dtype_t dtype);
+
+/* U [B, m, k] (m > k, orthonormal columns but for those of zero singular
+** values) completed to an orthogonal [B, m, m]: the Householder QR U = Q R
+** has R's diagonal +-1 where U's column is a unit vector, so Q diag(sign R)
+** keeps those columns as they are; Q's other columns are an orthonormal
+** basis of what U leaves out (and replace U's zero columns). */
+static ir_value_t complete_basis(lower_ctx_t* ctx, ir_value_t u) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = type_of(ctx, u);
+  int64_t b = t->dims[0], m = t->dims[1], k = t->dims[2];
+  ir_value_t tau;
+  ir_value_t a = geqrf(ctx, u, &tau);
+  ir_value_t q = apply_q(ctx, a, tau, k, eye_rect(ctx, b, m, m, t->dtype), true, false);
+  int64_t ad[3] = {b, m, k}, rd[1] = {1};
+  ir_type_t it = ir_type_make(TPURT_DTYPE_I64, 3, ad);
+  ir_value_t on_diag = ir_compare(f, IR_EQ, ir_iota(f, it, 1), ir_iota(f, it, 2));
+  ir_value_t diag = ir_reduce(f, ir_select(f, on_diag, a, ir_const_like(f, a, 0.0)),
+                              ir_constant_f64(f, t->dtype, 0.0), rd, 1, IR_REDUCE_ADD); /* [B, k] */
+  ir_value_t sign = ir_select(f, ir_compare(f, IR_LT, diag, ir_const_like(f, diag, 0.0)),
+                              ir_const_like(f, diag, -1.0), ir_const_like(f, diag, 1.0));
+  int64_t pad_lo[2] = {0, 0}, pad_hi[2] = {0, m - k}, pad_in[2] = {0, 0};
+  sign = ir_pad(f, sign, ir_constant_f64(f, t->dtype, 1.0), pad_lo, pad_hi, pad_in); /* [B, m] */
+  int64_t qd[3] = {b, m, m}, keep[2] = {0, 2};
+  return ir_mul(f, q, ir_broadcast_in_dim(f, sign, 3, qd, keep));
+}
+
 /* _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None) -> (U, S, Vh) */
 static TPURT_MUST_USE tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.svd", t, false));
   bool full = lower_bool(ctx, 1, false), compute_uv = lower_bool(ctx, 2, true);
   mats_t m = mats_of(t);
-  if (compute_uv && full && m.rows != m.cols)
-    return lower_error(TPURT_UNIMPLEMENTED, "linalg.svd: full_matrices=True for a non-square matrix");
   int64_t k = m.rows < m.cols ? m.rows : m.cols;
-  if (k == 0 || m.count == 0) { /* nothing to decompose: empty factors */
-    if (compute_uv && full && k == 0 && m.rows != m.cols)
-      return lower_error(TPURT_UNIMPLEMENTED, "linalg.svd: full_matrices=True for an empty matrix");
+  if (k == 0 || m.count == 0) { /* nothing to decompose: no values; full bases are identities */
     int64_t dims[TPURT_MAX_RANK];
     memcpy(dims, m.batch, sizeof(int64_t) * (size_t)m.batch_rank);
     int32_t r = m.batch_rank;
@@ -845,12 +872,12 @@ static TPURT_MUST_USE tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
       lower_set_result(ctx, 2, ir_splat(ctx->func, t->dtype, 1, zero, 0.0));
       return NULL;
     }
-    dims[r] = m.rows;
-    dims[r + 1] = k;
-    lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, r + 2, dims, 0.0));
-    dims[r] = k;
-    dims[r + 1] = m.cols;
-    lower_set_result(ctx, 2, ir_splat(ctx->func, t->dtype, r + 2, dims, 0.0));
+    int64_t ucols = full ? m.rows : k, vrows = full ? m.cols : k;
+    int64_t ut[2] = {m.rows, ucols}, vt[2] = {vrows, m.cols};
+    lower_set_result(ctx, 0,
+                     to_batch(ctx, eye_rect(ctx, m.count, m.rows, ucols, t->dtype), &m, 2, ut, t->dtype));
+    lower_set_result(ctx, 2,
+                     to_batch(ctx, eye_rect(ctx, m.count, vrows, m.cols, t->dtype), &m, 2, vt, t->dtype));
     return NULL;
   }
   ir_value_t a = read_mats(ctx, 0, &m);
@@ -858,6 +885,8 @@ static TPURT_MUST_USE tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
   if (wide) a = transpose3(ctx, a);
   ir_value_t u, s, v;
   svd_jacobi(ctx, a, &u, &s, &v);
+  bool complete = compute_uv && full && m.rows != m.cols;
+  if (complete) u = complete_basis(ctx, u); /* the long side's vectors, [B, max, max] */
   if (wide) {
     ir_value_t tmp = u;
     u = v;
@@ -865,7 +894,8 @@ static TPURT_MUST_USE tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
   }
   lower_set_result(ctx, 1, to_batch(ctx, s, &m, 1, &k, t->dtype));
   if (compute_uv) {
-    int64_t ut[2] = {m.rows, k}, vt[2] = {k, m.cols};
+    int64_t ucols = complete ? m.rows : k, vrows = complete ? m.cols : k;
+    int64_t ut[2] = {m.rows, ucols}, vt[2] = {vrows, m.cols};
     lower_set_result(ctx, 0, to_batch(ctx, u, &m, 2, ut, t->dtype));
     lower_set_result(ctx, 2, to_batch(ctx, transpose3(ctx, v), &m, 2, vt, t->dtype));
   } else {
