@@ -101,6 +101,29 @@ def test_multinomial_frequencies(no_fallback):
     assert (first == 3).float().mean() > 0.45
 
 
+# ---- randperm (csrc/lower/random.c) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.bfloat16])
+def test_randperm_is_a_permutation(no_fallback, dtype):
+    for n in (0, 1, 7, 256 if dtype == torch.bfloat16 else 300):  # bf16 is exact up to 256
+        p = torch.randperm(n, dtype=dtype, device="tpu")
+        assert p.device.type == "tpu" and p.dtype == dtype and p.shape == (n,)
+        assert sorted(p.cpu().long().tolist()) == list(range(n))
+
+
+def test_randperm_uniform_and_replayed(no_fallback):
+    g = torch.Generator(device="tpu").manual_seed(5)
+    draws = torch.stack([torch.randperm(6, device="tpu", generator=g).cpu() for _ in range(3000)])
+    # where each number lands: uniform over the 6 places, within 5 standard errors
+    freq = torch.stack([(draws == k).double().mean(0) for k in range(6)])
+    assert torch.all((freq - 1 / 6).abs() <= 5 * (1 / 6 * 5 / 6 / 3000) ** 0.5)
+    g.manual_seed(5)
+    torch.testing.assert_close(torch.randperm(6, device="tpu", generator=g).cpu(), draws[0])
+    with pytest.raises(RuntimeError, match="n cannot be greater than 2049 for Half type."):
+        torch.randperm(3000, dtype=torch.half, device="tpu")
+
+
 def test_multinomial_errors_as_pytorch():
     p = torch.ones(3, device="tpu")
     with pytest.raises(RuntimeError, match="cannot sample n_sample > prob_dist.size"):

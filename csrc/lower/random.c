@@ -1,5 +1,5 @@
 /* random.c: uniform_, normal_ and normal, random_, bernoulli, exponential_,
-** cauchy_, log_normal_, geometric_.
+** cauchy_, log_normal_, geometric_, randperm.
 **
 ** Every rule draws its bits with stablehlo.rng_bit_generator (THREE_FRY)
 ** from the Generator argument: the engine turns the generator's (seed,
@@ -560,6 +560,38 @@ static TPURT_MUST_USE tpurt_status_t lower_rrelu_with_noise(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- randperm ---===*/
+
+/* randperm.generator_out(int n, *, Generator? generator, Tensor(a!) out):
+** 0..n-1 ordered by n random 64-bit keys. The sort is stable, so a tie (one
+** in 2^64 for a pair) keeps the smaller number first. */
+static TPURT_MUST_USE tpurt_status_t lower_randperm(lower_ctx_t* ctx) {
+  int64_t n = lower_int(ctx, 0, 0);
+  if (n < 0) /* sic: PyTorch's message has no space before the number */
+    return lower_error(TPURT_INVALID_ARGUMENT, "n must be non-negative, got%lld", (long long)n);
+  const tpurt_arg_t* out = &ctx->args[ctx->arg_index[ctx->num_args]];
+  tpurt_dtype_t dt = out->kind == TPURT_ARG_TENSOR ? out->u.tensor.dtype : TPURT_DTYPE_I64;
+  /* the largest number, n - 1, must be exact in the result's type (PyTorch checks these two) */
+  if (dt == TPURT_DTYPE_F16 && n > (1LL << 11) + 1)
+    return lower_error(TPURT_INVALID_ARGUMENT, "n cannot be greater than 2049 for Half type.");
+  if (dt == TPURT_DTYPE_F32 && n > (1LL << 24) + 1)
+    return lower_error(TPURT_INVALID_ARGUMENT, "n cannot be greater than 2^24+1 for Float type.");
+  ir_func_t* f = ctx->func;
+  if (n == 0) {
+    lower_set_result(ctx, 0, ir_splat(f, dt, 1, &n, 0.0));
+    return NULL;
+  }
+  ir_value_t state = lower_rng_state(ctx, 1);
+  ir_value_t inputs[2] = {draw_bits(ctx, &state, TPURT_DTYPE_U64, n),
+                          ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 1, &n), 0)};
+  ir_value_t res[2], blk[4];
+  ir_sort_begin(f, inputs, 2, 0, true, res, blk);
+  ir_value_t before = ir_compare(f, IR_LT, blk[0], blk[1]);
+  ir_region_end(f, &before, 1);
+  lower_set_result(ctx, 0, lower_cast(ctx, res[1], dt));
+  return NULL;
+}
+
 const lower_rule_t lower_random_rules[] = {
     LOWER_FN("aten::bernoulli", lower_bernoulli),
     LOWER_FN("aten::bernoulli.p", lower_bernoulli_float),
@@ -576,6 +608,7 @@ const lower_rule_t lower_random_rules[] = {
     LOWER_FN("aten::normal.Tensor_float", lower_normal_tensor),
     LOWER_FN("aten::normal.float_Tensor", lower_normal_tensor),
     LOWER_INPLACE_FN("aten::normal_", lower_normal_),
+    LOWER_KEYED_OUT_FN("aten::randperm.generator_out", lower_randperm),
     LOWER_INPLACE_FN("aten::random_", lower_random_),
     LOWER_INPLACE_FN("aten::random_.from", lower_random_from),
     LOWER_INPLACE_FN("aten::random_.to", lower_random_to),
