@@ -144,6 +144,29 @@ def test_out_on_another_device_raises_pytorchs_error():
         torch.add(x, x, out=torch.empty(3))
 
 
+@pytest.mark.parametrize(
+    "op,args",
+    [
+        (torch.maximum, (torch.tensor([1.0, 5.0, -2.0]), torch.tensor([3.0, 2.0, -1.0]))),
+        (torch.minimum, (torch.tensor([1, 5, -2]), torch.tensor([3, 2, -1]))),
+        (torch.sub, (torch.tensor([1.0, 5.0, -2.0]), torch.tensor([3.0, 2.0, -1.0]))),
+        (torch.atan2, (torch.tensor([1.0, -5.0, 2.0]), torch.tensor([3.0, 2.0, -1.0]))),
+    ],
+)
+def test_out_overloads_run_their_functional_rule(no_fallback, op, args):
+    """An out= overload without a row of its own ("aten::maximum.out") runs the functional
+    row with the result written into out, resized (PyTorch's warning) and cast as PyTorch does."""
+    expected = op(*args)
+    out = torch.empty(expected.shape, dtype=expected.dtype, device="tpu")
+    assert op(*(a.to("tpu") for a in args), out=out) is out
+    same(out, expected)
+    grow = torch.empty(0, dtype=expected.dtype, device="tpu")
+    same(op(*(a.to("tpu") for a in args), out=grow), expected)
+    if expected.is_floating_point():
+        with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+            op(*(a.to("tpu") for a in args), out=torch.empty(3, dtype=torch.long, device="tpu"))
+
+
 def test_uint8_mask_index_warns_deprecation():
     x = torch.arange(4.0, device="tpu")
     mask = torch.tensor([1, 0, 1, 0], dtype=torch.uint8)
@@ -663,3 +686,4 @@ def test_svd_of_empty_matrices(no_fallback):
         a = torch.randn(shape)
         for got, expected in zip(torch.linalg.svd(a.to("tpu")), torch.linalg.svd(a)):
             same(got, expected)
+

@@ -98,7 +98,9 @@ typedef struct lower_rule_s {
   }
 
 /* Finds the rule for |name|. "aten::x_.ov" with no row of its own resolves to
-** the functional "aten::x.ov" as LOWER_INPLACE. NULL if there is none. */
+** the functional "aten::x.ov" as LOWER_INPLACE; "aten::x.out" to "aten::x" (or
+** "aten::x.Tensor") and "aten::x.ov_out" to "aten::x.ov" as LOWER_OUT. NULL if
+** there is none. */
 const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch);
 /* An error naming every overload that two rows of |families| (tables ended
 ** by LOWER_END) both claim; NULL if none does. lower_find keeps the first
