@@ -687,3 +687,19 @@ def test_svd_of_empty_matrices(no_fallback):
         for got, expected in zip(torch.linalg.svd(a.to("tpu")), torch.linalg.svd(a)):
             same(got, expected)
 
+
+# ---- index_reduce amax/amin over every integer type (csrc/lower/indexing.c) --------------
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_integer_extremes(no_fallback, dtype, reduce, include_self):
+    torch.manual_seed(0)
+    info = torch.iinfo(dtype)
+    x = torch.randint(info.min, info.max, (5, 4), dtype=dtype)
+    src = torch.randint(info.min, info.max, (3, 4), dtype=dtype)
+    idx = torch.tensor([0, 2, 0])
+    expected = x.clone().index_reduce_(0, idx, src, reduce, include_self=include_self)
+    got = x.to("tpu").index_reduce_(0, idx.to("tpu"), src.to("tpu"), reduce, include_self=include_self)
+    same(got, expected)

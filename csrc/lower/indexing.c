@@ -551,8 +551,6 @@ static TPURT_MUST_USE tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
   if (!st || st->dtype != t->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "index_reduce_(): self and source expected to have the same dtype");
-  if (!tpurt_dtype_is_float(t->dtype) && t->dtype != TPURT_DTYPE_I64 && !mean && combine != COMBINE_MUL)
-    return lower_error(TPURT_UNIMPLEMENTED, "index_reduce amax/amin over %s", tpurt_dtype_name(t->dtype));
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   int64_t n;
@@ -580,11 +578,8 @@ static TPURT_MUST_USE tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
   if (!include_self) {
     ir_value_t id_value;
     if (combine == COMBINE_MAX || combine == COMBINE_MIN) {
-      id_value = tpurt_dtype_is_float(t->dtype)
-                     ? ir_splat(f, t->dtype, rank, sizes, combine == COMBINE_MAX ? -INFINITY : INFINITY)
-                     : ir_broadcast_in_dim(
-                           f, ir_constant_i64(f, t->dtype, combine == COMBINE_MAX ? INT64_MIN : INT64_MAX),
-                           t->rank, t->sizes, NULL);
+      id_value =
+          ir_broadcast_in_dim(f, lower_extreme(ctx, t->dtype, combine == COMBINE_MIN), rank, sizes, NULL);
     } else {
       id_value = ir_splat(f, t->dtype, rank, sizes, combine == COMBINE_MUL ? 1.0 : 0.0);
     }

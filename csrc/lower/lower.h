@@ -320,6 +320,10 @@ const char* lower_shape_str(int32_t rank, const int64_t* dims);
 /* The computation dtype for a reduction/softmax over |dtype|: f32 for
 ** bf16/f16 (XLA:CPU accumulates bf16 in bf16 otherwise), else itself. */
 tpurt_dtype_t lower_acc_dtype(tpurt_dtype_t dtype);
+/* A rank-0 |dtype| constant: its largest value (|largest|) or its smallest,
+** -inf/+inf for floats, the exact extremes for integers, 0/1 for bool: the
+** identity of a max or min reduction. */
+ir_value_t lower_extreme(lower_ctx_t* ctx, tpurt_dtype_t dtype, bool largest);
 /* Schema arg |i| (an int, 0 when None) as a dim of a rank-|rank| tensor,
 ** wrapped (lower_wrap_dim's error when out of range). */
 TPURT_MUST_USE tpurt_status_t lower_dim_arg(const lower_ctx_t* ctx, int32_t i, int32_t rank,
