@@ -703,3 +703,20 @@ def test_index_reduce_integer_extremes(no_fallback, dtype, reduce, include_self)
     expected = x.clone().index_reduce_(0, idx, src, reduce, include_self=include_self)
     got = x.to("tpu").index_reduce_(0, idx.to("tpu"), src.to("tpu"), reduce, include_self=include_self)
     same(got, expected)
+
+
+# ---- maximum, minimum and clamp propagate NaN (csrc/lower/elementwise.c) ------------------
+
+
+def test_maximum_minimum_clamp_propagate_nan(no_fallback):
+    nan = float("nan")
+    a, b = torch.tensor([nan, 0.0, 2.0, nan]), torch.tensor([1.0, nan, 3.0, nan])
+    for op in (torch.maximum, torch.minimum, torch.fmax, torch.fmin):
+        same(op(a.to("tpu"), b.to("tpu")), op(a, b))
+    for lo, hi in ((None, nan), (nan, None), (0.5, nan), (-1.0, 1.0)):
+        same(torch.clamp(a.to("tpu"), lo, hi), torch.clamp(a, lo, hi))
+    same(torch.clamp_min(b.to("tpu"), nan), torch.clamp_min(b, nan))
+    same(torch.clamp(a.to("tpu"), b.to("tpu"), None), torch.clamp(a, b, None))
+    t, f = torch.tensor([True, False, True]), torch.tensor([False, False, True])
+    same(torch.maximum(t.to("tpu"), f.to("tpu")), torch.maximum(t, f))
+    same(torch.minimum(t.to("tpu"), f.to("tpu")), torch.minimum(t, f))

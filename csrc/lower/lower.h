@@ -324,6 +324,10 @@ tpurt_dtype_t lower_acc_dtype(tpurt_dtype_t dtype);
 ** -inf/+inf for floats, the exact extremes for integers, 0/1 for bool: the
 ** identity of a max or min reduction. */
 ir_value_t lower_extreme(lower_ctx_t* ctx, tpurt_dtype_t dtype, bool largest);
+/* stablehlo.maximum or .minimum (|op|) of same-shaped |a| and |b|, NaN
+** propagating for floats as PyTorch's maximum, minimum and clamp are (XLA:CPU
+** returns the other operand); OR / AND for bool. */
+ir_value_t lower_max_min(lower_ctx_t* ctx, ir_op_t op, ir_value_t a, ir_value_t b);
 /* Schema arg |i| (an int, 0 when None) as a dim of a rank-|rank| tensor,
 ** wrapped (lower_wrap_dim's error when out of range). */
 TPURT_MUST_USE tpurt_status_t lower_dim_arg(const lower_ctx_t* ctx, int32_t i, int32_t rank,

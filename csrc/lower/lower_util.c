@@ -639,6 +639,17 @@ ir_value_t lower_extreme(lower_ctx_t* ctx, tpurt_dtype_t dtype, bool largest) {
   return ir_constant_i64(ctx->func, dtype, largest ? hi : lo);
 }
 
+ir_value_t lower_max_min(lower_ctx_t* ctx, ir_op_t op, ir_value_t a, ir_value_t b) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = ir_value_type(f, a);
+  if (!t) return IR_NONE;
+  if (t->dtype == TPURT_DTYPE_BOOL) return ir_binary(f, op == IR_OP_MAXIMUM ? IR_OP_OR : IR_OP_AND, a, b);
+  ir_value_t m = ir_binary(f, op, a, b);
+  if (!tpurt_dtype_is_float(t->dtype)) return m;
+  m = ir_select(f, ir_compare(f, IR_NE, b, b), b, m);
+  return ir_select(f, ir_compare(f, IR_NE, a, a), a, m);
+}
+
 TPURT_MUST_USE tpurt_status_t lower_dim_arg(const lower_ctx_t* ctx, int32_t i, int32_t rank,
                                             int64_t* out_dim) {
   return lower_wrap_dim(lower_int(ctx, i, 0), rank, out_dim);
