@@ -720,3 +720,21 @@ def test_maximum_minimum_clamp_propagate_nan(no_fallback):
     t, f = torch.tensor([True, False, True]), torch.tensor([False, False, True])
     same(torch.maximum(t.to("tpu"), f.to("tpu")), torch.maximum(t, f))
     same(torch.minimum(t.to("tpu"), f.to("tpu")), torch.minimum(t, f))
+
+
+# ---- complex uniform_ and normal_ (csrc/lower/random.c) -------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_rand_and_randn(no_fallback, dtype):
+    """PyTorch fills view_as_real(self): uniform parts; normal parts of std / sqrt(2) around mean."""
+    n = 40000
+    u = torch.rand(n, dtype=dtype, device="tpu").cpu()
+    assert u.dtype == dtype
+    for part in (u.real, u.imag):
+        assert 0 <= part.min() and part.max() < 1 and abs(part.mean() - 0.5) < 5 * (1 / 12 / n) ** 0.5
+    z = torch.empty(n, dtype=dtype, device="tpu").normal_(2.0, 3.0).cpu()
+    for part in (z.real, z.imag):
+        assert abs(part.mean() - 2.0) < 5 * (4.5 / n) ** 0.5 and abs(part.var() - 4.5) < 0.2
+    assert abs(torch.corrcoef(torch.stack([z.real, z.imag]).double())[0, 1]) < 0.05  # independent parts
+    assert torch.randn(2, 3, dtype=dtype, device="tpu").shape == (2, 3)
