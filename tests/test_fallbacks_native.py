@@ -738,3 +738,29 @@ def test_complex_rand_and_randn(no_fallback, dtype):
         assert abs(part.mean() - 2.0) < 5 * (4.5 / n) ** 0.5 and abs(part.var() - 4.5) < 0.2
     assert abs(torch.corrcoef(torch.stack([z.real, z.imag]).double())[0, 1]) < 0.05  # independent parts
     assert torch.randn(2, 3, dtype=dtype, device="tpu").shape == (2, 3)
+
+
+# ---- unfold_backward (csrc/lower/shape.c) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape,dim,size,step",
+    [
+        ((10,), 0, 3, 2),
+        ((4, 9), 1, 4, 1),
+        ((5, 3, 8), 0, 2, 3),
+        ((6,), 0, 0, 1),
+        ((), 0, 1, 1),
+        ((2, 5), -1, 2, 5),
+    ],
+)
+def test_unfold_backward(no_fallback, shape, dim, size, step):
+    torch.manual_seed(0)
+    x = torch.randn(shape, requires_grad=True)
+    w = torch.randn(x.unfold(dim, size, step).shape)
+    (x.unfold(dim, size, step) * w).sum().backward()
+    xt = x.detach().to("tpu").requires_grad_()
+    (xt.unfold(dim, size, step) * w.to("tpu")).sum().backward()
+    close(xt.grad, x.grad)
+    with pytest.raises(RuntimeError, match="size is -1 but must be >= 0"):
+        torch.ops.aten.unfold_backward(torch.randn(2, 3, device="tpu"), [6], 0, -1, 1)
