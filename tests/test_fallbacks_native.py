@@ -764,3 +764,23 @@ def test_unfold_backward(no_fallback, shape, dim, size, step):
     close(xt.grad, x.grad)
     with pytest.raises(RuntimeError, match="size is -1 but must be >= 0"):
         torch.ops.aten.unfold_backward(torch.randn(2, 3, device="tpu"), [6], 0, -1, 1)
+
+
+# ---- advanced indexing errors as PyTorch raises them (csrc/lower/indexing.c) ---------------
+
+
+def test_advanced_indexing_errors_as_pytorch(no_fallback):
+    a = torch.zeros(5, 5, device="tpu")
+    with pytest.raises(IndexError, match=r"could not be broadcast together with shapes \[2\], \[3\]"):
+        a[[0, 1], [0, 1, 2]]
+    with pytest.raises(IndexError, match="shape mismatch"):
+        a[[0, 1], [0, 1, 2]] = 0
+    with pytest.raises(IndexError, match="at least one index must be provided"):
+        torch.ops.aten.index.Tensor(a, [])
+    b = torch.arange(4, device="tpu")
+    with pytest.raises(RuntimeError, match="shape mismatch: value tensor of shape"):  # before the dtype
+        b[b > -1] = torch.tensor([1.0, 2.0, 3.0], device="tpu")
+    ones = torch.ones(2, 3, 4, device="tpu")
+    same(
+        ones[True, [0, 1], True, True, [1], [[2]]], torch.ones(2, 3, 4)[True, [0, 1], True, True, [1], [[2]]]
+    )

@@ -757,10 +757,27 @@ typedef struct adv_s {
   int64_t window[TPURT_MAX_RANK]; /* positions in the result */
 } adv_t;
 
+/* PyTorch's IndexError for index tensors that do not broadcast, naming their shapes. */
+static TPURT_MUST_USE tpurt_status_t index_shapes_mismatch(lower_ctx_t* ctx, int32_t list_arg) {
+  char shapes[512] = "";
+  size_t used = 0;
+  for (int32_t i = 0; i < lower_list_len(ctx, list_arg) && used < sizeof(shapes); ++i) {
+    const tpurt_tensor_t* it = lower_list_meta(ctx, list_arg, i);
+    if (!it) continue;
+    int n = snprintf(shapes + used, sizeof(shapes) - used, "%s%s", used ? ", " : "",
+                     lower_shape_str(it->rank, it->sizes));
+    if (n > 0) used += (size_t)n;
+  }
+  return lower_error(TPURT_OUT_OF_RANGE,
+                     "shape mismatch: indexing tensors could not be broadcast together with shapes %s",
+                     shapes);
+}
+
 static TPURT_MUST_USE tpurt_status_t adv_plan(lower_ctx_t* ctx, int32_t list_arg, adv_t* a) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int32_t len = lower_list_len(ctx, list_arg);
   memset(a, 0, sizeof(*a));
+  if (len == 0) return lower_error(TPURT_OUT_OF_RANGE, "at least one index must be provided");
   if (len > t->rank)
     return lower_error(TPURT_OUT_OF_RANGE, "too many indices for tensor of dimension %d (got %d)", t->rank,
                        len);
@@ -775,7 +792,11 @@ static TPURT_MUST_USE tpurt_status_t adv_plan(lower_ctx_t* ctx, int32_t list_arg
     if (!is_index_dtype(it->dtype)) /* int8 and int16 too, as PyTorch refuses them */
       return lower_error(TPURT_OUT_OF_RANGE,
                          "tensors used as indices must be long, int, byte or bool tensors");
-    TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(a->b, a->bshape, it->rank, it->sizes, &a->b, a->bshape));
+    tpurt_status_t s = lower_broadcast_shapes(a->b, a->bshape, it->rank, it->sizes, &a->b, a->bshape);
+    if (s) {
+      tpurt_status_free(s);
+      return index_shapes_mismatch(ctx, list_arg);
+    }
     a->indexed[a->k++] = i;
   }
   if (a->k == 0) return lower_error(TPURT_UNIMPLEMENTED, "indexing with no index tensors");
@@ -863,15 +884,9 @@ static TPURT_MUST_USE tpurt_status_t lower_index(lower_ctx_t* ctx) {
 static TPURT_MUST_USE tpurt_status_t lower_index_put(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* vt = lower_meta(ctx, 2);
-  if (vt && vt->dtype != t->dtype)
-    return lower_error(
-        TPURT_INVALID_ARGUMENT,
-        "Index put requires the source and destination dtypes match, got %s for the destination and %s "
-        "for the source.",
-        tpurt_dtype_name(t->dtype), tpurt_dtype_name(vt->dtype));
   adv_t a;
   TPURT_RETURN_IF_ERROR(adv_plan(ctx, 1, &a));
-  if (vt) {
+  if (vt) { /* the shape first, then the dtype, as PyTorch checks them */
     int32_t rank;
     int64_t dims[TPURT_MAX_RANK];
     tpurt_status_t s = lower_broadcast_shapes(a.rank, a.shape, vt->rank, vt->sizes, &rank, dims);
@@ -882,6 +897,12 @@ static TPURT_MUST_USE tpurt_status_t lower_index_put(lower_ctx_t* ctx) {
                          "indexing result of shape %s",
                          lower_shape_str(vt->rank, vt->sizes), lower_shape_str(a.rank, a.shape));
     }
+    if (vt->dtype != t->dtype)
+      return lower_error(
+          TPURT_INVALID_ARGUMENT,
+          "Index put requires the source and destination dtypes match, got %s for the destination and %s "
+          "for the source.",
+          tpurt_dtype_name(t->dtype), tpurt_dtype_name(vt->dtype));
   }
   ir_value_t self = lower_tensor(ctx, 0);
   if (numel_of(a.rank, a.shape) == 0) {
