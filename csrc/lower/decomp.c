@@ -906,6 +906,125 @@ static TPURT_MUST_USE tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- least squares ---===*/
+
+/* [B, r, c] x [B, c, d] -> [B, r, d] */
+static ir_value_t matmul3(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  ir_dot_dims_t d = {.num_batch = 1, .lhs_batch = {0}, .rhs_batch = {0}, .num_contract = 1};
+  d.lhs_contract[0] = 2;
+  d.rhs_contract[0] = 1;
+  return ir_dot_general(ctx->func, a, b, &d, type_of(ctx, a)->dtype);
+}
+
+/* linalg_lstsq.out(A, B, rcond=None, *, driver=None) -> (solution, residuals,
+** rank, singular_values). The solution is the minimum-norm least-squares one,
+** from A's SVD: x = V S^+ U^T B, singular values at or below rcond times the
+** largest dropped (what gelsd and gelss compute; gels and gelsy give the same
+** x for the full-rank A they assume or find). The driver decides which other
+** results PyTorch fills, and we the same: the rank (all but gels), the
+** singular values (gelsd, gelss), and for more rows than columns the residual
+** ||A x - B||^2 of each column (all but gelsy). Off the CPU PyTorch's default
+** driver is gels. gelsd and gelss with more rows than columns decline: PyTorch
+** then fills the residuals only for a full-rank A (a sync to tell), and the
+** four results would need one more out= resize than the glue retries. */
+static TPURT_MUST_USE tpurt_status_t lower_linalg_lstsq(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *at = lower_meta(ctx, 0), *bt = lower_meta(ctx, 1);
+  TPURT_RETURN_IF_ERROR(check_matrix("torch.linalg.lstsq", at, false));
+  if (!bt || bt->rank < 1)
+    return lower_error(TPURT_INVALID_ARGUMENT, "torch.linalg.lstsq: other must have at least 1 dimension.");
+  if (bt->dtype != at->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
+                       "dtype %s and other's dtype %s",
+                       lower_dtype_cpp_name(at->dtype), lower_dtype_cpp_name(bt->dtype));
+  const char* driver = lower_str(ctx, 3, "gels");
+  bool gels = strcmp(driver, "gels") == 0, gelsy = strcmp(driver, "gelsy") == 0;
+  bool with_sv = strcmp(driver, "gelsd") == 0 || strcmp(driver, "gelss") == 0;
+  if (!gels && !gelsy && !with_sv)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+  mats_t ma = mats_of(at);
+  int64_t m = ma.rows, n = ma.cols, k = m < n ? m : n;
+  bool vector = bt->rank == at->rank - 1; /* B a batch of vectors */
+  int32_t b_batch = bt->rank - (vector ? 1 : 2);
+  if (b_batch < 0 || bt->sizes[b_batch] != m)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.linalg.lstsq: input.size(-2) should match other.size(-2)");
+  int64_t cols = vector ? 1 : bt->sizes[bt->rank - 1];
+  if (with_sv && m > n)
+    return lower_error(TPURT_UNIMPLEMENTED, "torch.linalg.lstsq: driver %s with more rows than columns",
+                       driver);
+  if (k == 0 || cols == 0 || ma.count == 0)
+    return lower_error(TPURT_UNIMPLEMENTED, "torch.linalg.lstsq: empty matrices");
+  /* the common batch, A [c, m, n] and B [c, m, cols] */
+  int32_t rank;
+  int64_t batch[TPURT_MAX_RANK];
+  TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(ma.batch_rank, ma.batch, b_batch, bt->sizes, &rank, batch));
+  mats_t mo = {.batch_rank = rank, .count = 1, .rows = n, .cols = cols};
+  for (int32_t i = 0; i < rank; ++i) mo.count *= (mo.batch[i] = batch[i]);
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t acc = lower_acc_dtype(at->dtype);
+  int64_t full[TPURT_MAX_RANK];
+  memcpy(full, batch, sizeof(int64_t) * (size_t)rank);
+  full[rank] = m;
+  full[rank + 1] = n;
+  int64_t a3[3] = {mo.count, m, n}, b3[3] = {mo.count, m, cols};
+  ir_value_t a = ir_reshape(
+      f, lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), acc), rank + 2, full), 3, a3);
+  ir_value_t b = lower_cast(ctx, lower_tensor(ctx, 1), acc);
+  if (vector) {
+    int64_t bv[TPURT_MAX_RANK];
+    memcpy(bv, bt->sizes, sizeof(int64_t) * (size_t)bt->rank);
+    bv[bt->rank] = 1;
+    b = ir_reshape(f, b, bt->rank + 1, bv);
+  }
+  full[rank + 1] = cols;
+  b = ir_reshape(f, lower_broadcast_to(ctx, b, rank + 2, full), 3, b3);
+  /* A = U S V^T, U [c, m, k], V [c, n, k] */
+  ir_value_t u, sv, v;
+  if (m >= n) {
+    svd_jacobi(ctx, a, &u, &sv, &v);
+  } else {
+    svd_jacobi(ctx, transpose3(ctx, a), &v, &sv, &u);
+  }
+  double eps = acc == TPURT_DTYPE_F64 ? 2.220446049250313e-16 : 1.1920929e-07;
+  double rcond = lower_is_none(ctx, 2) ? eps * (double)(m > n ? m : n) : lower_scalar_value(ctx, 2);
+  if (rcond < 0) rcond = eps;
+  int64_t kd[2] = {mo.count, k}, b0[1] = {0};
+  ir_value_t largest = elem(ctx, sv, 0);
+  ir_value_t cut = ir_broadcast_in_dim(f, ir_mul(f, largest, ir_const_like(f, largest, rcond)), 2, kd, b0);
+  ir_value_t kept = ir_compare(f, IR_GT, sv, cut);
+  ir_value_t safe = ir_select(f, kept, sv, ir_const_like(f, sv, 1.0));
+  ir_value_t inv = ir_select(f, kept, ir_div(f, ir_const_like(f, sv, 1.0), safe), ir_const_like(f, sv, 0.0));
+  /* x = V diag(inv) U^T B */
+  ir_value_t utb = matmul3(ctx, transpose3(ctx, u), b); /* [c, k, cols] */
+  int64_t kc[3] = {mo.count, k, cols};
+  utb = ir_mul(f, utb, spread(ctx, inv, kc, 1));
+  ir_value_t x = matmul3(ctx, v, utb); /* [c, n, cols] */
+  int64_t xt[2] = {n, cols};
+  lower_set_result(ctx, 0, to_batch(ctx, x, &mo, vector ? 1 : 2, xt, at->dtype));
+  int64_t zero[1] = {0};
+  if (!gelsy && m > n) { /* ||A x - B||^2 per column */
+    ir_value_t r = ir_sub(f, matmul3(ctx, a, x), b);
+    int64_t rd[1] = {1};
+    ir_value_t res = ir_reduce(f, ir_mul(f, r, r), ir_constant_f64(f, acc, 0.0), rd, 1, IR_REDUCE_ADD);
+    lower_set_result(ctx, 1, to_batch(ctx, res, &mo, 1, &cols, at->dtype)); /* [*, 1] for a vector B too */
+  } else {
+    lower_set_result(ctx, 1, ir_splat(f, at->dtype, 1, zero, 0.0));
+  }
+  if (gels) {
+    lower_set_result(ctx, 2, ir_splat(f, TPURT_DTYPE_I64, 1, zero, 0.0));
+  } else {
+    int64_t rd[1] = {1};
+    ir_value_t count = ir_reduce(f, ir_convert(f, kept, TPURT_DTYPE_I64),
+                                 ir_constant_i64(f, TPURT_DTYPE_I64, 0), rd, 1, IR_REDUCE_ADD);
+    lower_set_result(ctx, 2, to_batch(ctx, count, &mo, 0, NULL, TPURT_DTYPE_I64));
+  }
+  lower_set_result(ctx, 3,
+                   with_sv ? to_batch(ctx, sv, &mo, 1, &k, at->dtype) : ir_splat(f, at->dtype, 1, zero, 0.0));
+  return NULL;
+}
+
 /* _linalg_eigh(A, UPLO="L", compute_v=True) -> (eigenvalues, eigenvectors).
 ** A is read from one triangle (as LAPACK) and shifted by c = ||A||_F into a
 ** positive semi-definite B = A + cI, whose SVD is its eigendecomposition:
@@ -1182,6 +1301,7 @@ const lower_rule_t lower_decomp_rules[] = {
     LOWER_OUT_FN("aten::_linalg_eigh.eigenvalues", lower_linalg_eigh),
     LOWER_FN("aten::_linalg_solve_ex", lower_linalg_solve_ex),
     LOWER_FN("aten::_linalg_svd", lower_linalg_svd),
+    LOWER_KEYED_OUT_FN("aten::linalg_lstsq.out", lower_linalg_lstsq), /* rcond shapes the program */
     LOWER_OUT_FN("aten::_linalg_svd.U", lower_linalg_svd),
     LOWER_OUT_FN("aten::_linalg_solve_ex.result", lower_linalg_solve_ex),
     LOWER_FN("aten::geqrf", lower_geqrf),
