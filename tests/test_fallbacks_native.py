@@ -777,6 +777,13 @@ def test_advanced_indexing_errors_as_pytorch(no_fallback):
         a[[0, 1], [0, 1, 2]] = 0
     with pytest.raises(IndexError, match="at least one index must be provided"):
         torch.ops.aten.index.Tensor(a, [])
+    # index_put with no index: only the value's shape can be wrong (PyTorch's CPU kernel then
+    # asserts internally, so the values are checked by hand: the value replaces or adds to self)
+    x, v = torch.tensor([1.5, -1.0], device="tpu"), torch.tensor(2.0, device="tpu")
+    same(x.index_put([], v, True), torch.tensor([3.5, 1.0]))
+    same(x.index_put([], v), torch.tensor([2.0, 2.0]))
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        torch.rand([], device="tpu").index_put([], torch.tensor([1.0], device="tpu"), True)
     b = torch.arange(4, device="tpu")
     with pytest.raises(RuntimeError, match="shape mismatch: value tensor of shape"):  # before the dtype
         b[b > -1] = torch.tensor([1.0, 2.0, 3.0], device="tpu")

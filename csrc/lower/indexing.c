@@ -777,7 +777,11 @@ static TPURT_MUST_USE tpurt_status_t adv_plan(lower_ctx_t* ctx, int32_t list_arg
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int32_t len = lower_list_len(ctx, list_arg);
   memset(a, 0, sizeof(*a));
-  if (len == 0) return lower_error(TPURT_OUT_OF_RANGE, "at least one index must be provided");
+  if (len == 0) { /* no index selects self whole (index raises, index_put writes it all) */
+    a->rank = t->rank;
+    memcpy(a->shape, t->sizes, sizeof(int64_t) * (size_t)t->rank);
+    return NULL;
+  }
   if (len > t->rank)
     return lower_error(TPURT_OUT_OF_RANGE, "too many indices for tensor of dimension %d (got %d)", t->rank,
                        len);
@@ -856,6 +860,8 @@ static bool adv_indexes_empty_dim(const lower_ctx_t* ctx, const adv_t* a) {
 /* index.Tensor(Tensor self, Tensor?[] indices) */
 static TPURT_MUST_USE tpurt_status_t lower_index(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (lower_list_len(ctx, 1) == 0)
+    return lower_error(TPURT_OUT_OF_RANGE, "at least one index must be provided");
   adv_t a;
   TPURT_RETURN_IF_ERROR(adv_plan(ctx, 1, &a));
   if (numel_of(a.rank, a.shape) == 0) {
@@ -912,6 +918,12 @@ static TPURT_MUST_USE tpurt_status_t lower_index_put(lower_ctx_t* ctx) {
   if (adv_indexes_empty_dim(ctx, &a))
     return lower_error(TPURT_OUT_OF_RANGE, "index is out of bounds for dimension with size 0");
   ir_value_t updates = lower_broadcast_to(ctx, value_of(ctx, 2, t->dtype), a.rank, a.shape);
+  if (a.k == 0) { /* no index: the values replace (or add to) all of self */
+    ir_value_t sum =
+        t->dtype == TPURT_DTYPE_BOOL ? ir_or(ctx->func, self, updates) : ir_add(ctx->func, self, updates);
+    lower_set_result(ctx, 0, lower_bool(ctx, 3, false) ? sum : updates);
+    return NULL;
+  }
   ir_scatter_dims_t s = {0};
   for (int32_t i = 0; i < a.num_window; ++i) s.update_window_dims[s.num_update_window_dims++] = a.window[i];
   for (int32_t j = 0; j < a.k; ++j) {
