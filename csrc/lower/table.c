@@ -54,12 +54,32 @@ static const lower_rule_t* functional_as(const char* name, lower_variant_t varia
   return scratch;
 }
 
+/* out= overloads whose namesake takes other arguments: min.out is minimum's
+** (self, other) and all.out takes a dim, while aten::min and aten::all reduce
+** everything; the batch norms' running stats and rrelu's noise are args of the
+** functional form only; the triangle indices' out= form has no dtype. */
+static const char* const kOutNotOfNamesake[] = {
+    "aten::_batch_norm_with_update.out",
+    "aten::_native_batch_norm_legit.out",
+    "aten::all.out",
+    "aten::any.out",
+    "aten::max.out",
+    "aten::min.out",
+    "aten::rrelu_with_noise.out",
+    "aten::tril_indices.out",
+    "aten::triu_indices.out",
+};
+
 /* An out= overload with no row of its own runs its functional row, the
 ** results written into the out= args: "aten::maximum.out" -> "aten::maximum"
 ** (or "aten::sub.out" -> "aten::sub.Tensor"), "aten::add.Scalar_out" ->
-** "aten::add.Scalar". PyTorch makes every such schema from the functional
-** one plus the trailing out= args, so the rule reads the same positions. */
+** "aten::add.Scalar". PyTorch mostly makes such a schema from the functional
+** one plus the trailing out= args, so the rule reads the same positions; the
+** exceptions are listed above, and tests/test_fallbacks_native.py compares
+** every pair this maps with PyTorch's schemas. */
 static const lower_rule_t* out_as_functional(const char* name, const char* dot, lower_rule_t* scratch) {
+  for (size_t i = 0; i < sizeof(kOutNotOfNamesake) / sizeof(kOutNotOfNamesake[0]); ++i)
+    if (strcmp(name, kOutNotOfNamesake[i]) == 0) return NULL;
   size_t base = (size_t)(dot - name), len = strlen(name);
   char functional[256];
   if (len + 8 > sizeof(functional)) return NULL;
