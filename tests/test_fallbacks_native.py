@@ -149,6 +149,8 @@ def test_out_on_another_device_raises_pytorchs_error():
     [
         (torch.maximum, (torch.tensor([1.0, 5.0, -2.0]), torch.tensor([3.0, 2.0, -1.0]))),
         (torch.minimum, (torch.tensor([1, 5, -2]), torch.tensor([3, 2, -1]))),
+        (torch.max, (torch.tensor([1.0, 5.0, float("nan")]), torch.tensor([3.0, 2.0, -1.0]))),  # max.out
+        (torch.min, (torch.tensor([1, 5, -2]), torch.tensor([3, 2, -1]))),
         (torch.sub, (torch.tensor([1.0, 5.0, -2.0]), torch.tensor([3.0, 2.0, -1.0]))),
         (torch.atan2, (torch.tensor([1.0, -5.0, 2.0]), torch.tensor([3.0, 2.0, -1.0]))),
     ],

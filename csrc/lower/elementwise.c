@@ -661,7 +661,9 @@ const lower_rule_t lower_elementwise_rules[] = {
     LOWER_FN_WITH("aten::logical_xor", logical, .op = IR_OP_XOR),
     LOWER_FN_WITH("aten::lt.Scalar", compare, .kind = IR_LT),
     LOWER_FN_WITH("aten::lt.Tensor", compare, .kind = IR_LT),
+    LOWER_OUT_FN_WITH("aten::max.out", arith, .op = IR_OP_MAXIMUM, .arg = -1), /* max(a, b, out=) */
     LOWER_FN_WITH("aten::maximum", arith, .op = IR_OP_MAXIMUM, .arg = -1),
+    LOWER_OUT_FN_WITH("aten::min.out", arith, .op = IR_OP_MINIMUM, .arg = -1), /* min(a, b, out=) */
     LOWER_FN_WITH("aten::minimum", arith, .op = IR_OP_MINIMUM, .arg = -1),
     LOWER_FN_WITH("aten::mul.Scalar", arith, .op = IR_OP_MULTIPLY, .arg = -1),
     LOWER_FN_WITH("aten::mul.Tensor", arith, .op = IR_OP_MULTIPLY, .arg = -1),

@@ -54,17 +54,16 @@ static const lower_rule_t* functional_as(const char* name, lower_variant_t varia
   return scratch;
 }
 
-/* out= overloads whose namesake takes other arguments: min.out is minimum's
-** (self, other) and all.out takes a dim, while aten::min and aten::all reduce
-** everything; the batch norms' running stats and rrelu's noise are args of the
-** functional form only; the triangle indices' out= form has no dtype. */
+/* out= overloads whose namesake takes other arguments: all.out takes a dim
+** while aten::all reduces everything (min.out and max.out, minimum's and
+** maximum's, have rows of their own); the batch norms' running stats and
+** rrelu's noise are args of the functional form only; the triangle indices'
+** out= form has no dtype. */
 static const char* const kOutNotOfNamesake[] = {
     "aten::_batch_norm_with_update.out",
     "aten::_native_batch_norm_legit.out",
     "aten::all.out",
     "aten::any.out",
-    "aten::max.out",
-    "aten::min.out",
     "aten::rrelu_with_noise.out",
     "aten::tril_indices.out",
     "aten::triu_indices.out",
