@@ -5,8 +5,7 @@ checkout: a fake test/ folder stands in for it."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+import importlib
 from pathlib import Path
 
 import pytest
@@ -14,12 +13,10 @@ import pytest
 TOOLS = Path(__file__).resolve().parent.parent / "tools"
 
 
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def tool(monkeypatch):
+    monkeypatch.syspath_prepend(str(TOOLS))  # the tool imports its neighbours (junit_outcomes)
+    return importlib.import_module("pytorch_tests")
 
 
 FAKE = """
@@ -45,8 +42,7 @@ def test_last():
 """
 
 
-def test_a_crash_and_a_timeout_are_counted_and_the_file_goes_on(tmp_path):
-    tool = load("pytorch_tests")
+def test_a_crash_and_a_timeout_are_counted_and_the_file_goes_on(tool, tmp_path):
     (tmp_path / "src" / "test").mkdir(parents=True)
     (tmp_path / "src" / "test" / "test_fake.py").write_text(FAKE)
     (tmp_path / "work").mkdir()
@@ -66,8 +62,7 @@ def test_a_crash_and_a_timeout_are_counted_and_the_file_goes_on(tmp_path):
     assert not result.error
 
 
-def test_expected_failures_need_a_reason_and_match_patterns(tmp_path):
-    tool = load("pytorch_tests")
+def test_expected_failures_need_a_reason_and_match_patterns(tool, tmp_path):
     listed = tmp_path / "expected.txt"
     listed.write_text("# comment\n\nt.py::TestAPRIVATEUSE1::test_x_tpu_*  a reason\n")
     entries = tool.read_expected(listed)
@@ -78,16 +73,14 @@ def test_expected_failures_need_a_reason_and_match_patterns(tmp_path):
         tool.read_expected(listed)
 
 
-def test_the_cpu_variant_of_a_tpu_test():
-    tool = load("pytorch_tests")
+def test_the_cpu_variant_of_a_tpu_test(tool):
     assert tool.cpu_node("t.py::TestAPRIVATEUSE1::test_x_tpu_complex64_float32") == (
         "t.py::TestACPU::test_x_cpu_complex64_float32"
     )
     assert tool.cpu_node("t.py::TestATPU::test_tpu_thing_tpu") == "t.py::TestACPU::test_tpu_thing_cpu"
 
 
-def test_the_checked_in_list_parses():
-    tool = load("pytorch_tests")
+def test_the_checked_in_list_parses(tool):
     for pattern, reason in tool.read_expected(tool.EXPECTED):
         assert pattern.split("::")[0] in {Path(f).name for f in tool.FILES}, pattern
         assert len(reason) > 10, pattern

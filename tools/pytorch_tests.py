@@ -35,10 +35,12 @@ import re
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import junit_outcomes
+from junit_outcomes import Outcome, first_line
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = [
@@ -52,16 +54,6 @@ EXPECTED = ROOT / "tools" / "pytorch_tests_expected.txt"
 # the base class has met the backend's name) and their tests test_bar_tpu[_dtype]
 CLASS_SUFFIX = re.compile(r"(PRIVATEUSE1|TPU)$")
 TEST_DEVICE = re.compile(r"_tpu(?=_|$)")  # the last one: the device, then only dtypes
-
-
-@dataclass
-class Outcome:
-    kind: str  # "passed", "failed", "skipped", "crashed" or "timeout"
-    message: str = ""
-
-    @property
-    def failed(self) -> bool:
-        return self.kind in ("failed", "crashed", "timeout")
 
 
 @dataclass
@@ -98,28 +90,12 @@ def expected_reason(node: str, entries: list[tuple[str, str]]) -> str | None:
 
 
 def read_junit(path: Path, rel: str) -> dict[str, Outcome]:
-    """pytest's junit XML as {node id: outcome}; the node id (relative to the
-    checkout's test/ folder, as pytest names it) is rebuilt from the classname
-    (module, then class) and the test name."""
-    module = Path(rel).stem
-    tests: dict[str, Outcome] = {}
-    for case in ET.parse(path).getroot().iter("testcase"):
-        classname, name = case.get("classname", ""), case.get("name", "")
-        cls = classname[len(module) + 1 :] if classname.startswith(module + ".") else ""
-        node = "::".join([Path(rel).name, *([cls.replace(".", "::")] if cls else []), name])
-        failure = case.find("failure")
-        if failure is None:
-            failure = case.find("error")
-        skipped = case.find("skipped")
-        if failure is not None:
-            outcome = Outcome("failed", failure.get("message") or failure.text or "")
-        elif skipped is not None:
-            outcome = Outcome("skipped", skipped.get("message") or "")
-        else:
-            outcome = Outcome("passed")
-        if tests.get(node, Outcome("")).kind != "failed":  # a teardown error after a pass: failed
-            tests[node] = outcome
-    return tests
+    """pytest's junit XML as {node id: outcome}, node ids relative to the
+    checkout's test/ folder, as pytest names them."""
+    name = Path(rel).name
+    return junit_outcomes.read_junit(
+        path, Path(rel).stem, lambda cls, test: "::".join([name, *([cls] if cls else []), test])
+    )
 
 
 @dataclass
@@ -143,11 +119,6 @@ def read_progress(text: str) -> Progress:
         elif fields[0] == "finished":
             progress.finished = True
     return progress
-
-
-def first_line(text: str | None, limit: int = 160) -> str:
-    line = next((s.strip() for s in (text or "").splitlines() if s.strip()), "")
-    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def death_note(log: str) -> str:
