@@ -827,3 +827,22 @@ def test_advanced_indexing_errors_as_pytorch(no_fallback):
     same(
         ones[True, [0, 1], True, True, [1], [[2]]], torch.ones(2, 3, 4)[True, [0, 1], True, True, [1], [[2]]]
     )
+
+
+# ---- special.airy_ai (csrc/lower/special.c) ------------------------------------------------
+
+
+def test_airy_ai_against_mpmath_and_cpu(no_fallback):
+    """Series near 0, asymptotic expansions beyond |x| = 6: within 1e-9 of mpmath in f64 (PyTorch's
+    CPU kernel is 2.8e-6 off near -2.1, within f32's tolerance); NaN at the infinities as CPU gives."""
+    mpmath = pytest.importorskip("mpmath")
+    x = torch.tensor(
+        [-30.0, -10.0, -6.5, -5.9, -2.1, -0.3, 0.0, 1.0, 5.9, 6.1, 12.0, 30.0], dtype=torch.float64
+    )
+    got = torch.special.airy_ai(x.to("tpu")).cpu()
+    expected = torch.tensor([float(mpmath.airyai(v)) for v in x.tolist()], dtype=torch.float64)
+    torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-9)
+    xf = torch.linspace(-9, 9, 401)
+    close(torch.special.airy_ai(xf.to("tpu")), torch.special.airy_ai(xf))
+    inf = torch.tensor([float("inf"), -float("inf"), float("nan")])
+    same(torch.special.airy_ai(inf.to("tpu")), torch.special.airy_ai(inf))

@@ -626,6 +626,7 @@ ALLOW = (
     "softmax",
     "softmax.with_dtype",
     "sort",
+    "special.airy_ai",
     "special.bessel_j0",
     "special.bessel_j1",
     "special.bessel_y0",
@@ -915,7 +916,6 @@ SKIP = {
     "randn_like": "random output: the tpu and CPU generators give different streams",
     "sparse.mm.reduce": "sparse layouts are not supported on tpu",
     "sparse.sampled_addmm": "sparse layouts are not supported on tpu",
-    "special.airy_ai": "falls back to CPU: needs aten::special_airy_ai.out",
     "to": (
         "needs pinned memory: the glue's PrivateUse1HooksInterface has no getPinnedMemoryAllocator (sample "
         "uses pin_memory=True)"
