@@ -191,7 +191,7 @@ format:
 # Style (ruff, clang-format), then the core's conventions that the compiler
 # cannot check (tools/lint_conventions.py: must-use statuses, _consume names,
 # duplicate op-table rows, op-name literals outside the op list, unguarded
-# globals in engine/ and cache/).
+# globals in engine/ and cache/, op-name tests in the glue).
 lint: venv
 	$(VENV)/bin/ruff check torch_tpu tests bench tools
 	$(VENV)/bin/clang-format --dry-run -Werror $(wildcard csrc/*/*.[ch]) $(wildcard torch_tpu/csrc/*.cpp torch_tpu/csrc/*.h)

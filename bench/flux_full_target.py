@@ -104,13 +104,16 @@ def target_mode(args: argparse.Namespace) -> None:
     x = inputs(1024, 512, "meta", torch.bfloat16)
     setup = time.perf_counter() - start
     backend = TpuBackend(target_only=True, name="transformer")
+    if not args.no_mark:  # as enable_tpu_compile does: dynamo traces each distinct block once
+        torch_tpu.mark_repeated_blocks(model)
     compiled = torch.compile(model, backend=backend, dynamic=False)
     torch_tpu.reset_metrics()
     start = time.perf_counter()
     with torch.no_grad():
         out = compiled(**x, return_dict=False)[0]
+    traced = time.perf_counter() - start
+    report = torch_tpu.target_report()  # waits for the target compiles still in flight
     wall = time.perf_counter() - start
-    report = torch_tpu.target_report()
     print(f"FLUX.1-schnell transformer: {params / 1e9:.2f} B parameters (meta, bf16: no weights), 1024x1024")
     print(f"target {args.target} ({report.target['device_kind']}), output {list(out.shape)} {out.dtype}")
     if args.tp > 1:
@@ -123,17 +126,20 @@ def target_mode(args: argparse.Namespace) -> None:
     cold = not any(p["from_cache"] for p in report.programs)
     print(
         f"compile wall time, dynamo to the last target compile: {wall:.1f} s "
-        f"({'cold' if cold else 'warm: records from the cache dir'})"
+        f"({'cold' if cold else 'warm: records from the cache dir'}); tracing done after {traced:.1f} s "
+        f"(target compiles run on the compile pool meanwhile: TORCH_TPU_COMPILE_THREADS="
+        f"{os.environ.get('TORCH_TPU_COMPILE_THREADS', f'unset, {os.cpu_count()} cores')})"
     )
+    print(f"  dynamo: {backend.region_calls} block calls, {backend.region_bodies} distinct blocks traced")
     print(f"  programs traced: {torch_tpu.metrics()['traced_programs']}")
     print(f"  host peak RSS: {rss_gib():.2f} GiB")
     step = 0.0
     no_est = []
     flops = 0.0  # of the programs with an estimate: the MFU's numerator
     compile_by_label: dict[str, float] = {}
-    # Runs are counted per label (TpuBackend.target_runs); a label can have several programs (a
-    # block traced at two input layouts), and which of its calls used which is not recorded: its
-    # runs take the label's largest estimate (an upper bound when the programs' estimates differ).
+    # Runs are counted per label (TpuBackend.target_runs); should a label have several programs,
+    # which of its calls used which is not recorded: its runs take the label's largest estimate
+    # (an upper bound when the programs' estimates differ).
     by_label: dict[str, list[dict]] = {}
     for p in report.programs:
         by_label.setdefault(p["label"], []).append(p)
@@ -192,7 +198,8 @@ def target_mode(args: argparse.Namespace) -> None:
             + (" (per chip: the compiler's flops and estimate are one partition's)" if args.tp > 1 else "")
         )
     blocks = {lab: s for lab, s in compile_by_label.items() if "block" in lab}
-    rest = sum(s for lab, s in compile_by_label.items() if "block" not in lab)
+    # per program: the graphs before and after the blocks share a label
+    rest = sum(p["compile_seconds"] for p in report.programs if "block" not in p["label"])
     double = next(
         (s for lab, s in blocks.items() if "transformer_blocks" in lab and "single" not in lab), None
     )
@@ -224,8 +231,8 @@ def whole_slice(args: argparse.Namespace) -> None:
     start = time.perf_counter()
     with torch.no_grad():
         compiled(**inputs(1024, 512, "meta", torch.bfloat16), return_dict=False)
+    secs = torch_tpu.target_report().compile_seconds  # waits for the compile in flight
     wall = time.perf_counter() - start
-    secs = torch_tpu.target_report().compile_seconds
     print(
         f"  whole graph of 1 double + 1 single block (one program): {wall:.1f} s wall, {secs:.1f} s compile"
     )
@@ -251,6 +258,8 @@ def cpu_mode(args: argparse.Namespace) -> None:
     outs = {}
     for name, blocks in (("block-compiled", True), ("whole-graph", False)):
         torch._dynamo.reset()
+        if blocks:  # as enable_tpu_compile does (a whole-graph compile inlines the marked blocks)
+            torch_tpu.mark_repeated_blocks(model)
         compiled = torch.compile(model, backend=TpuBackend(blocks=blocks), dynamic=False)
         torch_tpu.reset_metrics()
         with torch.no_grad():
@@ -266,10 +275,11 @@ def cpu_mode(args: argparse.Namespace) -> None:
                 torch.tpu.synchronize()
                 runs.append(time.perf_counter() - start)
         outs[name] = out.float().cpu()
+        compile_s = m["compile_seconds_block"] + m["compile_seconds_compiled_graph"]
         print(
-            f"  {name:<15} first call (compile + run) {first:6.1f} s, {m['compiles']} plugin compiles, "
-            f"programs {m['traced_programs']}; per step {min(runs):.3f} s (min of {len(runs)}), "
-            f"mean {sum(runs) / len(runs):.3f} s"
+            f"  {name:<15} first call (compile + run) {first:6.1f} s, {m['compiles']} plugin compiles "
+            f"({compile_s:.1f} s of the model's), programs {m['traced_programs']}; "
+            f"per step {min(runs):.3f} s (min of {len(runs)}), mean {sum(runs) / len(runs):.3f} s"
         )
     diff = (outs["block-compiled"] - outs["whole-graph"]).abs().max().item()
     print(f"  max |block - whole|: {diff:.3e} (bf16)")
@@ -280,6 +290,7 @@ def main() -> None:
     ap.add_argument("--target", default="v6e:1x1")
     ap.add_argument("--cache-dir", help="TORCH_TPU_CACHE_DIR for this run (default: a new empty one: cold)")
     ap.add_argument("--whole-graph-block", action="store_true")
+    ap.add_argument("--no-mark", action="store_true", help="leave the blocks unmarked (dynamo traces all 57)")
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--tp", type=int, default=1, help="tensor parallelism over this many target chips")
     ap.add_argument("--size", type=int, default=256)

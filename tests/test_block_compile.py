@@ -4,6 +4,9 @@ inputs). Outputs and gradients match the whole-graph program."""
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -169,3 +172,150 @@ def test_blocks_of_other_shapes_do_not_split_the_graph():
     # same class, other weight shapes: nothing repeats, so one program for the whole graph
     assert counts == {"compiled graph": 1}, counts
     assert_same(out, expected, atol=1e-4, rtol=1e-4)
+
+
+class Joint(nn.Module):
+    """Like FLUX's single block: joins the two sequences, returns slices of the result."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(WIDTH)
+        self.mlp = nn.Linear(WIDTH, WIDTH)
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        n = ctx.shape[1]
+        h = torch.cat([ctx, x], dim=1)
+        h = h + self.mlp(self.norm(h)).tanh()
+        return h[:, n:], h[:, :n]
+
+
+class JointStack(nn.Module):
+    def __init__(self, blocks: int = 4, use_ctx: bool = True) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([Joint() for _ in range(blocks)])
+        self.out = nn.Linear(WIDTH, 4)
+        self.use_ctx = use_ctx
+
+    def forward(self, x: torch.Tensor, ctx: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x, ctx = block(x, ctx)
+        if not self.use_ctx:  # as FLUX: dynamo drops the last block's unused slice
+            return self.out(x)
+        return self.out(x + ctx.mean(dim=1, keepdim=True))
+
+
+@pytest.mark.parametrize("use_ctx", [True, False], ids=["all-outputs-used", "last-output-unused"])
+def test_blocks_fed_slices_share_one_program(use_ctx):
+    """The first block gets slices of a joint sequence (contiguous, other strides and offset),
+    the others the previous block's outputs; the last block's second output may be unused
+    (dynamo then drops it from that block): one program for all of them."""
+    torch.manual_seed(0)
+    model = JointStack(use_ctx=use_ctx)
+    joint = torch.randn(1, 8, WIDTH)
+    expected = model(joint[:, 2:], joint[:, :2])
+    joint_t = joint.to("tpu")
+    compiled = torch.compile(model.to("tpu"), backend=TpuBackend(), dynamic=False)
+    with torch.no_grad():
+        counts, out = traced(lambda: compiled(joint_t[:, 2:], joint_t[:, :2]).cpu())
+    assert counts["block"] == 1, counts
+    assert_same(out, expected, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("blocks", [True, False], ids=["blocks", "whole"])
+def test_marked_blocks_are_traced_once_and_match(blocks):
+    """mark_repeated_blocks: dynamo traces the block once (one region subgraph) and stamps out
+    the other calls; TpuBackend compiles the region once. Outputs and gradients match the
+    unmarked whole-graph program; blocks=False compiles a marked model whole."""
+    torch.manual_seed(0)
+    joint = torch.randn(1, 8, WIDTH)
+
+    def run(mark: bool, backend: TpuBackend):
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        model = JointStack(blocks=5).to("tpu")
+        marked = torch_tpu.mark_repeated_blocks(model) if mark else []
+        compiled = torch.compile(model, backend=backend, dynamic=False)
+        torch_tpu.reset_metrics()
+        # both inputs require gradients, as the blocks' outputs do: one region for all calls
+        x = joint.to("tpu")[:, 2:].clone().requires_grad_(True)
+        ctx = joint.to("tpu")[:, :2].clone().requires_grad_(True)
+        out = compiled(x, ctx)
+        out.square().mean().backward()
+        grads = {name: p.grad.cpu() for name, p in model.named_parameters()}
+        grads["ctx"] = ctx.grad.cpu()
+        return marked, out.detach().cpu(), x.grad.cpu(), grads, torch_tpu.metrics()["traced_programs"], model
+
+    _, out_whole, dx_whole, grads_whole, counts_whole, _ = run(False, TpuBackend(blocks=False))
+    assert counts_whole == {"compiled graph": 2}
+    backend = TpuBackend(blocks=blocks)
+    marked, out, dx, grads, counts, model = run(True, backend)
+    assert marked == ["blocks"]
+    assert type(model.blocks[0]) is not Joint and isinstance(model.blocks[0], Joint)
+    assert type(model.blocks[0]).__name__ == "Joint"
+    if blocks:
+        # one region subgraph in dynamo's graph, called 5 times: one program each way
+        assert backend.region_calls == 5 and backend.region_bodies == 1
+        assert counts["block"] == 2, counts  # forward and backward
+    else:
+        assert counts == {"compiled graph": 2}, counts
+    assert_same(out, out_whole, atol=1e-5, rtol=1e-4)
+    assert_same(dx, dx_whole, atol=1e-5, rtol=1e-4)
+    for name in grads_whole:
+        assert_same(grads[name], grads_whole[name], atol=1e-5, rtol=1e-4, msg=name)
+    # outside torch.compile a marked block is the plain block
+    plain = JointStack(blocks=5)
+    plain.load_state_dict({k: v.cpu() for k, v in model.state_dict().items()})
+    x = joint[:, 2:]
+    assert_same(model.cpu()(x, joint[:, :2]), plain(x, joint[:, :2]), atol=0, rtol=0)
+    # a copy (deepcopy, pickle, torch.save of the whole model) is of the plain class
+    assert type(copy.deepcopy(model).blocks[0]) is Joint
+
+
+FAKE = Path(__file__).resolve().parent.parent / "build" / "tests" / "fake_pjrt_plugin.so"
+
+
+@pytest.mark.skipif(not FAKE.exists(), reason=f"{FAKE} is built by `make ctest`")
+def test_target_only_blocks_fed_slices_share_one_program():
+    """From shapes alone, for a target: a block's meta outputs have the layout a run returns
+    (dense), not the traced slices', so the next block reuses the program."""
+    torch_tpu.set_target("fake:1x1", plugin=str(FAKE))
+    try:
+        torch.manual_seed(0)
+        with torch.device("meta"):
+            model = JointStack(blocks=4)
+        compiled = torch.compile(model, backend=TpuBackend(target_only=True), dynamic=False)
+        joint = torch.empty(1, 8, WIDTH, device="meta")
+        with torch.no_grad():
+            counts, out = traced(lambda: compiled(joint[:, 2:], joint[:, :2]))
+        assert out.device.type == "meta" and out.shape == (1, 6, 4)
+        assert counts["block (target only)"] == 1, counts
+        report = torch_tpu.target_report()  # waits for the compiles in flight
+        assert not report.failed and sum("block" in p["label"] for p in report.programs) == 1
+    finally:
+        torch_tpu.set_target(None)
+
+
+def test_fused_eager_compiles_repeated_blocks_once(no_fallback):
+    """Fused eager cuts its graph where the op sequence repeats (graph.c's loop detection):
+    a model of N equal blocks runs as a first graph, one repeated step graph (the blocks) run
+    many times, and a last graph, so its compiles do not grow with N."""
+    from torch_tpu import EagerMode, eager_mode
+
+    def run(blocks: int, rows: int) -> tuple[int, dict[str, int]]:
+        x = torch.randn(rows, 8)  # a batch of its own: nothing cached from another run
+        torch.manual_seed(0)
+        model = Stack(blocks, mixers=0)
+        expected = model(x)
+        model.to("tpu")
+        torch_tpu.reset_metrics()
+        with torch.no_grad(), eager_mode(EagerMode.DEFER_AND_FUSE):
+            out = model(x.to("tpu")).cpu()
+        assert_same(out, expected, atol=1e-5, rtol=1e-5)
+        m = torch_tpu.metrics()
+        return m["compiles"], m["flushes"]
+
+    for blocks, rows in ((8, 7), (32, 9)):
+        compiled, flushes = run(blocks, rows)
+        graphs = sum(flushes.values())
+        assert 1 <= compiled <= 3, f"{blocks} blocks: {compiled} compiles ({graphs} graphs ran)"
+    assert graphs >= 8, flushes  # 32 blocks: the step graph (two blocks here) ran many times

@@ -76,7 +76,8 @@ def test_failed_fused_graph_never_reads_back_zeros():
         # what depends on the failed op is lost: every later use says why
         with pytest.raises(torch.OutOfMemoryError, match="was lost when the program computing it failed"):
             total.item()
-        with pytest.raises(torch.OutOfMemoryError, match="Out of memory"):
+        # and names the reason the program failed
+        with pytest.raises(torch.OutOfMemoryError, match=r"cannot allocate .* GiB on tpu:0"):
             (total + 1).cpu()
         # the rest is untouched, and a whole new value heals the tensor
         ok = torch.arange(3, device="tpu") + 1

@@ -94,6 +94,35 @@ static void (*const kHook)(int) = NULL;
 """,
     "csrc/tests/ir_test.c": "static tpurt_status_t helper(void) { return NULL; }\nstatic int g_x;\n"
     'const char* k = "stablehlo.add";\n',
+    # the glue: op names in messages, and tested only where it decides what it registers
+    "torch_tpu/csrc/Kernel.cpp": """\
+namespace torch_tpu {
+namespace {
+
+// A comment may say name == "aten::native_dropout".
+void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const OpFacts& facts = op_facts(op.schema());
+  if (facts.core.default_generator) call.add_generator(c10::IValue());
+  check_factory("aten::empty.memory_format", type);
+  constexpr std::string_view kCopy = "aten::_copy_from";
+}
+
+bool keeps_pytorch_kernel(const c10::OperatorHandle& op) {
+  const c10::OperatorName& name = op.operator_name();
+  if (name.name == "aten::copy_" || name.name == "aten::_to_copy") return true;
+  return false;
+}
+
+}  // namespace
+
+void register_core_ops() {
+  for (const c10::OperatorName& op : dispatcher.getAllOpNames()) {
+    if (op.name.rfind("aten::", 0) != 0) continue;
+  }
+}
+
+}  // namespace torch_tpu
+""",
 }
 
 
@@ -234,6 +263,45 @@ def test_guarded_by_only_in_engine_and_cache(tmp_path):
     assert _plant(tmp_path, "csrc/pjrt/loader.c", "static int g_loaded;\n") == []
     found = _plant(tmp_path, "csrc/cache/cache.c", "static bool g_warned;\n")
     assert [v.check for v in found] == ["guarded-by"]
+
+
+@pytest.mark.parametrize(
+    "line, literal",
+    [
+        (
+            '  if (name == "aten::native_dropout") call.add_generator(c10::IValue());\n',
+            "aten::native_dropout",
+        ),
+        ('  if (name.rfind("aten::index_put", 0) == 0) return;\n', "aten::index_put"),
+        ("  auto starts = [&](const char* p) { return name.rfind(p, 0) == 0; };\n", None),
+        ('  if (starts("aten::gather")) return;\n', "aten::gather"),
+        ('  if ("aten::take" != name) return;\n', "aten::take"),
+        ('  if (name.compare(0, 11, "aten::index") == 0) return;\n', "aten::index"),
+    ],
+)
+def test_op_branch(tmp_path, line, literal):
+    # planted in the boxed kernel's body
+    head = "  const OpFacts& facts = op_facts(op.schema());\n"
+    text = CLEAN["torch_tpu/csrc/Kernel.cpp"].replace(head, head + line)
+    found = _plant(tmp_path, "torch_tpu/csrc/Kernel.cpp", text, append=False)
+    if literal is None:  # no op named: nothing to find
+        assert found == []
+        return
+    assert [v.check for v in found] == ["op-branch"], found
+    assert literal in found[0].message and "tpu_boxed_kernel" in found[0].message
+    assert found[0].line == 6 + line.count("\n")
+
+
+def test_op_branch_in_a_glue_header_and_a_struct(tmp_path):
+    text = 'struct Call {\n  void add(const std::string& n) {\n    if (n == "aten::put") return;\n  }\n};\n'
+    found = _plant(tmp_path, "torch_tpu/csrc/Common.h", text)
+    assert [(v.check, v.line) for v in found] == [("op-branch", 3)], found
+    assert "Call" in found[0].message
+
+
+def test_op_branch_reads_only_the_glue(tmp_path):
+    text = 'static bool f(const char* n) { return strcmp(n, "aten::put") == 0; }\n'
+    assert _plant(tmp_path, "csrc/lower/elementwise.c", text) == []
 
 
 def test_command_line(tmp_path):

@@ -26,9 +26,41 @@ needs_fake = pytest.mark.skipif(not FAKE.exists(), reason=f"{FAKE} is built by `
 
 SCRIPT = """
 import torch
+import torch_tpu
+from torch import nn
+
 x = torch.arange(8.0, device="tpu")
 y = (x * 3 + 1).exp().sum()
 print("RESULT", y.item())
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, h):
+        return h + self.lin(h).tanh()
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(3))
+
+    def forward(self, h):
+        for block in self.blocks:
+            h = block(h)
+        return h.sum(-1)
+
+
+model = Model().to("tpu")
+torch_tpu.mark_repeated_blocks(model)
+backend = torch_tpu.TpuBackend()
+compiled = torch.compile(model, backend=backend, dynamic=False)
+with torch.no_grad():
+    out = compiled(torch.ones(2, 8, device="tpu"))
+print("COMPILED", out.shape, backend.region_calls, backend.region_bodies)
 """
 
 
@@ -60,13 +92,15 @@ def precompile(tmp_path: Path, target: str, script: str, plugin: str | None, tim
 def test_precompile_fills_the_cache_dir_with_the_targets_executables_only(tmp_path):
     out = precompile(tmp_path, "fake:1x1", SCRIPT, str(FAKE), 120)
     assert "RESULT" in out  # the script ran here, on this host's plugin
+    # the compiled model's 3 marked blocks: one region traced, one block program
+    assert "COMPILED torch.Size([2]) 3 1" in out
     line = next(ln for ln in out.splitlines() if ln.startswith("precompiled "))
     count = int(line.split()[1])
-    assert count >= 2, out
+    assert count >= 4, out  # the eager ops, the block's program and the graphs around it
     found = entries(tmp_path / "d")
     # every entry is the target's (the fake plugin's serialised executable), none is this
     # plugin's own: a TPU host imports the directory whole
-    assert len(found) == count
+    assert len(found) == count, out
     assert all(magic == b"TPURTEXE" and payload.startswith(b"FAKEEXE1") for magic, payload in found)
     assert "cache import" in out
     # a second run compiles nothing for the target: figures and executables are there

@@ -2,7 +2,7 @@
 
 The conventions are written in csrc/base/base.h and csrc/include/tpurt.h;
 written only there, they drift. Each check reads the C sources of the core
-(csrc/, without csrc/tests) through a small lexer that blanks comments and
+(csrc/, without csrc/tests), or the C++ glue, through a small lexer that blanks comments and
 string literals, so code in a comment or a string never matches, and splits
 each file into its file-scope statements (declarations and function
 definitions; bodies are skipped). A check returns one ``Violation`` per
@@ -19,7 +19,12 @@ finding, named by file and line:
   op list (``OP_LIST_FILES``): rules name ops by their ``ir_op_t``;
 - ``guarded-by``: a mutable file-scope variable in csrc/engine/ or csrc/cache/
   without ``TPURT_GUARDED_BY(lock)`` (or ``_Thread_local``, const, atomic, or
-  itself a lock): every piece of shared state names what guards it.
+  itself a lock): every piece of shared state names what guards it;
+- ``op-branch``: a test of an aten op's name in the C++ glue (torch_tpu/csrc:
+  ``name == "aten::x"``, ``name.rfind("aten::x", 0)``...) outside its
+  registration functions (``GLUE_REGISTRATION``): what an op means is a fact
+  of its row in the core (csrc/lower), which the glue asks for, never a branch
+  of its own. The bare namespace ``"aten::"`` names no op.
 
 Usage: ``python tools/lint_conventions.py [--root DIR] [--check NAME ...]``;
 exit status 1 when something is found. Only the standard library is used.
@@ -39,6 +44,10 @@ from pathlib import Path
 OP_LIST_FILES = frozenset({"csrc/ir/ir_ops.def", "csrc/ir/ir_ops.h"})
 # Directories whose file-scope state is shared between threads.
 GUARDED_DIRS = ("csrc/engine", "csrc/cache")
+# The glue (C++), and its functions that decide which ops it registers: the
+# only places an aten op's name may be tested there.
+GLUE_DIR = "torch_tpu/csrc"
+GLUE_REGISTRATION = frozenset({"register_core_ops", "keeps_pytorch_kernel"})
 # Comment phrases that say a function takes ownership of an argument.
 OWNERSHIP_PHRASES = re.compile(
     r"\b(?:takes|take|taking) (?:over )?ownership\b|\bconsumes\b|\bsteals\b", re.IGNORECASE
@@ -226,8 +235,15 @@ def core_files(root: Path) -> Iterator[Path]:
                 yield path
 
 
+def glue_files(root: Path) -> Iterator[Path]:
+    glue = root / GLUE_DIR
+    if glue.is_dir():
+        yield from sorted(p for p in glue.iterdir() if p.suffix in (".cpp", ".h") and p.is_file())
+
+
 def load(root: Path) -> list[Source]:
-    return [lex(p.relative_to(root).as_posix(), p.read_text(errors="replace")) for p in core_files(root)]
+    paths = [*core_files(root), *glue_files(root)]
+    return [lex(p.relative_to(root).as_posix(), p.read_text(errors="replace")) for p in paths]
 
 
 def check_must_use(sources: list[Source]) -> list[Violation]:
@@ -401,20 +417,75 @@ def check_guarded(sources: list[Source]) -> list[Violation]:
     return out
 
 
+# A comparison with the string literal at the end of |before| / the start of |after|.
+COMPARED_BEFORE = re.compile(
+    r"(?:[=!]=\s*|\b(?:r?find|compare|starts_with|ends_with|starts|contains|strn?cmp)\s*\([^;{}]*)$"
+)
+COMPARED_AFTER = re.compile(r"^\s*[=!]=")
+
+
+def enclosing_function(src: Source, offset: int) -> str:
+    """The name of the glue function around |offset|: clang-format indents
+    bodies, so its head is the nearest line above starting at column 0."""
+    start = src.code.rfind("\n", 0, offset) + 1
+    while True:
+        line = src.code[start : src.code.find("\n", start)]
+        if line[:1] not in ("", " ", "\t", "}", "#") and not line.startswith("namespace"):
+            m = re.match(r"(?:struct|class)\s+(\w+)", line) or re.search(r"\b(\w+)\s*\(", line)
+            return m.group(1) if m else ""
+        if start == 0:
+            return ""
+        start = src.code.rfind("\n", 0, start - 1) + 1
+
+
+def check_op_branches(sources: list[Source]) -> list[Violation]:
+    out = []
+    for src in sources:
+        if not src.rel.startswith(GLUE_DIR + "/"):
+            continue
+        for off, literal in src.strings:
+            if not literal.startswith("aten::") or literal == "aten::":
+                continue
+            end = off + len(literal) + 2
+            line_start = src.code.rfind("\n", 0, off) + 1
+            if not (
+                COMPARED_BEFORE.search(src.code[line_start:off])
+                or COMPARED_AFTER.match(src.code[end : end + 8])
+            ):
+                continue
+            function = enclosing_function(src, off)
+            if function in GLUE_REGISTRATION:
+                continue
+            out.append(
+                Violation(
+                    src.rel,
+                    src.line_of(off),
+                    "op-branch",
+                    f'{function or "file scope"} tests the op name "{literal}": make it a fact of the op\'s '
+                    "row in csrc/lower and ask the core for it",
+                )
+            )
+    return out
+
+
 CHECKS: dict[str, Callable[[list[Source]], list[Violation]]] = {
     "must-use": check_must_use,
     "consume": check_consume,
     "duplicate-row": check_duplicate_rows,
     "op-literal": check_op_literals,
     "guarded-by": check_guarded,
+    "op-branch": check_op_branches,
 }
+# Checks of the glue; the others read the core alone.
+GLUE_CHECKS = frozenset({"op-branch"})
 
 
 def run(root: Path, names: list[str] | None = None) -> list[Violation]:
     sources = load(root)
+    core = [s for s in sources if not s.rel.startswith(GLUE_DIR + "/")]
     found: list[Violation] = []
     for name in names or list(CHECKS):
-        found.extend(CHECKS[name](sources))
+        found.extend(CHECKS[name](sources if name in GLUE_CHECKS else core))
     return found
 
 

@@ -43,7 +43,7 @@ from torch_tpu import diffusers as _diffusers  # noqa: E402,F401 (an import hook
 from torch_tpu._discovery import find_plugin  # noqa: E402
 from torch_tpu._safetensors import install_lazily as _install_safetensors  # noqa: E402
 from torch_tpu._version import __version__  # noqa: E402
-from torch_tpu.compile import TpuBackend  # noqa: E402
+from torch_tpu.compile import TpuBackend, mark_repeated_blocks  # noqa: E402
 from torch_tpu.metrics import metrics, metrics_report, reset_metrics  # noqa: E402
 from torch_tpu.modes import EagerMode, eager_mode, get_eager_mode, set_eager_mode  # noqa: E402
 from torch_tpu.targets import get_target, reset_target_report, set_target, target, target_report  # noqa: E402
@@ -53,6 +53,7 @@ _install_safetensors()  # load_file(device="tpu"), as for built-in devices (an i
 __all__ = [
     "EagerMode",
     "TpuBackend",
+    "mark_repeated_blocks",
     "__version__",
     "cpu_fallback_mode",
     "eager_mode",
@@ -153,6 +154,10 @@ def _register() -> None:
     # ended right after its last launch crashed in the program's code).
     if hasattr(_C, "_wait_idle"):
         atexit.register(_C._wait_idle)
+    # and for the compile-only programs still compiling for a target on the
+    # compile pool (TpuBackend(target_only=True)): their records are written
+    if hasattr(_C, "_shadow_wait"):
+        atexit.register(_C._shadow_wait)
     try:
         _C._set_default_plugin(find_plugin())
     except RuntimeError as error:  # import must not fail: report at first device use

@@ -290,7 +290,9 @@ def precompile(topology: str, script: str, script_args: list[str], cache_dir: st
     try:
         runpy.run_path(script, run_name="__main__")
     finally:
+        # every compile for the target ends while precompiling is on
         torch.tpu.synchronize()
+        torch_tpu._C._shadow_wait()
         targets.set_precompile(False)
     report = torch_tpu.target_report()
     stored = [p for p in report.programs if p["precompiled"]]

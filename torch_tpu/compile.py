@@ -31,7 +31,7 @@ from torch_tpu import metrics as _metrics
 from torch_tpu.distributed import target_sharding
 from torch_tpu.modes import EagerMode, eager_mode
 
-__all__ = ["TpuBackend"]
+__all__ = ["TpuBackend", "mark_repeated_blocks"]
 
 log = logging.getLogger("torch_tpu.compile")
 
@@ -243,7 +243,7 @@ class _CompiledGraph:
                     _C._set_compile_options(None)
                     _C._set_compile_label(None)
                 if target_only:
-                    self.output_meta[key] = [(t.shape, t.stride(), t.dtype) for t in traced]
+                    self.output_meta[key] = [(*_result_layout(t), t.dtype) for t in traced]
             except BaseException:
                 _C._trace_abort()
                 raise
@@ -280,6 +280,44 @@ class _CompiledGraph:
             else:
                 out.append(item[1])
         return out
+
+
+def _dense_strides(shape: Sequence[int]) -> tuple[int, ...]:
+    strides, step = [], 1
+    for size in reversed(shape):
+        strides.append(step)
+        step *= size
+    return tuple(reversed(strides))
+
+
+def _result_layout(t: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(shape, strides) of what a traced program returns for its output |t|, as
+    graph.c's tpurt_trace_end lays it out: dense, or dense in |t|'s own memory
+    order where |t| is a dense permutation (kept for the graph that receives
+    it). A view of a larger value (a slice) comes back dense, at offset 0: a
+    target-only output is what a run would return, not the traced view."""
+    shape = tuple(t.shape)
+    dense = _dense_strides(shape)
+    if len(shape) < 2 or t.is_contiguous():
+        return shape, dense
+    order = sorted(range(len(shape)), key=lambda d: -t.stride(d))  # stable: larger stride first
+    step = 1
+    for d in reversed(order):
+        if shape[d] != 1 and t.stride(d) != step:
+            return shape, dense  # not a dense permutation: read out dense
+        step *= shape[d]
+    physical = _dense_strides([shape[d] for d in order])
+    strides = [0] * len(shape)
+    for i, d in enumerate(order):
+        strides[d] = physical[i]
+    return shape, tuple(strides)
+
+
+def _layout_key(t: torch.Tensor) -> tuple[int, ...] | None:
+    """A tensor's strides as far as a program can tell: None for any contiguous
+    layout (the strides of size-1 dims, and the offset, change nothing in the
+    program), else the strides."""
+    return None if t.is_contiguous() else tuple(t.stride())
 
 
 def _meta_factories_to(gm: torch.fx.GraphModule, device: torch.device) -> None:
@@ -324,13 +362,24 @@ class _CompiledPart(torch.nn.Module):
     """A compiled piece of a split graph (at collectives or at blocks, where equal blocks
     share one compiled function), returning what its FX piece returned."""
 
-    def __init__(self, fn: Callable[..., Any], single: bool) -> None:
+    def __init__(
+        self, fn: Callable[..., Any], single: bool, block: bool = False, select: list[int] | None = None
+    ) -> None:
         super().__init__()
         self.fn = fn
         self.single = single
+        self.block = block
+        self.select = select  # the outputs of |fn| this piece returns (None: all)
 
     def forward(self, *args: Any) -> Any:
+        if self.block:
+            # A block's program takes dense inputs: a strided one (a user's
+            # transposed input) is made dense first, so every block of the
+            # class shares one program whatever layout reaches it.
+            args = tuple(a.contiguous() if isinstance(a, torch.Tensor) else a for a in args)
         out = self.fn(*args)
+        if self.select is not None:
+            out = [out[i] for i in self.select]
         return out[0] if self.single else tuple(out)
 
 
@@ -467,6 +516,10 @@ class TpuBackend:
         # compiled functions of repeated blocks, by block class and structure
         self._block_functions: dict[tuple, _Specialized] = {}
         self.block_splits = 0
+        # marked blocks (mark_repeated_blocks): region calls in dynamo's graphs,
+        # and the distinct region subgraphs dynamo traced for them
+        self.region_calls = 0
+        self.region_bodies = 0
         # target_only: calls per program label (nothing runs, so the target
         # report's run counts stay 0; these say how often each would run)
         self.target_runs: dict[str, int] = {}
@@ -554,8 +607,10 @@ class TpuBackend:
         from functorch.compile import make_boxed_func
         from torch._dynamo.backends.common import aot_autograd
 
+        if split and not self.blocks:
+            _inline_regions(gm)  # a marked model compiled whole
         if split and self.blocks:
-            found = _split_at_blocks(self, gm, label, frame)
+            found = _split_at_regions(self, gm, label, frame) or _split_at_blocks(self, gm, label, frame)
             if found is not None:
                 module, blocks, distinct = found
                 log.info(
@@ -679,25 +734,33 @@ def _target_name(target: Any) -> str:
     return f"{module}.{getattr(target, '__qualname__', None) or getattr(target, '__name__', repr(target))}"
 
 
-def _structure(gm: torch.fx.GraphModule) -> tuple:
-    """The graph's structure without its names: equal for two blocks that
-    compute the same function of their inputs (in the same order)."""
-    index: dict[torch.fx.Node, int] = {}
-    items: list[tuple] = []
-    for i, node in enumerate(gm.graph.nodes):
-        index[node] = i
-        args = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: f"%{index[n]}")
-        # get_attr/call_module name their block's own attribute: such pieces
-        # never match (safe: they are compiled apart)
-        # a placeholder's target is its (block-numbered) name: its position and
-        # type count (blocks of one class with other widths are not repeats)
+def _computations(gm: torch.fx.GraphModule) -> tuple[tuple, tuple[str, ...]]:
+    """(the inputs' shapes and dtypes, per output a digest of the computation
+    that makes it from the inputs, by position). Two block pieces with equal
+    inputs whose outputs' digests are a subset of the other's compute those
+    outputs alike: the last block of a run, whose unused outputs dynamo dropped
+    (FLUX's last single block's text slice), is the same block."""
+    import hashlib
+
+    digest: dict[torch.fx.Node, str] = {}
+    inputs: list = []
+    outputs: tuple[str, ...] = ()
+    for node in gm.graph.nodes:
         if node.op == "placeholder":
             value = node.meta.get("example_value", node.meta.get("val"))
             shape = (tuple(value.shape), value.dtype) if isinstance(value, torch.Tensor) else None
-            items.append((node.op, repr(shape), ""))
-            continue
-        items.append((node.op, _target_name(node.target), repr(args)))
-    return tuple(items)
+            inputs.append(repr(shape))
+            digest[node] = f"input{len(inputs) - 1}"
+        elif node.op == "output":
+            values = node.args[0] if isinstance(node.args[0], (tuple, list)) else (node.args[0],)
+            outputs = tuple(digest[v] if isinstance(v, torch.fx.Node) else repr(v) for v in values)
+        else:
+            # get_attr/call_module name the block's own attribute: unique, never shared
+            target = _target_name(node.target) if node.op in ("call_function", "call_method") else id(node)
+            args = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: digest[n])
+            text = f"{node.op}|{target}|{args!r}"
+            digest[node] = hashlib.sha1(text.encode()).hexdigest()
+    return tuple(inputs), outputs
 
 
 def _tuple_outputs(sub: torch.fx.GraphModule) -> bool:
@@ -759,34 +822,379 @@ def _split_at_blocks(
         if block is not None:
             _canonical_outputs(split, name, sub)
             cls = block[2]
-            key = (f"{cls.__module__}.{cls.__qualname__}", _structure(sub))
+            key = (f"{cls.__module__}.{cls.__qualname__}", *_computations(sub))
         subs.append((name, sub, block, key))
+    # A piece computing a subset of another's outputs (the run's last block)
+    # is served by that piece's function: keys map to the widest piece's key.
+    widest: dict[tuple, tuple] = {}
+    shared: dict[tuple, _Specialized] = backend._block_functions
+    known = [k for k in shared] + [k for *_, k in subs if k is not None]
+    for *_, key in subs:
+        if key is not None and key not in widest:
+            wider = [k for k in known if k[:2] == key[:2] and set(key[2]) <= set(k[2])]
+            widest[key] = max(wider, key=lambda k: (k in shared, len(k[2])))
     # Split only where blocks repeat: blocks of one class but other shapes
     # (a VAE's up blocks) would only add launches.
-    if max(Counter(key for *_, key in subs if key is not None).values(), default=0) < 2:
+    if max(Counter(widest[key] for *_, key in subs if key is not None).values(), default=0) < 2:
         return None
-    shared: dict[tuple, _Specialized] = backend._block_functions
     blocks = 0
     distinct_before = len(shared)
+    pieces_of = {key: sub for _, sub, _, key in subs if key is not None}
+    singles = [_tuple_outputs(sub) for _, sub, *_ in subs]  # before any piece is shared
     for index, (name, sub, block, key) in enumerate(subs):
-        single = _tuple_outputs(sub)
+        single = singles[index]
         # dynamo's names for the graph's own inputs (args[0], kwargs.hidden_states)
         names = [_source_name(n) for n in sub.graph.nodes if n.op == "placeholder"]
         # A piece's frame is the dynamo frame's and its place in it, so that the
         # frame's recompile (another input shape) is logged as one by each piece.
+        select = None
         if block is None:
             fn = _Specialized(backend, sub, label, names, (frame, index), split=False)
         else:
             blocks += 1
-            fn = shared.get(key)
+            full = widest[key]
+            fn = shared.get(full)
             if fn is None:
+                wide = pieces_of[full]
+                wide_names = [_source_name(n) for n in wide.graph.nodes if n.op == "placeholder"]
                 name_of = f"{label or 'graph'}: {block[0].split('.', 1)[-1]} block ({block[2].__name__})"
                 where = (frame, block[0], block[2].__qualname__)
-                fn = _Specialized(backend, sub, name_of, names, where, split=False, block=True)
+                fn = _Specialized(backend, wide, name_of, wide_names, where, split=False, block=True)
+                shared[full] = fn
+            if full != key:
+                select = [full[2].index(d) for d in key[2]]
+        delattr(split, name)
+        setattr(split, name, _CompiledPart(fn, single, block=block is not None, select=select))
+    return split, blocks, len(shared) - distinct_before
+
+
+# --- Repeated blocks traced once: nested compile regions --------------------
+#
+# Split at blocks, XLA compiles each distinct block once, but dynamo still
+# traces every block of the model (FLUX: 57, about 10 s at full size, in every
+# process). torch.compiler.nested_compile_region makes dynamo trace a region
+# once and stamp out later calls with equal inputs: the dynamo graph then
+# calls one subgraph N times (invoke_subgraph), and TpuBackend compiles that
+# subgraph as the block's program. mark_repeated_blocks marks the blocks of one
+# model by giving each block object a subclass of its class whose forward is
+# the region (other objects of the class are untouched; outside torch.compile
+# the region is a plain call).
+
+_MARKED_BASE = "_torch_tpu_block_base"  # on a marked subclass: the class it marks
+_marked_classes: dict[type, type] = {}
+# Equal blocks share one entry; blocks of one class at other widths (a UNet's
+# transformer blocks per resolution) take one each, and dynamo raises past the cap.
+_REGION_ENTRIES = 64
+
+
+@torch._dynamo.assume_constant_result
+def _has_dense_strides(shape: tuple, strides: tuple) -> bool:
+    # run by dynamo on the (static) sizes, not traced: it is asked at every block call
+    return tuple(strides) == _dense_strides(shape)
+
+
+def _dense_for_region(x: Any) -> Any:
+    """A tensor with other strides than the dense ones of its shape, dense: dynamo
+    reuses a region only for inputs of equal strides (a slice of the joint sequence,
+    FLUX's single blocks' outputs, has the strides of the whole)."""
+    if isinstance(x, torch.Tensor) and not _has_dense_strides(tuple(x.shape), x.stride()):
+        return _dense_copy(x)
+    return x
+
+
+def _dense_copy(t: torch.Tensor) -> torch.Tensor:
+    return t.clone(memory_format=torch.contiguous_format)
+
+
+def _own_code(fn: Callable[..., Any], base: type) -> Callable[..., Any]:
+    """|fn| with a code object of its own, named for |base|: dynamo keeps a region's
+    traced subgraphs by the function's code, and each marked class's must be apart
+    (never tried for, or taken by, another class's calls)."""
+    import types
+
+    name = f"{fn.__name__}_{base.__name__}"
+    code = fn.__code__.replace(co_name=name, co_qualname=f"{base.__qualname__}.{name}")
+    return types.FunctionType(code, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+
+
+def _is_leaf(x: Any) -> bool:
+    return x is None or isinstance(x, (torch.Tensor, bool, int, float, str))
+
+
+def _marked_class(base: type) -> type:
+    marked = _marked_classes.get(base)
+    if marked is not None:
+        return marked
+    import inspect
+
+    from torch.utils import _pytree
+
+    # the function, not base.forward at call time: dynamo may see the class
+    # itself as an allowed-in-graph callable (diffusers' maybe_allow_in_graph)
+    base_forward = base.forward
+
+    def block_call(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        out = base_forward(module, *args, **kwargs)
+        # a region's outputs may not alias each other or its inputs (FLUX's
+        # single block returns two slices of one tensor): fresh dense values
+        return _pytree.tree_map_only(torch.Tensor, _dense_copy, out)
+
+    def region_of(fn: Callable[..., Any]) -> Callable[..., Any]:
+        return torch.compiler.nested_compile_region(_own_code(fn, base), max_reuse_entries=_REGION_ENTRIES)
+
+    region = region_of(block_call)
+
+    # The fast calling convention: dynamo checks a region call's inputs for
+    # reuse at every call, quickly when they are flat leaves (tensors,
+    # constants) and slowly (tracing pytree's flatten) otherwise. FLUX calls
+    # its blocks by keyword with a tuple (the rotary embedding), so the call
+    # is passed flat: each forward parameter in order as a marker (-1: one
+    # value follows, n >= 0: a tuple of n values follows) and its values.
+    params = list(inspect.signature(base_forward).parameters.values())[1:]
+    names = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    defaults = {p.name: p.default for p in params if p.default is not p.empty}
+
+    def block_flat(module: torch.nn.Module, *flat: Any) -> Any:
+        values, i = [], 0
+        while i < len(flat):
+            n = flat[i]
+            if n < 0:
+                values.append(flat[i + 1])
+                i += 2
+            else:
+                values.append(tuple(flat[i + 1 : i + 1 + n]))
+                i += 1 + n
+        return block_call(module, *values)
+
+    flat_region = region_of(block_flat)
+
+    def flatten(args: tuple, kwargs: dict) -> list | None:
+        """The flat call of (args, kwargs), or None where it has no flat form."""
+        if len(args) > len(names) or any(k not in names[len(args) :] for k in kwargs):
+            return None
+        flat: list = []
+        for index, name in enumerate(names):
+            if index < len(args):
+                value = args[index]
+            elif name in kwargs:
+                value = kwargs[name]
+            elif name in defaults:
+                value = defaults[name]
+            else:
+                return None  # a missing argument: the plain call raises
+            if isinstance(value, tuple) and all(_is_leaf(v) for v in value):
+                flat.append(len(value))
+                flat.extend(_dense_for_region(v) for v in value)
+            elif _is_leaf(value):
+                flat.append(-1)
+                flat.append(_dense_for_region(value))
+            else:
+                return None
+        return flat
+
+    def forward(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        if not torch.compiler.is_compiling():
+            return base_forward(self, *args, **kwargs)
+        flat = flatten(args, kwargs)
+        if flat is not None:
+            return flat_region(self, *flat)
+        args, kwargs = _pytree.tree_map(_dense_for_region, (args, kwargs))
+        return region(self, *args, **kwargs)
+
+    def __reduce_ex__(self: torch.nn.Module, protocol: Any) -> Any:
+        # pickled (torch.save of a whole model, deepcopy) as the plain class, which
+        # pickle finds by name: the mark is for this process's torch.compile only
+        import copyreg
+
+        reduced = super(marked, self).__reduce_ex__(protocol)
+        return (copyreg._reconstructor, (base, object, None), *reduced[2:])
+
+    forward.__doc__ = base_forward.__doc__
+    marked = type(
+        base.__name__,
+        (base,),
+        {
+            "forward": forward,
+            "__reduce_ex__": __reduce_ex__,
+            "__module__": base.__module__,
+            "__qualname__": base.__qualname__,
+            _MARKED_BASE: base,
+        },
+    )
+    _marked_classes[base] = marked
+    return marked
+
+
+def _param_shapes(module: torch.nn.Module) -> tuple:
+    return tuple((name, tuple(p.shape), p.dtype) for name, p in module.named_parameters())
+
+
+def _repeats(children: list[torch.nn.Module]) -> bool:
+    """Two or more children of one class (a model's own, not a torch.nn layer)
+    with equal parameter shapes: true repeats."""
+    if len(children) < 2 or len({getattr(type(c), _MARKED_BASE, type(c)) for c in children}) != 1:
+        return False
+    if not _is_block_class(getattr(type(children[0]), _MARKED_BASE, type(children[0]))):
+        return False
+    first = _param_shapes(children[0])
+    return all(_param_shapes(c) == first for c in children[1:])
+
+
+def mark_repeated_blocks(model: torch.nn.Module) -> list[str]:
+    """Marks |model|'s repeated blocks so that dynamo traces each distinct block
+    once (``torch.compiler.nested_compile_region``) and ``TpuBackend`` compiles it
+    once. Call it before the first call of ``torch.compile(model, ...)``;
+    ``pipe.enable_tpu_compile()`` calls it for each component.
+
+    Repeated blocks are the children of a ``ModuleList`` or ``Sequential`` that
+    is not itself inside such a child (the blocks ``TpuBackend`` splits a graph
+    at): two or more, of one class of the model's own (not a ``torch.nn``
+    layer), with equal parameter shapes; where a diffusers model names its
+    repeated blocks (``_repeated_blocks``), only those classes. Each block
+    object gets a subclass of its class (same name and module, same behaviour;
+    ``isinstance`` holds) whose ``forward``, under ``torch.compile``, is the
+    region; other objects of the class are untouched, and outside
+    ``torch.compile`` the call is the plain ``forward``. A block whose forward
+    breaks dynamo's graph cannot be a region: dynamo then raises, naming it.
+
+    Returns the paths of the containers whose blocks were marked
+    (``["transformer_blocks", "single_transformer_blocks"]`` for FLUX).
+    """
+    named: set[str] = set()
+    for module in model.modules():
+        named.update(getattr(module, "_repeated_blocks", None) or ())
+    marked: list[str] = []
+    for path, module in model.named_modules():
+        if not isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
+            continue
+        if any(part.isdigit() for part in path.split(".")):
+            continue  # inside a block: the outer block is the unit
+        children = list(module.children())
+        if not _repeats(children):
+            continue
+        base = getattr(type(children[0]), _MARKED_BASE, type(children[0]))
+        if named and base.__name__ not in named:
+            continue
+        for block in children:
+            block.__class__ = _marked_class(base)
+        marked.append(path)
+    return marked
+
+
+_INVOKE_SUBGRAPH = getattr(torch.ops.higher_order, "invoke_subgraph", None)
+
+
+def _is_region_call(node: torch.fx.Node) -> bool:
+    return node.op == "call_function" and _INVOKE_SUBGRAPH is not None and node.target is _INVOKE_SUBGRAPH
+
+
+def _inline_regions(gm: torch.fx.GraphModule) -> bool:
+    """Replaces each region call of |gm| by the region's own nodes (a whole-graph
+    compile of a marked model); True if there was one."""
+    import operator
+
+    calls = [n for n in gm.graph.nodes if _is_region_call(n)]
+    for call in calls:
+        body = getattr(gm, call.args[0].target)
+        placeholders = [n for n in body.graph.nodes if n.op == "placeholder"]
+        values = dict(zip(placeholders, call.args[2:], strict=True))
+        with gm.graph.inserting_before(call):
+            out = gm.graph.graph_copy(body.graph, values)
+        outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+        for user in list(call.users):
+            if user.op == "call_function" and user.target is operator.getitem:
+                user.replace_all_uses_with(outputs[user.args[1]])
+                gm.graph.erase_node(user)
+        getter = call.args[0]
+        gm.graph.erase_node(call)
+        if not getter.users:
+            gm.graph.erase_node(getter)
+    if calls:
+        gm.graph.lint()
+        gm.recompile()
+    return bool(calls)
+
+
+def _split_at_regions(
+    backend: TpuBackend, gm: torch.fx.GraphModule, label: str | None, frame: int
+) -> tuple[torch.fx.GraphModule, int, int] | None:
+    """|gm| as a graph of compiled pieces where dynamo traced repeated blocks as
+    regions (mark_repeated_blocks): each region call runs its block's one
+    compiled function (the region's subgraph, its weights as inputs), the code
+    between them compiles as pieces. None without region calls. Returns the
+    split module, the number of block calls and of new block functions."""
+    import operator
+
+    from torch.fx.passes.split_module import split_module
+
+    calls = [n for n in gm.graph.nodes if _is_region_call(n)]
+    if not calls:
+        return None
+    shared: dict[tuple, _Specialized] = backend._block_functions
+    distinct_before = len(shared)
+    by_identifier: dict[str, _Specialized] = {}
+    block_nodes: list[torch.fx.Node] = []
+    for index, call in enumerate(calls):
+        getter, identifier = call.args[0], call.args[1]
+        fn = by_identifier.get(identifier)
+        if fn is None:
+            body = getattr(gm, getter.target)
+            block = _block_of(call)
+            cls = getattr(block[2], _MARKED_BASE, block[2]) if block else None
+            cls_name = f"{cls.__module__}.{cls.__qualname__}" if cls else "region"
+            key = (cls_name, *_computations(body))
+            fn = shared.get(key)
+            if fn is None:
+                where = block[0].split(".", 1)[-1] if block else identifier
+                name_of = f"{label or 'graph'}: {where} block ({cls.__name__ if cls else identifier})"
+                names = [_source_name(n) for n in body.graph.nodes if n.op == "placeholder"]
+                fn = _Specialized(backend, body, name_of, names, (frame, where), split=False, block=True)
                 shared[key] = fn
+            by_identifier[identifier] = fn
+        name = f"tpu_block_{index}"
+        gm.add_submodule(name, _CompiledPart(fn, single=False, block=True))
+        with gm.graph.inserting_before(call):
+            replaced = gm.graph.call_module(name, tuple(call.args[2:]))
+        replaced.meta = dict(call.meta)
+        call.replace_all_uses_with(replaced)
+        gm.graph.erase_node(call)
+        if not getter.users:
+            gm.graph.erase_node(getter)
+        block_nodes.append(replaced)
+    backend.region_calls += len(block_nodes)
+    backend.region_bodies += len(by_identifier)
+    gm.graph.lint()
+    gm.recompile()
+    # pieces: each block call with the getitems of its outputs; the runs between
+    part: dict[torch.fx.Node, int] = {}
+    piece, in_run = 0, False
+    blocks = set(block_nodes)
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        source = node.args[0] if node.op == "call_function" and node.target is operator.getitem else None
+        if node in blocks:
+            piece += 1
+            part[node] = piece
+            in_run = False
+        elif source in blocks:
+            part[node] = part[source]
+        else:
+            if not in_run:
+                piece += 1
+                in_run = True
+            part[node] = piece
+    block_pieces = {part[n] for n in block_nodes}
+    split = split_module(gm, gm, lambda node: part[node], keep_original_order=True)
+    for name, sub in list(split.named_children()):
+        if not name.startswith("submod_") or int(name[len("submod_") :]) in block_pieces:
+            continue
+        single = _tuple_outputs(sub)
+        names = [_source_name(n) for n in sub.graph.nodes if n.op == "placeholder"]
+        fn = _Specialized(backend, sub, label, names, (frame, name), split=False)
         delattr(split, name)
         setattr(split, name, _CompiledPart(fn, single))
-    return split, blocks, len(shared) - distinct_before
+    return split, len(block_nodes), len(shared) - distinct_before
 
 
 def _item_inputs(gm: torch.fx.GraphModule) -> list[int]:
@@ -855,7 +1263,9 @@ class _Specialized:
         parts: list[Any] = []
         for a in args:
             if isinstance(a, torch.Tensor):
-                parts.append((a.device, a.dtype, tuple(a.shape), a.stride(), a.requires_grad))
+                # a contiguous input is one key whatever its size-1 strides and offset
+                # (a slice of a joint sequence, like FLUX's single blocks' outputs)
+                parts.append((a.device, a.dtype, tuple(a.shape), _layout_key(a), a.requires_grad))
             else:
                 parts.append(("value", type(a), a if isinstance(a, (int, float, bool)) else repr(a)))
         return tuple(parts)

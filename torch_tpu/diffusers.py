@@ -52,7 +52,7 @@ from typing import Any
 import torch
 
 from torch_tpu._internal.import_hook import after_import
-from torch_tpu.compile import TpuBackend
+from torch_tpu.compile import TpuBackend, mark_repeated_blocks
 
 __all__ = ["enable_tpu_compile", "install", "installed", "tpu_warmup"]
 
@@ -262,7 +262,10 @@ def enable_tpu_compile(
     dynamic=False, **compile_kwargs)`` (the caller's keyword arguments win); for
     an autoencoder, ``encode`` and ``decode`` are compiled too, since pipelines
     call those rather than ``forward``. Components that are already compiled are
-    skipped, so calling this twice is harmless. Shapes are static: a new height,
+    skipped, so calling this twice is harmless. Repeated blocks (FLUX's
+    ``transformer_blocks``) are marked first (``mark_repeated_blocks``): dynamo
+    traces each distinct block once and it compiles as one program. Shapes are
+    static: a new height,
     width, batch size or sequence length compiles again (logged at WARNING on
     the ``torch_tpu.compile`` logger); the number of steps does not.
 
@@ -322,6 +325,11 @@ def enable_tpu_compile(
             kwargs.update(compile_kwargs)
             return kwargs
 
+        backend = options("forward")["backend"]
+        if isinstance(backend, TpuBackend) and backend.blocks:
+            # dynamo traces each distinct repeated block once (and TpuBackend
+            # compiles it once): a warm process re-traces 2 FLUX blocks, not 57
+            mark_repeated_blocks(component)
         for method in ("encode", "decode"):
             if hasattr(component, "decode") and callable(getattr(component, method, None)):
                 object.__setattr__(component, method, _compiled_method(component, method, options(method)))

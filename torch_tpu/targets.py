@@ -106,7 +106,8 @@ def set_precompile(on: bool) -> None:
     for the target is also written, serialised, into this process's executable cache directory
     (``TORCH_TPU_CACHE_DIR``) under the key that a process running on the target's plugin computes
     for it, and this plugin's own programs stay in memory: the directory then holds what a TPU host
-    loads without compiling (``python -m torch_tpu precompile`` does this for a script).
+    loads without compiling (``python -m torch_tpu precompile`` does this for a script). Once on,
+    this plugin's programs stay out of the directory until the process ends, after ``False`` too.
 
     The key a TPU host computes, and so what must match, exactly: the plugin's path (libtpu
     installed at the same path), its PJRT API version, its platform name and version (taken here

@@ -32,6 +32,17 @@
 ** carries one. */
 #define TPURT_GUARDED_BY(lock)
 
+/* Worker threads for compiles (pool.c). A job runs fn(arg) on a worker,
+** in submission order, with no lock of ours held; the job owns |arg|. */
+typedef void (*tpurt_job_fn_t)(void* arg);
+void tpurt_pool_submit(tpurt_job_fn_t fn, void* arg);
+/* Workers the pool runs: TORCH_TPU_COMPILE_THREADS, by default the host's
+** cores; 0: none, every job runs at its submit. */
+int tpurt_pool_size(void);
+/* True where a submit runs its job at once on the caller's thread (a pool
+** of size 0, or a forked child, which has no workers). */
+bool tpurt_pool_runs_inline(void);
+
 /* Propagates a non-OK status to the caller. */
 #define TPURT_RETURN_IF_ERROR(expr)      \
   do {                                   \

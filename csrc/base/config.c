@@ -35,6 +35,7 @@ static const char* const kKnown[] = {
     "TORCH_TPU_XLA_OPTIONS",      "TORCH_TPU_TARGET",
     "TORCH_TPU_TARGET_PLUGIN",    "TORCH_TPU_TARGET_REPORT",
     "TORCH_TPU_TARGET_REFUSE",    "TORCH_TPU_COMPILE_NOTICE_MS",
+    "TORCH_TPU_COMPILE_THREADS",  "TORCH_TPU_TARGET_COMPILE_THREADS",
 };
 
 static void fail(const char* name, const char* value, const char* accepts) {
@@ -145,6 +146,8 @@ static void parse(void) {
   c->pjrt_options = copy_of("TORCH_TPU_PJRT_OPTIONS");
   c->xla_options = copy_of("TORCH_TPU_XLA_OPTIONS");
   c->compile_notice_ms = parse_int("TORCH_TPU_COMPILE_NOTICE_MS", 0, INT32_MAX, 5000);
+  c->compile_threads = parse_int("TORCH_TPU_COMPILE_THREADS", 0, 64, -1);
+  c->target_compile_threads = parse_int("TORCH_TPU_TARGET_COMPILE_THREADS", 1, 64, 1);
   warn_unknown();
 }
 

@@ -255,10 +255,10 @@ tpurt_status_t cache_get_or_compile_info(const char* mlir, size_t size, pjrt_exe
     }
     TPURT_RETURN_IF_ERROR(status);
     dump_module(&key);
-    /* While precompiling, the directory holds the target's programs only:
-    ** a TPU host imports it whole, and this plugin's entries would not load
+    /* A directory precompiled into holds the target's programs only: a TPU
+    ** host imports it whole, and this plugin's entries would not load
     ** there. */
-    if (!cache_shadow_precompiling()) {
+    if (!cache_shadow_directory_is_targets()) {
       payload = disk_store(&g_disk, &key, exe);
       if (payload) BUMP(disk_writes);
     }

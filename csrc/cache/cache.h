@@ -92,14 +92,20 @@ TPURT_MUST_USE tpurt_status_t cache_shadow_program(const char* text, size_t size
                                                    size_t options_size, int32_t num_partitions,
                                                    pjrt_executable_t* exe);
 /* A program compiled for the shadow target only (a compile-only trace,
-** over |num_partitions| of its chips): recorded like cache_shadow_program's;
-** no target set, or the target's refusal, is the returned error. */
+** over |num_partitions| of its chips): recorded like cache_shadow_program's,
+** once per distinct program, and compiled on the compile pool, so the call
+** returns before the target's compiler is done. No target set is the
+** returned error; the target's verdict (a refusal too) is the record's,
+** which tpurt_shadow_records and tpurt_shadow_wait wait for. */
 TPURT_MUST_USE tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const char* options,
                                                         size_t options_size, int32_t num_partitions);
 
 /* Whether precompile is on (tpurt_shadow_set_precompile) with a target set:
 ** this plugin's own programs are then kept in memory only. */
 bool cache_shadow_precompiling(void);
+/* Whether precompile has been on in this process: then the directory holds
+** the target's programs only, and this plugin's are never written there. */
+bool cache_shadow_directory_is_targets(void);
 /* Precompiled programs (precompile for a target): executables another
 ** plugin compiled, stored in this cache's directory under the key a process
 ** running on that plugin computes, |identity| being that process's plugin

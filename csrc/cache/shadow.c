@@ -11,7 +11,14 @@
 ** files, keyed by the target's identity (plugin, api, platform, topology),
 ** the compile options, the core version and the module text: a second run
 ** of the same script compiles nothing for the target. A record is a
-** measurement, not code, so a malformed file is simply ignored. */
+** measurement, not code, so a malformed file is simply ignored.
+**
+** A compile-only program (cache_shadow_compile_only: nothing runs here, so
+** nothing waits for its executable) compiles on the compile pool (base/
+** pool.c): its record is made at once, marked pending, and the caller goes
+** on tracing the next program while the target's compiler works, up to
+** TORCH_TPU_COMPILE_THREADS programs at a time. Reading the records
+** (tpurt_shadow_records, tpurt_shadow_wait) waits for those in flight. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -34,10 +41,14 @@ typedef struct shadow_record_s {
   uint64_t runs;             /* atomic */
   char label[128];
   char* error;
+  bool pending; /* under g_lock: compiling on the pool; the fields above are the job's until it clears */
 } shadow_record_t;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static tpurt_target_t* g_target TPURT_GUARDED_BY(g_lock); /* the current target, or NULL */
+static pthread_cond_t g_settled = PTHREAD_COND_INITIALIZER; /* a pending record was filled */
+static int g_in_flight TPURT_GUARDED_BY(g_lock);            /* pending records (any generation) */
+static pid_t g_jobs_pid TPURT_GUARDED_BY(g_lock);           /* the process whose pool compiles them */
+static tpurt_target_t* g_target TPURT_GUARDED_BY(g_lock);   /* the current target, or NULL */
 static uint32_t g_gen TPURT_GUARDED_BY(g_lock); /* bumped at each set/reset: executables re-shadow */
 static shadow_record_t* g_buckets[SHADOW_BUCKETS] TPURT_GUARDED_BY(g_lock);
 static shadow_record_t** g_order TPURT_GUARDED_BY(g_lock); /* records in the order they were made */
@@ -50,8 +61,18 @@ static tpurt_target_t* g_retired_targets[64] TPURT_GUARDED_BY(g_lock);
 static int g_num_retired TPURT_GUARDED_BY(g_lock);
 static _Thread_local const char* t_label TPURT_GUARDED_BY(thread);
 static bool g_precompile TPURT_GUARDED_BY(atomic); /* tpurt_shadow_set_precompile */
+/* Once on, the directory is the target's for the rest of the process: ops
+** run after precompiling ends (exit hooks, a report's reads) would
+** otherwise leave this plugin's entries there, which a TPU host importing
+** the directory whole cannot load. */
+static bool g_dir_is_targets TPURT_GUARDED_BY(atomic);
 
-void tpurt_shadow_set_precompile(bool on) { __atomic_store_n(&g_precompile, on, __ATOMIC_RELAXED); }
+void tpurt_shadow_set_precompile(bool on) {
+  if (on) __atomic_store_n(&g_dir_is_targets, true, __ATOMIC_RELAXED);
+  __atomic_store_n(&g_precompile, on, __ATOMIC_RELAXED);
+}
+
+bool cache_shadow_directory_is_targets(void) { return __atomic_load_n(&g_dir_is_targets, __ATOMIC_RELAXED); }
 
 bool cache_shadow_precompiling(void) {
   if (!__atomic_load_n(&g_precompile, __ATOMIC_RELAXED)) return false;
@@ -97,8 +118,26 @@ void tpurt_shadow_reset(void) {
   pthread_mutex_unlock(&g_lock);
 }
 
+/* A forked child inherits the parent's pending records but not the threads
+** that compile them: it waits for none (its report lists them unfilled). */
+static void wait_in_flight_locked(void) {
+  while (g_in_flight > 0 && g_jobs_pid == getpid()) pthread_cond_wait(&g_settled, &g_lock);
+}
+
+/* fork: g_lock is not held across it, so a child can read the records. */
+static void before_fork(void) { pthread_mutex_lock(&g_lock); }
+static void after_fork(void) { pthread_mutex_unlock(&g_lock); }
+static void register_fork_handlers(void) { (void)pthread_atfork(before_fork, after_fork, after_fork); }
+
+void tpurt_shadow_wait(void) {
+  pthread_mutex_lock(&g_lock);
+  wait_in_flight_locked();
+  pthread_mutex_unlock(&g_lock);
+}
+
 size_t tpurt_shadow_records(tpurt_shadow_record_t* out, size_t max) {
   pthread_mutex_lock(&g_lock);
+  wait_in_flight_locked(); /* then every listed record is filled */
   size_t n = g_count < max ? g_count : max;
   for (size_t i = 0; i < n; ++i) {
     out[i] = g_order[i]->pub;
@@ -113,6 +152,14 @@ static shadow_record_t* find_locked(uint64_t hash) {
   for (shadow_record_t* r = g_buckets[hash % SHADOW_BUCKETS]; r; r = r->next)
     if (r->hash == hash) return r;
   return NULL;
+}
+
+/* The record of |hash| in generation |gen| once it is filled (waiting for
+** a pending one), or NULL. */
+static shadow_record_t* find_settled_locked(uint64_t hash, uint32_t gen) {
+  shadow_record_t* r = gen == g_gen ? find_locked(hash) : NULL;
+  while (r && r->pending && g_jobs_pid == getpid()) pthread_cond_wait(&g_settled, &g_lock);
+  return r;
 }
 
 static void add_locked(shadow_record_t* r) {
@@ -229,22 +276,21 @@ static TPURT_MUST_USE tpurt_status_t refusal(const shadow_record_t* r) {
                              "refused before it runs (TORCH_TPU_TARGET_REFUSE=1): %s", r->error);
 }
 
-/* The record of |text| for target |t| (generation |gen|): found, loaded
-** from disk or compiled now. NULL when the target changed meanwhile. */
-static shadow_record_t* shadow_record(tpurt_target_t* t, uint32_t gen, const char* text, size_t size,
-                                      const char* options, size_t options_size, int32_t num_partitions) {
-  const uint64_t hash = record_hash(t, options, options_size, text, size, num_partitions);
-
-  pthread_mutex_lock(&g_lock);
-  shadow_record_t* r = gen == g_gen ? find_locked(hash) : NULL;
-  pthread_mutex_unlock(&g_lock);
-  if (r) return r;
-  r = tpurt_xcalloc(1, sizeof(*r));
+/* A new record of |hash|, labelled by this thread's label; not yet listed. */
+static shadow_record_t* record_new(uint64_t hash, int32_t num_partitions) {
+  shadow_record_t* r = tpurt_xcalloc(1, sizeof(*r));
   r->hash = hash;
   snprintf(r->label, sizeof r->label, "%s", t_label ? t_label : "program");
   r->pub.label = r->label;
   r->pub.num_partitions = num_partitions;
   r->pub.hash = hash;
+  return r;
+}
+
+/* Fills record |r| of |text| for target |t|: loaded from disk or compiled
+** now (and stored). Takes no lock: |r| is its caller's alone meanwhile. */
+static void record_fill(tpurt_target_t* t, shadow_record_t* r, const char* text, size_t size,
+                        const char* options, size_t options_size, int32_t num_partitions) {
   int dirfd = cache_disk_dirfd();
   /* Precompile: a one-device program's executable goes to the cache dir
   ** under the key of the target's runtime (an SPMD program's options name
@@ -252,7 +298,7 @@ static shadow_record_t* shadow_record(tpurt_target_t* t, uint32_t gen, const cha
   const bool precompile = __atomic_load_n(&g_precompile, __ATOMIC_RELAXED) && num_partitions == 1;
   tpurt_target_info_t info;
   tpurt_target_info(t, &info);
-  bool loaded = load_record(dirfd, hash, r);
+  bool loaded = load_record(dirfd, r->hash, r);
   if (loaded && precompile && !r->error &&
       !cache_precompiled_has(info.runtime_identity, text, size, options, options_size))
     loaded = false; /* the figures are known, the executable is not stored: compile again */
@@ -286,8 +332,22 @@ static shadow_record_t* shadow_record(tpurt_target_t* t, uint32_t gen, const cha
     store_record(dirfd, r);
   }
   r->pub.error = r->error;
+}
+
+/* The record of |text| for target |t| (generation |gen|): found, loaded
+** from disk or compiled now. NULL when the target changed meanwhile. */
+static shadow_record_t* shadow_record(tpurt_target_t* t, uint32_t gen, const char* text, size_t size,
+                                      const char* options, size_t options_size, int32_t num_partitions) {
+  const uint64_t hash = record_hash(t, options, options_size, text, size, num_partitions);
+
   pthread_mutex_lock(&g_lock);
-  shadow_record_t* other = gen == g_gen ? find_locked(hash) : NULL;
+  shadow_record_t* r = find_settled_locked(hash, gen);
+  pthread_mutex_unlock(&g_lock);
+  if (r) return r;
+  r = record_new(hash, num_partitions);
+  record_fill(t, r, text, size, options, options_size, num_partitions);
+  pthread_mutex_lock(&g_lock);
+  shadow_record_t* other = find_settled_locked(hash, gen);
   if (other || gen != g_gen) {
     /* another thread made it meanwhile (keep theirs), or the target
     ** changed under us (the executable re-shadows at its next use) */
@@ -315,6 +375,53 @@ tpurt_status_t cache_shadow_program(const char* text, size_t size, const char* o
   return refusal(r);
 }
 
+/* A compile-only program on the pool: the record (listed, pending) and
+** what its compile needs, owned. */
+typedef struct compile_job_s {
+  tpurt_target_t* target; /* a retired target stays alive: see g_retired_targets */
+  shadow_record_t* record;
+  char* text;
+  size_t size;
+  char* options;
+  size_t options_size;
+  int32_t num_partitions;
+  struct compile_job_s* next; /* in g_queue */
+} compile_job_t;
+
+/* Jobs wait here until fewer than TORCH_TPU_TARGET_COMPILE_THREADS run:
+** libtpu spreads one compile over the host's cores itself, so by default
+** the target compiles one program at a time (two at once measured slower
+** on a 2-core host), still beside the tracing of the next program. */
+static compile_job_t *g_queue TPURT_GUARDED_BY(g_lock), *g_queue_tail TPURT_GUARDED_BY(g_lock);
+static int64_t g_running TPURT_GUARDED_BY(g_lock); /* jobs handed to the pool */
+
+/* The next job to hand to the pool, if a slot is free (counted as running). */
+static compile_job_t* next_job_locked(void) {
+  compile_job_t* job = g_queue;
+  if (!job || g_running >= tpurt_config()->target_compile_threads) return NULL;
+  g_queue = job->next;
+  if (!g_queue) g_queue_tail = NULL;
+  ++g_running;
+  return job;
+}
+
+static void compile_job_run(void* arg) {
+  compile_job_t* job = arg;
+  record_fill(job->target, job->record, job->text, job->size, job->options, job->options_size,
+              job->num_partitions);
+  pthread_mutex_lock(&g_lock);
+  job->record->pending = false;
+  --g_in_flight;
+  --g_running;
+  pthread_cond_broadcast(&g_settled);
+  compile_job_t* next = next_job_locked();
+  pthread_mutex_unlock(&g_lock);
+  free(job->text);
+  free(job->options);
+  free(job);
+  if (next) tpurt_pool_submit(compile_job_run, next);
+}
+
 tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const char* options,
                                          size_t options_size, int32_t num_partitions) {
   pthread_mutex_lock(&g_lock);
@@ -324,9 +431,47 @@ tpurt_status_t cache_shadow_compile_only(const char* text, size_t size, const ch
   if (!t)
     return tpurt_status_create(TPURT_FAILED_PRECONDITION,
                                "a compile-only trace needs a target (torch_tpu.set_target(\"v6e:1x1\"))");
-  shadow_record_t* r = shadow_record(t, gen, text, size, options, options_size, num_partitions);
-  if (!r) return tpurt_status_create(TPURT_ABORTED, "the target changed during a compile-only trace");
-  /* nothing else will run this program: a refusal is always the caller's error */
-  if (r->error) return tpurt_status_create(TPURT_FAILED_PRECONDITION, "%s", r->error);
+  const uint64_t hash = record_hash(t, options, options_size, text, size, num_partitions);
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, register_fork_handlers);
+  pthread_mutex_lock(&g_lock);
+  if (gen != g_gen) {
+    pthread_mutex_unlock(&g_lock);
+    return tpurt_status_create(TPURT_ABORTED, "the target changed during a compile-only trace");
+  }
+  if (find_locked(hash)) { /* recorded, or compiling: one compile per distinct program */
+    pthread_mutex_unlock(&g_lock);
+    return NULL;
+  }
+  /* listed now, so the report keeps the order programs were traced in */
+  shadow_record_t* r = record_new(hash, num_partitions);
+  r->pending = true;
+  add_locked(r);
+  if (g_jobs_pid != getpid()) { /* a forked child's own jobs: the parent's are not its */
+    g_jobs_pid = getpid();
+    g_in_flight = 0;
+    g_running = 0;
+    g_queue = g_queue_tail = NULL;
+  }
+  ++g_in_flight;
+  compile_job_t* job = tpurt_xcalloc(1, sizeof(*job));
+  *job = (compile_job_t){.target = t,
+                         .record = r,
+                         .text = tpurt_xmalloc(size + 1),
+                         .size = size,
+                         .options = tpurt_xmalloc(options_size + 1),
+                         .options_size = options_size,
+                         .num_partitions = num_partitions};
+  if (size) memcpy(job->text, text, size);
+  if (options_size) memcpy(job->options, options, options_size);
+  if (g_queue_tail)
+    g_queue_tail->next = job;
+  else
+    g_queue = job;
+  g_queue_tail = job;
+  compile_job_t* start = next_job_locked();
+  pthread_mutex_unlock(&g_lock);
+  /* the target's verdict (a refusal too) is the record's, read after tpurt_shadow_wait */
+  if (start) tpurt_pool_submit(compile_job_run, start);
   return NULL;
 }

@@ -70,6 +70,9 @@ void storage_poison(tpurt_storage_t* storage, tpurt_borrowed_status_t cause, con
 ** computed from a lost one names the op that failed). */
 void storage_poison_copy(tpurt_storage_t* storage, tpurt_borrowed_status_t poison);
 TPURT_MUST_USE tpurt_status_t storage_check_poison(const tpurt_storage_t* storage);
+/* RESOURCE_EXHAUSTED if |nbytes| exceed all of |device|'s memory (a value
+** that can never be made there), else NULL. */
+TPURT_MUST_USE tpurt_status_t storage_check_fits(int device, size_t nbytes);
 /* A new storage holding |buffer| (consumed). */
 tpurt_storage_t* storage_wrap_buffer_consume(pjrt_buffer_t* buffer);
 
@@ -111,6 +114,63 @@ TPURT_MUST_USE tpurt_status_t engine_op_run_now_locked(tpurt_op_call_t* call);
 ** caller), computed now (engine_op_run_now_locked). */
 TPURT_MUST_USE tpurt_status_t engine_view_materialize_locked(const tpurt_tensor_t* view,
                                                              tpurt_storage_t** out_dense);
+
+/*===--- the launch queue (queue.c) ---===*/
+
+/* Work need not wait for compiles. A launch whose program is still
+** compiling is queued: its parameters are bound now, and its outputs are
+** futures (pjrt_buffer_future_create) that the results hold at once, so
+** the caller goes on while up to TORCH_TPU_COMPILE_THREADS programs compile
+** on the pool. Queued launches run in the order they were queued, each
+** once its program is compiled; while any waits, later launches of strict
+** eager queue behind it. A future's reader waits for its value
+** (pjrt_buffer_ready); a launch that fails (its compile, or the launch)
+** fails its futures, and the device's next synchronize reports it. */
+
+/* A program, compiled or compiling: a plan or a traced program holds one,
+** each launch queued behind its compile another. |state| and |failure|
+** change under the queue's lock, once; |executable| is read only after the
+** state was seen COMPILED (or by the holder that compiled it). */
+enum { COMPILED_PENDING = 0, COMPILED_OK = 1, COMPILED_FAILED = 2 };
+typedef struct compiled_s {
+  tpurt_refcount_t refcount;
+  int32_t state;
+  tpurt_status_t failure;        /* FAILED: why (owned) */
+  pjrt_executable_t* executable; /* OK: a reference of its own */
+} compiled_t;
+compiled_t* compiled_create(void);
+void compiled_retain(compiled_t* compiled);
+void compiled_release(compiled_t* compiled);
+/* Marks the compile of |compiled| done: with |executable| (consumed), or
+** failed with |failure| (borrowed); then makes the launches that waited. */
+void compiled_finish_consume(compiled_t* compiled, pjrt_executable_t* executable,
+                             tpurt_borrowed_status_t failure);
+/* True once |compiled| compiled successfully (then its executable may be read). */
+bool compiled_ok(const compiled_t* compiled);
+/* Runs a compile job |fn|(|job|) on the pool; the job calls queue_job_done
+** at its end. Exit and fork wait for every job submitted. */
+void queue_job_submit(tpurt_job_fn_t fn, void* job);
+void queue_job_done(void);
+/* Queues a launch of |compiled| on |device| named |name|: its arguments
+** |params| and its outputs |outputs| (futures) are consumed references. */
+void queue_push_consume(compiled_t* compiled, int device, const char* name, pjrt_buffer_t** params,
+                        int32_t num_params, pjrt_buffer_t** outputs, int32_t num_outputs);
+/* Whether this thread's work may compile on the pool and queue: a pool
+** exists here and the thread sets no compile options of its own (they
+** would not reach a compile on another thread). */
+bool queue_enabled(void);
+/* Whether a queued launch is still waiting (then strict eager queues behind it). */
+bool queue_busy(void);
+/* Returns once every launch queued before the call has been made (or has
+** failed). Any lock may be held: the queue moves without the engine lock. */
+void queue_drain(void);
+/* queue_drain, then waits for every compile job on the pool to end (a
+** traced program's too, run or not). Holds no lock meanwhile, and the
+** caller must hold none a job takes (the engine lock). */
+void queue_settle(void);
+/* Launches made from the queue since the last reset (metrics). */
+uint64_t queue_launch_count(void);
+void queue_reset_count(void);
 
 /*===--- the pending graph (graph.c) ---===*/
 

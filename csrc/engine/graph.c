@@ -139,6 +139,9 @@ tpurt_status_t tpurt_set_eager_mode(tpurt_eager_mode_t mode) {
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "unknown eager mode %d", (int)mode);
   tpurt_status_t status = NULL;
   tpurt_eager_mode_t old = tpurt_get_eager_mode();
+  /* ops queued in strict eager run before the thread's next mode begins
+  ** (debug eager then blames each error on its own op) */
+  if (old != mode) queue_drain();
   if (old != mode && old == TPURT_MODE_DEFER_AND_FUSE) {
     engine_lock();
     status = graph_flush_locked(GRAPH_FLUSH_MODE_CHANGE);
@@ -817,7 +820,10 @@ tpurt_status_t tpurt_flush(void) {
 /*===--- tracing for torch.compile ---===*/
 
 struct tpurt_program_s {
-  pjrt_executable_t* executable; /* one reference, released with the program */
+  /* Its program, compiled or compiling on the pool (a reference; NULL for a
+  ** compile-only trace, which never runs here). */
+  compiled_t* compiled;
+  char* label; /* what its launches are called (the compile label), owned */
   int32_t num_inputs;
   ir_type_t* input_types;
   binding_t* bindings; /* captured buffers retained */
@@ -958,6 +964,51 @@ static TPURT_MUST_USE tpurt_status_t compile_only_spmd(const graph_t* g, const c
   return status;
 }
 
+typedef struct program_job_s {
+  compiled_t* compiled; /* a reference of its own */
+  char* text;
+  size_t size;
+  tpurt_compile_kind_t forced_kind; /* the tracing thread's (a block counts as a block) */
+  char label[];
+} program_job_t;
+
+static void compile_program_job(void* arg) {
+  program_job_t* job = arg;
+  pjrt_executable_t* exe = NULL;
+  bool hit = false;
+  const tpurt_compile_kind_t forced = pjrt_force_compile_kind(job->forced_kind);
+  const tpurt_compile_kind_t site = pjrt_swap_compile_kind(TPURT_COMPILE_KIND_COMPILED_GRAPH);
+  const char* label = pjrt_swap_compile_label(job->label);
+  cache_shadow_label(job->label);
+  tpurt_status_t status = cache_get_or_compile(job->text, job->size, &exe, &hit);
+  cache_shadow_label(NULL);
+  (void)pjrt_swap_compile_label(label);
+  (void)pjrt_swap_compile_kind(site);
+  (void)pjrt_force_compile_kind(forced);
+  if (status) status = tpurt_status_annotate_consume(status, "compiling the traced program failed");
+  compiled_finish_consume(job->compiled, exe, status);
+  tpurt_status_free(status);
+  compiled_release(job->compiled);
+  free(job->text);
+  free(job);
+  queue_job_done();
+}
+
+/* Compiles |text| (copied) for |compiled| on the pool. */
+static void compile_program_on_pool(compiled_t* compiled, const char* text, size_t size, const char* label) {
+  const size_t label_size = strlen(label) + 1;
+  program_job_t* job = tpurt_xcalloc(1, sizeof(*job) + label_size);
+  memcpy(job->label, label, label_size);
+  job->text = tpurt_xmalloc(size + 1);
+  memcpy(job->text, text, size);
+  job->text[size] = '\0';
+  job->size = size;
+  job->forced_kind = pjrt_forced_compile_kind();
+  compiled_retain(compiled);
+  job->compiled = compiled;
+  queue_job_submit(compile_program_job, job);
+}
+
 tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_outputs, int32_t num_inputs,
                                tpurt_program_t** out_program) {
   *out_program = NULL;
@@ -991,6 +1042,7 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
   char* text = NULL;
   size_t size = 0;
   pjrt_executable_t* exe = NULL;
+  compiled_t* compiled = NULL;
   if (!status) {
     ir_func_set_results(g->func, values, num_outputs);
     status = sort_bindings(g);
@@ -1024,6 +1076,11 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
       status = spmd ? cache_shadow_compile_only(spmd, spmd_size, "", 0, partitions)
                     : cache_shadow_compile_only(text, size, options, options_size, 1);
     free(spmd);
+  } else if (!status && queue_enabled()) {
+    /* Compiled on the pool: the caller goes on (traces the next piece of a
+    ** split graph, runs this one: its launch queues behind the compile). */
+    compiled = compiled_create();
+    compile_program_on_pool(compiled, text, size, compile_label ? compile_label : "compiled program");
   } else if (!status) {
     bool hit = false;
     cache_shadow_label(compile_label ? compile_label : "compiled program");
@@ -1037,10 +1094,17 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     status = cache_get_or_compile(text, size, &exe, &hit);
     engine_lock();
     (void)pjrt_swap_compile_kind(previous_kind);
+    if (!status) {
+      compiled = compiled_create();
+      compiled_finish_consume(compiled, exe, NULL);
+      exe = NULL;
+    }
   }
   if (!status) {
     tpurt_program_t* p = tpurt_xcalloc(1, sizeof(*p));
-    p->executable = exe;
+    p->compiled = compiled;
+    compiled = NULL;
+    p->label = tpurt_xstrdup(compile_label ? compile_label : "compiled graph");
     p->num_inputs = num_inputs;
     p->num_bindings = g->num_bindings;
     p->num_rng = g->num_rng;
@@ -1070,13 +1134,13 @@ tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int32_t num_output
     p->text = text;
     text = NULL;
     if (status) {
-      tpurt_program_free(p); /* releases exe */
-      exe = NULL;
+      tpurt_program_free(p); /* releases its program */
       p = NULL;
     }
     *out_program = p;
   }
   if (status && exe) pjrt_executable_release(exe);
+  compiled_release(compiled);
   free(permuted);
   free(perms);
   free(text);
@@ -1118,7 +1182,8 @@ uint64_t tpurt_flush_count(int i) { return graph_flush_count(i); }
 
 void tpurt_program_free(tpurt_program_t* p) {
   if (!p) return;
-  pjrt_executable_release(p->executable);
+  compiled_release(p->compiled); /* a launch still queued keeps its own reference */
+  free(p->label);
   for (int32_t i = 0; i < p->num_bindings; ++i) pjrt_buffer_release(p->bindings[i].buffer);
   free(p->bindings);
   free(p->output_types);
@@ -1131,10 +1196,41 @@ void tpurt_program_free(tpurt_program_t* p) {
 
 int32_t tpurt_program_num_rng(const tpurt_program_t* p) { return p->num_rng; }
 
+/* Queues the launch of |p| with its bound |args| (|owned| says which the
+** caller releases; the queue takes references of its own) behind its compile:
+** |outs| receives futures of the program's output types. */
+static TPURT_MUST_USE tpurt_status_t queue_program(tpurt_program_t* p, int device, pjrt_buffer_t** args,
+                                                   const bool* owned, int32_t n, pjrt_buffer_t** outs) {
+  for (int32_t k = 0; k < p->num_outputs; ++k) {
+    size_t nbytes = tpurt_dtype_size(p->output_types[k].dtype);
+    for (int32_t d = 0; d < p->output_types[k].rank; ++d) nbytes *= (size_t)p->output_types[k].dims[d];
+    TPURT_RETURN_IF_ERROR(storage_check_fits(device, nbytes));
+  }
+  pjrt_buffer_t** params = tpurt_xmalloc(sizeof(void*) * (size_t)(n + 1));
+  pjrt_buffer_t** futures = tpurt_xmalloc(sizeof(void*) * (size_t)(p->num_outputs + 1));
+  for (int32_t i = 0; i < n; ++i) {
+    params[i] = args[i];
+    if (!owned[i]) pjrt_buffer_retain(params[i]);
+  }
+  for (int32_t k = 0; k < p->num_outputs; ++k) {
+    const ir_type_t* t = &p->output_types[k];
+    futures[k] = pjrt_buffer_future_create(device, t->dtype, t->rank, t->dims);
+    outs[k] = futures[k];
+    pjrt_buffer_retain(futures[k]); /* one for the queue, one for the result */
+  }
+  queue_push_consume(p->compiled, device, p->label, params, n, futures, p->num_outputs);
+  /* the queue owns the owned args now: the caller must not release them */
+  for (int32_t i = 0; i < n; ++i)
+    if (owned[i]) args[i] = NULL;
+  free(params);
+  free(futures);
+  return NULL;
+}
+
 tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_tensor_t* inputs,
                                  int32_t num_inputs, const uint64_t rng[2], tpurt_result_t* results,
                                  int32_t max_results) {
-  if (!p->executable)
+  if (!p->compiled)
     return tpurt_status_create(TPURT_FAILED_PRECONDITION,
                                "this program was compiled for the target only (a compile-only trace); "
                                "it cannot run here");
@@ -1201,9 +1297,12 @@ tpurt_status_t tpurt_program_run(tpurt_program_t* p, int device, const tpurt_ten
           spmd_run(exe, mesh, args, n, shardings, p->output_types, p->num_outputs, outs, "compiled graph");
     pjrt_executable_release(exe);
     free(shardings);
+  } else if (!status && (!compiled_ok(p->compiled) || queue_busy())) {
+    /* behind its compile, or behind what is queued: outputs are futures */
+    status = queue_program(p, device, args, owned, n, outs);
   } else if (!status) {
-    status =
-        pjrt_execute(p->executable, device, args, (size_t)n, outs, (size_t)p->num_outputs, "compiled graph");
+    status = pjrt_execute(p->compiled->executable, device, args, (size_t)n, outs, (size_t)p->num_outputs,
+                          p->label);
   }
   if (bound) release_args(args, owned, n);
   if (!status) {

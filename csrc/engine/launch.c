@@ -62,8 +62,8 @@ static TPURT_MUST_USE tpurt_status_t spmd_execute(const plan_t* p, const tpurt_o
     }
   }
   if (!status)
-    status =
-        pjrt_execute_spmd(p->executable, mesh->num_devices, mesh->devices, args, np, raw, no, call->name);
+    status = pjrt_execute_spmd(p->compiled->executable, mesh->num_devices, mesh->devices, args, np, raw, no,
+                               call->name);
   for (size_t i = 0; i < n * np; ++i)
     if (owned[i]) pjrt_buffer_release(args[i]);
   if (!status) {
@@ -84,56 +84,80 @@ static TPURT_MUST_USE tpurt_status_t spmd_execute(const plan_t* p, const tpurt_o
   return status;
 }
 
+tpurt_status_t plan_bind_params(const plan_t* p, const tpurt_op_call_t* call, pjrt_buffer_t** out) {
+  for (int32_t k = 0; k < p->num_params; ++k) {
+    bool owned = true;
+    tpurt_status_t status = bind_param(&p->params[k], call, call->device, &out[k], &owned);
+    if (status) {
+      while (k-- > 0) pjrt_buffer_release(out[k]);
+      return status;
+    }
+    if (!owned) pjrt_buffer_retain(out[k]);
+  }
+  return NULL;
+}
+
+void plan_hand_outputs_consume(const plan_t* p, tpurt_op_call_t* call, pjrt_buffer_t** outs) {
+  call->num_results = p->num_results;
+  int32_t next = 0; /* program output index */
+  for (int32_t k = 0; k < p->num_outputs; ++k) {
+    const plan_output_t* o = &p->outputs[k];
+    if (o->kind == OUTPUT_UNDEFINED || o->kind == OUTPUT_HOST_INT) {
+      memset(&call->results[o->index], 0, sizeof(tpurt_result_t));
+      call->results[o->index].device = call->device;
+      call->results[o->index].is_host_int = o->kind == OUTPUT_HOST_INT;
+      call->results[o->index].host_int = o->host_int;
+      continue;
+    }
+    pjrt_buffer_t* out = outs[next++];
+    if (o->kind == OUTPUT_RESULT) {
+      tpurt_result_t* r = &call->results[o->index];
+      memset(r, 0, sizeof(*r));
+      r->storage = storage_wrap_buffer_consume(out);
+      fill_result_shape(r, &o->type, o->permuted, o->perm);
+      r->device = call->device;
+    } else {
+      storage_set_buffer_consume(call->args[o->index].u.tensor.storage, out);
+    }
+  }
+}
+
+tpurt_status_t plan_check_fits(const plan_t* p, int device) {
+  for (int32_t k = 0; k < p->num_outputs; ++k) {
+    const plan_output_t* o = &p->outputs[k];
+    if (o->kind == OUTPUT_UNDEFINED || o->kind == OUTPUT_HOST_INT) continue;
+    size_t nbytes = tpurt_dtype_size(o->type.dtype);
+    for (int32_t d = 0; d < o->type.rank; ++d) nbytes *= (size_t)o->type.dims[d];
+    TPURT_RETURN_IF_ERROR(storage_check_fits(device, nbytes));
+  }
+  return NULL;
+}
+
 tpurt_status_t plan_launch(const plan_t* p, tpurt_op_call_t* call) {
   if (p->num_results > call->max_results || (p->num_results > 0 && !call->results))
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "%s: %d results, room for %d", call->name,
                                p->num_results, call->max_results);
+  TPURT_RETURN_IF_ERROR(plan_check_fits(p, call->device));
   pjrt_buffer_t* stack_args[32];
-  bool stack_owned[32];
   pjrt_buffer_t** bufs =
-      p->num_params <= 32 ? stack_args : tpurt_xmalloc(sizeof(void*) * (size_t)p->num_params);
-  bool* owned = p->num_params <= 32 ? stack_owned : tpurt_xmalloc(sizeof(bool) * (size_t)p->num_params);
-  tpurt_status_t status = NULL;
-  int32_t made = 0;
-  for (; !p->mesh && made < p->num_params && !status; ++made)
-    status = bind_param(&p->params[made], call, call->device, &bufs[made], &owned[made]);
+      p->num_params <= 32 ? stack_args : tpurt_xmalloc(sizeof(void*) * (size_t)(p->num_params + 1));
   pjrt_buffer_t* outs_stack[32];
   pjrt_buffer_t** outs = p->num_program_outputs <= 32
                              ? outs_stack
                              : tpurt_xmalloc(sizeof(void*) * (size_t)p->num_program_outputs);
-  if (!status && p->mesh)
+  tpurt_status_t status = NULL;
+  if (p->mesh) {
     status = spmd_execute(p, call, outs);
-  else if (!status)
-    status = pjrt_execute(p->executable, call->device, bufs, (size_t)p->num_params, outs,
-                          (size_t)p->num_program_outputs, call->name);
-  for (int32_t k = 0; k < made; ++k)
-    if (owned[k]) pjrt_buffer_release(bufs[k]);
-  if (!status) {
-    call->num_results = p->num_results;
-    int32_t next = 0; /* program output index */
-    for (int32_t k = 0; k < p->num_outputs; ++k) {
-      const plan_output_t* o = &p->outputs[k];
-      if (o->kind == OUTPUT_UNDEFINED || o->kind == OUTPUT_HOST_INT) {
-        memset(&call->results[o->index], 0, sizeof(tpurt_result_t));
-        call->results[o->index].device = call->device;
-        call->results[o->index].is_host_int = o->kind == OUTPUT_HOST_INT;
-        call->results[o->index].host_int = o->host_int;
-        continue;
-      }
-      pjrt_buffer_t* out = outs[next++];
-      if (o->kind == OUTPUT_RESULT) {
-        tpurt_result_t* r = &call->results[o->index];
-        memset(r, 0, sizeof(*r));
-        r->storage = storage_wrap_buffer_consume(out);
-        fill_result_shape(r, &o->type, o->permuted, o->perm);
-        r->device = call->device;
-      } else {
-        storage_set_buffer_consume(call->args[o->index].u.tensor.storage, out);
-      }
+  } else {
+    status = plan_bind_params(p, call, bufs);
+    if (!status) {
+      status = pjrt_execute(p->compiled->executable, call->device, bufs, (size_t)p->num_params, outs,
+                            (size_t)p->num_program_outputs, call->name);
+      for (int32_t k = 0; k < p->num_params; ++k) pjrt_buffer_release(bufs[k]);
     }
   }
+  if (!status) plan_hand_outputs_consume(p, call, outs);
   if (bufs != stack_args) free(bufs);
-  if (owned != stack_owned) free(owned);
   if (outs != outs_stack) free(outs);
   return status;
 }

@@ -4,7 +4,7 @@
 ** storages (shapes, views, shardings), and in fused eager or tracing it
 ** writes into the thread's pending graph. For strict eager it ends with a
 ** printed module that no longer depends on any storage, so
-** lowered_compile_consume can compile it with no lock held.
+** plan_compile_consume can compile it with no lock held.
 */
 #include <stddef.h>
 #include <stdio.h>
@@ -332,7 +332,7 @@ static TPURT_MUST_USE tpurt_status_t spmd_plan(const tpurt_op_call_t* call, cons
 }
 
 /* Annotates the printed module with the shardings of the op's operands
-** (engine lock held: it reads their buffers); lowered_compile_consume
+** (engine lock held: it reads their buffers); plan_compile_consume
 ** compiles it for the mesh. SPMD programs are kept by the plan cache only
 ** (their options differ from the executable cache's). */
 static TPURT_MUST_USE tpurt_status_t spmd_annotate_op(const char* text, const pjrt_sharding_t* mesh,
@@ -557,17 +557,32 @@ done:
   return status;
 }
 
+void plan_adopt_tables(plan_t* p, lowered_t* low) {
+  p->mesh = low->mesh;
+  p->output_shardings = low->output_shardings;
+  p->num_params = low->num_params;
+  p->params = low->params;
+  p->num_outputs = low->num_outputs;
+  p->outputs = low->outputs;
+  p->num_program_outputs = low->num_program_outputs;
+  p->num_results = low->num_results;
+  p->has_tables = true;
+  low->mesh = low->output_shardings = NULL;
+  low->params = NULL;
+  low->outputs = NULL;
+}
+
 /* Compiles the lowered module with no lock held: through the executable
-** cache (which compiles or loads it once per key), or for the mesh. */
-tpurt_status_t lowered_compile_consume(lowered_t* low, plan_t* p) {
+** cache (which compiles or loads it once per key), or for the plan's mesh. */
+tpurt_status_t plan_compile_consume(plan_t* p, lowered_t* low) {
   pjrt_executable_t* exe = NULL;
   cache_entry_info_t info = {0};
   const char* previous_label = pjrt_swap_compile_label(low->label); /* the long-compile notice */
   const tpurt_compile_kind_t previous_kind = pjrt_swap_compile_kind(TPURT_COMPILE_KIND_EAGER_OP);
   tpurt_status_t status = NULL;
-  if (low->mesh) {
-    status = pjrt_compile_spmd(low->text, low->size, low->mesh->num_devices, low->mesh->devices, &exe);
-    if (!status) status = cache_shadow_program(low->text, low->size, "", 0, low->mesh->num_devices, exe);
+  if (p->mesh) {
+    status = pjrt_compile_spmd(low->text, low->size, p->mesh->num_devices, p->mesh->devices, &exe);
+    if (!status) status = cache_shadow_program(low->text, low->size, "", 0, p->mesh->num_devices, exe);
     if (status && exe) {
       pjrt_executable_release(exe);
       exe = NULL;
@@ -579,27 +594,13 @@ tpurt_status_t lowered_compile_consume(lowered_t* low, plan_t* p) {
   }
   (void)pjrt_swap_compile_kind(previous_kind);
   (void)pjrt_swap_compile_label(previous_label);
-  if (status) {
-    lowered_free(low);
-    return tpurt_status_annotate_consume(status, "compiling the lowered program failed");
-  }
+  lowered_free(low);
+  if (status) return tpurt_status_annotate_consume(status, "compiling the lowered program failed");
   if (info.hit) atomic_fetch_add_explicit(&engine_counters.exec_hits, 1, memory_order_relaxed);
-  p->executable = exe;
   p->program_hash = info.hash;
   p->from_disk = info.from_disk;
-  p->charge = info.charge + sizeof(*p) + sizeof(lower_param_t) * (size_t)low->num_params +
-              sizeof(plan_output_t) * (size_t)low->num_outputs;
-  p->mesh = low->mesh;
-  p->output_shardings = low->output_shardings;
-  p->num_params = low->num_params;
-  p->params = low->params;
-  p->num_outputs = low->num_outputs;
-  p->outputs = low->outputs;
-  p->num_program_outputs = low->num_program_outputs;
-  p->num_results = low->num_results;
-  low->mesh = low->output_shardings = NULL;
-  low->params = NULL;
-  low->outputs = NULL;
-  lowered_free(low);
+  p->charge = info.charge + sizeof(*p) + sizeof(lower_param_t) * (size_t)p->num_params +
+              sizeof(plan_output_t) * (size_t)p->num_outputs;
+  compiled_finish_consume(p->compiled, exe, NULL);
   return NULL;
 }

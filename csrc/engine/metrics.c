@@ -25,6 +25,7 @@ const tpurt_metric_info_t* tpurt_metric_infos(int* out_count) {
 static double ns_to_s(uint64_t ns) { return (double)ns / 1e9; }
 
 void tpurt_metrics_get(tpurt_metrics_t* m) {
+  queue_drain(); /* counts include the compiles and launches of ops queued so far */
   memset(m, 0, sizeof(*m));
   pjrt_counters_t* c = pjrt_counters();
   m->compiles = c->compiles;
@@ -41,6 +42,7 @@ void tpurt_metrics_get(tpurt_metrics_t* m) {
   m->compiles_block = c->compiles_by_kind[TPURT_COMPILE_KIND_BLOCK];
   m->compile_seconds_block = ns_to_s(c->compile_ns_by_kind[TPURT_COMPILE_KIND_BLOCK]);
   m->max_concurrent_compiles = c->max_concurrent_compiles;
+  m->queued_launches = queue_launch_count();
   m->live_buffers = c->live_buffers;
   m->cache_hits = engine_counters.plan_hits + engine_counters.exec_hits;
   m->spmd_compiles = engine_counters.spmd_compiles;
@@ -64,6 +66,7 @@ void tpurt_metrics_get(tpurt_metrics_t* m) {
 }
 
 void tpurt_metrics_reset(void) {
+  queue_drain(); /* what ops queued before the reset compile is counted before it */
   pjrt_counters_t* c = pjrt_counters();
   c->compiles = c->executions = c->bytes_to_device = c->bytes_from_device = 0;
   c->compile_ns = 0;
@@ -71,6 +74,7 @@ void tpurt_metrics_reset(void) {
   c->max_concurrent_compiles = c->compiles_in_flight; /* a compile running now is still counted */
   engine_counters.plan_hits = engine_counters.exec_hits = 0;
   engine_counters.spmd_compiles = 0;
+  queue_reset_count();
   cache_reset_counters();
   graph_reset_counts();
   pjrt_program_stats_reset();
@@ -81,9 +85,11 @@ tpurt_compile_kind_t tpurt_set_compile_kind(tpurt_compile_kind_t kind) {
 }
 
 uint64_t tpurt_memory_allocated(int device) {
+  queue_drain(); /* a queued op's outputs hold memory once it runs */
   return (device >= 0 && device < 64) ? pjrt_counters()->bytes_in_use[device] : 0;
 }
 uint64_t tpurt_max_memory_allocated(int device) {
+  queue_drain();
   return (device >= 0 && device < 64) ? pjrt_counters()->peak_bytes_in_use[device] : 0;
 }
 void tpurt_reset_peak_memory(int device) {

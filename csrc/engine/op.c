@@ -29,52 +29,91 @@ static bool try_share_copy(const tpurt_op_call_t* call) {
 
 static TPURT_MUST_USE tpurt_status_t check_operands(const tpurt_op_call_t* call);
 
-/* Under a shadow target a program the target refuses fails here: the
-** error then also names the dtypes it was refused at (the op and the chip
-** are named already), since a TPU may take an op at one dtype only. */
-static TPURT_MUST_USE tpurt_status_t name_dtypes_consume(const tpurt_op_call_t* call, tpurt_status_t status) {
-  if (!status || !tpurt_shadow_target()) return status;
+/* Under a shadow target a program the target refuses fails: the error
+** then also names the dtypes it was refused at (the op and the chip are
+** named already), since a TPU may take an op at one dtype only. Writes
+** "at dtype Float, Half" into |out| ("" when there is no target). */
+static void dtype_context(const tpurt_op_call_t* call, char* out, size_t cap) {
+  out[0] = '\0';
+  if (!tpurt_shadow_target()) return;
   bool seen[TPURT_DTYPE_COUNT] = {false};
-  char names[200] = "";
   size_t used = 0;
-  for (int32_t i = 0; i < call->num_args && used < sizeof names; ++i) {
+  for (int32_t i = 0; i < call->num_args && used < cap; ++i) {
     if (call->args[i].kind != TPURT_ARG_TENSOR) continue;
     tpurt_dtype_t dt = call->args[i].u.tensor.dtype;
     if ((unsigned)dt >= TPURT_DTYPE_COUNT || seen[dt]) continue;
     seen[dt] = true;
-    int n = snprintf(names + used, sizeof names - used, "%s%s", used ? ", " : "", tpurt_dtype_name(dt));
+    int n = snprintf(out + used, cap - used, "%s%s", used ? ", " : "at dtype ", tpurt_dtype_name(dt));
     if (n > 0) used += (size_t)n;
   }
-  if (!used) return status;
-  char prefix[220];
-  snprintf(prefix, sizeof prefix, "at dtype %s", names);
-  return tpurt_status_annotate_consume(status, prefix);
 }
 
-/* Lowers |call| under the engine lock, then compiles it into the claimed
-** |plan| with the lock released (when |may_unlock|; else under it), and
-** takes the lock again. */
-static TPURT_MUST_USE tpurt_status_t build_plan(const lower_rule_t* rule, tpurt_op_call_t* call, plan_t* plan,
-                                                bool may_unlock) {
-  lowered_t lowered;
-  TPURT_RETURN_IF_ERROR(lower_op(rule, call, NULL, &lowered));
+static TPURT_MUST_USE tpurt_status_t name_dtypes_consume(const tpurt_op_call_t* call, tpurt_status_t status) {
+  if (!status) return status;
+  char context[220];
+  dtype_context(call, context, sizeof context);
+  return context[0] ? tpurt_status_annotate_consume(status, context) : status;
+}
+
+/* Compiles the claimed |plan| of lowered |call| on this thread, with the
+** engine lock released when |may_unlock| (else under it), and takes the
+** lock again; launches queued behind it then run. */
+static TPURT_MUST_USE tpurt_status_t compile_here(const tpurt_op_call_t* call, plan_t* plan,
+                                                  lowered_t* lowered, bool may_unlock) {
   if (may_unlock) engine_unlock();
-  tpurt_status_t status = name_dtypes_consume(call, lowered_compile_consume(&lowered, plan));
+  tpurt_status_t status = name_dtypes_consume(call, plan_compile_consume(plan, lowered));
+  if (status) compiled_finish_consume(plan->compiled, NULL, status);
   if (may_unlock) engine_lock();
   return status;
 }
 
+/* Lowers |call| into the claimed |plan| (engine lock held) and compiles it
+** here (compile_here). */
+static TPURT_MUST_USE tpurt_status_t build_plan(const lower_rule_t* rule, tpurt_op_call_t* call, plan_t* plan,
+                                                bool may_unlock) {
+  lowered_t lowered;
+  TPURT_RETURN_IF_ERROR(lower_op(rule, call, NULL, &lowered));
+  plan_adopt_tables(plan, &lowered);
+  return compile_here(call, plan, &lowered, may_unlock);
+}
+
+/* A miss that queues: lowers |call| into the claimed |plan|, queues its
+** launch and hands the compile to the pool (queue.c). A program for a mesh
+** is compiled here instead (SPMD launches are not queued). */
+static TPURT_MUST_USE tpurt_status_t build_and_queue(const lower_rule_t* rule, tpurt_op_call_t* call,
+                                                     plan_t* plan, bool* out_queued) {
+  *out_queued = false;
+  lowered_t lowered;
+  TPURT_RETURN_IF_ERROR(lower_op(rule, call, NULL, &lowered));
+  plan_adopt_tables(plan, &lowered);
+  if (plan->mesh) return compile_here(call, plan, &lowered, true);
+  tpurt_status_t status = queue_launch(plan, call);
+  char context[220];
+  dtype_context(call, context, sizeof context);
+  /* compiled even when this launch could not be queued: others may want it */
+  queue_compile_consume(plan, &lowered, context[0] ? context : NULL);
+  *out_queued = true;
+  return status;
+}
+
 /* Finds or builds the plan for |call| under |rule| and launches it (engine
-** lock held). A miss claims the key in the plan cache and, when
-** |may_unlock|, compiles with the engine lock released, so other threads'
-** ops run and compile meanwhile; after that the operands may have changed
-** (another thread wrote them), so they are checked again and the signature
-** is looked up afresh: a changed one is just another key. A thread that
-** finds its key being compiled waits for it with the lock released.
+** lock held).
 **
-** Only tpurt_op_run passes |may_unlock|: the engine's own nested ops (a
-** replayed fused op, a view made dense for a transfer) run inside callers
-** that rely on the lock staying held, so they compile under it.
+** Strict eager (|may_unlock|, the op's own thread, outside the engine's
+** nested ops): a miss is queued and compiled on the pool (build_and_queue),
+** an op whose plan another thread is compiling queues behind it, and while
+** anything is queued every op queues, so launches keep their order. Where
+** the queue is off (TORCH_TPU_COMPILE_THREADS=0, debug eager, a thread
+** with its own compile options) a miss compiles on this thread with the
+** engine lock released, so other threads' ops run and compile meanwhile;
+** after that the operands may have changed (another thread wrote them), so
+** they are checked again and the signature is looked up afresh: a changed
+** one is just another key. A thread that finds its key being compiled
+** waits for it with the lock released.
+**
+** The engine's own nested ops (a replayed fused op, a view made dense for a
+** transfer) run inside callers that rely on the lock staying held, so they
+** compile under it and never queue.
 **
 ** A program loaded from the disk tier that fails to run (a stale or
 ** planted entry the checksums could not catch) is dropped from both tiers
@@ -82,6 +121,8 @@ static TPURT_MUST_USE tpurt_status_t build_plan(const lower_rule_t* rule, tpurt_
 ** fault. */
 static TPURT_MUST_USE tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op_call_t* call,
                                               bool may_unlock) {
+  /* asked only on a miss or behind a queued launch: the common op skips it */
+  const bool may_queue_here = may_unlock && tpurt_get_eager_mode() == TPURT_MODE_DEFER_NEVER;
   sig_t sig;
   sig_init(&sig);
   tpurt_status_t status = NULL;
@@ -96,36 +137,71 @@ static TPURT_MUST_USE tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op
     const uint64_t h = sig_hash(&sig);
     plan_t* p = NULL;
     plan_lookup_t found = plan_cache_lookup(&sig, h, &p);
+    const bool may_queue = may_queue_here && (found != PLAN_FOUND || queue_busy()) && queue_enabled();
+    if (found == PLAN_BUSY && may_queue && p->has_tables && !p->mesh) {
+      status = queue_launch(p, call);
+      plan_release(p);
+      break;
+    }
     if (found == PLAN_BUSY && !may_unlock) {
       /* A nested op cannot wait without the lock: it builds and runs a
       ** private plan of its own (a rare second compile of the key). */
+      plan_release(p);
       plan_t* own = tpurt_xcalloc(1, sizeof(*own));
+      tpurt_refcount_init(&own->refcount);
+      own->compiled = compiled_create();
       status = build_plan(rule, call, own, false);
       if (!status) status = plan_launch(own, call);
-      plan_free_unlisted(own);
+      plan_release(own);
       break;
     }
     if (found == PLAN_BUSY) {
+      plan_release(p);
       engine_unlock();
       plan_cache_wait(&sig, h);
       engine_lock();
       unlocked = true;
       continue;
     }
+    if (found == PLAN_CLAIMED && may_queue) {
+      bool queued = false;
+      status = build_and_queue(rule, call, p, &queued);
+      if (!queued) { /* compiled here (a mesh), or lowering failed */
+        if (status) {
+          plan_cache_abandon(p);
+        } else {
+          plan_cache_publish(p);
+          status = plan_launch(p, call);
+        }
+      }
+      plan_release(p);
+      break;
+    }
     if (found == PLAN_CLAIMED) {
       status = build_plan(rule, call, p, may_unlock);
       if (status) {
         plan_cache_abandon(p);
+        plan_release(p);
         break;
       }
       plan_cache_publish(p);
       if (may_unlock) {
+        plan_release(p);
         unlocked = true;
         continue; /* look again: the operands may be other shapes now */
       }
     }
+    if (may_queue && queue_busy() && !p->mesh) {
+      status = queue_launch(p, call);
+      plan_release(p);
+      break;
+    }
     status = plan_launch(p, call);
-    if (!status || !p->from_disk || tpurt_status_code(status) == TPURT_RESOURCE_EXHAUSTED || retried) break;
+    const bool from_disk = p->from_disk;
+    if (!status || !from_disk || tpurt_status_code(status) == TPURT_RESOURCE_EXHAUSTED || retried) {
+      plan_release(p);
+      break;
+    }
     static bool warned TPURT_GUARDED_BY(g_engine_mutex);
     if (!warned) {
       warned = true;
@@ -138,6 +214,7 @@ static TPURT_MUST_USE tpurt_status_t run_rule(const lower_rule_t* rule, tpurt_op
     status = NULL;
     cache_forget(p->program_hash);
     plan_cache_drop(p);
+    plan_release(p);
     retried = true;
   }
   sig_free(&sig);
@@ -350,6 +427,11 @@ bool tpurt_op_supported(const char* name) {
 }
 
 tpurt_status_t tpurt_synchronize(int device) {
+  /* Queued launches are made first (their errors are reported here), and
+  ** compiles still on the pool end: a traced program compiled and not yet
+  ** run is work submitted too, and a caller that changes the settings
+  ** compiles read (precompile's directory) does so after this. */
+  queue_settle();
   engine_lock();
   tpurt_status_t status = graph_flush_locked(GRAPH_FLUSH_SYNCHRONIZE);
   engine_unlock();

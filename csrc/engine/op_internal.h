@@ -1,6 +1,6 @@
 /* op_internal.h: what the files of one strict-eager op share.
 **
-** Running one aten op is five jobs, one file each:
+** Running one aten op is six jobs, one file each:
 **   signature.c   the op's structural signature (the plan cache's key);
 **   plan_cache.c  plans by signature: an LRU with its own lock and
 **                 in-flight entries, so a thread needing a program that
@@ -8,13 +8,17 @@
 **   lower_op.c    lowering one op into a module (or into the pending graph)
 **                 and compiling a lowered module into a plan;
 **   launch.c      binding a plan's parameters and launching it;
+**   queue.c       launches queued behind compiles that run on the pool;
 **   op.c          the entry points: find or build the plan, then launch;
 ** and metrics.c reads the counters of every room.
 **
 ** Locks: the engine lock (engine_lock) guards storages' values, the pending
-** graphs and launches; the plan cache's lock guards the cache's table and
-** list. Order: engine lock, then plan-cache lock; nothing waits for the
-** engine lock while holding the plan-cache lock. A compile holds neither.
+** graphs and launches made by op threads; the plan cache's lock guards the
+** cache's table and list; the queue's lock its list and plans' compile
+** state. Order: engine lock, then plan-cache or queue lock; nothing waits
+** for the engine lock while holding either. A compile holds none, and the
+** queue moves (compiles finish, queued launches run) without the engine
+** lock, so a thread holding it may wait for the queue.
 */
 #ifndef TPURT_ENGINE_OP_INTERNAL_H_
 #define TPURT_ENGINE_OP_INTERNAL_H_
@@ -39,16 +43,25 @@ typedef struct plan_output_s {
 /* A plan is everything needed to run an op again without lowering it: the
 ** executable, how its parameters are bound (storage values, scalar values,
 ** RNG state) and what each output becomes (a new result storage, or the new
-** value of a written storage). */
+** value of a written storage). Reference counted: the plan cache holds one
+** reference while the plan is listed, each launch queued behind its compile
+** one more (plan_retain/plan_release). */
 typedef struct plan_s {
+  tpurt_refcount_t refcount;
   uint64_t hash;
   uint64_t* sig;
   size_t sig_len;
   /* False while the thread that claimed this key lowers and compiles it
-  ** (plan-cache lock): such an entry has no program yet, is never
-  ** launched or evicted, and other threads wanting the key wait for it. */
+  ** (plan-cache lock): such an entry is never launched directly or evicted,
+  ** and other threads wanting the key wait for it or queue behind it. */
   bool ready;
-  pjrt_executable_t* executable; /* a reference of its own: cache eviction never frees it */
+  /* Its tables below are set (the claimer lowered it, under the engine
+  ** lock): a thread that finds the plan in flight may queue a launch. */
+  bool has_tables;
+  /* Its program, compiled or compiling (a reference of its own: eviction
+  ** never frees a program a queued launch still needs); its executable is
+  ** read once the plan is ready. */
+  compiled_t* compiled;
   int32_t num_params;
   lower_param_t* params;
   int32_t num_outputs;
@@ -88,25 +101,28 @@ int32_t sig_storage_class(const tpurt_op_call_t* call, int32_t flat);
 /*===--- the plan cache (plan_cache.c) ---===*/
 
 typedef enum plan_lookup_e {
-  PLAN_FOUND,   /* a ready plan: launch it (engine lock held keeps it alive) */
+  PLAN_FOUND,   /* a ready plan: launch it */
   PLAN_CLAIMED, /* a new in-flight entry: the caller builds it, then publishes or abandons it */
-  PLAN_BUSY,    /* another thread is building this key: plan_cache_wait, then look again */
+  PLAN_BUSY,    /* another thread is building this key: queue behind it, or plan_cache_wait and look again */
 } plan_lookup_t;
 
-/* Looks |sig| (hash |hash|) up; engine lock held. */
+/* Looks |sig| (hash |hash|) up; engine lock held. *out_plan is the plan
+** found, claimed or in flight, with a reference for the caller. */
 plan_lookup_t plan_cache_lookup(const sig_t* sig, uint64_t hash, plan_t** out_plan);
+void plan_retain(plan_t* plan);
+/* Drops a reference; the last one frees the plan and its program's. */
+void plan_release(plan_t* plan);
 /* Returns once no thread is building the plan of |sig| (engine lock NOT held). */
 void plan_cache_wait(const sig_t* sig, uint64_t hash);
 /* Marks a claimed plan, now built, ready: it is charged to the budget, other
-** plans are evicted over it, and waiters wake. Engine lock held. */
+** plans are evicted over it, and waiters wake. */
 void plan_cache_publish(plan_t* plan);
-/* Drops a claimed plan whose build failed, and wakes its waiters (who try
-** it themselves, so each reports its own error). */
+/* Unlists a claimed plan whose build failed, and wakes its waiters (who try
+** it themselves, so each reports its own error); launches queued behind
+** it fail with its failure (compiled_finish_consume). */
 void plan_cache_abandon(plan_t* plan);
-/* Drops a ready plan (its program failed to run). Engine lock held. */
+/* Unlists a ready plan (its program failed to run). */
 void plan_cache_drop(plan_t* plan);
-/* Frees a plan that is in no cache (a nested op's private one). */
-void plan_free_unlisted(plan_t* plan);
 /* Plans held now and their bytes (metrics). */
 void plan_cache_usage(uint64_t* out_count, uint64_t* out_bytes);
 
@@ -132,8 +148,13 @@ typedef struct lowered_s {
 ** unused) or into a module of its own in *out. Engine lock held. */
 TPURT_MUST_USE tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, graph_t* graph,
                                        lowered_t* out);
-/* Compiles |lowered| (consumed) into the claimed |plan|: needs no lock. */
-TPURT_MUST_USE tpurt_status_t lowered_compile_consume(lowered_t* lowered, plan_t* plan);
+/* Moves the tables of |lowered| (parameters, outputs, mesh) into the
+** claimed |plan|, leaving the module text to compile. Engine lock held, so
+** that a thread finding the plan in flight sees them. */
+void plan_adopt_tables(plan_t* plan, lowered_t* lowered);
+/* Compiles the text of |lowered| (consumed) into |plan|'s program (its
+** compiled_t then says how it went: compiled_finish_consume); needs no lock. */
+TPURT_MUST_USE tpurt_status_t plan_compile_consume(plan_t* plan, lowered_t* lowered);
 void lowered_free(lowered_t* lowered);
 
 /* Host bytes of a number in |dtype| (PyTorch's static_cast semantics). */
@@ -141,8 +162,28 @@ void engine_scalar_bytes(const tpurt_arg_t* a, tpurt_dtype_t dtype, unsigned cha
 
 /*===--- launching (launch.c) ---===*/
 
+/* RESOURCE_EXHAUSTED if a result of |plan| is larger than all of |device|'s
+** memory: said at the op, as an allocation failure is, whether the launch is
+** made now or queued. */
+TPURT_MUST_USE tpurt_status_t plan_check_fits(const plan_t* plan, int device);
 /* Launches |plan| for |call|: binds its parameters, runs it, and gives the
 ** outputs to the call's results and written storages. Engine lock held. */
 TPURT_MUST_USE tpurt_status_t plan_launch(const plan_t* plan, tpurt_op_call_t* call);
+/* Binds the parameters of one-device |plan| for |call| on its device: in
+** |out_buffers| (num_params), each a reference for the caller. */
+TPURT_MUST_USE tpurt_status_t plan_bind_params(const plan_t* plan, const tpurt_op_call_t* call,
+                                               pjrt_buffer_t** out_buffers);
+/* Gives |outs| (one per program output, consumed) to |call|: new result
+** storages and the new values of written storages. Engine lock held. */
+void plan_hand_outputs_consume(const plan_t* plan, tpurt_op_call_t* call, pjrt_buffer_t** outs);
+
+/*===--- queueing strict-eager ops (queue.c; the queue itself: engine.h) ---===*/
+
+/* Queues a launch of |plan| for |call|: its parameters are bound now, its
+** results and written storages get futures at once. Engine lock held. */
+TPURT_MUST_USE tpurt_status_t queue_launch(plan_t* plan, tpurt_op_call_t* call);
+/* Compiles |lowered| (consumed) into the claimed |plan| on the compile pool,
+** then publishes it (or abandons it, annotated with |context|, copied). */
+void queue_compile_consume(plan_t* plan, lowered_t* lowered, const char* context);
 
 #endif /* TPURT_ENGINE_OP_INTERNAL_H_ */

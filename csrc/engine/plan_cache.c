@@ -13,10 +13,11 @@
 ** (ready = false) and builds it with every lock released; a second thread
 ** that wants the same key finds the entry busy and waits on the cache's
 ** condition variable until that key is ready or abandoned, then looks
-** again. Threads wanting other keys never wait for it. Plans are freed
-** (evicted, dropped) only with the engine lock held as well, because a
-** ready plan found under the engine lock is launched under it without the
-** cache's lock.
+** again, or queues a launch behind it (queue.c). Threads wanting other
+** keys never wait for it. Every lookup hands the caller a reference, and
+** a launch queued behind a compile holds one, so an evicted or dropped
+** plan lives until its last user lets go: publishing and evicting need no
+** engine lock, and a compile job finishing on the pool never waits for it.
 */
 #include "../cache/cache.h"
 #include "op_internal.h"
@@ -52,10 +53,13 @@ static void lru_push_newest_locked(plan_t* p) {
   if (!g_plan_oldest) g_plan_oldest = p;
 }
 
-void plan_free_unlisted(plan_t* p) {
+void plan_retain(plan_t* p) { tpurt_refcount_inc(&p->refcount); }
+
+void plan_release(plan_t* p) {
+  if (!p || !tpurt_refcount_dec_and_test(&p->refcount)) return;
+  compiled_release(p->compiled);
   free(p->mesh);
   free(p->output_shardings);
-  pjrt_executable_release(p->executable);
   free(p->sig);
   free(p->params);
   free(p->outputs);
@@ -97,6 +101,8 @@ plan_lookup_t plan_cache_lookup(const sig_t* sig, uint64_t hash, plan_t** out) {
   } else {
     found = PLAN_CLAIMED;
     p = tpurt_xcalloc(1, sizeof(*p));
+    tpurt_refcount_init(&p->refcount); /* the cache's */
+    p->compiled = compiled_create();
     p->hash = hash;
     p->sig_len = sig->n;
     p->sig = tpurt_xmalloc(sig->n * sizeof(uint64_t) + 1);
@@ -105,9 +111,10 @@ plan_lookup_t plan_cache_lookup(const sig_t* sig, uint64_t hash, plan_t** out) {
     p->next = *bucket;
     *bucket = p;
   }
+  plan_retain(p); /* the caller's */
   pthread_mutex_unlock(&g_plan_lock);
   if (found == PLAN_FOUND) atomic_fetch_add_explicit(&engine_counters.plan_hits, 1, memory_order_relaxed);
-  *out = found == PLAN_BUSY ? NULL : p;
+  *out = p;
   return found;
 }
 
@@ -138,7 +145,7 @@ void plan_cache_publish(plan_t* p) {
   pthread_mutex_unlock(&g_plan_lock);
   while (evicted) { /* released outside the lock: the last reference may unload a program */
     plan_t* next = evicted->next;
-    plan_free_unlisted(evicted);
+    plan_release(evicted);
     evicted = next;
   }
 }
@@ -148,14 +155,14 @@ void plan_cache_abandon(plan_t* p) {
   table_unlink_locked(p);
   pthread_cond_broadcast(&g_plan_ready);
   pthread_mutex_unlock(&g_plan_lock);
-  plan_free_unlisted(p);
+  plan_release(p);
 }
 
 void plan_cache_drop(plan_t* p) {
   pthread_mutex_lock(&g_plan_lock);
   unlink_ready_locked(p);
   pthread_mutex_unlock(&g_plan_lock);
-  plan_free_unlisted(p);
+  plan_release(p);
 }
 
 void plan_cache_usage(uint64_t* out_count, uint64_t* out_bytes) {

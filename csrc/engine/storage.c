@@ -65,9 +65,7 @@ static int64_t device_memory_limit(int device) {
   return cached > 0 ? cached - 1 : -1;
 }
 
-tpurt_status_t tpurt_storage_create_checked(int device, size_t nbytes, tpurt_storage_t** out_storage) {
-  *out_storage = NULL;
-  TPURT_RETURN_IF_ERROR(tpurt_runtime_init());
+tpurt_status_t storage_check_fits(int device, size_t nbytes) {
   if (device >= 0 && device < pjrt_device_count() && device < LIMIT_SLOTS) {
     int64_t limit = device_memory_limit(device);
     if (limit >= 0 && (uint64_t)nbytes > (uint64_t)limit) {
@@ -76,6 +74,13 @@ tpurt_status_t tpurt_storage_create_checked(int device, size_t nbytes, tpurt_sto
                                  nbytes / 1073741824.0, device, limit / 1073741824.0);
     }
   }
+  return NULL;
+}
+
+tpurt_status_t tpurt_storage_create_checked(int device, size_t nbytes, tpurt_storage_t** out_storage) {
+  *out_storage = NULL;
+  TPURT_RETURN_IF_ERROR(tpurt_runtime_init());
+  TPURT_RETURN_IF_ERROR(storage_check_fits(device, nbytes));
   return tpurt_storage_create(device, nbytes, out_storage);
 }
 

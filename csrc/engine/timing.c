@@ -12,6 +12,7 @@ struct tpurt_event_s {
 tpurt_status_t tpurt_event_record(int device, tpurt_event_t** out_event) {
   *out_event = NULL;
   TPURT_RETURN_IF_ERROR(tpurt_runtime_init());
+  queue_drain(); /* the event follows every op queued before it */
   engine_lock();
   tpurt_status_t status = graph_flush_locked(GRAPH_FLUSH_SYNCHRONIZE);
   engine_unlock();
@@ -46,7 +47,10 @@ void tpurt_set_launch_correlation(uint64_t id) { pjrt_set_launch_correlation(id)
 
 void tpurt_set_compile_label(const char* label) { (void)pjrt_swap_compile_label(label); }
 
-void tpurt_wait_idle(void) { pjrt_wait_idle(); }
+void tpurt_wait_idle(void) {
+  queue_drain();
+  pjrt_wait_idle();
+}
 
 int tpurt_launch_log(uint64_t since, tpurt_launch_record_t* out, int max, uint64_t* out_next) {
   return pjrt_launch_log(since, out, max, out_next);

@@ -177,6 +177,10 @@ typedef struct tpurt_config_s {
   const char* xla_options;     /* TORCH_TPU_XLA_OPTIONS (compile options; parsed by the pjrt room), or NULL */
   bool target_refuse;          /* TORCH_TPU_TARGET_REFUSE: a program the shadow target refuses is not run */
   int64_t compile_notice_ms;   /* TORCH_TPU_COMPILE_NOTICE_MS: a compile burst this long says so; 0: never */
+  int64_t compile_threads; /* TORCH_TPU_COMPILE_THREADS: 0..64 programs compiling at once; -1: the cores */
+  /* TORCH_TPU_TARGET_COMPILE_THREADS: 1..64 compile-only programs compiling for the target at once
+  ** (on the pool); default 1: libtpu spreads one compile over the host's cores itself */
+  int64_t target_compile_threads;
 } tpurt_config_t;
 
 /* The configuration; a variable whose value does not parse reads as its
@@ -446,6 +450,33 @@ typedef struct tpurt_op_call_s {
 /* True if the core has a native rule for |name|. */
 bool tpurt_op_supported(const char* name);
 
+/* What a caller must know of op |name| before it translates the op's
+** arguments, from the op's row (all false for an op without one); ask once
+** per op. */
+typedef struct tpurt_op_facts_s {
+  /* The op draws random numbers but its schema takes no Generator
+  ** (native_dropout): pass the device's default generator as one trailing
+  ** GENERATOR arg, and advance it after the call, as for an explicit one. */
+  bool default_generator;
+  /* tpurt_op_check_args has something to check for this op. */
+  bool checks_args;
+} tpurt_op_facts_t;
+tpurt_op_facts_t tpurt_op_facts(const char* name);
+
+/* Reads a tensor to the host as tpurt_tensor_read_host does (which is one). */
+typedef tpurt_status_t (*tpurt_read_host_fn)(const tpurt_tensor_t* view, void* host, size_t host_nbytes);
+
+/* Checks the argument values of |call| that PyTorch's CPU kernels refuse
+** and its program would use anyway: an index out of bounds (a gather clamps
+** it, a scatter drops it) and an integer division or remainder by zero
+** (XLA gives -1 or the dividend). The error is PyTorch's, in its words, with
+** OUT_OF_RANGE where PyTorch raises an IndexError. Numbers the call holds (a
+** Python number, a 0-d CPU tensor) are always checked; a device tensor's
+** values only through |read|, one host read (a sync) each: debug eager
+** passes tpurt_tensor_read_host, the other modes NULL. Call it before
+** tpurt_op_run; NULL when the values are fine. */
+TPURT_MUST_USE tpurt_status_t tpurt_op_check_args(const tpurt_op_call_t* call, tpurt_read_host_fn read);
+
 /* Runs the op. In-place and out= variants write into their is_write tensor
 ** args (every alias of those storages sees the new values) and produce no
 ** results; functional ops fill call->results. */
@@ -501,8 +532,10 @@ TPURT_MUST_USE tpurt_status_t tpurt_trace_end(const tpurt_tensor_t* outputs, int
                                               int32_t num_inputs, tpurt_program_t** out_program);
 /* Compile-only tracing on this thread: tpurt_trace_end compiles the program
 ** for the shadow target only (recorded and persisted like shadow compiles)
-** and never for this process's plugin; the program cannot run. No target
-** set, or the target's refusal, is tpurt_trace_end's error. */
+** and never for this process's plugin; the program cannot run. The target's
+** compile runs on the compile pool: tpurt_trace_end returns without waiting
+** for it, and the verdict (a refusal too) is the record's, read after
+** tpurt_shadow_wait. No target set is tpurt_trace_end's error. */
 void tpurt_trace_set_compile_only(bool on);
 /* Abandons an unfinished trace (the traced function raised). */
 void tpurt_trace_abort(void);
@@ -532,35 +565,36 @@ void tpurt_program_free(tpurt_program_t* program);
 ** tpurt_metrics_t's fields, tpurt_metric_infos(), and through it the keys of
 ** torch_tpu.metrics() and the lines of metrics_report() all come from it.
 ** KIND is COUNT (a uint64_t) or SECONDS (a double). */
-#define TPURT_METRICS(X)                                                                                     \
-  X(compiles, COUNT, "compiles")                           /* compilations done by the plugin */             \
-  X(cache_hits, COUNT, "executable cache hits")            /* executable reuses */                           \
-  X(cache_hits_memory, COUNT, "cache hits in memory")      /* programs found in tier 1 */                    \
-  X(cache_hits_disk, COUNT, "cache hits on disk")          /* programs loaded from tier 2 */                 \
-  X(cache_entries, COUNT, "cached programs")               /* programs tier 1 holds now */                   \
-  X(cache_bytes_memory, COUNT, "cached program bytes")     /* bytes tier 1 holds now */                      \
-  X(cache_disk_writes, COUNT, "cache writes to disk")      /* entries written to tier 2 */                   \
-  X(cache_disk_rejects, COUNT, "cache entries rejected")   /* corrupt, truncated, foreign */                 \
-  X(plans, COUNT, "eager op plans")                        /* held now, each holds its program */            \
-  X(plan_bytes, COUNT, "eager op plan bytes")              /* their bytes in the memory budget */            \
-  X(executions, COUNT, "executions")                       /* PJRT program launches */                       \
-  X(spmd_compiles, COUNT, "SPMD programs compiled (mesh)") /* programs compiled for a mesh */                \
-  X(compile_seconds, SECONDS, "time compiling (s)")                                                          \
-  X(compiles_eager_op, COUNT, "compiles: eager ops") /* strict-eager op programs */                          \
-  X(compile_seconds_eager_op, SECONDS, "time compiling eager ops (s)")                                       \
-  X(compiles_fused_graph, COUNT, "compiles: fused graphs") /* fused-eager graphs */                          \
-  X(compile_seconds_fused_graph, SECONDS, "time compiling fused graphs (s)")                                 \
-  X(compiles_compiled_graph, COUNT, "compiles: compiled graphs") /* torch.compile graphs */                  \
-  X(compile_seconds_compiled_graph, SECONDS, "time compiling compiled graphs (s)")                           \
-  X(compiles_block, COUNT, "compiles: blocks") /* tagged BLOCK by the caller */                              \
-  X(compile_seconds_block, SECONDS, "time compiling blocks (s)")                                             \
-  X(max_concurrent_compiles, COUNT, "most compiles at once") /* since the last reset */                      \
-  X(execute_seconds, SECONDS, "device time (s)")             /* of completed launches (completion events) */ \
-  X(bytes_to_device, COUNT, "bytes to device")                                                               \
-  X(bytes_from_device, COUNT, "bytes from device")                                                           \
-  X(live_buffers, COUNT, "live buffers")   /* PJRT buffers held now */                                       \
-  X(live_storages, COUNT, "live storages") /* storage objects alive now */                                   \
-  X(bytes_in_use, COUNT, "bytes in use")   /* bytes of live buffers, all devices */                          \
+#define TPURT_METRICS(X)                                                                              \
+  X(compiles, COUNT, "compiles")                           /* compilations done by the plugin */      \
+  X(cache_hits, COUNT, "executable cache hits")            /* executable reuses */                    \
+  X(cache_hits_memory, COUNT, "cache hits in memory")      /* programs found in tier 1 */             \
+  X(cache_hits_disk, COUNT, "cache hits on disk")          /* programs loaded from tier 2 */          \
+  X(cache_entries, COUNT, "cached programs")               /* programs tier 1 holds now */            \
+  X(cache_bytes_memory, COUNT, "cached program bytes")     /* bytes tier 1 holds now */               \
+  X(cache_disk_writes, COUNT, "cache writes to disk")      /* entries written to tier 2 */            \
+  X(cache_disk_rejects, COUNT, "cache entries rejected")   /* corrupt, truncated, foreign */          \
+  X(plans, COUNT, "eager op plans")                        /* held now, each holds its program */     \
+  X(plan_bytes, COUNT, "eager op plan bytes")              /* their bytes in the memory budget */     \
+  X(executions, COUNT, "executions")                       /* PJRT program launches */                \
+  X(spmd_compiles, COUNT, "SPMD programs compiled (mesh)") /* programs compiled for a mesh */         \
+  X(compile_seconds, SECONDS, "time compiling (s)")                                                   \
+  X(compiles_eager_op, COUNT, "compiles: eager ops") /* strict-eager op programs */                   \
+  X(compile_seconds_eager_op, SECONDS, "time compiling eager ops (s)")                                \
+  X(compiles_fused_graph, COUNT, "compiles: fused graphs") /* fused-eager graphs */                   \
+  X(compile_seconds_fused_graph, SECONDS, "time compiling fused graphs (s)")                          \
+  X(compiles_compiled_graph, COUNT, "compiles: compiled graphs") /* torch.compile graphs */           \
+  X(compile_seconds_compiled_graph, SECONDS, "time compiling compiled graphs (s)")                    \
+  X(compiles_block, COUNT, "compiles: blocks") /* tagged BLOCK by the caller */                       \
+  X(compile_seconds_block, SECONDS, "time compiling blocks (s)")                                      \
+  X(max_concurrent_compiles, COUNT, "most compiles at once")    /* since the last reset */            \
+  X(queued_launches, COUNT, "eager ops queued behind compiles") /* launched from the compile queue */ \
+  X(execute_seconds, SECONDS, "device time (s)") /* of completed launches (completion events) */      \
+  X(bytes_to_device, COUNT, "bytes to device")                                                        \
+  X(bytes_from_device, COUNT, "bytes from device")                                                    \
+  X(live_buffers, COUNT, "live buffers")   /* PJRT buffers held now */                                \
+  X(live_storages, COUNT, "live storages") /* storage objects alive now */                            \
+  X(bytes_in_use, COUNT, "bytes in use")   /* bytes of live buffers, all devices */                   \
   X(peak_bytes_in_use, COUNT, "peak bytes in use")
 
 #define TPURT_METRIC_TYPE_COUNT uint64_t
@@ -813,8 +847,12 @@ typedef struct tpurt_shadow_record_s {
   tpurt_target_program_t program;
 } tpurt_shadow_record_t;
 /* Copies up to |max| records into |out| (strings live for the process) and
-** returns how many there are. */
+** returns how many there are, after waiting for the compile-only programs
+** still compiling (tpurt_shadow_wait). */
 size_t tpurt_shadow_records(tpurt_shadow_record_t* out, size_t max);
+/* Waits until no compile-only program (tpurt_trace_set_compile_only) is
+** compiling for the target on the compile pool. */
+void tpurt_shadow_wait(void);
 /* The platform lowering rules see: the shadow target's when one is set
 ** (programs are lowered for the chip they are meant for), else the
 ** runtime's; "" before init. */

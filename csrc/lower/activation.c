@@ -251,7 +251,7 @@ static ir_value_t softplus_value(lower_ctx_t* ctx, ir_value_t x, ir_value_t beta
   return ir_select(ctx->func, ir_compare(ctx->func, IR_GT, xb, threshold), x, sp);
 }
 
-/* The float activations a row names in .num[0]; .str is CPU's kernel (its
+/* The float activations a row names in .kind; .str is CPU's kernel (its
 ** dtype error). Self computes in its computation dtype; the result has
 ** self's dtype. */
 typedef enum float_act_e {

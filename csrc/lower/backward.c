@@ -371,6 +371,17 @@ static TPURT_MUST_USE tpurt_status_t lower_nll_loss_backward(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* nll_loss_forward(self, target, weight, reduction, ignore_index) and
+** nll_loss_backward(grad_output, self, target, weight, reduction,
+** ignore_index, total_weight): a target is a class of self, or ignore_index
+** (checked before the op runs, checks.c). */
+#define NLL_TARGET \
+  .index = {       \
+      .arg = 1, .of = 0, .ignore_arg = 4, .bound = LOWER_BOUND_CLASSES, .error = LOWER_INDEX_ERROR_TARGET}
+#define NLL_BACKWARD_TARGET \
+  .index = {                \
+      .arg = 2, .of = 1, .ignore_arg = 5, .bound = LOWER_BOUND_CLASSES, .error = LOWER_INDEX_ERROR_TARGET}
+
 const lower_rule_t lower_backward_rules[] = {
     LOWER_FN_WITH("aten::_log_softmax_backward_data", softmax_backward, .flag = true),
     LOWER_OUT_FN_WITH("aten::_log_softmax_backward_data.out", softmax_backward, .flag = true),
@@ -383,10 +394,10 @@ const lower_rule_t lower_backward_rules[] = {
     LOWER_OUT_FN("aten::mse_loss.out", lower_mse_loss),
     LOWER_FN("aten::mse_loss_backward", lower_mse_loss_backward),
     LOWER_OUT_FN("aten::mse_loss_backward.grad_input", lower_mse_loss_backward),
-    LOWER_FN("aten::nll_loss_backward", lower_nll_loss_backward),
-    LOWER_OUT_FN("aten::nll_loss_backward.grad_input", lower_nll_loss_backward),
-    LOWER_FN("aten::nll_loss_forward", lower_nll_loss_forward),
-    LOWER_OUT_FN("aten::nll_loss_forward.output", lower_nll_loss_forward),
+    LOWER_FN_WITH("aten::nll_loss_backward", lower_nll_loss_backward, NLL_BACKWARD_TARGET),
+    LOWER_OUT_FN_WITH("aten::nll_loss_backward.grad_input", lower_nll_loss_backward, NLL_BACKWARD_TARGET),
+    LOWER_FN_WITH("aten::nll_loss_forward", lower_nll_loss_forward, NLL_TARGET),
+    LOWER_OUT_FN_WITH("aten::nll_loss_forward.output", lower_nll_loss_forward, NLL_TARGET),
     LOWER_FN("aten::sigmoid_backward", lower_sigmoid_backward),
     LOWER_OUT_FN("aten::sigmoid_backward.grad_input", lower_sigmoid_backward),
     LOWER_FN("aten::silu_backward", lower_silu_backward),

@@ -271,9 +271,10 @@ static TPURT_MUST_USE tpurt_status_t scatter_dim(lower_ctx_t* ctx, const char* o
   return scatter_dim_on(ctx, op, combine, IR_NONE, false, NULL);
 }
 
-/* scatter_dim with the row's constants (LOWER_*_WITH rows). */
+/* scatter_dim with the row's constants (LOWER_*_WITH rows): the op's name
+** for messages (.str) and how it combines (.kind). */
 static TPURT_MUST_USE tpurt_status_t scatter_dim_row(lower_ctx_t* ctx) {
-  return scatter_dim(ctx, lower_rule_str(ctx), lower_rule_int(ctx, 0));
+  return scatter_dim(ctx, lower_rule_str(ctx), (combine_t)lower_rule_data(ctx)->kind);
 }
 
 /* scatter.src(Tensor self, int dim, Tensor index, Tensor src)
@@ -1024,45 +1025,68 @@ static TPURT_MUST_USE tpurt_status_t lower_embedding_dense_backward(lower_ctx_t*
   return NULL;
 }
 
+/* The index facts of the rows below (checked before the op runs, checks.c).
+** (self, dim, index, ...): index arg 2 along self's dim named by arg 1, in
+** each family's words (SELECT: index_select, index_add, index_reduce; COPY:
+** index_copy; FILL: index_fill, the one that takes negative indices; GATHER:
+** gather and scatter, a RuntimeError). */
+#define SELECT_INDEX \
+  .index = {.arg = 2, .dim_arg = 1, .bound = LOWER_BOUND_DIM, .error = LOWER_INDEX_ERROR_IN_SELF}
+#define COPY_INDEX .index = {.arg = 2, .dim_arg = 1, .bound = LOWER_BOUND_DIM}
+#define FILL_INDEX .index = {.arg = 2, .dim_arg = 1, .bound = LOWER_BOUND_DIM, .wraps = true}
+#define GATHER_INDEX \
+  .index = {.arg = 2, .dim_arg = 1, .bound = LOWER_BOUND_DIM, .error = LOWER_INDEX_ERROR_DIM_RUNTIME}
+/* (self, indices, ...): a Tensor?[] list, one index per dim of self */
+#define LIST_INDEX .index = {.arg = 1, .bound = LOWER_BOUND_DIMS, .wraps = true}
+/* (self, index, ...): indices into self's elements, as if flattened */
+#define FLAT_INDEX \
+  .index = {.arg = 1, .bound = LOWER_BOUND_NUMEL, .wraps = true, .error = LOWER_INDEX_ERROR_ACCESS}
+
 /* Sorted by name. In-place forms (scatter_.src, masked_fill_.Scalar,
 ** index_add_...) resolve to these rows. */
 const lower_rule_t lower_indexing_rules[] = {
-    LOWER_FN("aten::index_reduce", lower_index_reduce),
+    LOWER_FN_WITH("aten::index_reduce", lower_index_reduce, SELECT_INDEX),
     LOWER_FN("aten::masked_scatter", lower_masked_scatter),
     LOWER_OUT_FN("aten::masked_scatter.out", lower_masked_scatter),
-    LOWER_FN("aten::put", lower_put),
-    LOWER_OUT_FN("aten::put.out", lower_put),
-    LOWER_OUT_FN("aten::index_reduce.out", lower_index_reduce),
-    LOWER_INPLACE_FN("aten::_index_put_impl_", lower_index_put),
+    LOWER_FN_WITH("aten::put", lower_put, FLAT_INDEX),
+    LOWER_OUT_FN_WITH("aten::put.out", lower_put, FLAT_INDEX),
+    LOWER_OUT_FN_WITH("aten::index_reduce.out", lower_index_reduce, SELECT_INDEX),
+    LOWER_INPLACE_FN_WITH("aten::_index_put_impl_", lower_index_put, LIST_INDEX),
     LOWER_FN("aten::embedding_dense_backward", lower_embedding_dense_backward),
-    LOWER_FN("aten::gather", lower_gather),
-    LOWER_OUT_FN("aten::gather.out", lower_gather),
-    LOWER_FN("aten::index.Tensor", lower_index),
-    LOWER_OUT_FN("aten::index.Tensor_out", lower_index),
-    LOWER_FN("aten::index_add", lower_index_add),
-    LOWER_OUT_FN("aten::index_add.out", lower_index_add),
-    LOWER_FN("aten::index_put", lower_index_put),
-    LOWER_FN("aten::index_select", lower_index_select),
-    LOWER_OUT_FN("aten::index_select.out", lower_index_select),
+    LOWER_FN_WITH("aten::gather", lower_gather, GATHER_INDEX),
+    LOWER_OUT_FN_WITH("aten::gather.out", lower_gather, GATHER_INDEX),
+    LOWER_FN_WITH("aten::index.Tensor", lower_index, LIST_INDEX),
+    LOWER_OUT_FN_WITH("aten::index.Tensor_out", lower_index, LIST_INDEX),
+    LOWER_FN_WITH("aten::index_add", lower_index_add, SELECT_INDEX),
+    LOWER_OUT_FN_WITH("aten::index_add.out", lower_index_add, SELECT_INDEX),
+    LOWER_FN_WITH("aten::index_put", lower_index_put, LIST_INDEX),
+    LOWER_FN_WITH("aten::index_select", lower_index_select, SELECT_INDEX),
+    LOWER_OUT_FN_WITH("aten::index_select.out", lower_index_select, SELECT_INDEX),
     LOWER_FN("aten::masked_fill.Scalar", lower_masked_fill),
     LOWER_FN("aten::masked_fill.Tensor", lower_masked_fill),
-    LOWER_FN("aten::scatter.reduce", lower_scatter_reduce),
-    LOWER_OUT_FN("aten::scatter.reduce_out", lower_scatter_reduce),
-    LOWER_FN_WITH("aten::scatter.src", scatter_dim_row, .str = "scatter", .num = {COMBINE_REPLACE}),
-    LOWER_OUT_FN_WITH("aten::scatter.src_out", scatter_dim_row, .str = "scatter", .num = {COMBINE_REPLACE}),
-    LOWER_FN_WITH("aten::scatter.value", scatter_dim_row, .str = "scatter", .num = {COMBINE_REPLACE}),
-    LOWER_OUT_FN_WITH("aten::scatter.value_out", scatter_dim_row, .str = "scatter", .num = {COMBINE_REPLACE}),
-    LOWER_FN("aten::scatter.value_reduce", lower_scatter_reduce),
-    LOWER_OUT_FN("aten::scatter.value_reduce_out", lower_scatter_reduce),
-    LOWER_FN("aten::index_copy", lower_index_copy),
-    LOWER_OUT_FN("aten::index_copy.out", lower_index_copy),
-    LOWER_FN("aten::index_fill.int_Scalar", lower_index_fill),
-    LOWER_FN("aten::index_fill.int_Tensor", lower_index_fill),
-    LOWER_FN_WITH("aten::scatter_add", scatter_dim_row, .str = "scatter_add", .num = {COMBINE_ADD}),
-    LOWER_FN("aten::take", lower_take),
-    LOWER_OUT_FN("aten::take.out", lower_take),
-    LOWER_FN("aten::scatter_reduce.two", lower_scatter_reduce_two),
-    LOWER_OUT_FN("aten::scatter_reduce.two_out", lower_scatter_reduce_two),
-    LOWER_OUT_FN_WITH("aten::scatter_add.out", scatter_dim_row, .str = "scatter_add", .num = {COMBINE_ADD}),
+    LOWER_FN_WITH("aten::scatter.reduce", lower_scatter_reduce, GATHER_INDEX),
+    LOWER_OUT_FN_WITH("aten::scatter.reduce_out", lower_scatter_reduce, GATHER_INDEX),
+    LOWER_FN_WITH("aten::scatter.src", scatter_dim_row, .str = "scatter", .kind = COMBINE_REPLACE,
+                  GATHER_INDEX),
+    LOWER_OUT_FN_WITH("aten::scatter.src_out", scatter_dim_row, .str = "scatter", .kind = COMBINE_REPLACE,
+                      GATHER_INDEX),
+    LOWER_FN_WITH("aten::scatter.value", scatter_dim_row, .str = "scatter", .kind = COMBINE_REPLACE,
+                  GATHER_INDEX),
+    LOWER_OUT_FN_WITH("aten::scatter.value_out", scatter_dim_row, .str = "scatter", .kind = COMBINE_REPLACE,
+                      GATHER_INDEX),
+    LOWER_FN_WITH("aten::scatter.value_reduce", lower_scatter_reduce, GATHER_INDEX),
+    LOWER_OUT_FN_WITH("aten::scatter.value_reduce_out", lower_scatter_reduce, GATHER_INDEX),
+    LOWER_FN_WITH("aten::index_copy", lower_index_copy, COPY_INDEX),
+    LOWER_OUT_FN_WITH("aten::index_copy.out", lower_index_copy, COPY_INDEX),
+    LOWER_FN_WITH("aten::index_fill.int_Scalar", lower_index_fill, FILL_INDEX),
+    LOWER_FN_WITH("aten::index_fill.int_Tensor", lower_index_fill, FILL_INDEX),
+    LOWER_FN_WITH("aten::scatter_add", scatter_dim_row, .str = "scatter_add", .kind = COMBINE_ADD,
+                  GATHER_INDEX),
+    LOWER_FN_WITH("aten::take", lower_take, FLAT_INDEX),
+    LOWER_OUT_FN_WITH("aten::take.out", lower_take, FLAT_INDEX),
+    LOWER_FN_WITH("aten::scatter_reduce.two", lower_scatter_reduce_two, GATHER_INDEX),
+    LOWER_OUT_FN_WITH("aten::scatter_reduce.two_out", lower_scatter_reduce_two, GATHER_INDEX),
+    LOWER_OUT_FN_WITH("aten::scatter_add.out", scatter_dim_row, .str = "scatter_add", .kind = COMBINE_ADD,
+                      GATHER_INDEX),
     LOWER_END,
 };

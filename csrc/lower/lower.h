@@ -26,25 +26,75 @@ typedef enum lower_variant_e {
   LOWER_OUT,            /* results are written into the trailing out= args */
 } lower_variant_t;
 
+/* Facts of a row that the core checks before its rule runs (checks.c):
+** argument values PyTorch's CPU kernels refuse, which a program would use
+** anyway (a gather clamps an index, a scatter drops it, an integer division
+** by zero gives -1 or the dividend). */
+
+/* Where an index arg's values must lie. */
+typedef enum lower_bound_e {
+  LOWER_BOUND_NONE = 0,
+  LOWER_BOUND_DIM,     /* [0, the size of .of's dim named by int arg .dim_arg) (1 for a 0-d .of) */
+  LOWER_BOUND_NUMEL,   /* [0, .of's number of elements) */
+  LOWER_BOUND_CLASSES, /* [0, .of's classes): its dim 1, or dim 0 when it is 1-d (a loss's target) */
+  LOWER_BOUND_DIMS,    /* a Tensor?[] list: its k-th tensor indexes .of's dim k (None skips a dim) */
+} lower_bound_t;
+
+/* The error PyTorch's CPU kernel raises for a value out of bounds. */
+typedef enum lower_index_error_e {
+  LOWER_INDEX_ERROR_DIM = 0,     /* IndexError "index i is out of bounds for dimension d with size s" */
+  LOWER_INDEX_ERROR_DIM_RUNTIME, /* the same words as a RuntimeError (gather, scatter) */
+  LOWER_INDEX_ERROR_IN_SELF,     /* IndexError "index out of range in self (index i is out of ...)" */
+  LOWER_INDEX_ERROR_ACCESS,      /* IndexError "out of range: tried to access index i on a tensor of n ..." */
+  LOWER_INDEX_ERROR_TARGET,      /* IndexError "Target i is out of bounds." */
+} lower_index_error_t;
+
+/* An op's index arg and its bound: .index = {.arg = 2, .dim_arg = 1,
+** .bound = LOWER_BOUND_DIM} is index_select(self, dim, index). */
+typedef struct lower_index_fact_s {
+  int8_t arg;        /* the index's schema position; 0: the op takes no index */
+  int8_t of;         /* the tensor arg it indexes */
+  int8_t dim_arg;    /* LOWER_BOUND_DIM: the int arg that names the dim */
+  int8_t ignore_arg; /* an int arg whose value is never out of bounds (ignore_index); 0: none */
+  lower_bound_t bound;
+  bool wraps; /* negative values count from the end: [-size, size) */
+  lower_index_error_t error;
+} lower_index_fact_t;
+
+/* An op that divides integers, where PyTorch raises on a zero divisor (the
+** CPU traps). */
+typedef enum lower_division_e {
+  LOWER_DIVISION_NONE = 0,
+  LOWER_DIVISION_INTEGER, /* arg 0 by arg 1, when both are integers (floor_divide, remainder, fmod) */
+  LOWER_DIVISION_ROUNDED, /* the same when a rounding mode (arg 2) is given (div's rounding_mode) */
+} lower_division_t;
+
 /* The constants a row hands to a rule function that several rows share
 ** (which op, which formula, how many spatial dims...), by name:
 **   LOWER_FN_WITH("aten::erfc", float_unary_row, .unary = erfc_of)
 ** The rule reads them with lower_rule_data(ctx)->field. They replace a
 ** one-line wrapper function per row. Zero (IR_OP_NONE, NULL, false) is
-** "not given". |num| is for the rules that take several schema positions
-** (a reduction's dim, keepdim and dtype args), read with lower_rule_int. */
-#define LOWER_RULE_MAX_INTS 5
+** "not given". */
 typedef struct lower_rule_data_s {
-  ir_op_t op;                       /* the StableHLO op a shared rule emits */
-  lower_unary_formula_t unary;      /* the formula a shared unary rule applies */
-  lower_binary_formula_t binary;    /* ... a shared binary rule */
-  int64_t kind;                     /* an enum of the rule's own (which polynomial, which foreach op) */
-  bool flag;                        /* the rule's one switch (lcm not gcd, upper, max not min) */
-  int32_t spatial;                  /* spatial dims (pooling, resampling) */
-  int32_t arg;                      /* a schema position the rule reads (foreach's coefficient; -1 none) */
-  const char* str;                  /* a mode or kernel name */
-  int64_t num[LOWER_RULE_MAX_INTS]; /* ints, bools and enums, in the rule's order */
+  ir_op_t op;                    /* the StableHLO op a shared rule emits */
+  lower_unary_formula_t unary;   /* the formula a shared unary rule applies */
+  lower_binary_formula_t binary; /* ... a shared binary rule */
+  int64_t kind;                  /* an enum of the rule's own (which polynomial, which reduction) */
+  bool flag;                     /* the rule's one switch (lcm not gcd, upper, max not min, scaled) */
+  int32_t spatial;               /* spatial dims (pooling, resampling) */
+  int32_t order;                 /* a special function's order (Bessel's nu) */
+  int32_t arg;                   /* a schema position the rule reads (foreach's coefficient; -1 none) */
+  /* A reduction's schema positions of its dim, keepdim and dtype args; 0:
+  ** the schema has none (arg 0 is the reduced tensor, never one of them). */
+  int8_t dim_arg, keepdim_arg, dtype_arg;
+  const char* str; /* a mode or kernel name */
   double real;
+  /* Facts of the op rather than constants of its rule: what the core
+  ** checks before the rule runs (see above), and what the caller must add
+  ** (tpurt_op_facts). */
+  lower_index_fact_t index;
+  lower_division_t division;
+  bool default_generator; /* draws from the default generator, a trailing arg its schema lacks */
 } lower_rule_data_t;
 
 typedef struct lower_rule_s {
@@ -81,7 +131,7 @@ typedef struct lower_rule_s {
   {.name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .count_arg = arg, .count_op = counter}
 #define LOWER_END {.name = NULL, .fn = NULL, .count_arg = -1}
 /* Rows that hand |f| constants, given as designated initializers of
-** lower_rule_data_t: LOWER_FN_WITH("aten::eq.Tensor", compare, .num = {IR_EQ}). */
+** lower_rule_data_t: LOWER_FN_WITH("aten::eq.Tensor", compare, .kind = IR_EQ). */
 #define LOWER_FN_WITH(op, f, ...)                                                              \
   {                                                                                            \
     .name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .count_arg = -1, .data = { __VA_ARGS__ } \
@@ -91,6 +141,10 @@ typedef struct lower_rule_s {
     .name = op, .fn = f, .variant = LOWER_FUNCTIONAL, .numbers_in_key = true, .count_arg = -1, .data = { \
       __VA_ARGS__                                                                                        \
     }                                                                                                    \
+  }
+#define LOWER_INPLACE_FN_WITH(op, f, ...)                                                   \
+  {                                                                                         \
+    .name = op, .fn = f, .variant = LOWER_INPLACE, .count_arg = -1, .data = { __VA_ARGS__ } \
   }
 #define LOWER_OUT_FN_WITH(op, f, ...)                                                   \
   {                                                                                     \
@@ -167,7 +221,7 @@ struct lower_ctx_s {
   ** check it. The engine fills it from the client; tests may set it. */
   const char* platform;
   /* The row being run (lower_rule_run sets it): its constant is what
-  ** lower_rule_int/str/real read. */
+  ** lower_rule_data/str/real read. */
   const lower_rule_t* rule;
   /* Engine hooks: how a tensor arg becomes a value. */
   void* engine;
@@ -180,10 +234,8 @@ struct lower_ctx_s {
 ** caller sets tensor_values for its args, lower_set_result fills results. */
 void lower_ctx_clear(lower_ctx_t* ctx);
 
-/* The constants of the row being run (LOWER_*_WITH): its string, its int
-** |k| (< LOWER_RULE_MAX_INTS), its real; NULL / 0 / 0.0 when the row has
-** none or no row is running. */
-int64_t lower_rule_int(const lower_ctx_t* ctx, int32_t k);
+/* The constants of the row being run (LOWER_*_WITH): its string, its
+** real; NULL / 0.0 when the row has none or no row is running. */
 const char* lower_rule_str(const lower_ctx_t* ctx);
 /* The row's op (IR_OP_NONE when it names none). */
 ir_op_t lower_rule_op(const lower_ctx_t* ctx);
@@ -313,6 +365,8 @@ TPURT_MUST_USE tpurt_status_t lower_need_float(const lower_ctx_t* ctx, const cha
 /* Wraps a possibly negative dim; error "Dimension out of range (expected to
 ** be in range of [-r, r-1], but got d)". */
 TPURT_MUST_USE tpurt_status_t lower_wrap_dim(int64_t dim, int32_t rank, int64_t* out_dim);
+/* The number of elements of |t| (1 for a 0-d tensor). */
+int64_t lower_numel(const tpurt_tensor_t* t);
 /* PyTorch's C++ name of a dtype for messages: "float", "c10::BFloat16"... */
 const char* lower_dtype_cpp_name(tpurt_dtype_t dtype);
 /* The shape string "[2, 3]" for messages (static buffer per thread). */

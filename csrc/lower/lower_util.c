@@ -454,6 +454,12 @@ bool lower_can_cast(tpurt_dtype_t from, tpurt_dtype_t to) {
 
 /* PyTorch's C++ type names, which its matmul, conv and attention messages
 ** print ("float", "c10::BFloat16", "long int"). */
+int64_t lower_numel(const tpurt_tensor_t* t) {
+  int64_t n = 1;
+  for (int32_t d = 0; d < t->rank; ++d) n *= t->sizes[d];
+  return n;
+}
+
 const char* lower_dtype_cpp_name(tpurt_dtype_t d) {
   switch (d) {
     case TPURT_DTYPE_F32:

@@ -421,8 +421,8 @@ static TPURT_MUST_USE tpurt_status_t lower_bernoulli(lower_ctx_t* ctx) {
 }
 
 /* native_dropout(Tensor input, float p, bool? train) -> (Tensor, Tensor)
-** The schema has no Generator: the glue appends the device's default one as
-** a trailing argument (3). Training: keep with probability 1-p, scale kept
+** The schema has no Generator: the row's .default_generator has the caller
+** append the device's default one as a trailing argument (3). Training: keep with probability 1-p, scale kept
 ** values by 1/(1-p); p == 1 drops everything. Otherwise: (input, all true). */
 static TPURT_MUST_USE tpurt_status_t lower_native_dropout(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
@@ -630,7 +630,7 @@ const lower_rule_t lower_random_rules[] = {
     LOWER_INPLACE_FN("aten::exponential_", lower_exponential_),
     LOWER_INPLACE_FN("aten::geometric_", lower_geometric_),
     LOWER_INPLACE_FN("aten::log_normal_", lower_log_normal_),
-    LOWER_FN("aten::native_dropout", lower_native_dropout),
+    LOWER_FN_WITH("aten::native_dropout", lower_native_dropout, .default_generator = true),
     LOWER_FN("aten::native_dropout_backward", lower_native_dropout_backward),
     LOWER_OUT_FN("aten::native_dropout_backward.out", lower_native_dropout_backward),
     LOWER_INPLACE_FN("aten::bernoulli_.Tensor", lower_bernoulli_tensor_),

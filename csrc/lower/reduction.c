@@ -48,14 +48,22 @@ static ir_value_t scalar_const(lower_ctx_t* ctx, tpurt_dtype_t d, double v) {
   return ir_constant_i64(ctx->func, d, (int64_t)v);
 }
 
+/* A row's schema position (lower_rule_data_t's dim_arg, keepdim_arg,
+** dtype_arg), or -1, which the arg readers take as an absent arg. */
+static int32_t row_position(int8_t position) { return position > 0 ? position : -1; }
+
 /*===--- sum / mean / prod ---===*/
 
+/* What a sum_like row computes (its .kind). */
+typedef enum sum_kind_e { SUM_ADD = 0, SUM_MEAN, SUM_PROD } sum_kind_t;
+
 static TPURT_MUST_USE tpurt_status_t sum_like(lower_ctx_t* ctx) {
-  int32_t dim_arg = lower_rule_int(ctx, 0);
-  int32_t keep_arg = lower_rule_int(ctx, 1);
-  int32_t dtype_arg = lower_rule_int(ctx, 2);
-  bool mean = lower_rule_int(ctx, 3);
-  bool prod = lower_rule_int(ctx, 4);
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  int32_t dim_arg = row_position(row->dim_arg);
+  int32_t keep_arg = row_position(row->keepdim_arg);
+  int32_t dtype_arg = row_position(row->dtype_arg);
+  bool mean = row->kind == SUM_MEAN;
+  bool prod = row->kind == SUM_PROD;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   tpurt_dtype_t out = lower_dtype(ctx, dtype_arg, TPURT_DTYPE_INVALID);
   if (out == TPURT_DTYPE_INVALID)
@@ -125,9 +133,10 @@ static TPURT_MUST_USE tpurt_status_t extreme(lower_ctx_t* ctx, int32_t dim_arg, 
   return NULL;
 }
 
-/* extreme with the row's constants (LOWER_*_WITH rows). */
+/* extreme with the row's constants (LOWER_*_WITH rows): .flag is max. */
 static TPURT_MUST_USE tpurt_status_t extreme_row(lower_ctx_t* ctx) {
-  return extreme(ctx, lower_rule_int(ctx, 0), lower_rule_int(ctx, 1), lower_rule_int(ctx, 2));
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  return extreme(ctx, row_position(row->dim_arg), row_position(row->keepdim_arg), row->flag);
 }
 
 static TPURT_MUST_USE tpurt_status_t full_extreme(lower_ctx_t* ctx) {
@@ -145,10 +154,12 @@ static TPURT_MUST_USE tpurt_status_t full_extreme(lower_ctx_t* ctx) {
   return extreme(ctx, -1, -1, is_max);
 }
 
+/* any / all over the row's dims (.flag: any) */
 static TPURT_MUST_USE tpurt_status_t any_all(lower_ctx_t* ctx) {
-  int32_t dim_arg = lower_rule_int(ctx, 0);
-  int32_t keep_arg = lower_rule_int(ctx, 1);
-  bool any = lower_rule_int(ctx, 2);
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  int32_t dim_arg = row_position(row->dim_arg);
+  int32_t keep_arg = row_position(row->keepdim_arg);
+  bool any = row->flag;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   bool mask[TPURT_MAX_RANK];
   int64_t dims[TPURT_MAX_RANK];
@@ -264,10 +275,14 @@ static TPURT_MUST_USE tpurt_status_t extreme_dim(lower_ctx_t* ctx) {
 
 /*===--- var / std ---===*/
 
+/* What a var_like row returns (its .kind): var or std, alone or with the mean. */
+typedef enum spread_kind_e { SPREAD_VAR = 0, SPREAD_STD, SPREAD_VAR_MEAN, SPREAD_STD_MEAN } spread_kind_t;
+
 /* var.correction(self, dim=None, *, correction=None, keepdim=False) */
 static TPURT_MUST_USE tpurt_status_t var_like(lower_ctx_t* ctx) {
-  bool take_sqrt = lower_rule_int(ctx, 0);
-  bool with_mean = lower_rule_int(ctx, 1);
+  spread_kind_t kind = (spread_kind_t)lower_rule_data(ctx)->kind;
+  bool take_sqrt = kind == SPREAD_STD || kind == SPREAD_STD_MEAN;
+  bool with_mean = kind == SPREAD_VAR_MEAN || kind == SPREAD_STD_MEAN;
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   if (!tpurt_dtype_is_float(t->dtype))
     return lower_error(TPURT_INVALID_ARGUMENT, "std and var only support floating point and complex dtypes");
@@ -615,16 +630,16 @@ static TPURT_MUST_USE tpurt_status_t lower_logsumexp(lower_ctx_t* ctx) {
 }
 
 const lower_rule_t lower_reduction_rules[] = {
-    LOWER_FN_WITH("aten::all", any_all, .num = {-1, -1, false}),
-    LOWER_FN_WITH("aten::all.dims", any_all, .num = {1, 2, false}),
-    LOWER_FN_WITH("aten::amax", extreme_row, .num = {1, 2, true}),
-    LOWER_OUT_FN_WITH("aten::amax.out", extreme_row, .num = {1, 2, true}),
-    LOWER_FN_WITH("aten::amin", extreme_row, .num = {1, 2, false}),
-    LOWER_OUT_FN_WITH("aten::amin.out", extreme_row, .num = {1, 2, false}),
+    LOWER_FN("aten::all", any_all),
+    LOWER_FN_WITH("aten::all.dims", any_all, .dim_arg = 1, .keepdim_arg = 2),
+    LOWER_FN_WITH("aten::amax", extreme_row, .dim_arg = 1, .keepdim_arg = 2, .flag = true),
+    LOWER_OUT_FN_WITH("aten::amax.out", extreme_row, .dim_arg = 1, .keepdim_arg = 2, .flag = true),
+    LOWER_FN_WITH("aten::amin", extreme_row, .dim_arg = 1, .keepdim_arg = 2),
+    LOWER_OUT_FN_WITH("aten::amin.out", extreme_row, .dim_arg = 1, .keepdim_arg = 2),
     LOWER_FN("aten::aminmax", lower_aminmax),
     LOWER_OUT_FN("aten::aminmax.out", lower_aminmax),
-    LOWER_FN_WITH("aten::any", any_all, .num = {-1, -1, true}),
-    LOWER_FN_WITH("aten::any.dims", any_all, .num = {1, 2, true}),
+    LOWER_FN_WITH("aten::any", any_all, .flag = true),
+    LOWER_FN_WITH("aten::any.dims", any_all, .dim_arg = 1, .keepdim_arg = 2, .flag = true),
     LOWER_FN_WITH("aten::argmax", arg_extreme, .flag = true),
     LOWER_OUT_FN_WITH("aten::argmax.out", arg_extreme, .flag = true),
     LOWER_FN("aten::argmin", arg_extreme),
@@ -645,27 +660,30 @@ const lower_rule_t lower_reduction_rules[] = {
     LOWER_FN_WITH("aten::max", full_extreme, .flag = true),
     LOWER_FN_WITH("aten::max.dim", extreme_dim, .flag = true),
     LOWER_OUT_FN_WITH("aten::max.dim_max", extreme_dim, .flag = true),
-    LOWER_FN_WITH("aten::mean", sum_like, .num = {-1, -1, 1, true, false}),
-    LOWER_FN_WITH("aten::mean.dim", sum_like, .num = {1, 2, 3, true, false}),
-    LOWER_OUT_FN_WITH("aten::mean.out", sum_like, .num = {1, 2, 3, true, false}),
+    LOWER_FN_WITH("aten::mean", sum_like, .dtype_arg = 1, .kind = SUM_MEAN),
+    LOWER_FN_WITH("aten::mean.dim", sum_like, .dim_arg = 1, .keepdim_arg = 2, .dtype_arg = 3,
+                  .kind = SUM_MEAN),
+    LOWER_OUT_FN_WITH("aten::mean.out", sum_like, .dim_arg = 1, .keepdim_arg = 2, .dtype_arg = 3,
+                      .kind = SUM_MEAN),
     LOWER_FN("aten::min", full_extreme),
     LOWER_FN("aten::min.dim", extreme_dim),
     LOWER_OUT_FN("aten::min.dim_min", extreme_dim),
     LOWER_FN("aten::nansum", lower_nansum),
     LOWER_OUT_FN("aten::nansum.out", lower_nansum),
-    LOWER_FN_WITH("aten::prod", sum_like, .num = {-1, -1, 1, false, true}),
-    LOWER_FN_WITH("aten::prod.dim_int", sum_like, .num = {1, 2, 3, false, true}),
-    LOWER_FN_WITH("aten::std.correction", var_like, .num = {true, false}),
-    LOWER_FN_WITH("aten::std_mean.correction", var_like, .num = {true, true}),
-    LOWER_FN_WITH("aten::sum", sum_like, .num = {-1, -1, 1, false, false}),
-    LOWER_OUT_FN_WITH("aten::sum.IntList_out", sum_like, .num = {1, 2, 3, false, false}),
-    LOWER_FN_WITH("aten::sum.dim_IntList", sum_like, .num = {1, 2, 3, false, false}),
+    LOWER_FN_WITH("aten::prod", sum_like, .dtype_arg = 1, .kind = SUM_PROD),
+    LOWER_FN_WITH("aten::prod.dim_int", sum_like, .dim_arg = 1, .keepdim_arg = 2, .dtype_arg = 3,
+                  .kind = SUM_PROD),
+    LOWER_FN_WITH("aten::std.correction", var_like, .kind = SPREAD_STD),
+    LOWER_FN_WITH("aten::std_mean.correction", var_like, .kind = SPREAD_STD_MEAN),
+    LOWER_FN_WITH("aten::sum", sum_like, .dtype_arg = 1),
+    LOWER_OUT_FN_WITH("aten::sum.IntList_out", sum_like, .dim_arg = 1, .keepdim_arg = 2, .dtype_arg = 3),
+    LOWER_FN_WITH("aten::sum.dim_IntList", sum_like, .dim_arg = 1, .keepdim_arg = 2, .dtype_arg = 3),
     LOWER_FN("aten::trace", lower_trace),
-    LOWER_FN_WITH("aten::var.correction", var_like, .num = {false, false}),
-    LOWER_FN_WITH("aten::var_mean.correction", var_like, .num = {false, true}),
+    LOWER_FN("aten::var.correction", var_like),
+    LOWER_FN_WITH("aten::var_mean.correction", var_like, .kind = SPREAD_VAR_MEAN),
     /* all.dim / any.dim (pieces of PyTorch's _safe_softmax): one int dim reads as a list of one */
-    LOWER_FN_WITH("aten::all.dim", any_all, .num = {1, 2, false}),
-    LOWER_FN_WITH("aten::any.dim", any_all, .num = {1, 2, true}),
+    LOWER_FN_WITH("aten::all.dim", any_all, .dim_arg = 1, .keepdim_arg = 2),
+    LOWER_FN_WITH("aten::any.dim", any_all, .dim_arg = 1, .keepdim_arg = 2, .flag = true),
     LOWER_FN("aten::logsumexp", lower_logsumexp),
     LOWER_END,
 };

@@ -183,10 +183,10 @@ static TPURT_MUST_USE tpurt_status_t order_stat(lower_ctx_t* ctx, order_stat_t w
   return NULL;
 }
 
-/* order_stat with the row's constants (LOWER_*_WITH rows). */
-static TPURT_MUST_USE tpurt_status_t order_stat_row(lower_ctx_t* ctx) {
-  return order_stat(ctx, lower_rule_int(ctx, 0), lower_rule_int(ctx, 1), lower_rule_int(ctx, 2),
-                    lower_rule_int(ctx, 3), lower_rule_int(ctx, 4));
+/* median(self) / nanmedian(self): the row's order statistic (.kind) of the
+** whole tensor. */
+static TPURT_MUST_USE tpurt_status_t whole_order_stat(lower_ctx_t* ctx) {
+  return order_stat(ctx, (order_stat_t)lower_rule_data(ctx)->kind, 0, false, 0, false);
 }
 
 /* kthvalue(self, k, dim=-1, keepdim=False) -> (values, indices) */
@@ -278,10 +278,10 @@ const lower_rule_t lower_sort_rules[] = {
     LOWER_OUT_FN("aten::mode.values", lower_mode),
     LOWER_FN("aten::kthvalue", lower_kthvalue),
     LOWER_OUT_FN("aten::kthvalue.values", lower_kthvalue),
-    LOWER_FN_WITH("aten::median", order_stat_row, .num = {STAT_MEDIAN, 0, false, 0, false}),
+    LOWER_FN_WITH("aten::median", whole_order_stat, .kind = STAT_MEDIAN),
     LOWER_FN_WITH("aten::median.dim", median_dim, .kind = STAT_MEDIAN),
     LOWER_OUT_FN_WITH("aten::median.dim_values", median_dim, .kind = STAT_MEDIAN),
-    LOWER_FN_WITH("aten::nanmedian", order_stat_row, .num = {STAT_NANMEDIAN, 0, false, 0, false}),
+    LOWER_FN_WITH("aten::nanmedian", whole_order_stat, .kind = STAT_NANMEDIAN),
     LOWER_FN_WITH("aten::nanmedian.dim", median_dim, .kind = STAT_NANMEDIAN),
     LOWER_OUT_FN_WITH("aten::nanmedian.dim_values", median_dim, .kind = STAT_NANMEDIAN),
     LOWER_FN("aten::sort.stable", lower_sort),

@@ -498,12 +498,14 @@ static TPURT_MUST_USE tpurt_status_t precise_unary_row(lower_ctx_t* ctx) {
   return precise_unary(ctx, lower_rule_data(ctx)->unary);
 }
 
-/* The Bessel function a row names: its .num = {bessel_kind_t, order, scaled}. */
+/* The Bessel function a row names: its .kind (a bessel_kind_t), .order
+** (nu) and .flag (exponentially scaled). */
 typedef enum bessel_kind_e { BESSEL_I, BESSEL_J, BESSEL_Y, BESSEL_K, BESSEL_SPHERICAL_J } bessel_kind_t;
 static ir_value_t bessel_of_row(lower_ctx_t* ctx, ir_value_t x) {
-  int32_t nu = (int32_t)lower_rule_int(ctx, 1);
-  bool scaled = lower_rule_int(ctx, 2) != 0;
-  switch ((bessel_kind_t)lower_rule_int(ctx, 0)) {
+  const lower_rule_data_t* row = lower_rule_data(ctx);
+  int32_t nu = row->order;
+  bool scaled = row->flag;
+  switch ((bessel_kind_t)row->kind) {
     case BESSEL_I:
       return bessel_i(ctx, x, nu, scaled);
     case BESSEL_J:
@@ -1089,39 +1091,41 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_OUT_FN_WITH("aten::xlogy.OutTensor", binary_row, .binary = xlogy_of, .flag = true),
     LOWER_OUT_FN_WITH("aten::xlogy.OutScalar_Other", binary_row, .binary = xlogy_of, .flag = true),
     LOWER_OUT_FN_WITH("aten::xlogy.OutScalar_Self", binary_row, .binary = xlogy_of, .flag = true),
-    LOWER_FN_WITH("aten::i0", bessel_row, .num = {BESSEL_I, 0, false}),
-    LOWER_OUT_FN_WITH("aten::i0.out", bessel_row, .num = {BESSEL_I, 0, false}),
-    LOWER_FN_WITH("aten::special_i0e", bessel_row, .num = {BESSEL_I, 0, true}),
-    LOWER_OUT_FN_WITH("aten::special_i0e.out", bessel_row, .num = {BESSEL_I, 0, true}),
-    LOWER_FN_WITH("aten::special_i1", bessel_row, .num = {BESSEL_I, 1, false}),
-    LOWER_OUT_FN_WITH("aten::special_i1.out", bessel_row, .num = {BESSEL_I, 1, false}),
-    LOWER_FN_WITH("aten::special_i1e", bessel_row, .num = {BESSEL_I, 1, true}),
-    LOWER_OUT_FN_WITH("aten::special_i1e.out", bessel_row, .num = {BESSEL_I, 1, true}),
-    LOWER_FN_WITH("aten::special_modified_bessel_i0", bessel_row, .num = {BESSEL_I, 0, false}),
-    LOWER_OUT_FN_WITH("aten::special_modified_bessel_i0.out", bessel_row, .num = {BESSEL_I, 0, false}),
-    LOWER_FN_WITH("aten::special_modified_bessel_i1", bessel_row, .num = {BESSEL_I, 1, false}),
-    LOWER_OUT_FN_WITH("aten::special_modified_bessel_i1.out", bessel_row, .num = {BESSEL_I, 1, false}),
+    LOWER_FN_WITH("aten::i0", bessel_row, .kind = BESSEL_I),
+    LOWER_OUT_FN_WITH("aten::i0.out", bessel_row, .kind = BESSEL_I),
+    LOWER_FN_WITH("aten::special_i0e", bessel_row, .kind = BESSEL_I, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_i0e.out", bessel_row, .kind = BESSEL_I, .flag = true),
+    LOWER_FN_WITH("aten::special_i1", bessel_row, .kind = BESSEL_I, .order = 1),
+    LOWER_OUT_FN_WITH("aten::special_i1.out", bessel_row, .kind = BESSEL_I, .order = 1),
+    LOWER_FN_WITH("aten::special_i1e", bessel_row, .kind = BESSEL_I, .order = 1, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_i1e.out", bessel_row, .kind = BESSEL_I, .order = 1, .flag = true),
+    LOWER_FN_WITH("aten::special_modified_bessel_i0", bessel_row, .kind = BESSEL_I),
+    LOWER_OUT_FN_WITH("aten::special_modified_bessel_i0.out", bessel_row, .kind = BESSEL_I),
+    LOWER_FN_WITH("aten::special_modified_bessel_i1", bessel_row, .kind = BESSEL_I, .order = 1),
+    LOWER_OUT_FN_WITH("aten::special_modified_bessel_i1.out", bessel_row, .kind = BESSEL_I, .order = 1),
     LOWER_FN_WITH("aten::special_airy_ai", precise_unary_row, .unary = airy_ai_of),
     LOWER_OUT_FN_WITH("aten::special_airy_ai.out", precise_unary_row, .unary = airy_ai_of),
-    LOWER_FN_WITH("aten::special_bessel_j0", bessel_row, .num = {BESSEL_J, 0, false}),
-    LOWER_OUT_FN_WITH("aten::special_bessel_j0.out", bessel_row, .num = {BESSEL_J, 0, false}),
-    LOWER_FN_WITH("aten::special_bessel_j1", bessel_row, .num = {BESSEL_J, 1, false}),
-    LOWER_OUT_FN_WITH("aten::special_bessel_j1.out", bessel_row, .num = {BESSEL_J, 1, false}),
-    LOWER_FN_WITH("aten::special_bessel_y0", bessel_row, .num = {BESSEL_Y, 0, false}),
-    LOWER_OUT_FN_WITH("aten::special_bessel_y0.out", bessel_row, .num = {BESSEL_Y, 0, false}),
-    LOWER_FN_WITH("aten::special_bessel_y1", bessel_row, .num = {BESSEL_Y, 1, false}),
-    LOWER_OUT_FN_WITH("aten::special_bessel_y1.out", bessel_row, .num = {BESSEL_Y, 1, false}),
-    LOWER_FN_WITH("aten::special_modified_bessel_k0", bessel_row, .num = {BESSEL_K, 0, false}),
-    LOWER_OUT_FN_WITH("aten::special_modified_bessel_k0.out", bessel_row, .num = {BESSEL_K, 0, false}),
-    LOWER_FN_WITH("aten::special_modified_bessel_k1", bessel_row, .num = {BESSEL_K, 1, false}),
-    LOWER_OUT_FN_WITH("aten::special_modified_bessel_k1.out", bessel_row, .num = {BESSEL_K, 1, false}),
-    LOWER_FN_WITH("aten::special_scaled_modified_bessel_k0", bessel_row, .num = {BESSEL_K, 0, true}),
-    LOWER_OUT_FN_WITH("aten::special_scaled_modified_bessel_k0.out", bessel_row, .num = {BESSEL_K, 0, true}),
-    LOWER_FN_WITH("aten::special_scaled_modified_bessel_k1", bessel_row, .num = {BESSEL_K, 1, true}),
-    LOWER_OUT_FN_WITH("aten::special_scaled_modified_bessel_k1.out", bessel_row, .num = {BESSEL_K, 1, true}),
-    LOWER_FN_WITH("aten::special_spherical_bessel_j0", bessel_row, .num = {BESSEL_SPHERICAL_J, 0, false}),
-    LOWER_OUT_FN_WITH("aten::special_spherical_bessel_j0.out", bessel_row,
-                      .num = {BESSEL_SPHERICAL_J, 0, false}),
+    LOWER_FN_WITH("aten::special_bessel_j0", bessel_row, .kind = BESSEL_J),
+    LOWER_OUT_FN_WITH("aten::special_bessel_j0.out", bessel_row, .kind = BESSEL_J),
+    LOWER_FN_WITH("aten::special_bessel_j1", bessel_row, .kind = BESSEL_J, .order = 1),
+    LOWER_OUT_FN_WITH("aten::special_bessel_j1.out", bessel_row, .kind = BESSEL_J, .order = 1),
+    LOWER_FN_WITH("aten::special_bessel_y0", bessel_row, .kind = BESSEL_Y),
+    LOWER_OUT_FN_WITH("aten::special_bessel_y0.out", bessel_row, .kind = BESSEL_Y),
+    LOWER_FN_WITH("aten::special_bessel_y1", bessel_row, .kind = BESSEL_Y, .order = 1),
+    LOWER_OUT_FN_WITH("aten::special_bessel_y1.out", bessel_row, .kind = BESSEL_Y, .order = 1),
+    LOWER_FN_WITH("aten::special_modified_bessel_k0", bessel_row, .kind = BESSEL_K),
+    LOWER_OUT_FN_WITH("aten::special_modified_bessel_k0.out", bessel_row, .kind = BESSEL_K),
+    LOWER_FN_WITH("aten::special_modified_bessel_k1", bessel_row, .kind = BESSEL_K, .order = 1),
+    LOWER_OUT_FN_WITH("aten::special_modified_bessel_k1.out", bessel_row, .kind = BESSEL_K, .order = 1),
+    LOWER_FN_WITH("aten::special_scaled_modified_bessel_k0", bessel_row, .kind = BESSEL_K, .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_scaled_modified_bessel_k0.out", bessel_row, .kind = BESSEL_K,
+                      .flag = true),
+    LOWER_FN_WITH("aten::special_scaled_modified_bessel_k1", bessel_row, .kind = BESSEL_K, .order = 1,
+                  .flag = true),
+    LOWER_OUT_FN_WITH("aten::special_scaled_modified_bessel_k1.out", bessel_row, .kind = BESSEL_K, .order = 1,
+                      .flag = true),
+    LOWER_FN_WITH("aten::special_spherical_bessel_j0", bessel_row, .kind = BESSEL_SPHERICAL_J),
+    LOWER_OUT_FN_WITH("aten::special_spherical_bessel_j0.out", bessel_row, .kind = BESSEL_SPHERICAL_J),
     LOWER_FN("aten::special_erfcx", lower_erfcx),
     LOWER_OUT_FN("aten::special_erfcx.out", lower_erfcx),
     LOWER_FN_WITH("aten::special_chebyshev_polynomial_t", orthogonal_poly, .kind = POLY_T),

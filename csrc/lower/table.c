@@ -120,9 +120,6 @@ TPURT_MUST_USE tpurt_status_t lower_rule_run(const lower_rule_t* rule, lower_ctx
   return status;
 }
 
-int64_t lower_rule_int(const lower_ctx_t* ctx, int32_t k) {
-  return ctx->rule && k >= 0 && k < LOWER_RULE_MAX_INTS ? ctx->rule->data.num[k] : 0;
-}
 const char* lower_rule_str(const lower_ctx_t* ctx) { return ctx->rule ? ctx->rule->data.str : NULL; }
 const lower_rule_data_t* lower_rule_data(const lower_ctx_t* ctx) {
   static const lower_rule_data_t kNone = {.arg = -1};

@@ -187,6 +187,81 @@ tpurt_status_t pjrt_buffer_from_host(int device, tpurt_dtype_t dtype, int32_t ra
   return NULL;
 }
 
+/*===--- futures ---===*/
+
+/* Futures change state once (pending -> fulfilled or failed); waiters of
+** any future sleep on one condition, which every change wakes. Reading
+** |pending| without the lock is the fast path: it only ever goes from
+** true to false, and a reader that sees false then reads raw and failure,
+** written before it (release/acquire). */
+static pthread_mutex_t g_future_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_future_changed = PTHREAD_COND_INITIALIZER;
+
+pjrt_buffer_t* pjrt_buffer_future_create(int device, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims) {
+  size_t nbytes = tpurt_dtype_size(dtype);
+  for (int32_t i = 0; i < rank; ++i) nbytes *= (size_t)dims[i];
+  pjrt_buffer_t* b = new_buffer(NULL, device, dtype, rank, dims, nbytes);
+  b->pending = true;
+  return b;
+}
+
+bool pjrt_buffer_is_pending(const pjrt_buffer_t* buffer) {
+  return buffer && __atomic_load_n(&buffer->pending, __ATOMIC_ACQUIRE);
+}
+
+static void settle_future(pjrt_buffer_t* future, pjrt_abi_buffer_t* raw, pjrt_launch_t* launch,
+                          bool uncounted, tpurt_status_t failure) {
+  pthread_mutex_lock(&g_future_lock);
+  future->raw = raw;
+  future->launch = launch;
+  future->uncounted = uncounted;
+  future->failure = failure;
+  __atomic_store_n(&future->pending, false, __ATOMIC_RELEASE);
+  pthread_cond_broadcast(&g_future_changed);
+  pthread_mutex_unlock(&g_future_lock);
+}
+
+void pjrt_buffer_fulfil_consume(pjrt_buffer_t* future, pjrt_buffer_t* value) {
+  bool same = value->dtype == future->dtype && value->rank == future->rank && !value->sharding &&
+              value->device == future->device &&
+              memcmp(value->dims, future->dims, sizeof(int64_t) * (size_t)value->rank) == 0;
+  if (!same) {
+    tpurt_status_t why = tpurt_status_create(TPURT_INTERNAL,
+                                             "a queued program produced a %s value of rank %d where its "
+                                             "plan said %s of rank %d",
+                                             tpurt_dtype_name(value->dtype), (int)value->rank,
+                                             tpurt_dtype_name(future->dtype), (int)future->rank);
+    pjrt_buffer_future_fail(future, why);
+    tpurt_status_free(why);
+    pjrt_buffer_release(value);
+    return;
+  }
+  /* The future takes over the value's device buffer, its launch and its
+  ** place in the memory counters; the launch's list of outputs now names
+  ** the future. */
+  pthread_mutex_lock(&pjrt_g.lock);
+  pjrt_launch_t* l = value->launch;
+  for (size_t i = 0; l && i < l->num_outputs; ++i)
+    if (l->outputs[i] == value) l->outputs[i] = future;
+  pthread_mutex_unlock(&pjrt_g.lock);
+  settle_future(future, value->raw, value->launch, value->uncounted, NULL);
+  free(value);
+}
+
+void pjrt_buffer_future_fail(pjrt_buffer_t* future, tpurt_borrowed_status_t cause) {
+  settle_future(future, NULL, NULL, true, tpurt_status_clone(cause));
+}
+
+tpurt_status_t pjrt_buffer_ready(pjrt_buffer_t* buffer) {
+  if (!buffer) return NULL;
+  if (__atomic_load_n(&buffer->pending, __ATOMIC_ACQUIRE)) {
+    pthread_mutex_lock(&g_future_lock);
+    while (buffer->pending) pthread_cond_wait(&g_future_changed, &g_future_lock);
+    pthread_mutex_unlock(&g_future_lock);
+  }
+  return buffer->failure ? tpurt_status_clone(buffer->failure) : NULL;
+}
+
 void pjrt_buffer_retain(pjrt_buffer_t* buffer) {
   if (buffer) tpurt_refcount_inc(&buffer->refcount);
 }
@@ -197,6 +272,11 @@ void pjrt_buffer_release(pjrt_buffer_t* buffer) {
     for (int32_t p = 0; p < buffer->sharding->num_devices; ++p) pjrt_buffer_release(buffer->shards[p]);
     free(buffer->shards);
     free(buffer->sharding);
+    free(buffer);
+    return;
+  }
+  tpurt_status_free(buffer->failure);
+  if (!buffer->raw) { /* a future never fulfilled: it was never counted */
     free(buffer);
     return;
   }
@@ -224,6 +304,7 @@ tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer) {
       TPURT_RETURN_IF_ERROR(pjrt_buffer_await(buffer->shards[p]));
     return NULL;
   }
+  TPURT_RETURN_IF_ERROR(pjrt_buffer_ready(buffer));
   PJRT_ARGS(pjrt_abi_buffer_ready_event_args_t, a);
   a.buffer = buffer->raw;
   pthread_mutex_lock(&pjrt_g.lock);
@@ -241,6 +322,7 @@ tpurt_status_t pjrt_buffer_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_
         tpurt_dtype_name(buffer->dtype), buffer->nbytes, buffer->nbytes, dst_size);
   }
   if (buffer->sharding) return pjrt_buffer_gather_to_host(buffer, dst, dst_size);
+  TPURT_RETURN_IF_ERROR(pjrt_buffer_ready(buffer));
   /* dst == NULL would ask the plugin for the size instead of copying. */
   if (buffer->nbytes == 0) return pjrt_buffer_await(buffer);
   PJRT_ARGS(pjrt_abi_buffer_to_host_args_t, a);
@@ -266,11 +348,12 @@ tpurt_status_t pjrt_buffer_copy_to_device(pjrt_buffer_t* buffer, int device, pjr
     free(host);
     return status;
   }
-  if (device == buffer->device) { /* buffers are immutable: share it */
+  if (device == buffer->device) { /* buffers are immutable: share it (a future too) */
     pjrt_buffer_retain(buffer);
     *out_buffer = buffer;
     return NULL;
   }
+  TPURT_RETURN_IF_ERROR(pjrt_buffer_ready(buffer));
   PJRT_ARGS(pjrt_abi_buffer_copy_to_device_args_t, a);
   a.buffer = buffer->raw;
   a.dst_device = pjrt_g.devices[device];

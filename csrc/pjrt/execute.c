@@ -137,6 +137,8 @@ tpurt_compile_kind_t pjrt_force_compile_kind(tpurt_compile_kind_t kind) {
   return previous;
 }
 
+tpurt_compile_kind_t pjrt_forced_compile_kind(void) { return t_forced_kind; }
+
 static tpurt_compile_kind_t current_compile_kind(void) {
   tpurt_compile_kind_t k = t_forced_kind != TPURT_COMPILE_KIND_AUTO ? t_forced_kind : t_site_kind;
   return k >= 0 && k < TPURT_COMPILE_KINDS ? k : TPURT_COMPILE_KIND_AUTO;
@@ -153,6 +155,7 @@ static void compile_started(void) {
 }
 
 void pjrt_set_launch_correlation(uint64_t id) { t_correlation = id; }
+uint64_t pjrt_launch_correlation(void) { return t_correlation; }
 
 enum { kBurstGapNs = 2000000000 };
 
@@ -346,6 +349,19 @@ static void record_error_consume_locked(pjrt_launch_t* launch, tpurt_status_t er
   }
   g_async_error[launch->device] = tpurt_status_annotate_consume(error, launch->op_name);
   g_async_seq[launch->device] = ++g_next_seq;
+}
+
+void pjrt_record_async_error_consume(int device, tpurt_status_t error) {
+  if (!error) return;
+  if (device < 0 || device >= PJRT_MAX_DEVICES) device = 0;
+  pthread_mutex_lock(&pjrt_g.lock);
+  if (g_async_error[device]) {
+    tpurt_status_ignore(error);
+  } else {
+    g_async_error[device] = error;
+    g_async_seq[device] = ++g_next_seq;
+  }
+  pthread_mutex_unlock(&pjrt_g.lock);
 }
 
 /*===--- completion times and the launch log ---===*/
@@ -709,6 +725,7 @@ void pjrt_wait_host_range(const void* begin, size_t size) {
 tpurt_status_t pjrt_buffer_to_host_async(pjrt_buffer_t* buffer, void* dst, size_t dst_size) {
   if (dst_size < buffer->nbytes || buffer->nbytes == 0 || buffer->sharding)
     return pjrt_buffer_to_host(buffer, dst, dst_size);
+  TPURT_RETURN_IF_ERROR(pjrt_buffer_ready(buffer));
   PJRT_ARGS(pjrt_abi_buffer_to_host_args_t, a);
   a.src = buffer->raw;
   a.dst = dst;
@@ -735,6 +752,13 @@ tpurt_status_t pjrt_buffer_to_host_async(pjrt_buffer_t* buffer, void* dst, size_
 
 /*===--- execute ---===*/
 
+/* Waits for an argument that is a future; one whose launch failed fails
+** this launch too, with that launch's error (which names its op): a value
+** computed from a lost one is lost. */
+static TPURT_MUST_USE tpurt_status_t input_ready(pjrt_buffer_t* arg) {
+  return tpurt_status_annotate_consume(pjrt_buffer_ready(arg), "an input's value was lost");
+}
+
 tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buffer_t* const* args,
                             size_t num_args, pjrt_buffer_t** outputs, size_t num_outputs,
                             const char* op_name) {
@@ -758,6 +782,7 @@ tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buff
                                  "%s: argument %zu is on device %d, the program runs on %d", op_name, i,
                                  args[i]->device, device);
     }
+    TPURT_RETURN_IF_ERROR(input_ready(args[i]));
   }
   enum { kInline = 16 };
   pjrt_abi_buffer_t* arg_inline[kInline];
@@ -880,6 +905,7 @@ tpurt_status_t pjrt_execute_spmd(pjrt_executable_t* executable, int32_t num_devi
                                    "on %d",
                                    op_name, i, d, args[d * num_args + i]->device, devices[d]);
       }
+      TPURT_RETURN_IF_ERROR(input_ready(args[d * num_args + i]));
     }
   }
   pjrt_abi_buffer_t** raw_args = tpurt_xmalloc(sizeof(void*) * (n * num_args + 1));

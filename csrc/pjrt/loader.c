@@ -149,15 +149,21 @@ static bool g_forked;
 void pjrt_api_mark_forked(void) { __atomic_store_n(&g_forked, true, __ATOMIC_RELEASE); }
 bool pjrt_api_forked(void) { return __atomic_load_n(&g_forked, __ATOMIC_ACQUIRE); }
 
+tpurt_status_t pjrt_api_forked_error(const char* name) {
+  return tpurt_status_create(TPURT_FAILED_PRECONDITION,
+                             "Cannot re-initialize the tpu runtime in a forked subprocess (%s): the "
+                             "parent had started it, and its threads do not exist in the child. To use "
+                             "tpu with multiprocessing, use the 'spawn' or 'forkserver' start method "
+                             "(torch.multiprocessing.set_start_method('spawn'), or "
+                             "DataLoader(multiprocessing_context='spawn'))",
+                             name);
+}
+
 tpurt_status_t pjrt_api_call(const pjrt_api_t* api, int slot, const char* name, void* args) {
   if (pjrt_api_forked()) {
-    return tpurt_status_create(TPURT_FAILED_PRECONDITION,
-                               "Cannot re-initialize the tpu runtime in a forked subprocess (PJRT_%s): the "
-                               "parent had started it, and its threads do not exist in the child. To use "
-                               "tpu with multiprocessing, use the 'spawn' or 'forkserver' start method "
-                               "(torch.multiprocessing.set_start_method('spawn'), or "
-                               "DataLoader(multiprocessing_context='spawn'))",
-                               name);
+    char what[96];
+    snprintf(what, sizeof what, "PJRT_%s", name);
+    return pjrt_api_forked_error(what);
   }
   pjrt_abi_fn_t fn = slot_fn(api, slot);
   if (!fn) {

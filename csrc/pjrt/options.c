@@ -439,6 +439,11 @@ tpurt_status_t tpurt_set_thread_compile_options(const char* spec) {
   return NULL;
 }
 
+bool pjrt_thread_has_compile_options(void) {
+  pthread_once(&g_key_once, make_key_once);
+  return pthread_getspecific(g_thread_key) != NULL;
+}
+
 tpurt_status_t pjrt_current_compile_options(const char** out_bytes, size_t* out_size, const char** out_text) {
   pthread_once(&g_key_once, make_key_once);
   const compile_options_t* o = pthread_getspecific(g_thread_key);

@@ -46,6 +46,14 @@ typedef struct pjrt_buffer_s {
   ** NULL for an ordinary buffer. */
   pjrt_sharding_t* sharding;
   struct pjrt_buffer_s** shards;
+  /* A future (pjrt_buffer_future_create): the shape of a value that a
+  ** launch queued by the engine will produce. While |pending|, raw is NULL
+  ** and every call that needs the contents waits until the value comes
+  ** (pjrt_buffer_fulfil_consume) or its launch fails
+  ** (pjrt_buffer_future_fail, which keeps the reason in |failure|, owned).
+  ** Private to the room (written under its future lock). */
+  bool pending;
+  tpurt_status_t failure;
 } pjrt_buffer_t;
 
 /* A compiled, loaded program. Reference counted: pjrt_compile and
@@ -78,6 +86,23 @@ TPURT_MUST_USE tpurt_status_t pjrt_buffer_copy_to_device(pjrt_buffer_t* buffer, 
                                                          pjrt_buffer_t** out_buffer);
 void pjrt_buffer_retain(pjrt_buffer_t* buffer);
 void pjrt_buffer_release(pjrt_buffer_t* buffer);
+/* A future: a buffer of |dtype| and |dims| on |device| whose value a later
+** launch gives (one reference for the caller). It holds no device memory
+** and is not counted until then. */
+pjrt_buffer_t* pjrt_buffer_future_create(int device, tpurt_dtype_t dtype, int32_t rank, const int64_t* dims);
+/* Gives |future| the value of |value| (consumed: its device buffer and
+** launch move into the future, which every holder shares), and wakes the
+** threads waiting for it. A value of another shape fails the future. */
+void pjrt_buffer_fulfil_consume(pjrt_buffer_t* future, pjrt_buffer_t* value);
+/* Marks |future| as never to be computed because of |cause| (copied): a
+** call that needs its contents returns that error from then on. */
+void pjrt_buffer_future_fail(pjrt_buffer_t* future, tpurt_borrowed_status_t cause);
+/* True while |buffer| is a future whose value has not come yet. */
+bool pjrt_buffer_is_pending(const pjrt_buffer_t* buffer);
+/* Waits while |buffer| is a pending future; then NULL, or (a copy of) the
+** error that lost its value. Cheap for an ordinary buffer. */
+TPURT_MUST_USE tpurt_status_t pjrt_buffer_ready(pjrt_buffer_t* buffer);
+
 /* Waits until |buffer| is computed; returns its asynchronous error, if any. */
 TPURT_MUST_USE tpurt_status_t pjrt_buffer_await(pjrt_buffer_t* buffer);
 
@@ -181,6 +206,10 @@ TPURT_MUST_USE tpurt_status_t pjrt_buffer_shard_from_host(const pjrt_sharding_t*
 /* Reads every shard and places it at its block of |dst| (dense, global). */
 TPURT_MUST_USE tpurt_status_t pjrt_buffer_gather_to_host(pjrt_buffer_t* buffer, void* dst, size_t dst_size);
 
+/* Keeps |error| (consumed), the failure of work the engine had queued for
+** |device|, for the device's next pjrt_synchronize (unless it has an
+** earlier error already). */
+void pjrt_record_async_error_consume(int device, tpurt_status_t error);
 /* Waits for everything launched on |device| (-1: all). Returns the first
 ** asynchronous error seen since the last call, as "<op>: <message>". */
 TPURT_MUST_USE tpurt_status_t pjrt_synchronize(int device);
@@ -189,6 +218,8 @@ TPURT_MUST_USE tpurt_status_t pjrt_synchronize(int device);
 uint64_t pjrt_now_ns(void);
 /* This thread's launches carry |id| into the launch log (0: none). */
 void pjrt_set_launch_correlation(uint64_t id);
+/* This thread's correlation id (what its launches carry now). */
+uint64_t pjrt_launch_correlation(void);
 /* What this thread's compiles are called in the long-compile notice (NULL:
 ** "a program"); returns the previous label. |label| must outlive its use. */
 const char* pjrt_swap_compile_label(const char* label);
@@ -265,6 +296,10 @@ TPURT_MUST_USE tpurt_status_t pjrt_compile_options_encode(const char* spec, char
 ** TORCH_TPU_XLA_OPTIONS is an INVALID_ARGUMENT status. */
 TPURT_MUST_USE tpurt_status_t pjrt_current_compile_options(const char** out_bytes, size_t* out_size,
                                                            const char** out_text);
+/* True when this thread has compile options of its own
+** (tpurt_set_thread_compile_options): work compiled for it elsewhere would
+** not see them. */
+bool pjrt_thread_has_compile_options(void);
 
 /* The kind this thread's compiles are counted under (tpurt_compile_kind_t):
 ** each engine site sets its own kind around its compile; a kind forced by
@@ -272,6 +307,9 @@ TPURT_MUST_USE tpurt_status_t pjrt_current_compile_options(const char** out_byte
 ** previous site kind. */
 tpurt_compile_kind_t pjrt_swap_compile_kind(tpurt_compile_kind_t kind);
 tpurt_compile_kind_t pjrt_force_compile_kind(tpurt_compile_kind_t kind);
+/* This thread's forced kind now (TPURT_COMPILE_KIND_AUTO: none), for work
+** compiled for it on another thread. */
+tpurt_compile_kind_t pjrt_forced_compile_kind(void);
 
 /* Counters kept by this room, read by tpurt_metrics_get. Atomics: bumped
 ** from any thread without a lock, read and zeroed the same way (each field

@@ -41,6 +41,9 @@ TPURT_MUST_USE tpurt_status_t pjrt_api_call(const pjrt_api_t* api, int slot, con
 ** to use the spawn start method) and calls nothing. */
 void pjrt_api_mark_forked(void);
 bool pjrt_api_forked(void);
+/* The error every use of the runtime gets in such a child; |name| says
+** what was tried. */
+TPURT_MUST_USE tpurt_status_t pjrt_api_forked_error(const char* name);
 /* The completion lists and their lock after a fork (execute.c): the
 ** child drops the parent's pending launches without calling the plugin. */
 void pjrt_execute_forget_after_fork(void);

@@ -5,6 +5,9 @@
 /* A bad TORCH_TPU_* variable is reported at the first use of the device. */
 tpurt_status_t tpurt_runtime_init(void) {
   TPURT_RETURN_IF_ERROR(tpurt_config_check());
+  /* A forked child fails at its first use, before it could wait for work
+  ** (a compile, a launch) that only the parent's threads would finish. */
+  if (pjrt_api_forked()) return pjrt_api_forked_error("its first use");
   return pjrt_init();
 }
 

@@ -15,7 +15,6 @@
 struct tpurt_target_s {
   pjrt_api_t api;
   pjrt_abi_topology_t* topology;
-  pthread_mutex_t lock; /* one compile at a time per target */
   char* topology_name;
   char* platform_name;
   char* platform_version;
@@ -110,7 +109,6 @@ tpurt_status_t tpurt_target_create(const char* plugin_path, const char* topology
     return tpurt_status_create(TPURT_INVALID_ARGUMENT,
                                "a target needs a topology name (e.g. \"v6e:1x1\", \"v5e:2x2\")");
   tpurt_target_t* t = tpurt_xcalloc(1, sizeof(*t));
-  pthread_mutex_init(&t->lock, NULL);
   t->topology_name = tpurt_xstrdup(topology);
   tpurt_status_t status = target_open(t, plugin_path, topology);
   if (status) {
@@ -131,7 +129,6 @@ void tpurt_target_free(tpurt_target_t* target) {
     tpurt_status_ignore(
         pjrt_api_call(&target->api, PJRTABI_TOPOLOGY_DESTROY, "TopologyDescription_Destroy", &a));
   }
-  pthread_mutex_destroy(&target->lock);
   free(target->api.path);
   free(target->topology_name);
   free(target->platform_name);
@@ -291,7 +288,8 @@ tpurt_status_t tpurt_target_compile_serialized(tpurt_target_t* target, const cha
   a.program = &program;
   a.compile_options = options;
   a.compile_options_size = options_size;
-  pthread_mutex_lock(&target->lock);
+  /* No lock: XLA's compilers take concurrent compiles (the compile pool
+  ** hands a target several compile-only programs at once, base/pool.c). */
   double start = now_seconds();
   tpurt_status_t status = pjrt_api_call(&target->api, PJRTABI_COMPILE, "Compile", &a);
   out->compile_seconds = now_seconds() - start;
@@ -301,7 +299,6 @@ tpurt_status_t tpurt_target_compile_serialized(tpurt_target_t* target, const cha
     if (!status) read_identity(&target->api, a.executable, out, out_bytes, out_size);
     exe_free(&target->api, a.executable);
   }
-  pthread_mutex_unlock(&target->lock);
   if (status) {
     char context[320];
     snprintf(context, sizeof context, "compiling for target %s (%s)", target->topology_name,

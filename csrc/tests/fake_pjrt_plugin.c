@@ -7,10 +7,15 @@
 ** chip) and "fake:2x2" (four), a compiler that refuses any module naming
 ** "stablehlo.fft", and executables whose cost and memory are computed from
 ** the program text (the arguments, 4 KiB, split over an SPMD module's
-** partitions), so the test can check every figure that crosses. */
+** partitions), so the test can check every figure that crosses. A module
+** naming "fake_rendezvous" compiles only in company (rendezvous below). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../pjrt/pjrt_abi.h"
 
@@ -215,6 +220,44 @@ static void set_float(pjrt_abi_named_value_t* v, const char* name, float value) 
                                 .value_size = 1};
 }
 
+/* A "fake_rendezvous" compile waits (up to 10 s; 0.2 s for
+** "fake_rendezvous_short") until another one is in flight beside it, and is
+** refused if none comes: a test of concurrent compiles counts overlap, not
+** time. A compile that arrives while another is in flight has met it, and
+** says so to those waiting. */
+static pthread_mutex_t g_rv_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_rv_met = PTHREAD_COND_INITIALIZER;
+static int g_rv_in_flight; /* under g_rv_lock */
+static unsigned g_rv_meetings;
+
+static bool rendezvous(bool short_wait) {
+  pthread_mutex_lock(&g_rv_lock);
+  bool met = g_rv_in_flight > 0;
+  if (met) {
+    ++g_rv_meetings;
+    pthread_cond_broadcast(&g_rv_met);
+  }
+  const unsigned seen = g_rv_meetings;
+  ++g_rv_in_flight;
+  struct timespec deadline;
+  clock_gettime(CLOCK_REALTIME, &deadline);
+  if (short_wait) {
+    deadline.tv_nsec += 200000000;
+    if (deadline.tv_nsec >= 1000000000) {
+      deadline.tv_nsec -= 1000000000;
+      ++deadline.tv_sec;
+    }
+  } else {
+    deadline.tv_sec += 10;
+  }
+  while (!met && g_rv_meetings == seen)
+    if (pthread_cond_timedwait(&g_rv_met, &g_rv_lock, &deadline) == ETIMEDOUT) break;
+  met = met || g_rv_meetings != seen;
+  --g_rv_in_flight;
+  pthread_mutex_unlock(&g_rv_lock);
+  return met;
+}
+
 /* Cost model of the fake compiler: 1000 flops and 64 bytes per StableHLO
 ** op, 1 us per op; no estimate (-1) for a program with a while loop, as the
 ** TPU compiler does. */
@@ -227,6 +270,9 @@ static pjrt_abi_error_t* compile(void* p) {
   const char* code = a->program->code;
   size_t size = a->program->code_size;
   if (count_text(code, size, "stablehlo.fft")) return make_error(3, "fake compiler: FFT is not supported");
+  if (count_text(code, size, "fake_rendezvous") &&
+      !rendezvous(count_text(code, size, "fake_rendezvous_short")))
+    return make_error(3, "fake compiler: compiled alone (no other compile in flight in time)");
   pjrt_abi_executable_t* e = calloc(1, sizeof(*e));
   if (!e) abort();
   e->ops = count_text(code, size, "stablehlo.");

@@ -242,6 +242,100 @@ TEST(Execute_Threads) {
   pjrt_executable_release(exe);
 }
 
+/*===--- futures: values a queued launch will make ---===*/
+
+typedef struct {
+  pjrt_buffer_t* future;
+  pjrt_executable_t* exe;
+} fulfil_arg_t;
+
+/* Makes the value the future stands for, a little later, on another thread. */
+static void* fulfil_later(void* p) {
+  fulfil_arg_t* f = p;
+  usleep(20000);
+  const float a[4] = {1, 2, 3, 4};
+  const int64_t dims[1] = {4};
+  pjrt_buffer_t *x = NULL, *y = NULL;
+  tpurt_status_t s = pjrt_buffer_from_host(0, TPURT_DTYPE_F32, 1, dims, a, &x);
+  pjrt_buffer_t* args[2] = {x, x};
+  if (!s) s = pjrt_execute(f->exe, 0, args, 2, &y, 1, "test::double");
+  if (s) {
+    pjrt_buffer_future_fail(f->future, s);
+    tpurt_status_free(s);
+  } else {
+    pjrt_buffer_fulfil_consume(f->future, y);
+  }
+  pjrt_buffer_release(x);
+  return NULL;
+}
+
+TEST(Future_ReadersWaitForTheValue) {
+  ASSERT_OK(tpurt_runtime_init());
+  pjrt_executable_t* exe = NULL;
+  ASSERT_OK(pjrt_compile(kAddMlir, strlen(kAddMlir), &exe));
+  const int64_t dims[1] = {4};
+  const uint64_t live = pjrt_counters()->live_buffers;
+  pjrt_buffer_t* future = pjrt_buffer_future_create(0, TPURT_DTYPE_F32, 1, dims);
+  EXPECT(pjrt_buffer_is_pending(future) && future->nbytes == 16);
+  EXPECT(pjrt_counters()->live_buffers == live); /* holds nothing yet */
+  fulfil_arg_t arg = {future, exe};
+  pthread_t t;
+  ASSERT(pthread_create(&t, NULL, fulfil_later, &arg) == 0);
+  /* A launch reading the future waits for it, as a host read does. */
+  pjrt_buffer_t* args[2] = {future, future};
+  pjrt_buffer_t* z = NULL;
+  tpurt_status_t s = pjrt_execute(exe, 0, args, 2, &z, 1, "test::reads_future");
+  EXPECT(s == NULL);
+  tpurt_status_free(s);
+  float got[4] = {0};
+  if (z) EXPECT(pjrt_buffer_to_host(z, got, sizeof(got)) == NULL);
+  EXPECT(got[0] == 4 && got[3] == 16);
+  EXPECT(!pjrt_buffer_is_pending(future));
+  pthread_join(t, NULL);
+  pjrt_buffer_release(z);
+  pjrt_buffer_release(future);
+  ASSERT_OK(pjrt_synchronize(-1));
+  EXPECT(pjrt_counters()->live_buffers == live);
+  pjrt_executable_release(exe);
+}
+
+TEST(Future_AFailedOneFailsItsReaders) {
+  ASSERT_OK(tpurt_runtime_init());
+  pjrt_executable_t* exe = NULL;
+  ASSERT_OK(pjrt_compile(kAddMlir, strlen(kAddMlir), &exe));
+  const int64_t dims[1] = {4};
+  pjrt_buffer_t* future = pjrt_buffer_future_create(0, TPURT_DTYPE_F32, 1, dims);
+  tpurt_status_t why = tpurt_status_create(TPURT_RESOURCE_EXHAUSTED, "aten::mul.Tensor: out of memory");
+  pjrt_buffer_future_fail(future, why);
+  tpurt_status_free(why);
+  float got[4];
+  tpurt_status_t s = pjrt_buffer_to_host(future, got, sizeof(got));
+  EXPECT(tpurt_status_code(s) == TPURT_RESOURCE_EXHAUSTED && contains(tpurt_status_message(s), "aten::mul"));
+  tpurt_status_free(s);
+  pjrt_buffer_t* args[2] = {future, future};
+  pjrt_buffer_t* z = NULL;
+  s = pjrt_execute(exe, 0, args, 2, &z, 1, "test::reads_lost");
+  EXPECT(tpurt_status_code(s) == TPURT_RESOURCE_EXHAUSTED);
+  EXPECT(contains(tpurt_status_message(s), "an input's value was lost") &&
+         contains(tpurt_status_message(s), "aten::mul"));
+  tpurt_status_free(s);
+  EXPECT(z == NULL);
+  pjrt_buffer_release(future);
+  pjrt_executable_release(exe);
+}
+
+TEST(Future_OfAnotherShapeFails) {
+  ASSERT_OK(tpurt_runtime_init());
+  const int64_t four[1] = {4}, two[1] = {2};
+  const float a[2] = {1, 2};
+  pjrt_buffer_t* future = pjrt_buffer_future_create(0, TPURT_DTYPE_F32, 1, four);
+  pjrt_buffer_t* x = NULL;
+  ASSERT_OK(pjrt_buffer_from_host(0, TPURT_DTYPE_F32, 1, two, a, &x));
+  pjrt_buffer_fulfil_consume(future, x);
+  EXPECT_STATUS(pjrt_buffer_ready(future), TPURT_INTERNAL);
+  pjrt_buffer_release(future);
+}
+
 TEST(Compile_Malformed) {
   ASSERT_OK(tpurt_runtime_init());
   static const char kBad[] = "module @m { func.func public @main( -> what }";
@@ -544,5 +638,7 @@ TEST_MAIN(TEST_CASE(Loader_MissingFile), TEST_CASE(Loader_NotAPlugin), TEST_CASE
           TEST_CASE(Runtime_BadDeviceCount), TEST_CASE(Runtime_NoPlugin), TEST_CASE(Runtime_DefaultPlugin),
           TEST_CASE(Runtime_Init), TEST_CASE(Buffer_RoundTrips), TEST_CASE(Buffer_BadArguments),
           TEST_CASE(Execute_Add), TEST_CASE(Execute_ManyAsyncLaunches), TEST_CASE(Execute_Threads),
-          TEST_CASE(Compile_Malformed), TEST_CASE(Executable_SerializeRoundTrip),
-          TEST_CASE(Runtime_TwoDevices), TEST_CASE(Runtime_SpmdFourDevices), TEST_CASE(Options_SpmdEncoding))
+          TEST_CASE(Future_ReadersWaitForTheValue), TEST_CASE(Future_AFailedOneFailsItsReaders),
+          TEST_CASE(Future_OfAnotherShapeFails), TEST_CASE(Compile_Malformed),
+          TEST_CASE(Executable_SerializeRoundTrip), TEST_CASE(Runtime_TwoDevices),
+          TEST_CASE(Runtime_SpmdFourDevices), TEST_CASE(Options_SpmdEncoding))

@@ -4,6 +4,7 @@
 ** estimate, and the errors (unknown topology, refused program, no plugin). */
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../cache/cache.h"
@@ -321,6 +322,112 @@ static bool corrupt_entry(const char* dir) {
   return done;
 }
 
+/* Files of |dir| whose name ends in |suffix|. */
+static int count_files(const char* dir, const char* suffix) {
+  DIR* d = opendir(dir);
+  if (!d) return 0;
+  int n = 0;
+  for (struct dirent* e; (e = readdir(d)) != NULL;) {
+    const char* dot = strrchr(e->d_name, '.');
+    n += dot && strcmp(dot, suffix) == 0;
+  }
+  closedir(d);
+  return n;
+}
+
+static const char kRendezvousA[] =
+    "module @fake_rendezvous_a {\n"
+    "  func.func public @main(%a: tensor<4xf32>) -> (tensor<4xf32>) {\n"
+    "    %b = \"stablehlo.add\"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
+    "    \"func.return\"(%b) : (tensor<4xf32>) -> ()\n"
+    "  }\n"
+    "}\n";
+static const char kRendezvousB[] =
+    "module @fake_rendezvous_b {\n"
+    "  func.func public @main(%a: tensor<4xf32>) -> (tensor<4xf32>) {\n"
+    "    %b = \"stablehlo.multiply\"(%a, %a) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>\n"
+    "    \"func.return\"(%b) : (tensor<4xf32>) -> ()\n"
+    "  }\n"
+    "}\n";
+
+/* Compile-only programs compile on the pool, up to
+** TORCH_TPU_TARGET_COMPILE_THREADS at once: the fake compiler refuses a
+** "fake_rendezvous" module that no other compile joins in time, so two that
+** both compile were in flight at once. The call returns before the compile
+** is done; the records are listed in the order of the calls, once per
+** distinct program, and persisted (a second "process" loads both). With
+** the default of one at a time, two never meet. */
+TEST(Shadow_CompileOnlyProgramsCompileConcurrently) {
+  NEED_FAKE();
+  /* before the pool's first job: two workers, whatever the host's cores, and
+  ** two target compiles at once (one by default) */
+  setenv("TORCH_TPU_COMPILE_THREADS", "2", 1);
+  setenv("TORCH_TPU_TARGET_COMPILE_THREADS", "2", 1);
+  tpurt_config_reload_for_test();
+  ASSERT(!tpurt_pool_runs_inline() && tpurt_pool_size() == 2);
+  char dir[] = "/tmp/tpurt_concurrent_XXXXXX";
+  ASSERT(mkdtemp(dir) != NULL);
+  setenv("TORCH_TPU_CACHE_DIR", dir, 1);
+  cache_reconfigure_for_test();
+  tpurt_target_t* t = NULL;
+  ASSERT_OK(tpurt_target_create(fake_plugin(), "fake:1x1", &t));
+  ASSERT_OK(tpurt_shadow_set_consume(t));
+  static const char kOptions[] = "options";
+  cache_shadow_label("test::a");
+  ASSERT_OK(cache_shadow_compile_only(kRendezvousA, strlen(kRendezvousA), kOptions, 7, 1));
+  /* the same program again while it compiles: one record, one compile */
+  ASSERT_OK(cache_shadow_compile_only(kRendezvousA, strlen(kRendezvousA), kOptions, 7, 1));
+  cache_shadow_label("test::b");
+  ASSERT_OK(cache_shadow_compile_only(kRendezvousB, strlen(kRendezvousB), kOptions, 7, 1));
+  tpurt_shadow_record_t r[4];
+  ASSERT(tpurt_shadow_records(r, 4) == 2); /* waits for both */
+  for (int i = 0; i < 2; ++i)
+    if (r[i].error) printf("  %s\n", r[i].error);
+  EXPECT(strcmp(r[0].label, "test::a") == 0 && r[0].error == NULL && !r[0].from_disk);
+  EXPECT(strcmp(r[1].label, "test::b") == 0 && r[1].error == NULL && !r[1].from_disk);
+  EXPECT(r[0].program.flops == 1000.0 && r[1].program.flops == 1000.0);
+  EXPECT(count_files(dir, ".tpuest") == 2);
+
+  /* the next "process" finds both on disk, compiling neither (they would wait alone) */
+  tpurt_shadow_reset();
+  ASSERT_OK(cache_shadow_compile_only(kRendezvousA, strlen(kRendezvousA), kOptions, 7, 1));
+  ASSERT_OK(cache_shadow_compile_only(kRendezvousB, strlen(kRendezvousB), kOptions, 7, 1));
+  tpurt_shadow_wait();
+  ASSERT(tpurt_shadow_records(r, 4) == 2);
+  EXPECT(r[0].from_disk && r[0].error == NULL && r[1].from_disk && r[1].error == NULL);
+  tpurt_shadow_reset();
+
+  /* by default the target compiles one program at a time: two that wait
+  ** 0.2 s for company never meet (each is refused as compiled alone) */
+  unsetenv("TORCH_TPU_TARGET_COMPILE_THREADS");
+  tpurt_config_reload_for_test();
+  EXPECT(tpurt_config()->target_compile_threads == 1);
+  static const char kShortA[] = "module @fake_rendezvous_short_a {}\n";
+  static const char kShortB[] = "module @fake_rendezvous_short_b {}\n";
+  ASSERT_OK(cache_shadow_compile_only(kShortA, strlen(kShortA), kOptions, 7, 1));
+  ASSERT_OK(cache_shadow_compile_only(kShortB, strlen(kShortB), kOptions, 7, 1));
+  /* a child forked meanwhile does not wait for its parent's compiles (it has
+  ** not their threads): its wait returns, and it exits */
+  pid_t child = fork();
+  ASSERT(child >= 0);
+  if (child == 0) {
+    alarm(5); /* a wait that hangs kills the child: the parent sees the signal */
+    tpurt_shadow_wait();
+    _exit(0);
+  }
+  int child_status = 0;
+  ASSERT(waitpid(child, &child_status, 0) == child);
+  EXPECT(WIFEXITED(child_status) && WEXITSTATUS(child_status) == 0);
+  ASSERT(tpurt_shadow_records(r, 4) == 2);
+  EXPECT(r[0].error && strstr(r[0].error, "compiled alone") && r[1].error &&
+         strstr(r[1].error, "compiled alone"));
+  tpurt_shadow_reset();
+  ASSERT_OK(tpurt_shadow_set_consume(NULL));
+  unsetenv("TORCH_TPU_CACHE_DIR");
+  cache_reconfigure_for_test();
+  remove_dir(dir);
+}
+
 /* Precompile: a program compiled for the target is written serialised into
 ** the cache directory under the key its runtime would compute, read back
 ** (header, key, MAC checked) and handed to the plugin's deserialize. */
@@ -408,5 +515,5 @@ TEST(Precompile_RoundTripThroughThePluginsDeserialize) {
 TEST_MAIN(TEST_CASE(Target_Topology), TEST_CASE(Target_UnknownTopologyIsThePluginsError),
           TEST_CASE(Target_CompileReadsCostAndMemory), TEST_CASE(Target_WhileLoopHasNoEstimate),
           TEST_CASE(Target_RefusedProgramNamesTheTarget), TEST_CASE(Shadow_RecordsEachProgramOnce),
-          TEST_CASE(Shadow_CompileOnlyShardedTrace),
+          TEST_CASE(Shadow_CompileOnlyProgramsCompileConcurrently), TEST_CASE(Shadow_CompileOnlyShardedTrace),
           TEST_CASE(Precompile_RoundTripThroughThePluginsDeserialize))

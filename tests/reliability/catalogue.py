@@ -26,6 +26,7 @@ DIFFERENCES: dict[str, tuple[str, ...]] = {
     "float8-arith": ALL_MODES,  # the CPU has no kernel (or refuses the promotion); the tpu computes
     "fill-expanded": ALL_MODES,  # fill_ through an expanded view: the CPU writes, the tpu raises
     "bernoulli-p": ALL_MODES,  # p outside [0, 1]: the CPU raises, the tpu draws (a check would sync)
+    "multinomial-p": ALL_MODES,  # a negative weight: the CPU raises, the tpu draws (a check would sync)
     "compiled-functional": ("compiled",),  # torch.compile's functional graph: no eager overlap checks
     "compiled-data-dependent": ("compiled",),  # a data-dependent size or host value asks for a graph break
 }
@@ -121,7 +122,11 @@ CASES: list[tuple[str, str, str | None]] = [
     ("arange_step_zero", "r = torch.arange(0, 10, 0, device=d)", None),
     ("arange_wrong_sign", "r = torch.arange(0, 10, -1, device=d)", None),
     ("linspace_negative_steps", "r = torch.linspace(0, 1, -1, device=d)", None),
-    ("multinomial_negative", "r = torch.multinomial(torch.tensor([-1.0, 1.0], device=d), 1)", None),
+    (
+        "multinomial_negative",
+        "r = torch.multinomial(torch.tensor([-1.0, 1.0], device=d), 1)",
+        "multinomial-p",
+    ),
     # --- devices and host reads ---
     ("to_missing_device", "r = torch.ones(3, device=d).to(d + ':7' if d != 'cpu' else 'meta:x')", None),
     (

@@ -119,11 +119,40 @@ INDEX_CASES = {
     "cross_entropy": lambda d: F.cross_entropy(torch.zeros(2, 3, device=d), torch.tensor([3, 0], device=d)),
     "gather": lambda d: torch.zeros(4, device=d).gather(0, torch.tensor([4], device=d)),
     "index_select": lambda d: torch.zeros(4, device=d).index_select(0, torch.tensor([4], device=d)),
+    # each fact of the rows' .index (csrc/lower): the family's words and exception type, negatives,
+    # the dim named (wrapped; for x[..., idx] the index's place among the indices given), the bound
+    "index_fill_": lambda d: torch.zeros(4, device=d).index_fill_(0, torch.tensor([-5], device=d), 1.0),
+    "index_copy_negative_dim": lambda d: torch.zeros(2, 4, device=d).index_copy_(
+        -1, torch.tensor([4], device=d), torch.ones(2, 1, device=d)
+    ),
+    "index_reduce_": lambda d: torch.zeros(4, device=d).index_reduce_(
+        0, torch.tensor([4], device=d), torch.ones(1, device=d), "prod"
+    ),
+    "scatter_": lambda d: torch.zeros(2, 4, device=d).scatter_(-1, torch.tensor([[4]], device=d), 1.0),
+    "scatter_reduce": lambda d: torch.zeros(4, device=d).scatter_reduce(
+        0, torch.tensor([4], device=d), torch.ones(1, device=d), "sum"
+    ),
+    "take": lambda d: torch.zeros(4, device=d).take(torch.tensor([-5], device=d)),
+    "getitem": lambda d: torch.zeros(4, device=d)[torch.tensor([4], device=d)],
+    "getitem_second_dim": lambda d: torch.zeros(2, 4, 3, device=d)[:, torch.tensor([4], device=d)],
+    "getitem_after_mask": lambda d: torch.zeros(2, 4, 3, device=d)[
+        torch.ones(2, 4, dtype=torch.bool, device=d), torch.tensor([3], device=d)
+    ],
+    "nll_loss_1d": lambda d: F.nll_loss(torch.zeros(3, device=d), torch.tensor(3, device=d)),
+    "nll_loss_backward": lambda d: torch.ops.aten.nll_loss_backward(
+        torch.tensor(1.0, device=d),
+        torch.zeros(2, 3, device=d),
+        torch.tensor([0, 3], device=d),
+        None,
+        1,
+        -100,
+        torch.tensor(2.0, device=d),
+    ),
 }
 
 
 @pytest.mark.parametrize("case", sorted(INDEX_CASES))
-def test_debug_eager_raises_the_cpu_error_for_out_of_range_indices(case):
+def test_debug_eager_raises_the_cpu_error_for_out_of_range_indices(case, no_fallback):
     fn = INDEX_CASES[case]
     with pytest.raises(Exception) as on_cpu:
         fn("cpu")
@@ -143,6 +172,90 @@ def test_debug_eager_accepts_in_range_and_ignored_indices():
         loss = F.nll_loss(torch.zeros(2, 3, device="tpu"), torch.tensor([2, -100], device="tpu"))
     assert x.cpu().tolist() == [1.0, 0.0, 0.0, 1.0]
     assert loss.item() == 0.0
+
+
+def test_debug_eager_takes_what_the_cpu_takes(no_fallback):
+    # index_fill wraps negative indices on the CPU; int32 indices are indices
+    def fill(d):
+        return torch.zeros(4, device=d).index_fill_(0, torch.tensor([-1, 0], device=d), 1.0)
+
+    def select(d):
+        return torch.arange(4.0, device=d).index_select(0, torch.tensor([3, 0], dtype=torch.int32, device=d))
+
+    with torch_tpu.eager_mode(EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING):
+        for fn in (fill, select):
+            assert fn("tpu").cpu().tolist() == fn("cpu").tolist()
+
+
+@pytest.mark.parametrize("mode", [EagerMode.DEFER_NEVER, EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING])
+def test_an_index_on_the_cpu_is_refused(mode):
+    # a 0-d CPU tensor reaches the core as a number; as an index it crashed take, put_ and nll_loss
+    cases = [
+        lambda: torch.zeros(4, device="tpu").take(torch.tensor(1)),
+        lambda: torch.zeros(4, device="tpu").put_(torch.tensor(1), torch.ones((), device="tpu")),
+        lambda: F.nll_loss(torch.zeros(3, device="tpu"), torch.tensor(1)),
+        lambda: torch.zeros(4, device="tpu").index_select(0, torch.tensor(1)),
+    ]
+    for fn in cases:
+        with torch_tpu.eager_mode(mode), pytest.raises(RuntimeError, match="same device.*tpu:0 and cpu"):
+            fn()
+
+
+# ---- integer division by zero (the rows' .division) and mask shapes, in every mode --------
+
+DIVISIONS = {
+    "floor_divide": lambda a, b: a // b,
+    "remainder": lambda a, b: a % b,
+    "fmod": torch.fmod,
+    "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+    "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+}
+
+
+@pytest.mark.parametrize("op", sorted(DIVISIONS))
+def test_integer_division_by_zero_raises_as_on_the_cpu(op, no_fallback):
+    fn = DIVISIONS[op]
+    a = torch.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(a, torch.tensor([0, 1]))
+    # a zero number, or a 0-d CPU tensor, is known without the device: every mode
+    for divisor in (0, torch.tensor(0)):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            fn(a.to("tpu"), divisor)
+    # a zero in a device tensor costs a read: debug eager only
+    with (
+        torch_tpu.eager_mode(EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING),
+        pytest.raises(RuntimeError, match="ZeroDivisionError"),
+    ):
+        fn(a.to("tpu"), torch.tensor([0, 1], device="tpu"))
+    fn(a.to("tpu"), torch.tensor([0, 1], device="tpu")).cpu()  # strict eager: XLA's value, no error
+    with torch_tpu.eager_mode(EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING):
+        ok = fn(a.to("tpu"), torch.tensor([2, 1], device="tpu")).cpu()
+    assert ok.tolist() == fn(a, torch.tensor([2, 1])).tolist()
+
+
+def test_division_without_integers_does_not_raise(no_fallback):
+    with torch_tpu.eager_mode(EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING):
+        true_div = torch.div(torch.tensor([1, 2], device="tpu"), torch.tensor([0, 1], device="tpu")).cpu()
+        floats = (torch.tensor([1.0, 2.0], device="tpu") // 0).cpu()
+    assert true_div.tolist() == [float("inf"), 2.0]
+    assert floats.tolist() == [float("inf"), float("inf")]
+
+
+@pytest.mark.parametrize("mode", [EagerMode.DEFER_NEVER, EagerMode.DEFER_NEVER_AND_LAUNCH_BLOCKING])
+def test_a_mask_of_another_shape_raises_the_cpu_error(mode, no_fallback):
+    def cases(d):
+        yield lambda: torch.ones(3, device=d)[torch.ones(4, dtype=torch.bool, device=d)]
+        yield lambda: torch.zeros(2, 4, device=d).index_put_(
+            (torch.ones(2, 3, dtype=torch.bool, device=d),), torch.tensor(1.0, device=d)
+        )
+
+    for on_cpu, on_tpu in zip(cases("cpu"), cases("tpu")):
+        with pytest.raises(IndexError) as cpu_error:
+            on_cpu()
+        with torch_tpu.eager_mode(mode), pytest.raises(IndexError) as tpu_error:
+            on_tpu()
+        assert str(cpu_error.value).splitlines()[0] in str(tpu_error.value)
 
 
 # ---- issue 24, defect 6: TORCH_TPU_PJRT_OPTIONS and the plugin path are checked -------

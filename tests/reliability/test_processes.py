@@ -121,21 +121,23 @@ def test_dataloader_workers_that_use_tpu_raise():
 # ---- defect 7: a failed launch holds no memory ---------------------------------------
 
 
-def test_a_failed_async_op_is_not_counted_and_is_an_out_of_memory_error():
+def test_a_result_larger_than_the_device_is_an_out_of_memory_error_at_the_op():
     before = torch.tpu.memory_allocated()
     a = torch.ones(200000, 1, device="tpu")
     held = torch.tpu.memory_allocated() - before
-    y = a @ a.T  # 160 GB: fails when it runs, asynchronously
+    # 160 GB, more than the whole device: raised at the op, as an allocation is (it used to
+    # fail later, at synchronize, as a RuntimeError, and count its 160 GB as allocated)
     with pytest.raises(torch.OutOfMemoryError, match="aten::mm"):
-        torch.tpu.synchronize()
-    assert torch.tpu.memory_allocated() - before == held  # not y's 160 GB
+        torch.mm(a, a.T)
+    torch.tpu.synchronize()  # nothing is left to report
+    assert torch.tpu.memory_allocated() - before == held
     with pytest.raises(torch.OutOfMemoryError) as info:
         torch.ones(2**45, device="tpu").cpu()
     hint = str(info.value)
     assert "tpu tensors alive hold " in hint
     alive_mib = int(hint.split("tpu tensors alive hold ")[1].split(" MiB")[0])
     assert alive_mib < 1024, hint
-    del y, a
+    del a
 
 
 # ---- defect 8: tpu tensors through torch.multiprocessing ------------------------------

@@ -57,6 +57,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const s
 struct Call {
   std::string_view name;  // NUL-terminated: it views a whole OpFacts::name
   c10::DeviceIndex device = 0;
+  const c10::IValue* self = nullptr;  // the op's self argument, if its schema has one
   std::vector<tpurt_arg_t> args;
   std::vector<at::Tensor> tensors;  // parallel to args: the tensor behind a TENSOR arg
   std::vector<at::Tensor> writes;   // the is_write tensors, in order
@@ -192,12 +193,15 @@ struct Call {
     }
   }
 
-  // Tensor?[] is always an index list (index, index_put). As PyTorch does
-  // for CUDA: CPU index tensors move to the device, and a boolean mask of
-  // rank k becomes the k long index tensors of its nonzero() (a sync: the
-  // number of selected elements is data).
+  // Tensor?[] is always an index list into the op's self (index,
+  // index_put: PyTorch's expandTensors). As PyTorch does for CUDA: CPU index
+  // tensors move to the device, and a boolean mask of rank k, which must
+  // have the shape of the k dims of self it covers, becomes the k long index
+  // tensors of its nonzero() (a sync: the number of selected elements is
+  // data). The core checks the indices' values (tpurt_op_check_args).
   void add_indices(const c10::IValue& v) {
     std::vector<at::Tensor> items;
+    int64_t dim = 0;  // the dim of self the next item indexes
     for (const c10::IValue& item : v.toListRef()) {
       at::Tensor t = item.isNone() ? at::Tensor() : item.toTensor();
       if (t.defined() && t.device().type() != kTpu) t = t.to(c10::Device(kTpu, device));
@@ -206,13 +210,29 @@ struct Call {
             "indexing with dtype torch.uint8 is now deprecated, please use a dtype torch.bool instead.");
       }
       if (t.defined() && (t.scalar_type() == at::kBool || t.scalar_type() == at::kByte)) {
+        check_mask(t, dim);
         for (const at::Tensor& column : t.nonzero().unbind(1)) items.push_back(column);
+        dim += t.dim();
       } else {
         items.push_back(t);
+        ++dim;
       }
     }
     push({.kind = TPURT_ARG_TENSOR_LIST, .u = {.list_len = static_cast<int32_t>(items.size())}});
     for (const at::Tensor& t : items) add_tensor(t, /*is_write=*/false, /*scalar_ok=*/false);
+  }
+
+  // PyTorch's IndexError for a mask whose shape is not that of the dims of
+  // self from |dim| on: the device would select by a mask of another shape.
+  void check_mask(const at::Tensor& mask, int64_t dim) const {
+    if (self == nullptr || !self->isTensor()) return;
+    const at::Tensor& indexed = self->toTensor();
+    for (int64_t j = 0; j < mask.dim(); ++j) {
+      TORCH_CHECK_INDEX(dim + j < indexed.dim() && mask.size(j) == indexed.size(dim + j), name,
+                        ": The shape of the mask ", mask.sizes(), " at index ", j,
+                        " does not match the shape of the indexed tensor ", indexed.sizes(), " at index ",
+                        dim + j);
+    }
   }
 
   void add_list(const c10::TypePtr& elem, const c10::IValue& v, bool is_write) {
@@ -340,10 +360,11 @@ void push_returns(const c10::FunctionSchema& schema, Call& call, tpurt_op_call_t
 
 // ---- debug eager checks ----------------------------------------------------------
 //
-// In DEFER_NEVER_AND_LAUNCH_BLOCKING every op is also checked: indices against
-// their bounds before it runs (the device clamps them, as a TPU does), and its
-// results against PyTorch's meta kernel after. Both cost syncs; that is what
-// debug mode is for.
+// In DEFER_NEVER_AND_LAUNCH_BLOCKING every op is also checked: its argument
+// values before it runs (the core's tpurt_op_check_args, which then reads
+// device tensors: the device clamps indices, as a TPU does), and its results
+// against PyTorch's meta kernel after. Both cost syncs; that is what debug
+// mode is for.
 
 bool debug_mode() { return tpurt_get_eager_mode() == TPURT_MODE_LAUNCH_BLOCKING; }
 
@@ -361,99 +382,13 @@ tpurt_matmul_precision_t matmul_precision() {
   }
 }
 
-// The first value of integer tensor |index| outside [lo, hi), other than
-// |ignore|, if any. One host read of the index: the one bounds helper every
-// index-taking op's check below shares.
-std::optional<int64_t> first_out_of_range(const at::Tensor& index, int64_t lo, int64_t hi,
-                                          std::optional<int64_t> ignore = std::nullopt) {
-  if (!index.defined() || index.numel() == 0 || index.is_floating_point() || index.scalar_type() == at::kBool)
-    return std::nullopt;
-  const at::Tensor host = index.cpu().to(at::kLong).reshape({-1});
-  at::Tensor bad = host.lt(lo).logical_or(host.ge(hi));
-  if (ignore) bad = bad.logical_and(host.ne(*ignore));
-  if (!bad.any().item<bool>()) return std::nullopt;
-  return host.masked_select(bad)[0].item<int64_t>();
-}
-
-int64_t dim_size(const at::Tensor& self, int64_t dim) {
-  return self.dim() == 0 ? 1 : self.size(c10::maybe_wrap_dim(dim, self.dim()));
-}
-
-// Raises PyTorch's own error (type and words) for an out-of-range index,
-// prefixed with the op. CPU checks these; the device clamps gathers and drops
-// scatters instead, so debug eager checks them before the op runs.
-void check_bounds(const std::string& name, c10::ArrayRef<c10::IValue> in) {
-  auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
-  auto tensor_at = [&](size_t i) {
-    return i < in.size() && in[i].isTensor() ? in[i].toTensor() : at::Tensor();
-  };
-  if (starts("aten::index_select") || starts("aten::index_add") || starts("aten::index_copy") ||
-      starts("aten::index_fill")) {
-    // (self, dim, index, ...): PyTorch takes no negative index here
-    const at::Tensor self = tensor_at(0);
-    const int64_t dim = in[1].toInt(), size = dim_size(self, dim);
-    if (auto bad = first_out_of_range(tensor_at(2), 0, size)) {
-      if (starts("aten::index_copy") || starts("aten::index_fill"))
-        TORCH_CHECK_INDEX(false, name, ": index ", *bad, " is out of bounds for dimension ", dim,
-                          " with size ", size);
-      TORCH_CHECK_INDEX(false, name, ": index out of range in self (index ", *bad,
-                        " is out of bounds for dimension ", dim, " with size ", size, ")");
-    }
-  } else if (starts("aten::gather") || starts("aten::scatter")) {
-    const at::Tensor self = tensor_at(0);
-    const int64_t dim = in[1].toInt(), size = dim_size(self, dim);
-    if (auto bad = first_out_of_range(tensor_at(2), 0, size))
-      TORCH_CHECK(false, name, ": index ", *bad, " is out of bounds for dimension ", dim, " with size ",
-                  size);
-  } else if (starts("aten::index.Tensor") || starts("aten::_index_put_impl_") || starts("aten::index_put")) {
-    // (self, indices, ...): index k applies to the next dim; a mask covers
-    // as many dims as it has; None leaves a dim whole; negatives wrap
-    const at::Tensor self = tensor_at(0);
-    int64_t dim = 0;
-    for (const c10::IValue& item : in[1].toListRef()) {
-      if (!item.isNone()) {
-        const at::Tensor index = item.toTensor();
-        if (index.scalar_type() == at::kBool || index.scalar_type() == at::kByte) {
-          dim += index.dim();
-          continue;
-        }
-        const int64_t size = dim_size(self, dim);
-        if (auto bad = first_out_of_range(index, -size, size))
-          TORCH_CHECK_INDEX(false, name, ": index ", *bad, " is out of bounds for dimension ", dim,
-                            " with size ", size);
-      }
-      ++dim;
-    }
-  } else if (starts("aten::put") || starts("aten::take")) {
-    const at::Tensor self = tensor_at(0);
-    const int64_t numel = self.numel();
-    if (auto bad = first_out_of_range(tensor_at(1), -numel, numel))
-      TORCH_CHECK_INDEX(false, name, ": out of range: tried to access index ", *bad, " on a tensor of ",
-                        numel, " elements.");
-  } else if (starts("aten::nll_loss")) {
-    // forward (self, target, weight, reduction, ignore_index); backward
-    // (grad_output, self, target, weight, reduction, ignore_index, total_weight)
-    const bool backward = starts("aten::nll_loss_backward") || starts("aten::nll_loss2d_backward");
-    const at::Tensor self = tensor_at(backward ? 1 : 0);
-    const size_t ignore_at = backward ? 5 : 4;
-    if (!self.defined() || ignore_at >= in.size()) return;
-    const int64_t classes = self.size(self.dim() == 1 ? 0 : 1);
-    if (auto bad = first_out_of_range(tensor_at(backward ? 2 : 1), 0, classes, in[ignore_at].toInt()))
-      TORCH_CHECK_INDEX(false, name, ": Target ", *bad, " is out of bounds.");
-  }
-}
-
 // ---- checks in every mode (no device work) ------------------------------------------
 
 // Writes through a tensor with self-overlap (an expanded view) or into memory
 // an input partly shares are rejected with PyTorch's own error, as its CPU
 // kernels do: on the device they would give an order-dependent answer. Only
 // metadata is read.
-void check_write_overlap(const c10::FunctionSchema& schema, const std::string& name,
-                         c10::ArrayRef<c10::IValue> in) {
-  if (name == "aten::set_" || name.rfind("aten::set_.", 0) == 0 || name.rfind("aten::resize", 0) == 0 ||
-      name.rfind("aten::as_strided", 0) == 0)
-    return;
+void check_write_overlap(const c10::FunctionSchema& schema, c10::ArrayRef<c10::IValue> in) {
   const auto& args = schema.arguments();
   for (size_t w = 0; w < args.size() && w < in.size(); ++w) {
     const c10::AliasInfo* alias = args[w].alias_info();
@@ -467,66 +402,6 @@ void check_write_overlap(const c10::FunctionSchema& schema, const std::string& n
       if (input.defined() && input.device() == out.device()) at::assert_no_partial_overlap(out, input);
     }
   }
-}
-
-// A boolean mask must have the shape of the dims it indexes (PyTorch's
-// IndexError); the device would otherwise select by a mask of another shape.
-void check_index_masks(const std::string& name, c10::ArrayRef<c10::IValue> in) {
-  if (name != "aten::index.Tensor" && name.rfind("aten::_index_put_impl_", 0) != 0 &&
-      name.rfind("aten::index_put", 0) != 0)
-    return;
-  if (in.size() < 2 || !in[0].isTensor() || !in[1].isList()) return;
-  const at::Tensor self = in[0].toTensor();
-  int64_t dim = 0;
-  for (const c10::IValue& item : in[1].toListRef()) {
-    if (item.isNone() || !item.isTensor()) {
-      ++dim;
-      continue;
-    }
-    const at::Tensor index = item.toTensor();
-    if (index.scalar_type() != at::kBool && index.scalar_type() != at::kByte) {
-      ++dim;
-      continue;
-    }
-    for (int64_t j = 0; j < index.dim(); ++j) {
-      TORCH_CHECK_INDEX(dim + j < self.dim() && index.size(j) == self.size(dim + j), name,
-                        ": The shape of the mask ", index.sizes(), " at index ", j,
-                        " does not match the shape of the indexed tensor ", self.sizes(), " at index ",
-                        dim + j);
-    }
-    dim += index.dim();
-  }
-}
-
-// Integer division and remainder by zero raise on the CPU (the hardware
-// traps); XLA gives -1 or the dividend instead. A zero Python number is
-// caught in every mode; a zero in a divisor tensor costs a host read, so only
-// debug eager looks (see the README's "Differences from CPU").
-bool is_integer_division(const std::string& name, c10::ArrayRef<c10::IValue> in) {
-  auto starts = [&](const char* prefix) { return name.rfind(prefix, 0) == 0; };
-  if (starts("aten::floor_divide") || starts("aten::remainder") || starts("aten::fmod")) return true;
-  if (starts("aten::div") && name.find("_mode") != std::string::npos)
-    return in.size() > 2 && in[2].isString();  // a rounding mode: integer results stay integer
-  return false;
-}
-
-bool integral(const c10::IValue& v) {
-  if (v.isTensor()) return v.toTensor().defined() && at::isIntegralType(v.toTensor().scalar_type(), true);
-  return v.isInt() || v.isBool() || (v.isScalar() && v.toScalar().isIntegral(true));
-}
-
-void check_integer_division(const std::string& name, c10::ArrayRef<c10::IValue> in, bool debug) {
-  if (in.size() < 2 || !is_integer_division(name, in) || !integral(in[0]) || !integral(in[1])) return;
-  const c10::IValue& divisor = in[1];
-  bool zero = false;
-  if (divisor.isTensor()) {
-    const at::Tensor& t = divisor.toTensor();
-    if (t.numel() == 0) return;
-    if (t.device().type() == c10::DeviceType::CPU || debug) zero = t.cpu().eq(0).any().item<bool>();
-  } else if (divisor.isInt() || divisor.isScalar()) {
-    zero = divisor.toScalar().toLong() == 0;
-  }
-  TORCH_CHECK(!zero, name, ": ZeroDivisionError (integer division or remainder by zero)");
 }
 
 // The op's results as PyTorch's meta kernel gives them (shapes, dtypes,
@@ -602,6 +477,8 @@ void match_meta_strides(const c10::OperatorHandle& op, const std::vector<c10::IV
 struct OpFacts {
   std::string name;
   bool supported = false;
+  tpurt_op_facts_t core{};  // what the op's row says the call must add or check
+  int self_arg = -1;        // the schema position of self (what an index list indexes)
 };
 
 bool names(const std::string& name, const c10::FunctionSchema& schema) {
@@ -621,6 +498,8 @@ const OpFacts& op_facts(const c10::FunctionSchema& schema) {
     facts.name = schema.name();
     if (!schema.overload_name().empty()) facts.name += "." + schema.overload_name();
     facts.supported = tpurt_op_supported(facts.name.c_str());
+    facts.core = tpurt_op_facts(facts.name.c_str());
+    facts.self_arg = schema.argumentIndexWithName("self").value_or(-1);
   }
   return facts;
 }
@@ -658,21 +537,20 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const bool debug = debug_mode();
   const bool tracing = tpurt_get_eager_mode() == TPURT_MODE_INTERNAL_DEFER_ALL;
   std::vector<c10::IValue> debug_inputs;
-  check_write_overlap(schema, name, inputs);
-  check_integer_division(name, inputs, debug);
-  check_index_masks(name, inputs);
-  if (debug) check_bounds(name, inputs);
+  check_write_overlap(schema, inputs);
   if (debug || tracing) debug_inputs.assign(inputs.begin(), inputs.end());
   Call call;
   call.name = name;
   call.device = call_device(inputs);
+  if (facts.self_arg >= 0 && static_cast<size_t>(facts.self_arg) < num_inputs)
+    call.self = &inputs[facts.self_arg];
   call.args.reserve(num_inputs + 1);
   call.tensors.reserve(num_inputs + 1);
   const c10::DeviceGuard guard(c10::Device(kTpu, call.device));
   for (size_t i = 0; i < num_inputs; ++i) call.add(schema.arguments()[i], inputs[i]);
   // Random ops whose schema has no Generator draw from the device's default
   // one, passed as a trailing argument like an explicit generator would be.
-  if (name == "aten::native_dropout") call.add_generator(c10::IValue());
+  if (facts.core.default_generator) call.add_generator(c10::IValue());
 
   // Room for one result per argument covers Tensor[] returns (_foreach_*).
   std::array<tpurt_result_t, TPURT_MAX_RESULTS> inline_results;
@@ -689,6 +567,12 @@ void tpu_boxed_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     many_results.resize(call.args.size());
     run.results = many_results.data();
     run.max_results = static_cast<int32_t>(many_results.size());
+  }
+  if (facts.core.checks_args) {
+    // Argument values the program would use anyway (an index out of bounds,
+    // a zero integer divisor); only debug eager pays for reading device ones.
+    tpurt_status_t status = tpurt_op_check_args(&run, debug ? tpurt_tensor_read_host : nullptr);
+    if (status != nullptr) raise_status_consume(status, name);
   }
   for (int attempt = 0;; ++attempt) {
     tpurt_status_t status = tpurt_op_run(&run);

@@ -100,7 +100,13 @@ void register_target_bindings(py::module& m) {
   });
   m.def("_shadow_reset", [] { tpurt_shadow_reset(); });
   m.def("_shadow_set_precompile", [](bool on) { tpurt_shadow_set_precompile(on); });
+  // Compile-only programs compile on the pool: wait for them without the GIL.
+  m.def("_shadow_wait", [] { tpurt_shadow_wait(); }, py::call_guard<py::gil_scoped_release>());
   m.def("_shadow_records", [] {
+    {
+      py::gil_scoped_release release;
+      tpurt_shadow_wait();
+    }
     std::vector<tpurt_shadow_record_t> records(tpurt_shadow_records(nullptr, 0) + 64);
     records.resize(tpurt_shadow_records(records.data(), records.size()));
     py::list out;

@@ -1,0 +1,100 @@
+"""Cold start of the tiny FLUX pipeline: the strict-eager first image and the documented compiled flow.
+
+Each flow runs in a child process of its own with a fresh, empty TORCH_TPU_CACHE_DIR (cold), as a
+new user meets it: the README's diffusers example, ``torch_tpu.testing.tiny.flux_pipeline("tiny")``
+at 128x128 with 4 steps, the transformer and the VAE on "tpu".
+
+- ``strict``: the first image in strict eager (every op's program compiles on first use);
+- ``compiled``: ``pipe.enable_tpu_compile()`` then ``pipe.tpu_warmup(...)`` (the documented warm-up).
+
+Prints, per flow, the seconds from before the call to its end (pipeline construction and imports
+excluded), the compiles and their summed seconds, the most compiles in flight at once and the
+launches made from the compile queue. ``--compile-threads N`` sets TORCH_TPU_COMPILE_THREADS in the
+children (0: every program compiles on the thread that needs it, as before the launch queue);
+``--both`` runs each flow at 0 and at the default and prints the ratio. Asserts nothing.
+
+    .venv/bin/python bench/cold_start.py            # both flows, default threads
+    .venv/bin/python bench/cold_start.py --both     # also at TORCH_TPU_COMPILE_THREADS=0
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+PROMPT = "a photo of a cat"
+CALL = dict(height=128, width=128, num_inference_steps=4, guidance_scale=0.0)
+
+
+def child(flow: str) -> None:
+    import torch
+
+    import torch_tpu
+    import torch_tpu.testing.tiny
+
+    pipe = torch_tpu.testing.tiny.flux_pipeline("tiny")
+    pipe.transformer.to("tpu")
+    pipe.vae.to("tpu")
+    torch.tpu.synchronize()
+    torch_tpu.reset_metrics()
+    start = time.perf_counter()
+    if flow == "strict":
+        image = pipe(PROMPT, **CALL).images[0]
+        image.getpixel((0, 0))  # the image is on the host
+    else:
+        pipe.enable_tpu_compile()
+        pipe.tpu_warmup(prompt=PROMPT, **CALL)
+    seconds = time.perf_counter() - start
+    m = torch_tpu.metrics()
+    keys = ("compiles", "compile_seconds", "max_concurrent_compiles", "queued_launches")
+    print(json.dumps({"seconds": seconds, **{k: m[k] for k in keys}}))
+
+
+def run(flow: str, threads: str | None) -> dict:
+    with tempfile.TemporaryDirectory(prefix="torch_tpu_cold_") as cache:
+        env = {**os.environ, "TORCH_TPU_CACHE_DIR": cache, "TORCH_TPU_COMPILE_NOTICE_MS": "0"}
+        env.pop("TORCH_TPU_COMPILE_THREADS", None)
+        if threads is not None:
+            env["TORCH_TPU_COMPILE_THREADS"] = threads
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", flow], env=env, capture_output=True, text=True, check=False
+        )
+        if out.returncode != 0:
+            raise SystemExit(f"{flow} child failed:\n{out.stderr[-3000:]}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", choices=("strict", "compiled"), help=argparse.SUPPRESS)
+    parser.add_argument("--compile-threads", help="TORCH_TPU_COMPILE_THREADS for the children")
+    parser.add_argument("--both", action="store_true", help="each flow at 0 threads and at the default")
+    args = parser.parse_args()
+    if args.child:
+        child(args.child)
+        return
+    settings = ["0", None] if args.both else [args.compile_threads]
+    print(f"cold start, tiny FLUX 128x128, 4 steps; {os.cpu_count()} CPUs")
+    header = f"{'flow':<10}{'threads':>9}{'seconds':>9}{'compiles':>10}{'compile s':>11}{'at once':>9}"
+    print(header + f"{'queued':>8}")
+    for flow in ("strict", "compiled"):
+        first = None
+        for threads in settings:
+            r = run(flow, threads)
+            first = first or r["seconds"]
+            gain = f"   {first / r['seconds']:.2f}x faster than at 0" if args.both and threads is None else ""
+            print(
+                f"{flow:<10}{threads or 'default':>9}{r['seconds']:>9.2f}{r['compiles']:>10}"
+                f"{r['compile_seconds']:>11.2f}{r['max_concurrent_compiles']:>9}{r['queued_launches']:>8}{gain}"
+            )
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"load average at the end: {load:.1f}; compile s sums each compile's wall time (overlaps twice)")
+
+
+if __name__ == "__main__":
+    main()
