@@ -169,6 +169,25 @@ def test_out_overloads_run_their_functional_rule(no_fallback, op, args):
             op(*(a.to("tpu") for a in args), out=torch.empty(3, dtype=torch.long, device="tpu"))
 
 
+@pytest.mark.parametrize("start", [0, 3, 10], ids=["empty", "short", "long"])
+def test_data_dependent_out_overloads_run_natively(no_fallback, start):
+    """nonzero(out=) and masked_select(out=): the engine counts on the device, then puts the
+    count between the functional args and the out= tensor, which it resizes as PyTorch does."""
+    x = torch.tensor([[0, 1, 0], [2, 0, 3]])
+    mask, values = x > 0, torch.arange(6.0).reshape(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # PyTorch's resize warning for a full out=
+        out = torch.empty(start, 2, dtype=torch.long, device="tpu")
+        assert torch.nonzero(x.to("tpu"), out=out) is out
+        picked = torch.empty(start, device="tpu")
+        torch.masked_select(values.to("tpu"), mask.to("tpu"), out=picked)
+    same(out, torch.nonzero(x))
+    same(picked, torch.masked_select(values, mask))
+    # not elementwise: no cast into out=, as on CUDA
+    with pytest.raises(RuntimeError, match="scalar type Long but got scalar type Float"):
+        torch.nonzero(x.to("tpu"), out=torch.empty(0, device="tpu"))
+
+
 def test_every_mapped_out_overload_has_its_functional_rows_arguments():
     """table.c runs an out= overload without a row of its own ("aten::X.out", "aten::X.Y_out")
     through its functional namesake ("aten::X" or "aten::X.Tensor", "aten::X.Y"). That is right

@@ -43,12 +43,11 @@ static void build_map(void) {
     }
 }
 
-/* The functional row |name| run as |variant| (in |scratch|), or NULL. Not a
-** counted row as LOWER_OUT: the engine appends its count after the out= args,
-** which then no longer trail the call. */
+/* The functional row |name| run as |variant| (in |scratch|), or NULL. A
+** counted row too: the engine puts its count before the out= args. */
 static const lower_rule_t* functional_as(const char* name, lower_variant_t variant, lower_rule_t* scratch) {
   const lower_rule_t* r = *slot(name);
-  if (!r || r->variant != LOWER_FUNCTIONAL || (variant == LOWER_OUT && r->count_arg >= 0)) return NULL;
+  if (!r || r->variant != LOWER_FUNCTIONAL) return NULL;
   *scratch = *r;
   scratch->variant = variant;
   return scratch;
