@@ -45,7 +45,7 @@ ASAN_BINS  := $(TEST_SRCS:csrc/tests/%.c=build/asan-tests/%)
 # The C tests find the CPU plugin the same way the Python package does.
 PLUGIN = $(shell $(PY) torch_tpu/_discovery.py 2>/dev/null)
 
-.PHONY: opinfo-target demo test test-plugin dist lib ctest ctest-asan pytest diffusers-tests venv build dev format lint clean
+.PHONY: opinfo-target demo test test-plugin dist lib ctest ctest-asan pytest diffusers-tests pytorch-tests venv build dev format lint clean
 
 demo: build
 	@$(PY) -m torch_tpu demo
@@ -163,6 +163,16 @@ opinfo-target: build
 diffusers-tests: build
 	@test -n "$(DIFFUSERS_SRC)" || { echo "usage: make diffusers-tests DIFFUSERS_SRC=/path/to/diffusers"; exit 2; }
 	$(PY) tools/diffusers_tests.py "$(DIFFUSERS_SRC)" $(if $(DIFFUSERS_K),-k "$(DIFFUSERS_K)")
+
+# PyTorch's own device-generic tests for core tensor ops (test_indexing, test_view_ops,
+# test_shape_ops, test_sort_and_select), instantiated for "tpu" and run with the CPU
+# fallback off: a per-test timeout (PYTORCH_TIMEOUT, seconds), crashes counted, the
+# failures checked against tools/pytorch_tests_expected.txt. Slow, not part of `make test`.
+# PYTORCH_SRC: a PyTorch checkout (only its test/ files are read). PYTORCH_K: a -k filter.
+pytorch-tests: build
+	@test -n "$(PYTORCH_SRC)" || { echo "usage: make pytorch-tests PYTORCH_SRC=/path/to/pytorch"; exit 2; }
+	$(PY) tools/pytorch_tests.py "$(PYTORCH_SRC)" $(if $(PYTORCH_K),-k "$(PYTORCH_K)") \
+	  $(if $(PYTORCH_TIMEOUT),--timeout $(PYTORCH_TIMEOUT))
 
 # The Python suite on another PJRT plugin, e.g. a CUDA one:
 #   make test-plugin PLUGIN=$$(python -c "import jax_plugins.xla_cuda13 as p, os; \

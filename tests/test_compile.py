@@ -81,6 +81,22 @@ def test_dynamic_true_is_a_clear_error():
         model(torch.randn(8, 32, device="tpu"))
 
 
+def test_specialized_graph_folds_the_floats_dynamo_passes_as_tensors():
+    """dynamic=True passes a default float (a RoPE's theta) as a 0-d CPU tensor read by .item():
+    each concrete call folds its value into the program instead of failing to trace it."""
+
+    def rope(pos, theta=10000.0, scale=1.0):
+        theta = theta * scale
+        return torch.outer(
+            pos, 1.0 / theta ** (torch.arange(0, 8, 2, dtype=torch.float32, device=pos.device) / 8)
+        )
+
+    backend = TpuBackend(specialize_dynamic=True)
+    f = torch.compile(lambda p, s: rope(p, scale=s), backend=backend, dynamic=True, fullgraph=True)
+    for n, s in ((4, 1.0), (6, 1.0), (6, 2.0)):
+        assert_same(f(torch.arange(float(n), device="tpu"), s), rope(torch.arange(float(n)), scale=s))
+
+
 def test_graph_breaks_run_eagerly_in_between():
     def f(x):
         y = torch.relu(x) * 2

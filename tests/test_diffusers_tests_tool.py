@@ -15,6 +15,8 @@ TOOLS = Path(__file__).resolve().parent.parent / "tools"
 
 
 def load(name: str):
+    if str(TOOLS) not in sys.path:  # the tools import their shared junit_outcomes
+        sys.path.insert(0, str(TOOLS))
     spec = importlib.util.spec_from_file_location(name, TOOLS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up

@@ -101,6 +101,29 @@ def test_multinomial_frequencies(no_fallback):
     assert (first == 3).float().mean() > 0.45
 
 
+# ---- randperm (csrc/lower/random.c) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32, torch.bfloat16])
+def test_randperm_is_a_permutation(no_fallback, dtype):
+    for n in (0, 1, 7, 256 if dtype == torch.bfloat16 else 300):  # bf16 is exact up to 256
+        p = torch.randperm(n, dtype=dtype, device="tpu")
+        assert p.device.type == "tpu" and p.dtype == dtype and p.shape == (n,)
+        assert sorted(p.cpu().long().tolist()) == list(range(n))
+
+
+def test_randperm_uniform_and_replayed(no_fallback):
+    g = torch.Generator(device="tpu").manual_seed(5)
+    draws = torch.stack([torch.randperm(6, device="tpu", generator=g).cpu() for _ in range(3000)])
+    # where each number lands: uniform over the 6 places, within 5 standard errors
+    freq = torch.stack([(draws == k).double().mean(0) for k in range(6)])
+    assert torch.all((freq - 1 / 6).abs() <= 5 * (1 / 6 * 5 / 6 / 3000) ** 0.5)
+    g.manual_seed(5)
+    torch.testing.assert_close(torch.randperm(6, device="tpu", generator=g).cpu(), draws[0])
+    with pytest.raises(RuntimeError, match="n cannot be greater than 2049 for Half type."):
+        torch.randperm(3000, dtype=torch.half, device="tpu")
+
+
 def test_multinomial_errors_as_pytorch():
     p = torch.ones(3, device="tpu")
     with pytest.raises(RuntimeError, match="cannot sample n_sample > prob_dist.size"):
@@ -119,6 +142,84 @@ def test_out_on_another_device_raises_pytorchs_error():
             torch.nonzero(x, out=out)
     with pytest.raises(RuntimeError, match="on the same device"):
         torch.add(x, x, out=torch.empty(3))
+
+
+@pytest.mark.parametrize(
+    "op,args",
+    [
+        (torch.maximum, (torch.tensor([1.0, 5.0, -2.0]), torch.tensor([3.0, 2.0, -1.0]))),
+        (torch.minimum, (torch.tensor([1, 5, -2]), torch.tensor([3, 2, -1]))),
+        (torch.max, (torch.tensor([1.0, 5.0, float("nan")]), torch.tensor([3.0, 2.0, -1.0]))),  # max.out
+        (torch.min, (torch.tensor([1, 5, -2]), torch.tensor([3, 2, -1]))),
+        (torch.sub, (torch.tensor([1.0, 5.0, -2.0]), torch.tensor([3.0, 2.0, -1.0]))),
+        (torch.atan2, (torch.tensor([1.0, -5.0, 2.0]), torch.tensor([3.0, 2.0, -1.0]))),
+    ],
+)
+def test_out_overloads_run_their_functional_rule(no_fallback, op, args):
+    """An out= overload without a row of its own ("aten::maximum.out") runs the functional
+    row with the result written into out, resized (PyTorch's warning) and cast as PyTorch does."""
+    expected = op(*args)
+    out = torch.empty(expected.shape, dtype=expected.dtype, device="tpu")
+    assert op(*(a.to("tpu") for a in args), out=out) is out
+    same(out, expected)
+    grow = torch.empty(0, dtype=expected.dtype, device="tpu")
+    same(op(*(a.to("tpu") for a in args), out=grow), expected)
+    if expected.is_floating_point():
+        with pytest.raises(RuntimeError, match="can't be cast to the desired output type Long"):
+            op(*(a.to("tpu") for a in args), out=torch.empty(3, dtype=torch.long, device="tpu"))
+
+
+@pytest.mark.parametrize("start", [0, 3, 10], ids=["empty", "short", "long"])
+def test_data_dependent_out_overloads_run_natively(no_fallback, start):
+    """nonzero(out=) and masked_select(out=): the engine counts on the device, then puts the
+    count between the functional args and the out= tensor, which it resizes as PyTorch does."""
+    x = torch.tensor([[0, 1, 0], [2, 0, 3]])
+    mask, values = x > 0, torch.arange(6.0).reshape(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # PyTorch's resize warning for a full out=
+        out = torch.empty(start, 2, dtype=torch.long, device="tpu")
+        assert torch.nonzero(x.to("tpu"), out=out) is out
+        picked = torch.empty(start, device="tpu")
+        torch.masked_select(values.to("tpu"), mask.to("tpu"), out=picked)
+    same(out, torch.nonzero(x))
+    same(picked, torch.masked_select(values, mask))
+    # not elementwise: no cast into out=, as on CUDA
+    with pytest.raises(RuntimeError, match="scalar type Long but got scalar type Float"):
+        torch.nonzero(x.to("tpu"), out=torch.empty(0, device="tpu"))
+
+
+def test_every_mapped_out_overload_has_its_functional_rows_arguments():
+    """table.c runs an out= overload without a row of its own ("aten::X.out", "aten::X.Y_out")
+    through its functional namesake ("aten::X" or "aten::X.Tensor", "aten::X.Y"). That is right
+    only when the out= schema is the functional one plus the out= args: every pair the table
+    maps is checked against PyTorch's schemas (a wrong pair would read the wrong arguments)."""
+    from pathlib import Path
+
+    from torch_tpu import _C
+
+    sources = "".join(p.read_text() for p in (Path(__file__).parent.parent / "csrc" / "lower").glob("*.c"))
+    checked = 0
+    for name in torch._C._dispatch_get_all_op_names():
+        op, _, overload = name.partition(".")
+        if not name.startswith("aten::") or not (overload == "out" or overload.endswith("_out")):
+            continue
+        if not _C._op_supported(name) or f'"{name}"' in sources:  # no rule, or a row of its own
+            continue
+        namesakes = [op, op + ".Tensor"] if overload == "out" else [f"{op}.{overload[:-4]}"]
+        functional = next(n for n in namesakes if _C._op_supported(n))
+        packet = getattr(torch.ops.aten, op.split("::")[1])
+        f_schema = getattr(packet, functional.partition(".")[2] or "default")._schema
+        f_args = [(a.name, str(a.type)) for a in f_schema.arguments]
+        o_args = [
+            (a.name, str(a.type))
+            for a in getattr(packet, overload)._schema.arguments
+            if not (a.alias_info and a.alias_info.is_write)
+        ]
+        assert f_args == o_args, (
+            f"{name} runs {functional}'s row, whose arguments differ: {f_args} vs {o_args}"
+        )
+        checked += 1
+    assert checked > 100  # maximum.out, sub.out, add.Scalar_out...
 
 
 def test_uint8_mask_index_warns_deprecation():
@@ -591,3 +692,176 @@ def test_triangle_indices_errors_as_pytorch():
         torch.tril_indices(-1, 3, device="tpu")
     with pytest.raises(RuntimeError, match="not implemented for 'Float'"):
         torch.triu_indices(3, 3, dtype=torch.float32, device="tpu")
+
+
+# ---- _linalg_svd with full_matrices (csrc/lower/decomp.c) -------------------------------
+
+
+def check_svd(a, u, s, vh, full):
+    """tpu's (u, s, vh) against CPU's, as PyTorch's own tests judge an SVD: the singular
+    values equal, each singular vector equal up to its sign, and (the full bases' extra
+    vectors being any orthonormal completion) u and vh orthogonal, u s vh == a."""
+    eu, es, evh = torch.linalg.svd(a, full_matrices=full)
+    assert u.device.type == "tpu" and (u.shape, s.shape, vh.shape) == (eu.shape, es.shape, evh.shape)
+    u, s, vh = u.cpu(), s.cpu(), vh.cpu()
+    torch.testing.assert_close(s, es, rtol=1e-5, atol=1e-5)
+    k = s.shape[-1]
+    sign = torch.sign((u[..., :k] * eu[..., :k]).sum(-2, keepdim=True))
+    torch.testing.assert_close(u[..., :k] * sign, eu[..., :k], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(vh[..., :k, :] * sign.mT, evh[..., :k, :], rtol=1e-4, atol=1e-4)
+    for q in (u, vh.mT):  # orthonormal columns
+        eye = torch.eye(q.shape[-1]).expand(q.shape[:-2] + (q.shape[-1],) * 2)
+        torch.testing.assert_close(q.mT @ q, eye, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(u[..., :k] * s.unsqueeze(-2) @ vh[..., :k, :], a, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 6), (3, 7, 2), (4, 4)])
+@pytest.mark.parametrize("full", [True, False])
+def test_linalg_svd(no_fallback, shape, full):
+    torch.manual_seed(0)
+    a = torch.randn(shape)
+    check_svd(a, *torch.linalg.svd(a.to("tpu"), full_matrices=full), full)
+
+
+def test_svd_as_users_call_it(no_fallback):
+    torch.manual_seed(0)
+    a = torch.randn(6, 4)
+    u, s, v = torch.svd(a.to("tpu"), some=False)  # torch.svd returns V, not Vh
+    check_svd(a, u, s, v.mT, True)
+    torch.testing.assert_close(torch.linalg.svdvals(a.mT.to("tpu")).cpu(), torch.linalg.svdvals(a.mT))
+    # rank 1: the zero singular values' vectors still make an orthogonal basis
+    r1 = torch.outer(torch.arange(1.0, 6.0), torch.tensor([1.0, -2.0, 0.5]))
+    u, s, vh = (x.cpu() for x in torch.linalg.svd(r1.to("tpu")))
+    torch.testing.assert_close(u.mT @ u, torch.eye(5), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(u[:, :3] * s @ vh, r1, rtol=1e-4, atol=1e-4)
+
+
+def test_svd_of_empty_matrices(no_fallback):
+    for shape in [(0, 3), (3, 0), (2, 0, 0)]:
+        a = torch.randn(shape)
+        for got, expected in zip(torch.linalg.svd(a.to("tpu")), torch.linalg.svd(a)):
+            same(got, expected)
+
+
+# ---- index_reduce amax/amin over every integer type (csrc/lower/indexing.c) --------------
+
+
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64])
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_index_reduce_integer_extremes(no_fallback, dtype, reduce, include_self):
+    torch.manual_seed(0)
+    info = torch.iinfo(dtype)
+    x = torch.randint(info.min, info.max, (5, 4), dtype=dtype)
+    src = torch.randint(info.min, info.max, (3, 4), dtype=dtype)
+    idx = torch.tensor([0, 2, 0])
+    expected = x.clone().index_reduce_(0, idx, src, reduce, include_self=include_self)
+    got = x.to("tpu").index_reduce_(0, idx.to("tpu"), src.to("tpu"), reduce, include_self=include_self)
+    same(got, expected)
+
+
+# ---- maximum, minimum and clamp propagate NaN (csrc/lower/elementwise.c) ------------------
+
+
+def test_maximum_minimum_clamp_propagate_nan(no_fallback):
+    nan = float("nan")
+    a, b = torch.tensor([nan, 0.0, 2.0, nan]), torch.tensor([1.0, nan, 3.0, nan])
+    for op in (torch.maximum, torch.minimum, torch.fmax, torch.fmin):
+        same(op(a.to("tpu"), b.to("tpu")), op(a, b))
+    for lo, hi in ((None, nan), (nan, None), (0.5, nan), (-1.0, 1.0)):
+        same(torch.clamp(a.to("tpu"), lo, hi), torch.clamp(a, lo, hi))
+    same(torch.clamp_min(b.to("tpu"), nan), torch.clamp_min(b, nan))
+    same(torch.clamp(a.to("tpu"), b.to("tpu"), None), torch.clamp(a, b, None))
+    t, f = torch.tensor([True, False, True]), torch.tensor([False, False, True])
+    same(torch.maximum(t.to("tpu"), f.to("tpu")), torch.maximum(t, f))
+    same(torch.minimum(t.to("tpu"), f.to("tpu")), torch.minimum(t, f))
+
+
+# ---- complex uniform_ and normal_ (csrc/lower/random.c) -------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.complex128])
+def test_complex_rand_and_randn(no_fallback, dtype):
+    """PyTorch fills view_as_real(self): uniform parts; normal parts of std / sqrt(2) around mean."""
+    n = 40000
+    u = torch.rand(n, dtype=dtype, device="tpu").cpu()
+    assert u.dtype == dtype
+    for part in (u.real, u.imag):
+        assert part.min() >= 0 and part.max() < 1 and abs(part.mean() - 0.5) < 5 * (1 / 12 / n) ** 0.5
+    z = torch.empty(n, dtype=dtype, device="tpu").normal_(2.0, 3.0).cpu()
+    for part in (z.real, z.imag):
+        assert abs(part.mean() - 2.0) < 5 * (4.5 / n) ** 0.5 and abs(part.var() - 4.5) < 0.2
+    assert abs(torch.corrcoef(torch.stack([z.real, z.imag]).double())[0, 1]) < 0.05  # independent parts
+    assert torch.randn(2, 3, dtype=dtype, device="tpu").shape == (2, 3)
+
+
+# ---- unfold_backward (csrc/lower/shape.c) ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape,dim,size,step",
+    [
+        ((10,), 0, 3, 2),
+        ((4, 9), 1, 4, 1),
+        ((5, 3, 8), 0, 2, 3),
+        ((6,), 0, 0, 1),
+        ((), 0, 1, 1),
+        ((2, 5), -1, 2, 5),
+    ],
+)
+def test_unfold_backward(no_fallback, shape, dim, size, step):
+    torch.manual_seed(0)
+    x = torch.randn(shape, requires_grad=True)
+    w = torch.randn(x.unfold(dim, size, step).shape)
+    (x.unfold(dim, size, step) * w).sum().backward()
+    xt = x.detach().to("tpu").requires_grad_()
+    (xt.unfold(dim, size, step) * w.to("tpu")).sum().backward()
+    close(xt.grad, x.grad)
+    with pytest.raises(RuntimeError, match="size is -1 but must be >= 0"):
+        torch.ops.aten.unfold_backward(torch.randn(2, 3, device="tpu"), [6], 0, -1, 1)
+
+
+# ---- advanced indexing errors as PyTorch raises them (csrc/lower/indexing.c) ---------------
+
+
+def test_advanced_indexing_errors_as_pytorch(no_fallback):
+    a = torch.zeros(5, 5, device="tpu")
+    with pytest.raises(IndexError, match=r"could not be broadcast together with shapes \[2\], \[3\]"):
+        a[[0, 1], [0, 1, 2]]
+    with pytest.raises(IndexError, match="shape mismatch"):
+        a[[0, 1], [0, 1, 2]] = 0
+    with pytest.raises(IndexError, match="at least one index must be provided"):
+        torch.ops.aten.index.Tensor(a, [])
+    # index_put with no index: only the value's shape can be wrong (PyTorch's CPU kernel then
+    # asserts internally, so the values are checked by hand: the value replaces or adds to self)
+    x, v = torch.tensor([1.5, -1.0], device="tpu"), torch.tensor(2.0, device="tpu")
+    same(x.index_put([], v, True), torch.tensor([3.5, 1.0]))
+    same(x.index_put([], v), torch.tensor([2.0, 2.0]))
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        torch.rand([], device="tpu").index_put([], torch.tensor([1.0], device="tpu"), True)
+    b = torch.arange(4, device="tpu")
+    with pytest.raises(RuntimeError, match="shape mismatch: value tensor of shape"):  # before the dtype
+        b[b > -1] = torch.tensor([1.0, 2.0, 3.0], device="tpu")
+    ones = torch.ones(2, 3, 4, device="tpu")
+    same(
+        ones[True, [0, 1], True, True, [1], [[2]]], torch.ones(2, 3, 4)[True, [0, 1], True, True, [1], [[2]]]
+    )
+
+
+# ---- special.airy_ai (csrc/lower/special.c) ------------------------------------------------
+
+
+def test_airy_ai_against_mpmath_and_cpu(no_fallback):
+    """Series near 0, asymptotic expansions beyond |x| = 6: within 1e-9 of mpmath in f64 (PyTorch's
+    CPU kernel is 2.8e-6 off near -2.1, within f32's tolerance); NaN at the infinities as CPU gives."""
+    mpmath = pytest.importorskip("mpmath")
+    x = torch.tensor(
+        [-30.0, -10.0, -6.5, -5.9, -2.1, -0.3, 0.0, 1.0, 5.9, 6.1, 12.0, 30.0], dtype=torch.float64
+    )
+    got = torch.special.airy_ai(x.to("tpu")).cpu()
+    expected = torch.tensor([float(mpmath.airyai(v)) for v in x.tolist()], dtype=torch.float64)
+    torch.testing.assert_close(got, expected, rtol=1e-9, atol=1e-9)
+    xf = torch.linspace(-9, 9, 401)
+    close(torch.special.airy_ai(xf.to("tpu")), torch.special.airy_ai(xf))
+    inf = torch.tensor([float("inf"), -float("inf"), float("nan")])
+    same(torch.special.airy_ai(inf.to("tpu")), torch.special.airy_ai(inf))

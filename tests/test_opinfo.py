@@ -71,6 +71,15 @@ SAMPLE_SKIP = {
         ),
         "tensor repeats without output_size: the output size is data-dependent (scan.c leaves it to the CPU)",
     ),
+    "linalg.lstsq": (
+        lambda s, dt: s.kwargs.get("driver") in ("gelsd", "gelss") and s.input.shape[-2] > s.input.shape[-1],
+        "gelsd/gelss with more rows than columns decline (decomp.c): PyTorch fills the residuals only for a "
+        "full-rank A (a sync to tell), and the four results need one more out= resize than the glue retries",
+    ),
+    "linalg.lstsq.grad_oriented": (
+        lambda s, dt: s.kwargs.get("driver") in ("gelsd", "gelss") and s.input.shape[-2] > s.input.shape[-1],
+        "gelsd/gelss with more rows than columns decline (decomp.c), as for linalg.lstsq",
+    ),
     "native_layer_norm": (
         lambda s, dt: dt in (BF16, F16) and s.input.numel() == 1,
         "KNOWN BUG (norm.c): a 1-element normalized shape in bf16/f16 differs from CPU",
@@ -314,6 +323,8 @@ ALLOW = (
     "linalg.lu",
     "linalg.lu_factor",
     "linalg.lu_factor_ex",
+    "linalg.lstsq",
+    "linalg.lstsq.grad_oriented",
     "linalg.lu_solve",
     "linalg.matrix_norm",
     "linalg.matrix_power",
@@ -615,6 +626,7 @@ ALLOW = (
     "softmax",
     "softmax.with_dtype",
     "sort",
+    "special.airy_ai",
     "special.bessel_j0",
     "special.bessel_j1",
     "special.bessel_y0",
@@ -863,8 +875,6 @@ SKIP = {
     "linalg.ldl_factor": ("falls back to CPU: needs aten::linalg_ldl_factor_ex.out (no rule yet)"),
     "linalg.ldl_factor_ex": ("falls back to CPU: needs aten::linalg_ldl_factor_ex.out (no rule yet)"),
     "linalg.ldl_solve": "falls back to CPU: needs aten::linalg_ldl_solve.out (no rule yet)",
-    "linalg.lstsq": "falls back to CPU: needs aten::linalg_lstsq.out (no rule yet)",
-    "linalg.lstsq.grad_oriented": ("falls back to CPU: needs aten::linalg_lstsq.out (no rule yet)"),
     "log_normal": (
         "random output: the tpu and CPU generators give different streams (the all-entries mode checks "
         "range, tests/test_random_moments.py the moments)"
@@ -906,7 +916,6 @@ SKIP = {
     "randn_like": "random output: the tpu and CPU generators give different streams",
     "sparse.mm.reduce": "sparse layouts are not supported on tpu",
     "sparse.sampled_addmm": "sparse layouts are not supported on tpu",
-    "special.airy_ai": "falls back to CPU: needs aten::special_airy_ai.out",
     "to": (
         "needs pinned memory: the glue's PrivateUse1HooksInterface has no getPinnedMemoryAllocator (sample "
         "uses pin_memory=True)"
@@ -1512,7 +1521,7 @@ def format_report(dtype, passed, supported, failures):
 # running stats, hash_tensor, segment_reduce, rrelu, histogram/histogramdd, fractional max
 # pooling, matrix_exp and grid_sampler_3d (2026-12-02) f32 is 657/677 = 97.0%, bf16 534/551 =
 # 96.9%; raise them as rules land).
-ALL_ENTRIES_FLOOR = {F32: 0.97, BF16: 0.965}
+ALL_ENTRIES_FLOOR = {F32: 0.975, BF16: 0.97}
 
 
 @pytest.mark.slow

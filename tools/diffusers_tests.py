@@ -33,9 +33,11 @@ import os
 import re
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import junit_outcomes
+from junit_outcomes import Outcome, first_line
 
 ROOT = Path(__file__).resolve().parent.parent
 FILES = [
@@ -44,12 +46,6 @@ FILES = [
     "tests/models/unets/test_models_unet_2d_condition.py",
     "tests/models/transformers/test_models_transformer_sd3.py",
 ]
-
-
-@dataclass
-class Outcome:
-    kind: str  # "passed", "failed" or "skipped"
-    message: str = ""
 
 
 @dataclass
@@ -91,34 +87,13 @@ def checkout_version(src: Path) -> str:
     return found.group(1) if found else "unknown"
 
 
-def first_line(text: str | None, limit: int = 160) -> str:
-    line = next((s.strip() for s in (text or "").splitlines() if s.strip()), "")
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
 def read_junit(path: Path, src: Path, rel: str) -> dict[str, Outcome]:
-    """pytest's junit XML as {node id: outcome}. The node id is rebuilt from the
-    classname (the module's dotted path, then the class) and the test name."""
-    module = rel[:-3].replace("/", ".")
-    tests: dict[str, Outcome] = {}
-    for case in ET.parse(path).getroot().iter("testcase"):
-        classname, name = case.get("classname", ""), case.get("name", "")
-        cls = classname[len(module) + 1 :] if classname.startswith(module + ".") else ""
-        node = "::".join([str(src / rel), *([cls.replace(".", "::")] if cls else []), name])
-        failure = case.find("failure")
-        if failure is None:
-            failure = case.find("error")
-        skipped = case.find("skipped")
-        if failure is not None:
-            outcome = Outcome("failed", failure.get("message") or failure.text or "")
-        elif skipped is not None:
-            outcome = Outcome("skipped", skipped.get("message") or "")
-        else:
-            outcome = Outcome("passed")
-        # a test that passed and then errored in teardown is reported twice: failed wins
-        if tests.get(node, Outcome("")).kind != "failed":
-            tests[node] = outcome
-    return tests
+    """pytest's junit XML as {node id: outcome}, node ids under the checkout |src|."""
+    return junit_outcomes.read_junit(
+        path,
+        rel[:-3].replace("/", "."),
+        lambda cls, name: "::".join([str(src / rel), *([cls] if cls else []), name]),
+    )
 
 
 def run_pytest(

@@ -16,6 +16,7 @@ shape compiles a new program and logs which input changed.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 import re
 import time
@@ -1196,6 +1197,37 @@ def _split_at_regions(
     return split, len(block_nodes), len(shared) - distinct_before
 
 
+def _item_inputs(gm: torch.fx.GraphModule) -> list[int]:
+    """The positions of |gm|'s inputs that the graph only reads with ``.item()``:
+    dynamo passes an unspecialized Python float (a default argument such as a
+    RoPE's ``theta``) as a 0-d CPU tensor and takes its value in the graph.
+    The CPU ones among them are folded into the program (_fold_items)."""
+    item_ops = (torch.ops.aten._local_scalar_dense.default, torch.ops.aten.item.default)
+    positions = []
+    for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        users = list(node.users)
+        reads = [(u.op == "call_method" and u.target == "item") or u.target in item_ops for u in users]
+        if reads and all(reads):
+            positions.append(i)
+    return positions
+
+
+def _fold_items(gm: torch.fx.GraphModule, positions: list[int], args: Sequence[Any]) -> torch.fx.GraphModule:
+    """|gm| with the ``.item()`` of each input at |positions| replaced by its
+    value in |args|: a program is static, so such a number is part of it (as
+    ``specialize_float`` would make it) instead of a data-dependent scalar that
+    aot_autograd cannot trace."""
+    folded = torch.fx.GraphModule(gm, copy.deepcopy(gm.graph))
+    placeholders = [n for n in folded.graph.nodes if n.op == "placeholder"]
+    for i in positions:
+        value = args[i].item()
+        for user in list(placeholders[i].users):
+            user.replace_all_uses_with(value)
+            folded.graph.erase_node(user)
+    folded.recompile()
+    return folded
+
+
 class _Specialized:
     """A dynamo graph with symbolic sizes, compiled per concrete input shape.
 
@@ -1224,6 +1256,7 @@ class _Specialized:
         self.split = split  # may split at repeated blocks (a whole dynamo graph)
         self.block = block  # the shared function of a repeated block
         self.compiled: dict[tuple, Callable[..., Any]] = {}
+        self.item_inputs = _item_inputs(gm)  # numbers dynamo passes as 0-d tensors
 
     @staticmethod
     def key(args: Sequence[Any]) -> tuple:
@@ -1238,11 +1271,13 @@ class _Specialized:
         return tuple(parts)
 
     def __call__(self, *args: Any) -> Any:
-        key = self.key(args)
+        numbers = [i for i in self.item_inputs if isinstance(args[i], torch.Tensor) and not args[i].is_tpu]
+        key = self.key(args) + tuple(args[i].item() for i in numbers)
         fn = self.compiled.get(key)
         if fn is None:
+            gm = _fold_items(self.gm, numbers, args) if numbers else self.gm
             fn = self.backend._aot(
-                self.gm,
+                gm,
                 list(args),
                 self.label,
                 self.input_names,

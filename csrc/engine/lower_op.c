@@ -467,6 +467,14 @@ tpurt_status_t lower_op(const lower_rule_t* rule, tpurt_op_call_t* call, graph_t
       if (k >= ctx->num_results || call->args[flat].kind != TPURT_ARG_TENSOR) continue;
       const ir_type_t* vt = ir_value_type(ctx->func, ctx->results[k]);
       const tpurt_tensor_t* t = &call->args[flat].u.tensor;
+      /* A data-dependent op is not elementwise: PyTorch casts into its out=
+      ** tensor no more than CUDA does (nonzero, masked_select). */
+      if (vt && rule->count_arg >= 0 && vt->dtype != t->dtype) {
+        status = lower_error(TPURT_INVALID_ARGUMENT,
+                             "expected out tensor to have scalar type %s but got scalar type %s",
+                             tpurt_dtype_name(vt->dtype), tpurt_dtype_name(t->dtype));
+        break;
+      }
       if (vt) {
         bool same = vt->rank == t->rank;
         for (int32_t d = 0; same && d < t->rank; ++d) same = vt->dims[d] == t->sizes[d];

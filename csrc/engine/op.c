@@ -250,15 +250,31 @@ static TPURT_MUST_USE tpurt_status_t run_counted(const lower_rule_t* rule, tpurt
   tpurt_status_t status = pjrt_buffer_to_host(counted->buffer, &count, sizeof(count));
   tpurt_storage_release(counted);
   if (status) return status;
+  /* The count follows the functional args: an out= form's written tensors
+  ** still trail the call, where lower_op looks for them. */
+  int32_t at = call->num_args;
+  if (rule->variant == LOWER_OUT)
+    while (at > 0 && call->args[at - 1].is_write &&
+           (call->args[at - 1].kind == TPURT_ARG_TENSOR || call->args[at - 1].kind == TPURT_ARG_NONE))
+      --at;
   tpurt_arg_t* args = tpurt_xmalloc(sizeof(tpurt_arg_t) * (size_t)(call->num_args + 1));
-  memcpy(args, call->args, sizeof(tpurt_arg_t) * (size_t)call->num_args);
-  args[call->num_args] = (tpurt_arg_t){.kind = TPURT_ARG_INT, .u.i = count};
+  memcpy(args, call->args, sizeof(tpurt_arg_t) * (size_t)at);
+  args[at] = (tpurt_arg_t){.kind = TPURT_ARG_INT, .u.i = count};
+  memcpy(args + at + 1, call->args + at, sizeof(tpurt_arg_t) * (size_t)(call->num_args - at));
   tpurt_op_call_t counted_call = *call;
   counted_call.args = args;
   counted_call.num_args = call->num_args + 1;
   status = run_rule(rule, &counted_call, may_unlock);
   free(args);
   call->num_results = counted_call.num_results;
+  if (tpurt_status_code(status) == TPURT_NEEDS_RESIZE) { /* positions of the call as the glue made it */
+    int32_t at_schema = 0;                               /* the count's schema position */
+    for (int32_t i = 0; i < at; ++i, ++at_schema)
+      if (call->args[i].kind == TPURT_ARG_TENSOR_LIST) i += call->args[i].u.list_len;
+    call->resize_arg = counted_call.resize_arg - (counted_call.resize_arg > at_schema ? 1 : 0);
+    call->resize_rank = counted_call.resize_rank;
+    memcpy(call->resize_sizes, counted_call.resize_sizes, sizeof(call->resize_sizes));
+  }
   return status;
 }
 

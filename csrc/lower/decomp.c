@@ -822,18 +822,45 @@ static void svd_jacobi(lower_ctx_t* ctx, ir_value_t w, ir_value_t* u_out, ir_val
   *v_out = transpose3(ctx, permute_rows(ctx, transpose3(ctx, out[2]), res[1], false));
 }
 
+/* defined with QR below; full_matrices completes a basis with them */
+static ir_value_t geqrf(lower_ctx_t* ctx, ir_value_t a, ir_value_t* tau_out);
+static ir_value_t apply_q(lower_ctx_t* ctx, ir_value_t a, ir_value_t tau, int64_t k, ir_value_t y, bool left,
+                          bool transpose);
+static ir_value_t eye_rect(lower_ctx_t* ctx, int64_t b, int64_t m, int64_t n, tpurt_dtype_t dtype);
+
+/* U [B, m, k] (m > k, orthonormal columns but for those of zero singular
+** values) completed to an orthogonal [B, m, m]: the Householder QR U = Q R
+** has R's diagonal +-1 where U's column is a unit vector, so Q diag(sign R)
+** keeps those columns as they are; Q's other columns are an orthonormal
+** basis of what U leaves out (and replace U's zero columns). */
+static ir_value_t complete_basis(lower_ctx_t* ctx, ir_value_t u) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = type_of(ctx, u);
+  int64_t b = t->dims[0], m = t->dims[1], k = t->dims[2];
+  ir_value_t tau;
+  ir_value_t a = geqrf(ctx, u, &tau);
+  ir_value_t q = apply_q(ctx, a, tau, k, eye_rect(ctx, b, m, m, t->dtype), true, false);
+  int64_t ad[3] = {b, m, k}, rd[1] = {1};
+  ir_type_t it = ir_type_make(TPURT_DTYPE_I64, 3, ad);
+  ir_value_t on_diag = ir_compare(f, IR_EQ, ir_iota(f, it, 1), ir_iota(f, it, 2));
+  ir_value_t diag = ir_reduce(f, ir_select(f, on_diag, a, ir_const_like(f, a, 0.0)),
+                              ir_constant_f64(f, t->dtype, 0.0), rd, 1, IR_REDUCE_ADD); /* [B, k] */
+  ir_value_t sign = ir_select(f, ir_compare(f, IR_LT, diag, ir_const_like(f, diag, 0.0)),
+                              ir_const_like(f, diag, -1.0), ir_const_like(f, diag, 1.0));
+  int64_t pad_lo[2] = {0, 0}, pad_hi[2] = {0, m - k}, pad_in[2] = {0, 0};
+  sign = ir_pad(f, sign, ir_constant_f64(f, t->dtype, 1.0), pad_lo, pad_hi, pad_in); /* [B, m] */
+  int64_t qd[3] = {b, m, m}, keep[2] = {0, 2};
+  return ir_mul(f, q, ir_broadcast_in_dim(f, sign, 3, qd, keep));
+}
+
 /* _linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None) -> (U, S, Vh) */
 static TPURT_MUST_USE tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   TPURT_RETURN_IF_ERROR(check_matrix("linalg.svd", t, false));
   bool full = lower_bool(ctx, 1, false), compute_uv = lower_bool(ctx, 2, true);
   mats_t m = mats_of(t);
-  if (compute_uv && full && m.rows != m.cols)
-    return lower_error(TPURT_UNIMPLEMENTED, "linalg.svd: full_matrices=True for a non-square matrix");
   int64_t k = m.rows < m.cols ? m.rows : m.cols;
-  if (k == 0 || m.count == 0) { /* nothing to decompose: empty factors */
-    if (compute_uv && full && k == 0 && m.rows != m.cols)
-      return lower_error(TPURT_UNIMPLEMENTED, "linalg.svd: full_matrices=True for an empty matrix");
+  if (k == 0 || m.count == 0) { /* nothing to decompose: no values; full bases are identities */
     int64_t dims[TPURT_MAX_RANK];
     memcpy(dims, m.batch, sizeof(int64_t) * (size_t)m.batch_rank);
     int32_t r = m.batch_rank;
@@ -845,12 +872,12 @@ static TPURT_MUST_USE tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
       lower_set_result(ctx, 2, ir_splat(ctx->func, t->dtype, 1, zero, 0.0));
       return NULL;
     }
-    dims[r] = m.rows;
-    dims[r + 1] = k;
-    lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, r + 2, dims, 0.0));
-    dims[r] = k;
-    dims[r + 1] = m.cols;
-    lower_set_result(ctx, 2, ir_splat(ctx->func, t->dtype, r + 2, dims, 0.0));
+    int64_t ucols = full ? m.rows : k, vrows = full ? m.cols : k;
+    int64_t ut[2] = {m.rows, ucols}, vt[2] = {vrows, m.cols};
+    lower_set_result(ctx, 0,
+                     to_batch(ctx, eye_rect(ctx, m.count, m.rows, ucols, t->dtype), &m, 2, ut, t->dtype));
+    lower_set_result(ctx, 2,
+                     to_batch(ctx, eye_rect(ctx, m.count, vrows, m.cols, t->dtype), &m, 2, vt, t->dtype));
     return NULL;
   }
   ir_value_t a = read_mats(ctx, 0, &m);
@@ -858,6 +885,8 @@ static TPURT_MUST_USE tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
   if (wide) a = transpose3(ctx, a);
   ir_value_t u, s, v;
   svd_jacobi(ctx, a, &u, &s, &v);
+  bool complete = compute_uv && full && m.rows != m.cols;
+  if (complete) u = complete_basis(ctx, u); /* the long side's vectors, [B, max, max] */
   if (wide) {
     ir_value_t tmp = u;
     u = v;
@@ -865,7 +894,8 @@ static TPURT_MUST_USE tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
   }
   lower_set_result(ctx, 1, to_batch(ctx, s, &m, 1, &k, t->dtype));
   if (compute_uv) {
-    int64_t ut[2] = {m.rows, k}, vt[2] = {k, m.cols};
+    int64_t ucols = complete ? m.rows : k, vrows = complete ? m.cols : k;
+    int64_t ut[2] = {m.rows, ucols}, vt[2] = {vrows, m.cols};
     lower_set_result(ctx, 0, to_batch(ctx, u, &m, 2, ut, t->dtype));
     lower_set_result(ctx, 2, to_batch(ctx, transpose3(ctx, v), &m, 2, vt, t->dtype));
   } else {
@@ -873,6 +903,125 @@ static TPURT_MUST_USE tpurt_status_t lower_linalg_svd(lower_ctx_t* ctx) {
     lower_set_result(ctx, 0, ir_splat(ctx->func, t->dtype, 1, zero, 0.0));
     lower_set_result(ctx, 2, ir_splat(ctx->func, t->dtype, 1, zero, 0.0));
   }
+  return NULL;
+}
+
+/*===--- least squares ---===*/
+
+/* [B, r, c] x [B, c, d] -> [B, r, d] */
+static ir_value_t matmul3(lower_ctx_t* ctx, ir_value_t a, ir_value_t b) {
+  ir_dot_dims_t d = {.num_batch = 1, .lhs_batch = {0}, .rhs_batch = {0}, .num_contract = 1};
+  d.lhs_contract[0] = 2;
+  d.rhs_contract[0] = 1;
+  return ir_dot_general(ctx->func, a, b, &d, type_of(ctx, a)->dtype);
+}
+
+/* linalg_lstsq.out(A, B, rcond=None, *, driver=None) -> (solution, residuals,
+** rank, singular_values). The solution is the minimum-norm least-squares one,
+** from A's SVD: x = V S^+ U^T B, singular values at or below rcond times the
+** largest dropped (what gelsd and gelss compute; gels and gelsy give the same
+** x for the full-rank A they assume or find). The driver decides which other
+** results PyTorch fills, and we the same: the rank (all but gels), the
+** singular values (gelsd, gelss), and for more rows than columns the residual
+** ||A x - B||^2 of each column (all but gelsy). Off the CPU PyTorch's default
+** driver is gels. gelsd and gelss with more rows than columns decline: PyTorch
+** then fills the residuals only for a full-rank A (a sync to tell), and the
+** four results would need one more out= resize than the glue retries. */
+static TPURT_MUST_USE tpurt_status_t lower_linalg_lstsq(lower_ctx_t* ctx) {
+  const tpurt_tensor_t *at = lower_meta(ctx, 0), *bt = lower_meta(ctx, 1);
+  TPURT_RETURN_IF_ERROR(check_matrix("torch.linalg.lstsq", at, false));
+  if (!bt || bt->rank < 1)
+    return lower_error(TPURT_INVALID_ARGUMENT, "torch.linalg.lstsq: other must have at least 1 dimension.");
+  if (bt->dtype != at->dtype)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.linalg.lstsq: Expected input and other to have the same dtype, but got input's "
+                       "dtype %s and other's dtype %s",
+                       lower_dtype_cpp_name(at->dtype), lower_dtype_cpp_name(bt->dtype));
+  const char* driver = lower_str(ctx, 3, "gels");
+  bool gels = strcmp(driver, "gels") == 0, gelsy = strcmp(driver, "gelsy") == 0;
+  bool with_sv = strcmp(driver, "gelsd") == 0 || strcmp(driver, "gelss") == 0;
+  if (!gels && !gelsy && !with_sv)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+  mats_t ma = mats_of(at);
+  int64_t m = ma.rows, n = ma.cols, k = m < n ? m : n;
+  bool vector = bt->rank == at->rank - 1; /* B a batch of vectors */
+  int32_t b_batch = bt->rank - (vector ? 1 : 2);
+  if (b_batch < 0 || bt->sizes[b_batch] != m)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "torch.linalg.lstsq: input.size(-2) should match other.size(-2)");
+  int64_t cols = vector ? 1 : bt->sizes[bt->rank - 1];
+  if (with_sv && m > n)
+    return lower_error(TPURT_UNIMPLEMENTED, "torch.linalg.lstsq: driver %s with more rows than columns",
+                       driver);
+  if (k == 0 || cols == 0 || ma.count == 0)
+    return lower_error(TPURT_UNIMPLEMENTED, "torch.linalg.lstsq: empty matrices");
+  /* the common batch, A [c, m, n] and B [c, m, cols] */
+  int32_t rank;
+  int64_t batch[TPURT_MAX_RANK];
+  TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(ma.batch_rank, ma.batch, b_batch, bt->sizes, &rank, batch));
+  mats_t mo = {.batch_rank = rank, .count = 1, .rows = n, .cols = cols};
+  for (int32_t i = 0; i < rank; ++i) mo.count *= (mo.batch[i] = batch[i]);
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t acc = lower_acc_dtype(at->dtype);
+  int64_t full[TPURT_MAX_RANK];
+  memcpy(full, batch, sizeof(int64_t) * (size_t)rank);
+  full[rank] = m;
+  full[rank + 1] = n;
+  int64_t a3[3] = {mo.count, m, n}, b3[3] = {mo.count, m, cols};
+  ir_value_t a = ir_reshape(
+      f, lower_broadcast_to(ctx, lower_cast(ctx, lower_tensor(ctx, 0), acc), rank + 2, full), 3, a3);
+  ir_value_t b = lower_cast(ctx, lower_tensor(ctx, 1), acc);
+  if (vector) {
+    int64_t bv[TPURT_MAX_RANK];
+    memcpy(bv, bt->sizes, sizeof(int64_t) * (size_t)bt->rank);
+    bv[bt->rank] = 1;
+    b = ir_reshape(f, b, bt->rank + 1, bv);
+  }
+  full[rank + 1] = cols;
+  b = ir_reshape(f, lower_broadcast_to(ctx, b, rank + 2, full), 3, b3);
+  /* A = U S V^T, U [c, m, k], V [c, n, k] */
+  ir_value_t u, sv, v;
+  if (m >= n) {
+    svd_jacobi(ctx, a, &u, &sv, &v);
+  } else {
+    svd_jacobi(ctx, transpose3(ctx, a), &v, &sv, &u);
+  }
+  double eps = acc == TPURT_DTYPE_F64 ? 2.220446049250313e-16 : 1.1920929e-07;
+  double rcond = lower_is_none(ctx, 2) ? eps * (double)(m > n ? m : n) : lower_scalar_value(ctx, 2);
+  if (rcond < 0) rcond = eps;
+  int64_t kd[2] = {mo.count, k}, b0[1] = {0};
+  ir_value_t largest = elem(ctx, sv, 0);
+  ir_value_t cut = ir_broadcast_in_dim(f, ir_mul(f, largest, ir_const_like(f, largest, rcond)), 2, kd, b0);
+  ir_value_t kept = ir_compare(f, IR_GT, sv, cut);
+  ir_value_t safe = ir_select(f, kept, sv, ir_const_like(f, sv, 1.0));
+  ir_value_t inv = ir_select(f, kept, ir_div(f, ir_const_like(f, sv, 1.0), safe), ir_const_like(f, sv, 0.0));
+  /* x = V diag(inv) U^T B */
+  ir_value_t utb = matmul3(ctx, transpose3(ctx, u), b); /* [c, k, cols] */
+  int64_t kc[3] = {mo.count, k, cols};
+  utb = ir_mul(f, utb, spread(ctx, inv, kc, 1));
+  ir_value_t x = matmul3(ctx, v, utb); /* [c, n, cols] */
+  int64_t xt[2] = {n, cols};
+  lower_set_result(ctx, 0, to_batch(ctx, x, &mo, vector ? 1 : 2, xt, at->dtype));
+  int64_t zero[1] = {0};
+  if (!gelsy && m > n) { /* ||A x - B||^2 per column */
+    ir_value_t r = ir_sub(f, matmul3(ctx, a, x), b);
+    int64_t rd[1] = {1};
+    ir_value_t res = ir_reduce(f, ir_mul(f, r, r), ir_constant_f64(f, acc, 0.0), rd, 1, IR_REDUCE_ADD);
+    lower_set_result(ctx, 1, to_batch(ctx, res, &mo, 1, &cols, at->dtype)); /* [*, 1] for a vector B too */
+  } else {
+    lower_set_result(ctx, 1, ir_splat(f, at->dtype, 1, zero, 0.0));
+  }
+  if (gels) {
+    lower_set_result(ctx, 2, ir_splat(f, TPURT_DTYPE_I64, 1, zero, 0.0));
+  } else {
+    int64_t rd[1] = {1};
+    ir_value_t count = ir_reduce(f, ir_convert(f, kept, TPURT_DTYPE_I64),
+                                 ir_constant_i64(f, TPURT_DTYPE_I64, 0), rd, 1, IR_REDUCE_ADD);
+    lower_set_result(ctx, 2, to_batch(ctx, count, &mo, 0, NULL, TPURT_DTYPE_I64));
+  }
+  lower_set_result(ctx, 3,
+                   with_sv ? to_batch(ctx, sv, &mo, 1, &k, at->dtype) : ir_splat(f, at->dtype, 1, zero, 0.0));
   return NULL;
 }
 
@@ -1152,6 +1301,7 @@ const lower_rule_t lower_decomp_rules[] = {
     LOWER_OUT_FN("aten::_linalg_eigh.eigenvalues", lower_linalg_eigh),
     LOWER_FN("aten::_linalg_solve_ex", lower_linalg_solve_ex),
     LOWER_FN("aten::_linalg_svd", lower_linalg_svd),
+    LOWER_KEYED_OUT_FN("aten::linalg_lstsq.out", lower_linalg_lstsq), /* rcond shapes the program */
     LOWER_OUT_FN("aten::_linalg_svd.U", lower_linalg_svd),
     LOWER_OUT_FN("aten::_linalg_solve_ex.result", lower_linalg_solve_ex),
     LOWER_FN("aten::geqrf", lower_geqrf),

@@ -65,8 +65,14 @@ static TPURT_MUST_USE tpurt_status_t arith(lower_ctx_t* ctx) {
                            ir_value_type(ctx->func, v[1])->dims);
     v[1] = ir_binary(ctx->func, dt == TPURT_DTYPE_BOOL ? IR_OP_AND : IR_OP_MULTIPLY, v[1], alpha);
   }
-  if (dt == TPURT_DTYPE_BOOL) op = op == IR_OP_ADD ? IR_OP_OR : IR_OP_AND;
-  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, ir_binary(ctx->func, op, v[0], v[1]), dt));
+  ir_value_t r;
+  if (op == IR_OP_MAXIMUM || op == IR_OP_MINIMUM) {
+    r = lower_max_min(ctx, op, v[0], v[1]);
+  } else {
+    if (dt == TPURT_DTYPE_BOOL) op = op == IR_OP_ADD ? IR_OP_OR : IR_OP_AND;
+    r = ir_binary(ctx->func, op, v[0], v[1]);
+  }
+  lower_set_pointwise_result(ctx, 0, lower_cast(ctx, r, dt));
   return NULL;
 }
 
@@ -401,7 +407,7 @@ static TPURT_MUST_USE tpurt_status_t lower_clamp(lower_ctx_t* ctx) {
     if (lower_is_none(ctx, k)) continue;
     ir_value_t b = lower_meta(ctx, k) ? lower_cast(ctx, lower_tensor(ctx, k), dt) : lower_scalar(ctx, k, dt);
     b = lower_broadcast_to(ctx, b, rank, dims);
-    x = ir_binary(ctx->func, k == 1 ? IR_OP_MAXIMUM : IR_OP_MINIMUM, x, b);
+    x = lower_max_min(ctx, k == 1 ? IR_OP_MAXIMUM : IR_OP_MINIMUM, x, b);
   }
   lower_set_pointwise_result(ctx, 0, x);
   return NULL;
@@ -413,7 +419,7 @@ static TPURT_MUST_USE tpurt_status_t clamp_one(lower_ctx_t* ctx) {
   tpurt_dtype_t dt = lower_result_type(ctx, idx, 2);
   ir_value_t v[2];
   TPURT_RETURN_IF_ERROR(operands(ctx, idx, 2, dt, v));
-  lower_set_pointwise_result(ctx, 0, ir_binary(ctx->func, op, v[0], v[1]));
+  lower_set_pointwise_result(ctx, 0, lower_max_min(ctx, op, v[0], v[1]));
   return NULL;
 }
 
@@ -656,7 +662,9 @@ const lower_rule_t lower_elementwise_rules[] = {
     LOWER_FN_WITH("aten::logical_xor", logical, .op = IR_OP_XOR),
     LOWER_FN_WITH("aten::lt.Scalar", compare, .kind = IR_LT),
     LOWER_FN_WITH("aten::lt.Tensor", compare, .kind = IR_LT),
+    LOWER_OUT_FN_WITH("aten::max.out", arith, .op = IR_OP_MAXIMUM, .arg = -1), /* max(a, b, out=) */
     LOWER_FN_WITH("aten::maximum", arith, .op = IR_OP_MAXIMUM, .arg = -1),
+    LOWER_OUT_FN_WITH("aten::min.out", arith, .op = IR_OP_MINIMUM, .arg = -1), /* min(a, b, out=) */
     LOWER_FN_WITH("aten::minimum", arith, .op = IR_OP_MINIMUM, .arg = -1),
     LOWER_FN_WITH("aten::mul.Scalar", arith, .op = IR_OP_MULTIPLY, .arg = -1),
     LOWER_FN_WITH("aten::mul.Tensor", arith, .op = IR_OP_MULTIPLY, .arg = -1),

@@ -552,8 +552,6 @@ static TPURT_MUST_USE tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
   if (!st || st->dtype != t->dtype)
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "index_reduce_(): self and source expected to have the same dtype");
-  if (!tpurt_dtype_is_float(t->dtype) && t->dtype != TPURT_DTYPE_I64 && !mean && combine != COMBINE_MUL)
-    return lower_error(TPURT_UNIMPLEMENTED, "index_reduce amax/amin over %s", tpurt_dtype_name(t->dtype));
   int64_t dim;
   TPURT_RETURN_IF_ERROR(lower_dim_arg(ctx, 1, t->rank, &dim));
   int64_t n;
@@ -581,11 +579,8 @@ static TPURT_MUST_USE tpurt_status_t lower_index_reduce(lower_ctx_t* ctx) {
   if (!include_self) {
     ir_value_t id_value;
     if (combine == COMBINE_MAX || combine == COMBINE_MIN) {
-      id_value = tpurt_dtype_is_float(t->dtype)
-                     ? ir_splat(f, t->dtype, rank, sizes, combine == COMBINE_MAX ? -INFINITY : INFINITY)
-                     : ir_broadcast_in_dim(
-                           f, ir_constant_i64(f, t->dtype, combine == COMBINE_MAX ? INT64_MIN : INT64_MAX),
-                           t->rank, t->sizes, NULL);
+      id_value =
+          ir_broadcast_in_dim(f, lower_extreme(ctx, t->dtype, combine == COMBINE_MIN), rank, sizes, NULL);
     } else {
       id_value = ir_splat(f, t->dtype, rank, sizes, combine == COMBINE_MUL ? 1.0 : 0.0);
     }
@@ -763,10 +758,31 @@ typedef struct adv_s {
   int64_t window[TPURT_MAX_RANK]; /* positions in the result */
 } adv_t;
 
+/* PyTorch's IndexError for index tensors that do not broadcast, naming their shapes. */
+static TPURT_MUST_USE tpurt_status_t index_shapes_mismatch(lower_ctx_t* ctx, int32_t list_arg) {
+  char shapes[512] = "";
+  size_t used = 0;
+  for (int32_t i = 0; i < lower_list_len(ctx, list_arg) && used < sizeof(shapes); ++i) {
+    const tpurt_tensor_t* it = lower_list_meta(ctx, list_arg, i);
+    if (!it) continue;
+    int n = snprintf(shapes + used, sizeof(shapes) - used, "%s%s", used ? ", " : "",
+                     lower_shape_str(it->rank, it->sizes));
+    if (n > 0) used += (size_t)n;
+  }
+  return lower_error(TPURT_OUT_OF_RANGE,
+                     "shape mismatch: indexing tensors could not be broadcast together with shapes %s",
+                     shapes);
+}
+
 static TPURT_MUST_USE tpurt_status_t adv_plan(lower_ctx_t* ctx, int32_t list_arg, adv_t* a) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   int32_t len = lower_list_len(ctx, list_arg);
   memset(a, 0, sizeof(*a));
+  if (len == 0) { /* no index selects self whole (index raises, index_put writes it all) */
+    a->rank = t->rank;
+    memcpy(a->shape, t->sizes, sizeof(int64_t) * (size_t)t->rank);
+    return NULL;
+  }
   if (len > t->rank)
     return lower_error(TPURT_OUT_OF_RANGE, "too many indices for tensor of dimension %d (got %d)", t->rank,
                        len);
@@ -781,7 +797,11 @@ static TPURT_MUST_USE tpurt_status_t adv_plan(lower_ctx_t* ctx, int32_t list_arg
     if (!is_index_dtype(it->dtype)) /* int8 and int16 too, as PyTorch refuses them */
       return lower_error(TPURT_OUT_OF_RANGE,
                          "tensors used as indices must be long, int, byte or bool tensors");
-    TPURT_RETURN_IF_ERROR(lower_broadcast_shapes(a->b, a->bshape, it->rank, it->sizes, &a->b, a->bshape));
+    tpurt_status_t s = lower_broadcast_shapes(a->b, a->bshape, it->rank, it->sizes, &a->b, a->bshape);
+    if (s) {
+      tpurt_status_free(s);
+      return index_shapes_mismatch(ctx, list_arg);
+    }
     a->indexed[a->k++] = i;
   }
   if (a->k == 0) return lower_error(TPURT_UNIMPLEMENTED, "indexing with no index tensors");
@@ -841,6 +861,8 @@ static bool adv_indexes_empty_dim(const lower_ctx_t* ctx, const adv_t* a) {
 /* index.Tensor(Tensor self, Tensor?[] indices) */
 static TPURT_MUST_USE tpurt_status_t lower_index(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  if (lower_list_len(ctx, 1) == 0)
+    return lower_error(TPURT_OUT_OF_RANGE, "at least one index must be provided");
   adv_t a;
   TPURT_RETURN_IF_ERROR(adv_plan(ctx, 1, &a));
   if (numel_of(a.rank, a.shape) == 0) {
@@ -869,15 +891,9 @@ static TPURT_MUST_USE tpurt_status_t lower_index(lower_ctx_t* ctx) {
 static TPURT_MUST_USE tpurt_status_t lower_index_put(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
   const tpurt_tensor_t* vt = lower_meta(ctx, 2);
-  if (vt && vt->dtype != t->dtype)
-    return lower_error(
-        TPURT_INVALID_ARGUMENT,
-        "Index put requires the source and destination dtypes match, got %s for the destination and %s "
-        "for the source.",
-        tpurt_dtype_name(t->dtype), tpurt_dtype_name(vt->dtype));
   adv_t a;
   TPURT_RETURN_IF_ERROR(adv_plan(ctx, 1, &a));
-  if (vt) {
+  if (vt) { /* the shape first, then the dtype, as PyTorch checks them */
     int32_t rank;
     int64_t dims[TPURT_MAX_RANK];
     tpurt_status_t s = lower_broadcast_shapes(a.rank, a.shape, vt->rank, vt->sizes, &rank, dims);
@@ -888,6 +904,12 @@ static TPURT_MUST_USE tpurt_status_t lower_index_put(lower_ctx_t* ctx) {
                          "indexing result of shape %s",
                          lower_shape_str(vt->rank, vt->sizes), lower_shape_str(a.rank, a.shape));
     }
+    if (vt->dtype != t->dtype)
+      return lower_error(
+          TPURT_INVALID_ARGUMENT,
+          "Index put requires the source and destination dtypes match, got %s for the destination and %s "
+          "for the source.",
+          tpurt_dtype_name(t->dtype), tpurt_dtype_name(vt->dtype));
   }
   ir_value_t self = lower_tensor(ctx, 0);
   if (numel_of(a.rank, a.shape) == 0) {
@@ -897,6 +919,12 @@ static TPURT_MUST_USE tpurt_status_t lower_index_put(lower_ctx_t* ctx) {
   if (adv_indexes_empty_dim(ctx, &a))
     return lower_error(TPURT_OUT_OF_RANGE, "index is out of bounds for dimension with size 0");
   ir_value_t updates = lower_broadcast_to(ctx, value_of(ctx, 2, t->dtype), a.rank, a.shape);
+  if (a.k == 0) { /* no index: the values replace (or add to) all of self */
+    ir_value_t sum =
+        t->dtype == TPURT_DTYPE_BOOL ? ir_or(ctx->func, self, updates) : ir_add(ctx->func, self, updates);
+    lower_set_result(ctx, 0, lower_bool(ctx, 3, false) ? sum : updates);
+    return NULL;
+  }
   ir_scatter_dims_t s = {0};
   for (int32_t i = 0; i < a.num_window; ++i) s.update_window_dims[s.num_update_window_dims++] = a.window[i];
   for (int32_t j = 0; j < a.k; ++j) {

@@ -152,7 +152,9 @@ typedef struct lower_rule_s {
   }
 
 /* Finds the rule for |name|. "aten::x_.ov" with no row of its own resolves to
-** the functional "aten::x.ov" as LOWER_INPLACE. NULL if there is none. */
+** the functional "aten::x.ov" as LOWER_INPLACE; "aten::x.out" to "aten::x" (or
+** "aten::x.Tensor") and "aten::x.ov_out" to "aten::x.ov" as LOWER_OUT. NULL if
+** there is none. */
 const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch);
 /* An error naming every overload that two rows of |families| (tables ended
 ** by LOWER_END) both claim; NULL if none does. lower_find keeps the first
@@ -372,6 +374,14 @@ const char* lower_shape_str(int32_t rank, const int64_t* dims);
 /* The computation dtype for a reduction/softmax over |dtype|: f32 for
 ** bf16/f16 (XLA:CPU accumulates bf16 in bf16 otherwise), else itself. */
 tpurt_dtype_t lower_acc_dtype(tpurt_dtype_t dtype);
+/* A rank-0 |dtype| constant: its largest value (|largest|) or its smallest,
+** -inf/+inf for floats, the exact extremes for integers, 0/1 for bool: the
+** identity of a max or min reduction. */
+ir_value_t lower_extreme(lower_ctx_t* ctx, tpurt_dtype_t dtype, bool largest);
+/* stablehlo.maximum or .minimum (|op|) of same-shaped |a| and |b|, NaN
+** propagating for floats as PyTorch's maximum, minimum and clamp are (XLA:CPU
+** returns the other operand); OR / AND for bool. */
+ir_value_t lower_max_min(lower_ctx_t* ctx, ir_op_t op, ir_value_t a, ir_value_t b);
 /* Schema arg |i| (an int, 0 when None) as a dim of a rank-|rank| tensor,
 ** wrapped (lower_wrap_dim's error when out of range). */
 TPURT_MUST_USE tpurt_status_t lower_dim_arg(const lower_ctx_t* ctx, int32_t i, int32_t rank,

@@ -610,6 +610,52 @@ tpurt_dtype_t lower_acc_dtype(tpurt_dtype_t dtype) {
   return (dtype == TPURT_DTYPE_BF16 || dtype == TPURT_DTYPE_F16) ? TPURT_DTYPE_F32 : dtype;
 }
 
+ir_value_t lower_extreme(lower_ctx_t* ctx, tpurt_dtype_t dtype, bool largest) {
+  if (tpurt_dtype_is_float(dtype)) return ir_constant_f64(ctx->func, dtype, largest ? INFINITY : -INFINITY);
+  int64_t lo = 0, hi = 0;
+  switch (dtype) {
+    case TPURT_DTYPE_BOOL:
+      hi = 1;
+      break;
+    case TPURT_DTYPE_U8:
+      hi = UINT8_MAX;
+      break;
+    case TPURT_DTYPE_U16:
+      hi = UINT16_MAX;
+      break;
+    case TPURT_DTYPE_U32:
+      hi = UINT32_MAX;
+      break;
+    case TPURT_DTYPE_U64:
+      hi = -1; /* all bits set: UINT64_MAX */
+      break;
+    case TPURT_DTYPE_I8:
+      lo = INT8_MIN, hi = INT8_MAX;
+      break;
+    case TPURT_DTYPE_I16:
+      lo = INT16_MIN, hi = INT16_MAX;
+      break;
+    case TPURT_DTYPE_I32:
+      lo = INT32_MIN, hi = INT32_MAX;
+      break;
+    default:
+      lo = INT64_MIN, hi = INT64_MAX;
+      break;
+  }
+  return ir_constant_i64(ctx->func, dtype, largest ? hi : lo);
+}
+
+ir_value_t lower_max_min(lower_ctx_t* ctx, ir_op_t op, ir_value_t a, ir_value_t b) {
+  ir_func_t* f = ctx->func;
+  const ir_type_t* t = ir_value_type(f, a);
+  if (!t) return IR_NONE;
+  if (t->dtype == TPURT_DTYPE_BOOL) return ir_binary(f, op == IR_OP_MAXIMUM ? IR_OP_OR : IR_OP_AND, a, b);
+  ir_value_t m = ir_binary(f, op, a, b);
+  if (!tpurt_dtype_is_float(t->dtype)) return m;
+  m = ir_select(f, ir_compare(f, IR_NE, b, b), b, m);
+  return ir_select(f, ir_compare(f, IR_NE, a, a), a, m);
+}
+
 TPURT_MUST_USE tpurt_status_t lower_dim_arg(const lower_ctx_t* ctx, int32_t i, int32_t rank,
                                             int64_t* out_dim) {
   return lower_wrap_dim(lower_int(ctx, i, 0), rank, out_dim);

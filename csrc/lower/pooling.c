@@ -622,11 +622,7 @@ static TPURT_MUST_USE tpurt_status_t adaptive_max_pool(lower_ctx_t* ctx) {
       st[ax] = s0;
       li[ax] = e0;
       ir_value_t inputs[2] = {ir_slice(f, v, st, li, one), ir_slice(f, idx, st, li, one)};
-      ir_value_t inits[2] = {
-          is_float ? ir_constant_f64(f, dt, -INFINITY)
-                   : ir_constant_i64(
-                         f, dt, dt == TPURT_DTYPE_U8 ? 0 : (dt == TPURT_DTYPE_I64 ? INT64_MIN : INT32_MIN)),
-          ir_constant_i64(f, TPURT_DTYPE_I64, INT64_MAX)};
+      ir_value_t inits[2] = {lower_extreme(ctx, dt, false), ir_constant_i64(f, TPURT_DTYPE_I64, INT64_MAX)};
       int64_t rd[1] = {ax};
       ir_value_t res[2], blk[4];
       ir_reduce_begin(f, inputs, inits, 2, rd, 1, res, blk);

@@ -1,5 +1,5 @@
 /* random.c: uniform_, normal_ and normal, random_, bernoulli, exponential_,
-** cauchy_, log_normal_, geometric_.
+** cauchy_, log_normal_, geometric_, randperm.
 **
 ** Every rule draws its bits with stablehlo.rng_bit_generator (THREE_FRY)
 ** from the Generator argument: the engine turns the generator's (seed,
@@ -73,27 +73,46 @@ static ir_value_t scalar_like(lower_ctx_t* ctx, int32_t arg, ir_value_t like) {
 
 /*===--- uniform_ ---===*/
 
-/* uniform_(Tensor(a!) self, float from=0, float to=1, *, Generator? generator=None) */
+/* The type of a complex dtype's real and imaginary parts; others are their own. */
+static tpurt_dtype_t part_dtype(tpurt_dtype_t d) {
+  return d == TPURT_DTYPE_C128 ? TPURT_DTYPE_F64 : d == TPURT_DTYPE_C64 ? TPURT_DTYPE_F32 : d;
+}
+
+/* A complex dtype's result from its two parts, drawn one after the other
+** (PyTorch fills view_as_real(self)); others are the first part. */
+static ir_value_t join_parts(lower_ctx_t* ctx, tpurt_dtype_t d, ir_value_t re, ir_value_t im) {
+  return tpurt_dtype_is_complex(d) ? ir_complex(ctx->func, re, im) : re;
+}
+
+/* uniform_'s draws in [from, to) of float |dt| shaped like self. */
+static ir_value_t uniform_part(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtype_t dt) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  ir_value_t u = uniform01(ctx, state, draw_dtype(dt), t->rank, t->sizes);
+  ir_value_t lo = scalar_like(ctx, 1, u), hi = scalar_like(ctx, 2, u);
+  ir_value_t r = ir_mul(ctx->func, ir_sub(ctx->func, hi, lo), u);
+  r = lower_cast(ctx, ir_add(ctx->func, lo, r), dt);
+  /* Rounding (f32 math, or the final cast to a half type) can reach |to|:
+  ** those draws become |from| instead, so the range stays [from, to). */
+  ir_value_t lo_t = lower_cast(ctx, lo, dt), hi_t = lower_cast(ctx, hi, dt);
+  return ir_select(ctx->func, ir_compare(ctx->func, IR_GE, r, hi_t), lo_t, r);
+}
+
+/* uniform_(Tensor(a!) self, float from=0, float to=1, *, Generator? generator=None);
+** a complex self gets uniform real and imaginary parts */
 static TPURT_MUST_USE tpurt_status_t lower_uniform_(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
-  if (!is_float(t->dtype))
+  tpurt_dtype_t pdt = part_dtype(t->dtype);
+  if (!is_float(pdt))
     return lower_error(TPURT_UNIMPLEMENTED, "\"check_uniform_bounds\" not implemented for '%s'",
                        tpurt_dtype_name(t->dtype));
   double from = lower_scalar_value(ctx, 1), to = lower_scalar_value(ctx, 2);
   if (!(from <= to))
     return lower_error(TPURT_INVALID_ARGUMENT,
                        "uniform_ expects to return a [from, to) range, but found from=%g > to=%g", from, to);
-  tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_value_t state = lower_rng_state(ctx, 3);
-  ir_value_t u = uniform01(ctx, &state, cd, t->rank, t->sizes);
-  ir_value_t lo = scalar_like(ctx, 1, u), hi = scalar_like(ctx, 2, u);
-  ir_value_t r = ir_mul(ctx->func, ir_sub(ctx->func, hi, lo), u);
-  r = lower_cast(ctx, ir_add(ctx->func, lo, r), t->dtype);
-  /* Rounding (f32 math, or the final cast to a half type) can reach |to|:
-  ** those draws become |from| instead, so the range stays [from, to). */
-  ir_value_t lo_t = lower_cast(ctx, lo, t->dtype), hi_t = lower_cast(ctx, hi, t->dtype);
-  r = ir_select(ctx->func, ir_compare(ctx->func, IR_GE, r, hi_t), lo_t, r);
-  lower_set_result(ctx, 0, r);
+  ir_value_t re = uniform_part(ctx, &state, pdt);
+  ir_value_t im = tpurt_dtype_is_complex(t->dtype) ? uniform_part(ctx, &state, pdt) : IR_NONE;
+  lower_set_result(ctx, 0, join_parts(ctx, t->dtype, re, im));
   return NULL;
 }
 
@@ -125,17 +144,29 @@ static TPURT_MUST_USE tpurt_status_t need_float_out(tpurt_dtype_t d) {
   return NULL;
 }
 
-/* normal_(Tensor(a!) self, float mean=0, float std=1, *, Generator? generator=None) */
+/* normal_'s draws, mean + |scale| std N(0, 1), of float |dt| shaped like self. */
+static ir_value_t normal_part(lower_ctx_t* ctx, ir_value_t* state, tpurt_dtype_t dt, double scale) {
+  const tpurt_tensor_t* t = lower_meta(ctx, 0);
+  ir_value_t z = std_normal(ctx, state, draw_dtype(dt), t->rank, t->sizes);
+  ir_value_t sd = scalar_like(ctx, 2, z);
+  if (scale != 1.0) sd = ir_mul(ctx->func, sd, ir_const_like(ctx->func, sd, scale));
+  ir_value_t r = ir_add(ctx->func, ir_mul(ctx->func, z, sd), scalar_like(ctx, 1, z));
+  return lower_cast(ctx, r, dt);
+}
+
+/* normal_(Tensor(a!) self, float mean=0, float std=1, *, Generator? generator=None);
+** a complex self gets real and imaginary parts of std / sqrt(2) each, both
+** around mean, as PyTorch draws them */
 static TPURT_MUST_USE tpurt_status_t lower_normal_(lower_ctx_t* ctx) {
   const tpurt_tensor_t* t = lower_meta(ctx, 0);
-  TPURT_RETURN_IF_ERROR(need_float_out(t->dtype));
+  tpurt_dtype_t pdt = part_dtype(t->dtype);
+  TPURT_RETURN_IF_ERROR(need_float_out(pdt));
   TPURT_RETURN_IF_ERROR(check_std(lower_scalar_value(ctx, 2)));
-  tpurt_dtype_t cd = draw_dtype(t->dtype);
   ir_value_t state = lower_rng_state(ctx, 3);
-  ir_value_t z = std_normal(ctx, &state, cd, t->rank, t->sizes);
-  ir_value_t r = ir_mul(ctx->func, z, scalar_like(ctx, 2, z));
-  r = ir_add(ctx->func, r, scalar_like(ctx, 1, z));
-  lower_set_result(ctx, 0, lower_cast(ctx, r, t->dtype));
+  bool complex = tpurt_dtype_is_complex(t->dtype);
+  ir_value_t re = normal_part(ctx, &state, pdt, complex ? M_SQRT1_2 : 1.0);
+  ir_value_t im = complex ? normal_part(ctx, &state, pdt, M_SQRT1_2) : IR_NONE;
+  lower_set_result(ctx, 0, join_parts(ctx, t->dtype, re, im));
   return NULL;
 }
 
@@ -560,6 +591,38 @@ static TPURT_MUST_USE tpurt_status_t lower_rrelu_with_noise(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/*===--- randperm ---===*/
+
+/* randperm.generator_out(int n, *, Generator? generator, Tensor(a!) out):
+** 0..n-1 ordered by n random 64-bit keys. The sort is stable, so a tie (one
+** in 2^64 for a pair) keeps the smaller number first. */
+static TPURT_MUST_USE tpurt_status_t lower_randperm(lower_ctx_t* ctx) {
+  int64_t n = lower_int(ctx, 0, 0);
+  if (n < 0) /* sic: PyTorch's message has no space before the number */
+    return lower_error(TPURT_INVALID_ARGUMENT, "n must be non-negative, got%lld", (long long)n);
+  const tpurt_arg_t* out = &ctx->args[ctx->arg_index[ctx->num_args]];
+  tpurt_dtype_t dt = out->kind == TPURT_ARG_TENSOR ? out->u.tensor.dtype : TPURT_DTYPE_I64;
+  /* the largest number, n - 1, must be exact in the result's type (PyTorch checks these two) */
+  if (dt == TPURT_DTYPE_F16 && n > (1LL << 11) + 1)
+    return lower_error(TPURT_INVALID_ARGUMENT, "n cannot be greater than 2049 for Half type.");
+  if (dt == TPURT_DTYPE_F32 && n > (1LL << 24) + 1)
+    return lower_error(TPURT_INVALID_ARGUMENT, "n cannot be greater than 2^24+1 for Float type.");
+  ir_func_t* f = ctx->func;
+  if (n == 0) {
+    lower_set_result(ctx, 0, ir_splat(f, dt, 1, &n, 0.0));
+    return NULL;
+  }
+  ir_value_t state = lower_rng_state(ctx, 1);
+  ir_value_t inputs[2] = {draw_bits(ctx, &state, TPURT_DTYPE_U64, n),
+                          ir_iota(f, ir_type_make(TPURT_DTYPE_I64, 1, &n), 0)};
+  ir_value_t res[2], blk[4];
+  ir_sort_begin(f, inputs, 2, 0, true, res, blk);
+  ir_value_t before = ir_compare(f, IR_LT, blk[0], blk[1]);
+  ir_region_end(f, &before, 1);
+  lower_set_result(ctx, 0, lower_cast(ctx, res[1], dt));
+  return NULL;
+}
+
 const lower_rule_t lower_random_rules[] = {
     LOWER_FN("aten::bernoulli", lower_bernoulli),
     LOWER_FN("aten::bernoulli.p", lower_bernoulli_float),
@@ -576,6 +639,7 @@ const lower_rule_t lower_random_rules[] = {
     LOWER_FN("aten::normal.Tensor_float", lower_normal_tensor),
     LOWER_FN("aten::normal.float_Tensor", lower_normal_tensor),
     LOWER_INPLACE_FN("aten::normal_", lower_normal_),
+    LOWER_KEYED_OUT_FN("aten::randperm.generator_out", lower_randperm),
     LOWER_INPLACE_FN("aten::random_", lower_random_),
     LOWER_INPLACE_FN("aten::random_.from", lower_random_from),
     LOWER_INPLACE_FN("aten::random_.to", lower_random_to),

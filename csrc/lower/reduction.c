@@ -40,48 +40,6 @@ static ir_value_t keep_dims(lower_ctx_t* ctx, ir_value_t v, const tpurt_tensor_t
   return ir_reshape(ctx->func, v, t->rank, shape);
 }
 
-static double lowest(tpurt_dtype_t d) {
-  if (tpurt_dtype_is_float(d)) return -INFINITY;
-  switch (d) {
-    case TPURT_DTYPE_BOOL:
-    case TPURT_DTYPE_U8:
-    case TPURT_DTYPE_U16:
-    case TPURT_DTYPE_U32:
-    case TPURT_DTYPE_U64:
-      return 0;
-    case TPURT_DTYPE_I8:
-      return INT8_MIN;
-    case TPURT_DTYPE_I16:
-      return INT16_MIN;
-    case TPURT_DTYPE_I32:
-      return INT32_MIN;
-    default:
-      return (double)INT64_MIN;
-  }
-}
-
-static double highest(tpurt_dtype_t d) {
-  if (tpurt_dtype_is_float(d)) return INFINITY;
-  switch (d) {
-    case TPURT_DTYPE_BOOL:
-      return 1;
-    case TPURT_DTYPE_U8:
-      return UINT8_MAX;
-    case TPURT_DTYPE_I8:
-      return INT8_MAX;
-    case TPURT_DTYPE_I16:
-      return INT16_MAX;
-    case TPURT_DTYPE_U16:
-      return UINT16_MAX;
-    case TPURT_DTYPE_I32:
-      return INT32_MAX;
-    case TPURT_DTYPE_U32:
-      return UINT32_MAX;
-    default:
-      return (double)INT64_MAX;
-  }
-}
-
 /* A rank-0 constant; int64 extremes are exact only through the i64 path. */
 static ir_value_t scalar_const(lower_ctx_t* ctx, tpurt_dtype_t d, double v) {
   if (tpurt_dtype_is_float(d) || tpurt_dtype_is_complex(d)) return ir_constant_f64(ctx->func, d, v);
@@ -162,7 +120,7 @@ static TPURT_MUST_USE tpurt_status_t extreme(lower_ctx_t* ctx, int32_t dim_arg, 
                          is_max ? "amax" : "amin", (long long)dims[i]);
   ir_value_t x = lower_tensor(ctx, 0);
   tpurt_dtype_t d = t->dtype;
-  ir_value_t init = scalar_const(ctx, d, is_max ? lowest(d) : highest(d));
+  ir_value_t init = lower_extreme(ctx, d, !is_max);
   ir_value_t r = ir_reduce(ctx->func, x, init, dims, n, is_max ? IR_REDUCE_MAX : IR_REDUCE_MIN);
   if (tpurt_dtype_is_float(d)) {
     /* XLA:CPU's max/min reduction drops NaN; PyTorch propagates it */
@@ -229,8 +187,7 @@ static void arg_reduce(lower_ctx_t* ctx, ir_value_t x, int64_t dim, bool is_max,
   ir_value_t iota = ir_iota(f, it, (int32_t)dim);
   tpurt_dtype_t d = xt->dtype;
   ir_value_t inputs[2] = {x, iota};
-  ir_value_t inits[2] = {scalar_const(ctx, d, is_max ? lowest(d) : highest(d)),
-                         ir_constant_i64(f, TPURT_DTYPE_I64, INT64_MAX)};
+  ir_value_t inits[2] = {lower_extreme(ctx, d, !is_max), ir_constant_i64(f, TPURT_DTYPE_I64, INT64_MAX)};
   ir_value_t res[2], blk[4];
   ir_reduce_begin(f, inputs, inits, 2, &dim, 1, res, blk);
   ir_value_t a = blk[0], ia = blk[1], b = blk[2], ib = blk[3];
@@ -600,10 +557,8 @@ static TPURT_MUST_USE tpurt_status_t lower_aminmax(lower_ctx_t* ctx) {
                          "aminmax(): Expected reduction dim %lld to have non-zero size.", (long long)dims[i]);
   ir_value_t x = lower_tensor(ctx, 0);
   bool keep = lower_bool(ctx, 2, false);
-  ir_value_t lo =
-      ir_reduce(ctx->func, x, scalar_const(ctx, t->dtype, highest(t->dtype)), dims, n, IR_REDUCE_MIN);
-  ir_value_t hi =
-      ir_reduce(ctx->func, x, scalar_const(ctx, t->dtype, lowest(t->dtype)), dims, n, IR_REDUCE_MAX);
+  ir_value_t lo = ir_reduce(ctx->func, x, lower_extreme(ctx, t->dtype, true), dims, n, IR_REDUCE_MIN);
+  ir_value_t hi = ir_reduce(ctx->func, x, lower_extreme(ctx, t->dtype, false), dims, n, IR_REDUCE_MAX);
   lower_set_result(ctx, 0, keep_dims(ctx, lo, t, mask, keep));
   lower_set_result(ctx, 1, keep_dims(ctx, hi, t, mask, keep));
   return NULL;

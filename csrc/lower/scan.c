@@ -112,30 +112,6 @@ static TPURT_MUST_USE tpurt_status_t lower_repeat_interleave(lower_ctx_t* ctx) {
 ** (it propagates, and a later NaN takes over the index). That is a max (min)
 ** over a total order of (value, index) pairs, so the scan is associative. */
 
-/* The value no element loses to (shifted in at the front). */
-static ir_value_t identity(ir_func_t* f, tpurt_dtype_t dt, bool is_max) {
-  if (tpurt_dtype_is_float(dt)) return ir_constant_f64(f, dt, is_max ? -INFINITY : INFINITY);
-  int64_t lo, hi;
-  switch (dt) {
-    case TPURT_DTYPE_U8:
-      lo = 0, hi = 255;
-      break;
-    case TPURT_DTYPE_I8:
-      lo = INT8_MIN, hi = INT8_MAX;
-      break;
-    case TPURT_DTYPE_I16:
-      lo = INT16_MIN, hi = INT16_MAX;
-      break;
-    case TPURT_DTYPE_I32:
-      lo = INT32_MIN, hi = INT32_MAX;
-      break;
-    default:
-      lo = INT64_MIN, hi = INT64_MAX;
-      break;
-  }
-  return ir_constant_i64(f, dt, is_max ? lo : hi);
-}
-
 /* cummax / cummin(self, dim) -> (values, indices) */
 static TPURT_MUST_USE tpurt_status_t cumextreme(lower_ctx_t* ctx) {
   const lower_rule_data_t* row = lower_rule_data(ctx);
@@ -155,7 +131,8 @@ static TPURT_MUST_USE tpurt_status_t cumextreme(lower_ctx_t* ctx) {
   }
   ir_value_t idx = ir_iota(f, it, (int32_t)dim);
   bool is_float = tpurt_dtype_is_float(dt);
-  ir_value_t pad_v = identity(f, dt, is_max), pad_i = ir_constant_i64(f, TPURT_DTYPE_I64, -1);
+  ir_value_t pad_v = lower_extreme(ctx, dt, !is_max),
+             /* no element loses to it */ pad_i = ir_constant_i64(f, TPURT_DTYPE_I64, -1);
   int64_t n = t->sizes[dim];
   for (int64_t shift = 1; shift < n; shift *= 2) {
     int64_t lo[TPURT_MAX_RANK] = {0}, hi[TPURT_MAX_RANK] = {0}, in[TPURT_MAX_RANK] = {0};

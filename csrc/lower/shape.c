@@ -1,5 +1,5 @@
 /* shape.c: ops that move data between shapes: cat, clone, flip, roll,
-** tril/triu. View ops never come here: they stay PyTorch's own metadata
+** tril/triu, unfold's gradient. View ops never come here: they stay PyTorch's own metadata
 ** kernels, and the engine reads strided views inside programs. */
 #include "../base/base.h"
 #include "lower.h"
@@ -179,12 +179,68 @@ static TPURT_MUST_USE tpurt_status_t lower_channel_shuffle(lower_ctx_t* ctx) {
   return NULL;
 }
 
+/* The most elements of a window unfold_backward unrolls over. */
+#define UNFOLD_MAX_SIZE 1024
+
+/* unfold_backward(grad_in, input_sizes, dim, size, step): the gradient of
+** self.unfold(dim, size, step). grad_in has the windows along |dim| and their
+** elements last; element k of window w came from position w * step + k. So
+** the slice of every window's element k, spread out by step (interior
+** padding) and shifted by k, lands where it came from; the size slices add
+** up where windows overlap (step < size). */
+static TPURT_MUST_USE tpurt_status_t lower_unfold_backward(lower_ctx_t* ctx) {
+  const tpurt_tensor_t* g = lower_meta(ctx, 0);
+  int64_t in[TPURT_MAX_RANK];
+  int32_t rank = lower_ints(ctx, 1, in, TPURT_MAX_RANK);
+  int64_t size = lower_int(ctx, 3, 0), step = lower_int(ctx, 4, 0);
+  if (step <= 0) return lower_error(TPURT_INVALID_ARGUMENT, "step is %lld but must be > 0", (long long)step);
+  if (size < 0) return lower_error(TPURT_INVALID_ARGUMENT, "size is %lld but must be >= 0", (long long)size);
+  if (size > UNFOLD_MAX_SIZE)
+    return lower_error(TPURT_UNIMPLEMENTED, "unfold_backward: windows of more than %d elements",
+                       UNFOLD_MAX_SIZE);
+  /* a 0-d input unfolds as a 1-element vector, into one window ([size]) */
+  int32_t r = rank ? rank : 1;
+  int64_t gs[TPURT_MAX_RANK + 1] = {1, size};
+  if (rank) memcpy(gs, g->sizes, sizeof(int64_t) * (size_t)g->rank);
+  if (!rank) in[0] = 1;
+  int64_t dim;
+  TPURT_RETURN_IF_ERROR(lower_wrap_dim(lower_int(ctx, 2, 0), r, &dim));
+  if (g->rank != rank + 1 || g->sizes[rank] != size)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "unfold_backward: grad_in of shape %s does not fit input_sizes %s",
+                       lower_shape_str(g->rank, g->sizes), lower_shape_str(rank, in));
+  ir_func_t* f = ctx->func;
+  tpurt_dtype_t acc = lower_acc_dtype(g->dtype);
+  int64_t windows = gs[dim], length = in[dim];
+  ir_value_t sum = ir_splat(f, acc, r, in, 0.0);
+  if (windows > 0 && (windows - 1) * step + size > length)
+    return lower_error(TPURT_INVALID_ARGUMENT,
+                       "unfold_backward: %lld windows of %lld by %lld exceed size %lld", (long long)windows,
+                       (long long)size, (long long)step, (long long)length);
+  ir_value_t grad = ir_reshape(f, lower_cast(ctx, lower_tensor(ctx, 0), acc), r + 1, gs);
+  for (int64_t k = 0; k < size && windows > 0; ++k) {
+    int64_t st[TPURT_MAX_RANK + 1] = {0}, li[TPURT_MAX_RANK + 1], one[TPURT_MAX_RANK + 1];
+    for (int32_t d = 0; d <= r; ++d) li[d] = gs[d], one[d] = 1;
+    st[r] = k;
+    li[r] = k + 1;
+    ir_value_t part = ir_reshape(f, ir_slice(f, grad, st, li, one), r, gs);
+    int64_t lo[TPURT_MAX_RANK] = {0}, hi[TPURT_MAX_RANK] = {0}, interior[TPURT_MAX_RANK] = {0};
+    lo[dim] = k;
+    interior[dim] = step - 1;
+    hi[dim] = length - (k + (windows - 1) * step + 1);
+    sum = ir_add(f, sum, ir_pad(f, part, ir_constant_f64(f, acc, 0.0), lo, hi, interior));
+  }
+  lower_set_result(ctx, 0, lower_cast(ctx, ir_reshape(f, sum, rank, in), g->dtype));
+  return NULL;
+}
+
 const lower_rule_t lower_shape_rules[] = {
     LOWER_FN("aten::channel_shuffle", lower_channel_shuffle),
     LOWER_FN("aten::native_channel_shuffle", lower_channel_shuffle),
     LOWER_FN("aten::cat", lower_cat),
     LOWER_OUT_FN("aten::cat.out", lower_cat),
     LOWER_FN("aten::clone", lower_clone),
+    LOWER_FN("aten::unfold_backward", lower_unfold_backward),
     LOWER_FN("aten::flip", lower_flip),
     LOWER_FN("aten::roll", lower_roll),
     LOWER_FN_WITH("aten::tril", triangle, .flag = true),

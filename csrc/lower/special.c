@@ -444,6 +444,60 @@ static TPURT_MUST_USE tpurt_status_t precise_unary(lower_ctx_t* ctx, lower_unary
   return NULL;
 }
 
+/* Airy Ai(x). For |x| <= 6 its Maclaurin series, Ai(0) f(x) + Ai'(0) g(x)
+** with f = sum 3^k (1/3)_k x^3k / (3k)! and g = sum 3^k (2/3)_k x^(3k+1) /
+** (3k+1)! (its terms reach e^zeta ~ 2e4 at 6, fine in f64); beyond, the
+** asymptotic expansions in zeta = 2/3 |x|^(3/2) (DLMF 9.7.5 and 9.7.9), with
+** u_0 = 1, u_k = (6k-5)(6k-3)(6k-1) / ((2k-1) 216 k) u_(k-1): a decay
+** e^-zeta / (2 sqrt(pi) x^(1/4)) for x > 6, an oscillation for x < -6; ten
+** terms are within 1e-8 there. NaN at both infinities, as PyTorch gives.
+** (PyTorch's own kernel is 2.8e-6 off around -2.1, e.g. 0.1634873 for
+** mpmath's Ai(-2.1) = 0.1634845; this series gives mpmath's value.) */
+#define AIRY_SERIES_TERMS 40
+#define AIRY_ASYMPTOTIC_TERMS 10
+static ir_value_t airy_ai_of(lower_ctx_t* ctx, ir_value_t x) {
+  ir_func_t* f = ctx->func;
+  const double ai0 = 0.355028053887817239, dai0 = -0.258819403792806798;
+  ir_value_t x3 = ir_mul(f, ir_mul(f, x, x), x);
+  ir_value_t tf = ir_const_like(f, x, 1.0), tg = x, sf = tf, sg = tg;
+  for (int32_t k = 1; k <= AIRY_SERIES_TERMS; ++k) {
+    tf = ir_mul(f, tf, ir_div(f, x3, ir_const_like(f, x, (double)((3 * k - 1) * (3 * k)))));
+    tg = ir_mul(f, tg, ir_div(f, x3, ir_const_like(f, x, (double)((3 * k) * (3 * k + 1)))));
+    sf = ir_add(f, sf, tf);
+    sg = ir_add(f, sg, tg);
+  }
+  ir_value_t series =
+      ir_add(f, ir_mul(f, ir_const_like(f, x, ai0), sf), ir_mul(f, ir_const_like(f, x, dai0), sg));
+  /* away from 0: |x| >= 6 there, so zeta >= 9.8 */
+  ir_value_t ax = where(ctx, IR_LT, ir_abs(f, x), 6.0, ir_const_like(f, x, 6.0), ir_abs(f, x));
+  ir_value_t zeta = ir_mul(f, ir_const_like(f, x, 2.0 / 3.0), ir_mul(f, ax, ir_sqrt(f, ax)));
+  ir_value_t inv = ir_div(f, ir_const_like(f, x, 1.0), zeta);
+  double u = 1.0;
+  ir_value_t all = ir_const_like(f, x, 0.0), even = all, odd = all, power = ir_const_like(f, x, 1.0);
+  for (int32_t k = 0; k <= AIRY_ASYMPTOTIC_TERMS; ++k) {
+    if (k > 0) u *= (double)((6 * k - 5) * (6 * k - 3) * (6 * k - 1)) / ((double)(2 * k - 1) * 216.0 * k);
+    ir_value_t term = ir_mul(f, power, ir_const_like(f, x, u));
+    all = (k % 2 ? ir_sub : ir_add)(f, all, term);                         /* sum (-1)^k u_k / zeta^k */
+    if (k % 2 == 0) even = ((k / 2) % 2 ? ir_sub : ir_add)(f, even, term); /* (-1)^j u_2j / zeta^2j */
+    if (k % 2 == 1) odd = ((k / 2) % 2 ? ir_sub : ir_add)(f, odd, term);   /* (-1)^j u_2j+1 ... */
+    power = ir_mul(f, power, inv);
+  }
+  ir_value_t quarter = ir_sqrt(f, ir_sqrt(f, ax)); /* x^(1/4) */
+  ir_value_t decay = ir_div(f, ir_mul(f, ir_exp(f, ir_neg(f, zeta)), all),
+                            ir_mul(f, ir_const_like(f, x, 2.0 * sqrt(M_PI)), quarter));
+  ir_value_t phase = ir_sub(f, zeta, ir_const_like(f, x, M_PI / 4.0));
+  ir_value_t wave = ir_add(f, ir_mul(f, ir_unary(f, IR_OP_COSINE, phase), even),
+                           ir_mul(f, ir_unary(f, IR_OP_SINE, phase), odd));
+  wave = ir_div(f, wave, ir_mul(f, ir_const_like(f, x, sqrt(M_PI)), quarter));
+  ir_value_t r = where(ctx, IR_GT, x, 6.0, decay, where(ctx, IR_LT, x, -6.0, wave, series));
+  return where(ctx, IR_EQ, ir_abs(f, x), INFINITY, ir_const_like(f, x, NAN), r); /* as PyTorch's CPU kernel */
+}
+
+/* precise_unary of the row's formula (.unary) */
+static TPURT_MUST_USE tpurt_status_t precise_unary_row(lower_ctx_t* ctx) {
+  return precise_unary(ctx, lower_rule_data(ctx)->unary);
+}
+
 /* The Bessel function a row names: its .kind (a bessel_kind_t), .order
 ** (nu) and .flag (exponentially scaled). */
 typedef enum bessel_kind_e { BESSEL_I, BESSEL_J, BESSEL_Y, BESSEL_K, BESSEL_SPHERICAL_J } bessel_kind_t;
@@ -1049,6 +1103,8 @@ const lower_rule_t lower_special_rules[] = {
     LOWER_OUT_FN_WITH("aten::special_modified_bessel_i0.out", bessel_row, .kind = BESSEL_I),
     LOWER_FN_WITH("aten::special_modified_bessel_i1", bessel_row, .kind = BESSEL_I, .order = 1),
     LOWER_OUT_FN_WITH("aten::special_modified_bessel_i1.out", bessel_row, .kind = BESSEL_I, .order = 1),
+    LOWER_FN_WITH("aten::special_airy_ai", precise_unary_row, .unary = airy_ai_of),
+    LOWER_OUT_FN_WITH("aten::special_airy_ai.out", precise_unary_row, .unary = airy_ai_of),
     LOWER_FN_WITH("aten::special_bessel_j0", bessel_row, .kind = BESSEL_J),
     LOWER_OUT_FN_WITH("aten::special_bessel_j0.out", bessel_row, .kind = BESSEL_J),
     LOWER_FN_WITH("aten::special_bessel_j1", bessel_row, .kind = BESSEL_J, .order = 1),

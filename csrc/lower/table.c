@@ -43,22 +43,73 @@ static void build_map(void) {
     }
 }
 
+/* The functional row |name| run as |variant| (in |scratch|), or NULL. A
+** counted row too: the engine puts its count before the out= args. */
+static const lower_rule_t* functional_as(const char* name, lower_variant_t variant, lower_rule_t* scratch) {
+  const lower_rule_t* r = *slot(name);
+  if (!r || r->variant != LOWER_FUNCTIONAL) return NULL;
+  *scratch = *r;
+  scratch->variant = variant;
+  return scratch;
+}
+
+/* out= overloads whose namesake takes other arguments: all.out takes a dim
+** while aten::all reduces everything (min.out and max.out, minimum's and
+** maximum's, have rows of their own); the batch norms' running stats and
+** rrelu's noise are args of the functional form only; the triangle indices'
+** out= form has no dtype. */
+static const char* const kOutNotOfNamesake[] = {
+    "aten::_batch_norm_with_update.out",
+    "aten::_native_batch_norm_legit.out",
+    "aten::all.out",
+    "aten::any.out",
+    "aten::rrelu_with_noise.out",
+    "aten::tril_indices.out",
+    "aten::triu_indices.out",
+};
+
+/* An out= overload with no row of its own runs its functional row, the
+** results written into the out= args: "aten::maximum.out" -> "aten::maximum"
+** (or "aten::sub.out" -> "aten::sub.Tensor"), "aten::add.Scalar_out" ->
+** "aten::add.Scalar". PyTorch mostly makes such a schema from the functional
+** one plus the trailing out= args, so the rule reads the same positions; the
+** exceptions are listed above, and tests/test_fallbacks_native.py compares
+** every pair this maps with PyTorch's schemas. */
+static const lower_rule_t* out_as_functional(const char* name, const char* dot, lower_rule_t* scratch) {
+  for (size_t i = 0; i < sizeof(kOutNotOfNamesake) / sizeof(kOutNotOfNamesake[0]); ++i)
+    if (strcmp(name, kOutNotOfNamesake[i]) == 0) return NULL;
+  size_t base = (size_t)(dot - name), len = strlen(name);
+  char functional[256];
+  if (len + 8 > sizeof(functional)) return NULL;
+  memcpy(functional, name, base);
+  functional[base] = '\0';
+  if (strcmp(dot, ".out") == 0) {
+    const lower_rule_t* r = functional_as(functional, LOWER_OUT, scratch);
+    if (r) return r;
+    snprintf(functional + base, sizeof(functional) - base, ".Tensor");
+    return functional_as(functional, LOWER_OUT, scratch);
+  }
+  if (len - base > 5 && strcmp(name + len - 4, "_out") == 0) { /* ".Scalar_out" -> ".Scalar" */
+    memcpy(functional, name, len - 4);
+    functional[len - 4] = '\0';
+    return functional_as(functional, LOWER_OUT, scratch);
+  }
+  return NULL;
+}
+
 const lower_rule_t* lower_find(const char* name, lower_rule_t* scratch) {
   pthread_once(&g_once, build_map);
   const lower_rule_t* r = *slot(name);
   if (r) return r;
-  /* "aten::add_.Tensor" -> "aten::add.Tensor", run in place */
   const char* dot = strchr(name, '.');
+  if (dot && (r = out_as_functional(name, dot, scratch))) return r;
+  /* "aten::add_.Tensor" -> "aten::add.Tensor", run in place */
   size_t base = dot ? (size_t)(dot - name) : strlen(name);
   if (base < 2 || name[base - 1] != '_' || base + 1 > 200) return NULL;
   char functional[256];
   memcpy(functional, name, base - 1);
   snprintf(functional + base - 1, sizeof(functional) - (base - 1), "%s", dot ? dot : "");
-  r = *slot(functional);
-  if (!r || r->variant != LOWER_FUNCTIONAL) return NULL;
-  *scratch = *r;
-  scratch->variant = LOWER_INPLACE;
-  return scratch;
+  return functional_as(functional, LOWER_INPLACE, scratch);
 }
 
 TPURT_MUST_USE tpurt_status_t lower_rule_run(const lower_rule_t* rule, lower_ctx_t* ctx) {
