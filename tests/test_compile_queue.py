@@ -107,6 +107,7 @@ def test_a_failed_compile_loses_only_what_depends_on_it():
     assert int(lines["ok"]) >= 1
 
 
+@pytest.mark.slow  # keeps make test under 25 minutes; `pytest -m slow` runs it
 def test_a_cold_first_image_compiles_its_programs_side_by_side():
     """The tiny FLUX pipeline's first image in strict eager: its independent programs compile two
     at once, and the image equals the one made compiling at the op."""

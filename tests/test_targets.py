@@ -230,6 +230,7 @@ def _tp_figures(tmp_path: Path, *flags: str) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow  # keeps make test under 25 minutes; `pytest -m slow` runs it
 @needs_libtpu
 def test_tiny_flux_tp_over_v5e_2x2_per_chip_arguments_within_the_share(tmp_path):
     """TP over 4 v5e chips, at tile-aligned widths: the compiler's per-chip argument bytes stay

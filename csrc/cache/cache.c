@@ -12,9 +12,13 @@
 /* What a loaded program is charged in tier 1 at least: the plugin does not
 ** say what a program holds, and its serialised size understates it. On the
 ** CPU plugin one small program costs about 280 KiB of RSS and 3 memory
-** mappings (measured over 600 programs), so the default 1 GiB budget keeps
-** about 4,000 programs and 12,000 mappings, far from the kernel's 65,530. */
-#define LOADED_PROGRAM_BYTES ((uint64_t)256 << 10)
+** mappings, but a scatter of several fusions (index_reduce) 36: at 256 KiB
+** the 1 GiB budget kept 4,000 such programs, past the kernel's 65,530
+** mappings, and the JIT then failed ("Cannot allocate memory") and left a
+** stale unwind frame that crashed the next C++ exception. At 1 MiB it keeps
+** about 1,000, under 40,000 mappings however large; the rest reload from
+** disk. */
+#define LOADED_PROGRAM_BYTES ((uint64_t)1 << 20)
 #define DEFAULT_MEMORY_BYTES ((uint64_t)1 << 30)
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -2,6 +2,7 @@
 ** them, and tracking their completion events so that asynchronous errors
 ** surface at the next synchronize, naming the op. */
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 
 #include "pjrt_internal.h"
@@ -756,7 +757,11 @@ tpurt_status_t pjrt_buffer_to_host_async(pjrt_buffer_t* buffer, void* dst, size_
 ** this launch too, with that launch's error (which names its op): a value
 ** computed from a lost one is lost. */
 static TPURT_MUST_USE tpurt_status_t input_ready(pjrt_buffer_t* arg) {
-  return tpurt_status_annotate_consume(pjrt_buffer_ready(arg), "an input's value was lost");
+  static const char kLost[] = "an input's value was lost";
+  tpurt_status_t status = pjrt_buffer_ready(arg);
+  /* said once down a chain of lost values: the cause is what matters */
+  if (!status || strncmp(tpurt_status_message(status), kLost, sizeof kLost - 1) == 0) return status;
+  return tpurt_status_annotate_consume(status, kLost);
 }
 
 tpurt_status_t pjrt_execute(pjrt_executable_t* executable, int device, pjrt_buffer_t* const* args,

@@ -318,7 +318,17 @@ TEST(Future_AFailedOneFailsItsReaders) {
   EXPECT(tpurt_status_code(s) == TPURT_RESOURCE_EXHAUSTED);
   EXPECT(contains(tpurt_status_message(s), "an input's value was lost") &&
          contains(tpurt_status_message(s), "aten::mul"));
+  /* a value computed from that lost one: the chain says "lost" once */
+  pjrt_buffer_t* later = pjrt_buffer_future_create(0, TPURT_DTYPE_F32, 1, dims);
+  pjrt_buffer_future_fail(later, s);
   tpurt_status_free(s);
+  pjrt_buffer_t* again[2] = {later, later};
+  s = pjrt_execute(exe, 0, again, 2, &z, 1, "test::reads_lost_twice");
+  const char* lost = strstr(tpurt_status_message(s), "an input's value was lost");
+  EXPECT(lost && !strstr(lost + 1, "an input's value was lost") &&
+         contains(tpurt_status_message(s), "aten::mul"));
+  tpurt_status_free(s);
+  pjrt_buffer_release(later);
   EXPECT(z == NULL);
   pjrt_buffer_release(future);
   pjrt_executable_release(exe);
