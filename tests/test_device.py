@@ -322,7 +322,9 @@ def test_fallback_warns_once_and_counts() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the second call must not warn again
         torch.unique(x, dim=0)
-    counts = {k: v for k, v in torch_tpu.metrics()["cpu_fallbacks"].items() if k.startswith("aten::unique_dim")}
+    counts = {
+        k: v for k, v in torch_tpu.metrics()["cpu_fallbacks"].items() if k.startswith("aten::unique_dim")
+    }
     assert sum(counts.values()) == 2, counts
     assert "aten::unique_dim" in torch_tpu.metrics_report()
 
