@@ -127,6 +127,7 @@ def test_shadow_refusal_names_the_op_and_estimates_are_not_summed(no_target):
     assert targets.TargetReport(report.target, fake).runs_without_estimate == 5
 
 
+@pytest.mark.slow  # keeps make test under 25 minutes; `pytest -m slow` runs it
 @needs_fake
 def test_shadow_records_persist_with_the_target_in_the_key(tmp_path):
     """A second process finds the target's figures in the persistent cache; another target

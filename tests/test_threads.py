@@ -74,6 +74,7 @@ def test_four_threads_in_mixed_modes(no_fallback, seconds):
     assert all(n > 0 for n in counts.values()), counts
 
 
+@pytest.mark.slow  # keeps make test under 25 minutes; `pytest -m slow` runs it
 def test_fused_throughput_with_four_threads(no_fallback):
     _, one = run_threads(3.0, ["fused"])  # also warms the programs up
     _, one = run_threads(3.0, ["fused"])
