@@ -10,42 +10,11 @@
 #include <string.h>
 
 #include "../pjrt/kv_store.h"
-
-struct pjrt_abi_error_s {
-  int code;
-  char message[512];
-};
-
-static pjrt_abi_error_t* make_error(int code, const char* text, size_t size) {
-  pjrt_abi_error_t* e = calloc(1, sizeof(*e));
-  if (!e) abort();
-  e->code = code;
-  snprintf(e->message, sizeof(e->message), "%.*s", (int)size, text);
-  return e;
-}
+#include "fake_plugin_error.h"
 
 /* What the callbacks call to make a plugin error (a PJRT_CallbackError). */
 static pjrt_abi_error_t* make_error_cb(int code, const char* message, size_t size) {
-  return make_error(code, message, size);
-}
-
-static void error_destroy(void* p) { free(((pjrt_abi_error_destroy_args_t*)p)->error); }
-
-static void error_message(void* p) {
-  pjrt_abi_error_message_args_t* a = p;
-  a->message = a->error->message;
-  a->message_size = strlen(a->error->message);
-}
-
-static pjrt_abi_error_t* error_get_code(void* p) {
-  pjrt_abi_error_get_code_args_t* a = p;
-  a->code = a->error->code;
-  return NULL;
-}
-
-static pjrt_abi_error_t* plugin_initialize(void* p) {
-  (void)p;
-  return NULL;
+  return fake_error_make(code, message, size);
 }
 
 static pjrt_abi_error_t* client_create(void* p) {
@@ -62,13 +31,13 @@ static pjrt_abi_error_t* client_create(void* p) {
   const char* refuse = getenv("FAKE_KV_REFUSE_NODE");
   if (refuse && strcmp(refuse, "1") == 0 && (node >= 0 || nodes >= 0)) {
     static const char kText[] = "fake kv plugin: unknown create option node_id";
-    return make_error(3, kText, sizeof(kText) - 1);
+    return fake_error_make(3, kText, sizeof(kText) - 1);
   }
   if (!a->kv_get_callback || !a->kv_put_callback || node < 0 || nodes < 1) {
     char text[128];
     int n = snprintf(text, sizeof(text), "fake kv plugin: one process (node %lld of %lld, callbacks %s)",
                      node, nodes, a->kv_get_callback ? "set" : "unset");
-    return make_error(12, text, (size_t)n);
+    return fake_error_make(12, text, (size_t)n);
   }
   char key[64], value[64];
   int key_size = snprintf(key, sizeof(key), "fake/node/%lld", node);
@@ -100,7 +69,7 @@ static pjrt_abi_error_t* client_create(void* p) {
   }
   char text[400];
   int n = snprintf(text, sizeof(text), "fake kv plugin: node %lld of %lld; peers:%s", node, nodes, seen);
-  return make_error(12, text, (size_t)n);
+  return fake_error_make(12, text, (size_t)n);
 }
 
 static union {

@@ -18,37 +18,10 @@
 #include <time.h>
 
 #include "../pjrt/pjrt_abi.h"
-
-struct pjrt_abi_error_s {
-  int code;
-  char message[512];
-};
+#include "fake_plugin_error.h"
 
 static pjrt_abi_error_t* make_error(int code, const char* text) {
-  pjrt_abi_error_t* e = calloc(1, sizeof(*e));
-  if (!e) abort();
-  e->code = code;
-  snprintf(e->message, sizeof(e->message), "%s", text);
-  return e;
-}
-
-static void error_destroy(void* p) { free(((pjrt_abi_error_destroy_args_t*)p)->error); }
-
-static void error_message(void* p) {
-  pjrt_abi_error_message_args_t* a = p;
-  a->message = a->error->message;
-  a->message_size = strlen(a->error->message);
-}
-
-static pjrt_abi_error_t* error_get_code(void* p) {
-  pjrt_abi_error_get_code_args_t* a = p;
-  a->code = a->error->code;
-  return NULL;
-}
-
-static pjrt_abi_error_t* plugin_initialize(void* p) {
-  (void)p;
-  return NULL;
+  return fake_error_make(code, text, strlen(text));
 }
 
 static const char* type_name(int type) {
