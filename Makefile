@@ -114,14 +114,14 @@ build/tests/%: csrc/tests/%.c csrc/tests/test.h csrc/tests/ir_check.h build/libt
 
 # A PJRT "plugin" that only validates client options (options_test.c).
 FAKE_PLUGIN := build/tests/fake_pjrt_plugin.so
-$(FAKE_PLUGIN): csrc/tests/fake_pjrt_plugin.c csrc/tests/fake_plugin_error.h csrc/pjrt/pjrt_abi.h
+$(FAKE_PLUGIN): csrc/tests/fake_pjrt_plugin.c csrc/tests/fake_plugin.h csrc/pjrt/pjrt_abi.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -shared $< -o $@
 
 # A "plugin" that uses the distributed create options and key-value
 # callbacks as a multi-process plugin does (kv_store_test.c).
 FAKE_KV_PLUGIN := build/tests/fake_kv_plugin.so
-$(FAKE_KV_PLUGIN): csrc/tests/fake_kv_plugin.c csrc/tests/fake_plugin_error.h csrc/pjrt/pjrt_abi.h csrc/pjrt/kv_store.h
+$(FAKE_KV_PLUGIN): csrc/tests/fake_kv_plugin.c csrc/tests/fake_plugin.h csrc/pjrt/pjrt_abi.h csrc/pjrt/kv_store.h
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -shared $< -o $@
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "../pjrt/kv_store.h"
-#include "fake_plugin_error.h"
+#include "fake_plugin.h"
 
 /* What the callbacks call to make a plugin error (a PJRT_CallbackError). */
 static pjrt_abi_error_t* make_error_cb(int code, const char* message, size_t size) {
@@ -79,17 +79,8 @@ static union {
 
 __attribute__((visibility("default"))) const void* GetPjrtApi(void) {
   if (g_api.head.struct_size == 0) {
-    g_api.head.struct_size = sizeof(g_api.bytes);
-    g_api.head.version.struct_size = sizeof(pjrt_abi_version_t);
-    g_api.head.version.major = 0;
-    g_api.head.version.minor = 81;
-    void* slots[][2] = {{(void*)error_destroy, (void*)(uintptr_t)PJRTABI_ERROR_DESTROY},
-                        {(void*)error_message, (void*)(uintptr_t)PJRTABI_ERROR_MESSAGE},
-                        {(void*)error_get_code, (void*)(uintptr_t)PJRTABI_ERROR_GET_CODE},
-                        {(void*)plugin_initialize, (void*)(uintptr_t)PJRTABI_PLUGIN_INITIALIZE},
-                        {(void*)client_create, (void*)(uintptr_t)PJRTABI_CLIENT_CREATE}};
-    for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); ++i)
-      memcpy(g_api.bytes + PJRTABI_SLOT_OFFSET((uintptr_t)slots[i][1]), &slots[i][0], sizeof(void*));
+    void* const entries[][2] = {{(void*)client_create, (void*)(uintptr_t)PJRTABI_CLIENT_CREATE}};
+    fake_api_fill(&g_api, sizeof(g_api.bytes), entries, sizeof(entries) / sizeof(entries[0]));
   }
   return g_api.bytes;
 }

@@ -18,7 +18,7 @@
 #include <time.h>
 
 #include "../pjrt/pjrt_abi.h"
-#include "fake_plugin_error.h"
+#include "fake_plugin.h"
 
 static pjrt_abi_error_t* make_error(int code, const char* text) {
   return fake_error_make(code, text, strlen(text));
@@ -335,15 +335,7 @@ static union {
 
 __attribute__((visibility("default"))) const void* GetPjrtApi(void) {
   if (g_api.head.struct_size == 0) {
-    g_api.head.struct_size = sizeof(g_api.bytes);
-    g_api.head.version.struct_size = sizeof(pjrt_abi_version_t);
-    g_api.head.version.major = 0;
-    g_api.head.version.minor = 81;
-    void* slots[][2] = {
-        {(void*)error_destroy, (void*)(uintptr_t)PJRTABI_ERROR_DESTROY},
-        {(void*)error_message, (void*)(uintptr_t)PJRTABI_ERROR_MESSAGE},
-        {(void*)error_get_code, (void*)(uintptr_t)PJRTABI_ERROR_GET_CODE},
-        {(void*)plugin_initialize, (void*)(uintptr_t)PJRTABI_PLUGIN_INITIALIZE},
+    void* const entries[][2] = {
         {(void*)client_create, (void*)(uintptr_t)PJRTABI_CLIENT_CREATE},
         {(void*)description_id, (void*)(uintptr_t)PJRTABI_DEVICE_DESCRIPTION_ID},
         {(void*)description_kind, (void*)(uintptr_t)PJRTABI_DEVICE_DESCRIPTION_KIND},
@@ -360,8 +352,7 @@ __attribute__((visibility("default"))) const void* GetPjrtApi(void) {
         {(void*)deserialize_and_load, (void*)(uintptr_t)PJRTABI_EXECUTABLE_DESERIALIZE_AND_LOAD},
         {(void*)loaded_executable_destroy, (void*)(uintptr_t)PJRTABI_LOADED_EXECUTABLE_DESTROY},
         {(void*)memory_stats, (void*)(uintptr_t)PJRTABI_EXECUTABLE_GET_COMPILED_MEMORY_STATS}};
-    for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); ++i)
-      memcpy(g_api.bytes + PJRTABI_SLOT_OFFSET((uintptr_t)slots[i][1]), &slots[i][0], sizeof(void*));
+    fake_api_fill(&g_api, sizeof(g_api.bytes), entries, sizeof(entries) / sizeof(entries[0]));
   }
   return g_api.bytes;
 }
