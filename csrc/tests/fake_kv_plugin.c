@@ -12,11 +12,6 @@
 #include "../pjrt/kv_store.h"
 #include "fake_plugin.h"
 
-/* What the callbacks call to make a plugin error (a PJRT_CallbackError). */
-static pjrt_abi_error_t* make_error_cb(int code, const char* message, size_t size) {
-  return fake_error_make(code, message, size);
-}
-
 static pjrt_abi_error_t* client_create(void* p) {
   pjrt_abi_client_create_args_t* a = p;
   long long node = -1, nodes = -1;
@@ -47,7 +42,7 @@ static pjrt_abi_error_t* client_create(void* p) {
                                 .key_size = (size_t)key_size,
                                 .value = value,
                                 .value_size = (size_t)value_size,
-                                .callback_error = make_error_cb,
+                                .callback_error = fake_error_make, /* a PJRT_CallbackError */
                                 .user_arg = a->kv_put_user_arg};
   pjrt_abi_error_t* e = ((pjrt_abi_kv_put_fn_t)a->kv_put_callback)(&put);
   if (e) return e;
@@ -59,7 +54,7 @@ static pjrt_abi_error_t* client_create(void* p) {
                                   .key = key,
                                   .key_size = (size_t)key_size,
                                   .timeout_in_ms = 1000,
-                                  .callback_error = make_error_cb,
+                                  .callback_error = fake_error_make, /* a PJRT_CallbackError */
                                   .user_arg = a->kv_get_user_arg};
     e = ((pjrt_abi_kv_get_fn_t)a->kv_get_callback)(&get);
     if (e) return e;
