@@ -16,13 +16,13 @@ import torch._dynamo.funcname_cache as funcname_cache
 
 import torch_tpu
 
-SOURCE = '''
+SOURCE = """
 import torch
 
 def scaled(x):
     y = torch.sin(x) * 3
     return y + x.sum()
-'''
+"""
 
 
 def load(tmp_path: pathlib.Path, name: str) -> tuple[str, Any]:
