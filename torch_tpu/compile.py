@@ -126,8 +126,14 @@ def _name_traced_lines_only_when_logged() -> bool:
 _name_traced_lines_only_when_logged()
 
 
+class _NotFunctional(Exception):
+    """A graph traced without aot_autograd mutates an input or returns a view
+    of one: aot_autograd's functionalization must handle it."""
+
+
 class _CompiledGraph:
-    """One aot graph: traced and compiled per input signature, then launched."""
+    """One graph (an aot graph, or a dynamo graph traced directly): traced and
+    compiled per input signature, then launched."""
 
     def __init__(
         self,
@@ -138,10 +144,14 @@ class _CompiledGraph:
         input_names: Sequence[str] | None = None,
         frame: Any = None,
         block: bool = False,
+        direct: bool = False,
     ) -> None:
         self.gm = gm
         self.kind = kind
         self.block = block
+        # a dynamo graph traced without aot_autograd (_InferenceGraph): the
+        # trace raises _NotFunctional where aot_autograd is needed after all
+        self.direct = direct
         # target_only: (shape, stride, dtype) of each program output
         self.output_meta: dict[tuple, list[tuple]] = {}
         self.backend = backend
@@ -219,26 +229,35 @@ class _CompiledGraph:
         placeholders = 0
         bases: list[torch.Tensor] = []  # what the program takes, per placeholder
         sources: list[torch.Tensor] = []  # the argument each placeholder stands for
-        for a in args:
-            if isinstance(a, torch.Tensor) and a.device.type in placed:
-                if a.is_contiguous():
-                    base = torch.empty(a.shape, dtype=a.dtype, device=where)
-                    trace_args.append(base)
-                else:
+        # A direct trace finds input mutations by the inputs' version counters,
+        # which tensors made in inference mode lack: it traces outside it.
+        normal = torch.inference_mode(False) if self.direct else contextlib.nullcontext()
+        with normal:
+            for a in args:
+                if isinstance(a, torch.Tensor) and a.device.type in placed:
                     # The graph was captured with these strides (a view may
-                    # depend on them): trace a strided view of a flat input
-                    # that spans the same elements.
-                    base = torch.empty(_span(a), dtype=a.dtype, device=where)
-                    trace_args.append(base.as_strided(a.shape, a.stride()))
-                bases.append(base)
-                sources.append(a)
-                placeholders += 1
-            else:
-                trace_args.append(a)
+                    # depend on them): a strided input is traced as a strided
+                    # view of a flat input that spans the same elements.
+                    dense = a.is_contiguous()
+                    base = torch.empty(a.shape if dense else (_span(a),), dtype=a.dtype, device=where)
+                    if self.direct and a.requires_grad:
+                        # dynamo's torch calls decompose as eager's do, and
+                        # some choose by requires_grad (matmul folds a batch
+                        # into rows when the weight requires grad): the trace
+                        # input stands for |a| in that too
+                        base.requires_grad_(True)
+                    trace_args.append(base if dense else base.as_strided(a.shape, a.stride()))
+                    bases.append(base)
+                    sources.append(a)
+                    placeholders += 1
+                else:
+                    trace_args.append(a)
         # Tracing runs the ops once; it must not consume random numbers: the
         # program draws from the generator at each run instead.
         rng_state = torch.tpu.get_rng_state(device)
-        with eager_mode(EagerMode.INTERNAL_DEFER_ALL):
+        versions = [base._version for base in bases] if self.direct else []
+        normal = torch.inference_mode(False) if self.direct else contextlib.nullcontext()
+        with normal, eager_mode(EagerMode.INTERNAL_DEFER_ALL):
             _C._trace_begin(device)
             try:
                 for index, base in enumerate(bases):
@@ -252,6 +271,8 @@ class _CompiledGraph:
                 with torch.no_grad():
                     outputs = self.gm(*trace_args)
                 flat = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+                if self.direct:
+                    _check_functional(bases, versions, trace_args, flat)
                 # Outputs that are inputs come back as those inputs (aliases
                 # kept); other tpu tensors come from the program.
                 layout: list = []
@@ -320,6 +341,79 @@ class _CompiledGraph:
         return out
 
 
+def _check_functional(
+    bases: list[torch.Tensor], versions: list[int], trace_args: list[Any], outputs: list[Any]
+) -> None:
+    """Raises _NotFunctional where a directly traced graph needs aot_autograd:
+    it wrote to an input (the program would not), returned a view of an input
+    (the program would return a copy, not an alias), or returned a nested
+    structure (a program returns flat tensors)."""
+    for index, (base, version) in enumerate(zip(bases, versions, strict=True)):
+        if base._version != version:
+            raise _NotFunctional(f"it writes to input {index}")
+    for out in outputs:
+        if isinstance(out, (list, tuple, dict)):
+            raise _NotFunctional("it returns a nested structure")
+        if not isinstance(out, torch.Tensor) or any(out is t for t in trace_args):
+            continue
+        if any(out is b or out._base is b for b in bases):
+            raise _NotFunctional("it returns a view of an input")
+
+
+def _needs_aot(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
+    """Whether |gm| needs aot_autograd: it will be differentiated (grad mode on
+    and an input that requires grad, aot_autograd's own test), it takes a
+    tensor subclass (a DTensor) or it calls a collective."""
+    tensors = [x for x in example_inputs if isinstance(x, torch.Tensor)]
+    if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
+        return True
+    if any(type(x) not in (torch.Tensor, torch.nn.Parameter) for x in tensors):
+        return True
+    return any(_is_collective(n) for n in gm.graph.nodes)
+
+
+class _InferenceGraph:
+    """A dynamo graph that is never differentiated, traced directly.
+
+    Tracing runs the graph once over placeholder tpu tensors: dynamo's torch
+    calls reach the same lowering rules through the dispatcher as aot's aten
+    graph would, so aot_autograd's two passes over the graph (metadata, then
+    the functional aten graph) are skipped: about a fifth of the tiny FLUX
+    pipeline's compiled warm-up. Where the trace finds that the graph writes
+    to an input or returns a view of one (_NotFunctional), the graph goes
+    through aot_autograd instead, whose functionalization handles both."""
+
+    def __init__(
+        self,
+        backend: TpuBackend,
+        gm: torch.fx.GraphModule,
+        label: str | None,
+        input_names: list[str],
+        frame: Any,
+        block: bool,
+    ) -> None:
+        self.graph = _CompiledGraph(
+            gm, "forward", backend, name=label, input_names=input_names, frame=frame, block=block, direct=True
+        )
+        self.backend = backend
+        self.gm = gm
+        self.aot_args = (label, input_names, frame)
+        self.block = block
+        self.aot: Callable[..., Any] | None = None
+
+    def __call__(self, *args: Any) -> Any:
+        if self.aot is None:
+            try:
+                return self.graph(*args)
+            except _NotFunctional as why:
+                log.info("torch_tpu: %s goes through aot_autograd: %s", self.graph.label, why)
+                self.backend.aot_after_direct.append(f"{self.graph.label}: {why}")
+                self.aot = self.backend._aot(
+                    self.gm, list(args), *self.aot_args, split=False, block=self.block, direct=False
+                )
+        return self.aot(*args)
+
+
 def _dense_strides(shape: Sequence[int]) -> tuple[int, ...]:
     strides, step = [], 1
     for size in reversed(shape):
@@ -359,15 +453,31 @@ def _layout_key(t: torch.Tensor) -> tuple[int, ...] | None:
 
 
 def _meta_factories_to(gm: torch.fx.GraphModule, device: torch.device) -> None:
-    """Tensors a graph of a meta model makes itself (``arange(..., device=meta)`` in a
-    timestep embedding) are made on |device| instead, where the graph is traced."""
-    changed = False
+    """Tensors a graph of a meta model makes or moves itself (``arange(...,
+    device=meta)`` in a timestep embedding; ``x.to(ids.device)`` in a dynamo
+    graph, where the device is a constant) are made on |device| instead, where
+    the graph is traced."""
+
+    found = 0
+
+    def placed(value: Any) -> Any:
+        nonlocal found
+        if isinstance(value, torch.device) and value.type == "meta":
+            found += 1
+            return device
+        return value
+
     for node in gm.graph.nodes:
-        where = node.kwargs.get("device")
-        if node.op == "call_function" and where is not None and torch.device(where).type == "meta":
-            node.kwargs = {**node.kwargs, "device": device}
-            changed = True
-    if changed:
+        if node.op in ("call_function", "call_method"):
+            before = found
+            args = torch.fx.node.map_aggregate(node.args, placed)
+            kwargs = dict(torch.fx.node.map_aggregate(node.kwargs, placed))
+            if kwargs.get("device") == "meta":  # a device by name
+                kwargs["device"] = device
+                found += 1
+            if found != before:
+                node.args, node.kwargs = args, kwargs
+    if found:
         gm.recompile()
 
 
@@ -529,6 +639,11 @@ class TpuBackend:
             made on the meta device has no weights), nothing is compiled for
             or run on this process's plugin, and every output is a ``meta``
             tensor of the traced shape.
+        direct_inference: a graph that is never differentiated (no input
+            requires grad, or grad mode is off, as in a diffusers pipeline)
+            is traced as dynamo captured it, without aot_autograd; a graph
+            that writes to an input or returns a view of one still goes
+            through aot_autograd. ``False``: every graph goes through it.
         **compile_options: XLA options by name (DebugOptions fields such as
             ``xla_dump_to="/tmp/dump"`` or ``xla_cpu_enable_fast_math=False``),
             on top of ``TORCH_TPU_XLA_OPTIONS``. They reach the plugin's XLA
@@ -546,9 +661,14 @@ class TpuBackend:
         specialize_dynamic: bool = False,
         blocks: bool = True,
         target_only: bool = False,
+        direct_inference: bool = True,
         **compile_options: Any,
     ) -> None:
         self.name = name
+        self.direct_inference = direct_inference
+        # graphs traced without aot_autograd, and why a graph went back to it
+        self.direct_graphs = 0
+        self.aot_after_direct: list[str] = []
         self.blocks = blocks
         self.target_only = target_only
         # compiled functions of repeated blocks, by block class and structure
@@ -637,11 +757,14 @@ class TpuBackend:
         frame: Any,
         split: bool = True,
         block: bool = False,
+        direct: bool = True,
     ) -> Callable[..., Any]:
         """aot_autograd over |gm| with static example inputs; each graph it
         produces becomes a _CompiledGraph of frame |frame|. With |split| (and
         blocks on), a graph of repeated blocks is compiled in pieces instead
-        (_split_at_blocks), equal blocks sharing one compiled function."""
+        (_split_at_blocks), equal blocks sharing one compiled function. With
+        |direct|, a graph that is never differentiated skips aot_autograd
+        (_InferenceGraph)."""
         from functorch.compile import make_boxed_func
         from torch._dynamo.backends.common import aot_autograd
 
@@ -657,6 +780,9 @@ class TpuBackend:
                 )  # fmt: skip
                 self.block_splits += 1
                 return module
+        if direct and self.direct_inference and not _needs_aot(gm, example_inputs):
+            self.direct_graphs += 1
+            return _InferenceGraph(self, gm, label, input_names, frame, block)
 
         def compiler(kind: str) -> Callable[..., Any]:
             def compile_graph(graph: torch.fx.GraphModule, inputs: Sequence[Any]) -> Callable[..., Any]:
