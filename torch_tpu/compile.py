@@ -22,12 +22,14 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from types import ModuleType
 from typing import Any
 
 import torch
 
 from torch_tpu import _C
 from torch_tpu import metrics as _metrics
+from torch_tpu._internal.import_hook import after_import
 from torch_tpu.distributed import target_sharding
 from torch_tpu.modes import EagerMode, eager_mode
 
@@ -88,7 +90,7 @@ def _frame_name() -> str | None:
     return name
 
 
-def _name_traced_lines_only_when_logged() -> bool:
+def _name_traced_lines_only_when_logged(symbolic_convert: ModuleType) -> None:
     """Dynamo's trace logs name the function around each traced line, and it
     finds that name by tokenizing the line's whole source file
     (``torch._dynamo.funcname_cache``). It computes the name for every FX node
@@ -98,20 +100,12 @@ def _name_traced_lines_only_when_logged() -> bool:
     name is only ever printed in the ``trace_call`` and ``trace_source`` logs,
     so while both are off the lookup answers None (the header then names the
     code object alone) and no file is tokenized; with either on it is
-    dynamo's own. True when installed (False on a torch without the hook)."""
-    import torch._dynamo.output_graph as output_graph
-    import torch._dynamo.symbolic_convert as symbolic_convert
-
-    lookup = getattr(symbolic_convert, "get_funcname", None)
-    logs = [
-        getattr(symbolic_convert, "trace_call_log", None),
-        getattr(symbolic_convert, "trace_source_log", None),
-        getattr(output_graph, "trace_call_log", None),
-    ]
-    if lookup is None or any(log_ is None for log_ in logs):
-        return False
+    dynamo's own. Installed when dynamo's tracer is imported (``import
+    torch_tpu`` does not import dynamo)."""
+    lookup = symbolic_convert.get_funcname
+    logs = [symbolic_convert.trace_call_log, symbolic_convert.trace_source_log]
     if getattr(lookup, "_torch_tpu_when_logged", False):
-        return True
+        return
 
     def get_funcname(filename: str, lineno: int) -> str | None:
         if any(log_.isEnabledFor(logging.DEBUG) for log_ in logs):
@@ -120,10 +114,13 @@ def _name_traced_lines_only_when_logged() -> bool:
 
     get_funcname._torch_tpu_when_logged = True  # type: ignore[attr-defined]
     symbolic_convert.get_funcname = get_funcname
-    return True
 
 
-_name_traced_lines_only_when_logged()
+after_import(
+    "torch._dynamo.symbolic_convert",
+    lambda module: all(hasattr(module, n) for n in ("get_funcname", "trace_call_log", "trace_source_log")),
+    _name_traced_lines_only_when_logged,
+)
 
 
 class _NotFunctional(Exception):
