@@ -1,14 +1,15 @@
 """torch.compile on "tpu": ``TpuBackend`` (also ``backend="tpu"``).
 
 Dynamo captures the model; ``aot_autograd`` turns it into functional aten
-graphs (a forward, and a backward when gradients are needed). Each graph is
-run ONCE over placeholder tpu tensors in ``INTERNAL_DEFER_ALL`` mode: the same
+graphs (a forward, and a backward when gradients are needed); a graph that
+is never differentiated is traced as dynamo captured it (_InferenceGraph).
+Each graph is run ONCE over placeholder tpu tensors in ``INTERNAL_DEFER_ALL`` mode: the same
 C lowering rules that serve eager record every op into one StableHLO module,
 which is compiled through the executable cache (so the persistent cache
 serves it to the next process). Every later call is a single program launch:
 the Python work per call is one C++ call, never per op.
 
-Parameters and buffers are graph inputs (aot_autograd lifts them), so they
+Parameters and buffers are graph inputs (dynamo lifts them), so they
 are neither copied nor baked into the program. Shapes are static: a new input
 shape compiles a new program and logs which input changed.
 """
@@ -1395,7 +1396,7 @@ class _Specialized:
     Dynamo's default (``dynamic=None``) marks a size symbolic once it changes.
     XLA programs are static, so each call's concrete inputs (their shapes, and
     the values of the symbolic ints) pick a static program: the first call
-    with new ones runs aot_autograd over the graph with those inputs, exactly
+    with new ones compiles the graph for those inputs (``TpuBackend._aot``), exactly
     as ``dynamic=False`` would have (one program per shape, the change logged
     as a recompile), and later calls reuse it."""
 
