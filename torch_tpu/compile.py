@@ -254,7 +254,6 @@ class _CompiledGraph:
         # program draws from the generator at each run instead.
         rng_state = torch.tpu.get_rng_state(device)
         versions = [base._version for base in bases] if self.direct else []
-        normal = torch.inference_mode(False) if self.direct else contextlib.nullcontext()
         with normal, eager_mode(EagerMode.INTERNAL_DEFER_ALL):
             _C._trace_begin(device)
             try:
