@@ -53,6 +53,7 @@ _install_safetensors()  # load_file(device="tpu"), as for built-in devices (an i
 __all__ = [
     "EagerMode",
     "TpuBackend",
+    "cached_compile",
     "mark_repeated_blocks",
     "__version__",
     "cpu_fallback_mode",
@@ -68,6 +69,14 @@ __all__ = [
     "target",
     "target_report",
 ]
+
+
+def cached_compile(fn: Any, *, backend: TpuBackend, **torch_compile_kwargs: Any) -> Any:
+    """``torch.compile(fn, backend=backend, ...)`` whose dynamo output a later
+    process loads instead of tracing: see :func:`torch_tpu.dynamo_cache.cached_compile`."""
+    from torch_tpu.dynamo_cache import cached_compile as compile_cached  # imports dynamo: only when asked
+
+    return compile_cached(fn, backend=backend, **torch_compile_kwargs)
 
 
 class cpu_fallback_mode:  # noqa: N801 (a function to users, also a context manager)

@@ -64,8 +64,13 @@ def _source_name(node: torch.fx.Node) -> str:
     if grapharg is None or getattr(grapharg, "source", None) is None:
         return node.name
     name = grapharg.source.name
-    name = name() if callable(name) else str(name)
-    # L['self']._modules['proj']._parameters['weight'] -> self.proj.weight
+    return _tidy_source(name() if callable(name) else str(name))
+
+
+def _tidy_source(name: str) -> str:
+    """A dynamo source as a user writes it: L['self']._modules['proj']._parameters['weight']
+    (or, while dynamo saves the frame, L['self'].__dict__['_modules']['proj']...) -> proj.weight."""
+    name = re.sub(r"\.__dict__\['_(modules|parameters|buffers)'\]\['([^']*)'\]", r".\2", name)
     name = re.sub(r"\._(modules|parameters|buffers)\['([^']*)'\]", r".\2", name)
     name = re.sub(r"^[LG]\['([^']*)'\]", r"\1", name)
     name = re.sub(r"\['([^']*)'\]", r".\1", name)
@@ -743,6 +748,10 @@ class TpuBackend:
         frame = compile_id.frame_id if compile_id is not None else id(gm)
         if symbolic:
             return _Specialized(self, gm, label, input_names, frame)
+        if getattr(gm, "_backend_id", None) is not None:  # dynamo saves this frame (cached_compile)
+            from torch_tpu.dynamo_cache import record_graph
+
+            record_graph(gm, label, input_names)
         return self._aot(gm, example_inputs, label, input_names, frame)
 
     def _aot(
@@ -1043,6 +1052,9 @@ def _split_at_blocks(
 
 _MARKED_BASE = "_torch_tpu_block_base"  # on a marked subclass: the class it marks
 _marked_classes: dict[type, type] = {}
+# while dynamo saves a compiled frame's guards (dynamo_cache): a marked block
+# pickles as its marked class, which its saved type guard must name
+_saving_guards = False
 # Equal blocks share one entry; blocks of one class at other widths (a UNet's
 # transformer blocks per resolution) take one each, and dynamo raises past the cap.
 _REGION_ENTRIES = 64
@@ -1080,6 +1092,28 @@ def _own_code(fn: Callable[..., Any], base: type) -> Callable[..., Any]:
 
 def _is_leaf(x: Any) -> bool:
     return x is None or isinstance(x, (torch.Tensor, bool, int, float, str))
+
+
+_MARKED_PREFIX = "_marked:"
+
+
+def _marked_name(base: type) -> str:
+    """The marked subclass's name in this module: base's module and qualified
+    name, with no dot (pickle splits a qualified name at dots)."""
+    return f"{_MARKED_PREFIX}{base.__module__.replace('.', '$')}:{base.__qualname__.replace('.', '$')}"
+
+
+def __getattr__(name: str) -> Any:
+    """The marked subclass named |name| (_marked_name), made where missing."""
+    if not name.startswith(_MARKED_PREFIX):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    module_name, qualname = name[len(_MARKED_PREFIX) :].split(":")
+    base: Any = importlib.import_module(module_name.replace("$", "."))
+    for part in qualname.split("$"):
+        base = getattr(base, part)
+    return _marked_class(base)
 
 
 def _marked_class(base: type) -> type:
@@ -1168,17 +1202,28 @@ def _marked_class(base: type) -> type:
         import copyreg
 
         reduced = super(marked, self).__reduce_ex__(protocol)
+        if _saving_guards:  # dynamo's saved guards check the marked class
+            return reduced
         return (copyreg._reconstructor, (base, object, None), *reduced[2:])
 
     forward.__doc__ = base_forward.__doc__
+
+    def _get_name(self: torch.nn.Module) -> str:
+        return base.__name__  # the model's repr names the block's own class
+
+    name = _marked_name(base)
     marked = type(
-        base.__name__,
+        name,  # dynamo saves a guard on a class only where its name is its qualname
         (base,),
         {
             "forward": forward,
             "__reduce_ex__": __reduce_ex__,
-            "__module__": base.__module__,
-            "__qualname__": base.__qualname__,
+            # found by name (pickle, dynamo's saved guards) through this
+            # module's __getattr__, which makes it in a process that has not
+            # marked the class yet
+            "__module__": __name__,
+            "__qualname__": name,
+            "_get_name": _get_name,
             _MARKED_BASE: base,
         },
     )
@@ -1212,9 +1257,10 @@ def mark_repeated_blocks(model: torch.nn.Module) -> list[str]:
     at): two or more, of one class of the model's own (not a ``torch.nn``
     layer), with equal parameter shapes; where a diffusers model names its
     repeated blocks (``_repeated_blocks``), only those classes. Each block
-    object gets a subclass of its class (same name and module, same behaviour;
-    ``isinstance`` holds) whose ``forward``, under ``torch.compile``, is the
-    region; other objects of the class are untouched, and outside
+    object gets a subclass of its class (same behaviour, ``isinstance`` holds,
+    the model's repr names the block's class; the subclass itself is named in
+    ``torch_tpu.compile``, where dynamo's saved guards find it) whose
+    ``forward``, under ``torch.compile``, is the region; other objects of the class are untouched, and outside
     ``torch.compile`` the call is the plain ``forward``. A block whose forward
     breaks dynamo's graph cannot be a region: dynamo then raises, naming it.
 
@@ -1306,7 +1352,7 @@ def _split_at_regions(
             key = (cls_name, *_computations(body))
             fn = shared.get(key)
             if fn is None:
-                where = block[0].split(".", 1)[-1] if block else identifier
+                where = _tidy_source(block[0]) if block else identifier
                 name_of = f"{label or 'graph'}: {where} block ({cls.__name__ if cls else identifier})"
                 names = [_source_name(n) for n in body.graph.nodes if n.op == "placeholder"]
                 fn = _Specialized(backend, body, name_of, names, (frame, where), split=False, block=True)

@@ -337,15 +337,25 @@ def enable_tpu_compile(
             # An accelerate hook (model CPU offload) wraps forward: compile the
             # forward inside it, so the hook's device moves stay eager; the
             # component stays itself, so offload can re-hook it after a call.
-            component._old_forward = torch.compile(component._old_forward, **options("forward"))
+            component._old_forward = _compile(component._old_forward, options("forward"))
             object.__setattr__(component, _COMPILED, True)
         else:
-            setattr(self, name, torch.compile(component, **options("forward")))
+            setattr(self, name, _compile(component, options("forward")))
         compiled.append(name)
     return compiled
 
 
 _COMPILED = "_torch_tpu_compiled"
+
+
+def _compile(fn: Any, options: dict[str, Any]) -> Any:
+    """torch.compile; with TpuBackend, cached_compile: a later process loads
+    dynamo's output from the cache directory instead of tracing."""
+    if isinstance(options.get("backend"), TpuBackend):
+        from torch_tpu.dynamo_cache import cached_compile
+
+        return cached_compile(fn, **options)
+    return torch.compile(fn, **options)
 
 
 def _compiled_method(component: torch.nn.Module, method: str, options: dict[str, Any]) -> Any:
@@ -356,8 +366,8 @@ def _compiled_method(component: torch.nn.Module, method: str, options: dict[str,
     bound = getattr(component, method)
     inner = getattr(getattr(type(component), method, None), "__wrapped__", None)
     if inner is None:
-        return torch.compile(bound, **options)
-    compiled = torch.compile(inner.__get__(component), **options)
+        return _compile(bound, options)
+    compiled = _compile(inner.__get__(component), options)
 
     @functools.wraps(bound)
     def call(*args: Any, **kwargs: Any) -> Any:
