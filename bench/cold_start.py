@@ -11,10 +11,13 @@ Prints, per flow, the seconds from before the call to its end (pipeline construc
 excluded), the compiles and their summed seconds, the most compiles in flight at once and the
 launches made from the compile queue. ``--compile-threads N`` sets TORCH_TPU_COMPILE_THREADS in the
 children (0: every program compiles on the thread that needs it, as before the launch queue);
-``--both`` runs each flow at 0 and at the default and prints the ratio. Asserts nothing.
+``--both`` runs each flow at 0 and at the default and prints the ratio. ``--warm`` runs each flow
+again in a second process over the same cache directory (a warm start: the programs, and for the
+compiled flow dynamo's frames, come from it). Asserts nothing.
 
     .venv/bin/python bench/cold_start.py            # both flows, default threads
     .venv/bin/python bench/cold_start.py --both     # also at TORCH_TPU_COMPILE_THREADS=0
+    .venv/bin/python bench/cold_start.py --warm     # then a second process over the same cache
 """
 
 from __future__ import annotations
@@ -55,18 +58,21 @@ def child(flow: str) -> None:
     print(json.dumps({"seconds": seconds, **{k: m[k] for k in keys}}))
 
 
-def run(flow: str, threads: str | None) -> dict:
+def run(flow: str, threads: str | None, warm: bool) -> list[dict]:
+    """The flow in a child over a new cache directory; with |warm|, then in a second child over it."""
     with tempfile.TemporaryDirectory(prefix="torch_tpu_cold_") as cache:
         env = {**os.environ, "TORCH_TPU_CACHE_DIR": cache, "TORCH_TPU_COMPILE_NOTICE_MS": "0"}
         env.pop("TORCH_TPU_COMPILE_THREADS", None)
         if threads is not None:
             env["TORCH_TPU_COMPILE_THREADS"] = threads
-        out = subprocess.run(
-            [sys.executable, __file__, "--child", flow], env=env, capture_output=True, text=True, check=False
-        )
-        if out.returncode != 0:
-            raise SystemExit(f"{flow} child failed:\n{out.stderr[-3000:]}")
-        return json.loads(out.stdout.strip().splitlines()[-1])
+        results = []
+        for _ in range(2 if warm else 1):
+            command = [sys.executable, __file__, "--child", flow]
+            out = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+            if out.returncode != 0:
+                raise SystemExit(f"{flow} child failed:\n{out.stderr[-3000:]}")
+            results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        return results
 
 
 def main() -> None:
@@ -74,24 +80,29 @@ def main() -> None:
     parser.add_argument("--child", choices=("strict", "compiled"), help=argparse.SUPPRESS)
     parser.add_argument("--compile-threads", help="TORCH_TPU_COMPILE_THREADS for the children")
     parser.add_argument("--both", action="store_true", help="each flow at 0 threads and at the default")
+    parser.add_argument("--warm", action="store_true", help="then a second process over the same cache")
     args = parser.parse_args()
     if args.child:
         child(args.child)
         return
     settings = ["0", None] if args.both else [args.compile_threads]
     print(f"cold start, tiny FLUX 128x128, 4 steps; {os.cpu_count()} CPUs")
-    header = f"{'flow':<10}{'threads':>9}{'seconds':>9}{'compiles':>10}{'compile s':>11}{'at once':>9}"
+    header = f"{'flow':<15}{'threads':>9}{'seconds':>9}{'compiles':>10}{'compile s':>11}{'at once':>9}"
     print(header + f"{'queued':>8}")
     for flow in ("strict", "compiled"):
         first = None
         for threads in settings:
-            r = run(flow, threads)
-            first = first or r["seconds"]
-            gain = f"   {first / r['seconds']:.2f}x faster than at 0" if args.both and threads is None else ""
-            print(
-                f"{flow:<10}{threads or 'default':>9}{r['seconds']:>9.2f}{r['compiles']:>10}"
-                f"{r['compile_seconds']:>11.2f}{r['max_concurrent_compiles']:>9}{r['queued_launches']:>8}{gain}"
-            )
+            for start, r in zip(("cold", "warm"), run(flow, threads, args.warm)):
+                gain = ""
+                if start == "cold":
+                    first = first or r["seconds"]
+                    if args.both and threads is None:
+                        gain = f"   {first / r['seconds']:.2f}x faster than at 0"
+                print(
+                    f"{flow + (' ' + start if args.warm else ''):<15}{threads or 'default':>9}"
+                    f"{r['seconds']:>9.2f}{r['compiles']:>10}{r['compile_seconds']:>11.2f}"
+                    f"{r['max_concurrent_compiles']:>9}{r['queued_launches']:>8}{gain}"
+                )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average at the end: {load:.1f}; compile s sums each compile's wall time (overlaps twice)")
 

@@ -47,9 +47,9 @@ class Model(nn.Module):
         self.blocks = nn.ModuleList(Block() for _ in range(4))
 
     @scaled
-    def forward(self, h):
+    def forward(self, h, half=0.5):  # a default: dynamo guards the wrapped function's defaults
         for block in self.blocks:
-            h = block(h, scale=(1.0, 0.5))
+            h = block(h, scale=(1.0, half))
         return h.sum(-1)
 
 
@@ -62,6 +62,18 @@ with torch.no_grad():
 model = model.to("tpu")
 torch_tpu.mark_repeated_blocks(model)
 backend = torch_tpu.TpuBackend()
+if sys.argv[2:] == ["broken"]:  # an entry that fails halfway through its install
+    import torch_tpu.dynamo_cache
+    from torch._dynamo.package import CompilePackage
+
+    torch_tpu.dynamo_cache._patch_torch()
+    installed = CompilePackage.install
+
+    def install(self, backends):
+        installed(self, backends)
+        raise AttributeError("a guard's value is missing")
+
+    CompilePackage.install = install
 compiled = torch_tpu.cached_compile(model, backend=backend, dynamic=False)
 with torch.no_grad():
     out = compiled(x.to("tpu")).cpu()
@@ -79,10 +91,14 @@ print("RESULT " + json.dumps({
 """
 
 
-def run(cache: Path, rows: int = 3) -> dict:
+def run(cache: Path, rows: int = 3, *extra: str) -> dict:
     env = dict(os.environ, TORCH_TPU_CACHE_DIR=str(cache))
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(rows)], env=env, capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", SCRIPT, str(rows), *extra],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("RESULT "))
@@ -132,6 +148,14 @@ def test_a_tampered_entry_is_not_loaded(tmp_path: Path) -> None:
     again = run(tmp_path)
     assert again["hit"] == 0 and again["error"] == 1  # refused before unpickling
     assert again["traced"] == 1 and again["max_diff"] < 1e-5
+
+
+def test_an_entry_that_fails_to_install_is_traced_and_saved_anew(warm: tuple[Path, dict, dict]) -> None:
+    cache, first, _ = warm
+    broken = run(cache, 3, "broken")
+    assert broken["traced"] == 1 and broken["out"] == first["out"]  # traced, never half-loaded
+    again = run(cache)
+    assert again["hit"] == 1 and again["traced"] == 0 and again["out"] == first["out"]
 
 
 def test_without_a_cache_directory_it_is_torch_compile(tmp_path: Path) -> None:

@@ -16,10 +16,11 @@ executable cache, authenticated like its entries:
 - an entry is a pickle, which is code: it is written with the HMAC-SHA256 of
   the executable cache's own secret (``mac.key``), and one whose MAC does not
   match is not unpickled (the frame is traced as if there were no entry);
-- guards that cannot be saved are dropped, as torch's caching precompile does
-  for identity guards: here also guards on closure contents (fixed by the
-  function's code, whose source torch hashes into the entry), which diffusers'
-  decorated ``forward`` methods and marked blocks hold;
+- the saved guards leave out those an entry cannot hold, as torch's caching
+  precompile does for identity guards: here also guards on closure contents
+  (fixed by the function's code, whose source torch hashes into the entry),
+  which diffusers' decorated ``forward`` methods and marked blocks hold; the
+  live frame keeps them all, and they are built once;
 - torch installs an entry's globals into the module named by the function's
   ``__module__``; a decorated ``forward`` (``functools.wraps``) runs in its
   decorator's module, so they are installed there too.
@@ -40,7 +41,7 @@ import logging
 import os
 import pickle
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -181,6 +182,7 @@ def _store_type() -> type:
         def __init__(self, path: str, key: bytes) -> None:
             super().__init__(path)
             self._key = key
+            self.unread = False  # set after an entry failed to install
 
         def path_prefix(self) -> str:
             return self._path_prefix
@@ -199,6 +201,8 @@ def _store_type() -> type:
             write_atomic(os.path.join(where, "entry"), self._mac(path, payload) + payload)
 
         def read(self, path: str) -> Any:
+            if self.unread:
+                raise RuntimeError(f"dynamo cache entry {path}: not loaded (it failed to install)")
             with open(os.path.join(self.path_prefix(), path, "entry"), "rb") as f:
                 data = f.read()
             mac, payload = data[:_MAC_SIZE], data[_MAC_SIZE:]
@@ -212,13 +216,16 @@ def _store_type() -> type:
 
 # --- where torch's install does not hold ---------------------------------------
 
-_install_patched = False
+_torch_patched = False
 
 
-def _patch_install() -> None:
-    """Installs an entry's globals also in the module its function runs in."""
-    global _install_patched
-    if _install_patched:
+def _patch_torch() -> None:
+    """Where torch's caching precompile does not hold here: an entry's globals
+    are installed also in the module its function runs in (below), inlined
+    sources are hashed by line range (_hash_inlined_sources_by_lines), and
+    guards are built once (_patch_guards)."""
+    global _torch_patched
+    if _torch_patched:
         return
     import sys
 
@@ -240,7 +247,41 @@ def _patch_install() -> None:
         _skip_installed_ids(modules)
 
     CompilePackage.install = install
-    _install_patched = True
+    _hash_inlined_sources_by_lines()
+    _patch_guards()
+    _torch_patched = True
+
+
+def _hash_inlined_sources_by_lines() -> None:
+    """torch records each function dynamo inlined (its module's source, and a
+    checksum of its lines that a later process compares) and finds the lines
+    with inspect.getsourcelines, which tokenizes the module up to the function:
+    about 0.1 s for the tiny FLUX pipeline, every compile. The line range is
+    taken from the code object instead (its first line to its last); a later
+    process checks the same range, so the check is the same."""
+    import inspect
+
+    from torch._dynamo import package
+
+    def add_code(self: Any, code: Any) -> None:
+        module = inspect.getmodule(code)
+        if module is None:
+            return
+        lines = [line for _, _, line in code.co_lines() if line is not None]
+        first = code.co_firstlineno
+        last = max([first, *lines]) + 1
+        source = "".join(package._get_sourcelines(module, first, last))
+        self.inlined_sources.add(
+            package.InlinedSource(
+                module=module.__name__,
+                firstlineno=first,
+                lastlineno=last,
+                checksum=package._hash_source(source),
+                content=package._get_module_content(module),
+            )
+        )
+
+    package.SourceInfo.add_code = add_code
 
 
 _NUMBERED_GLOBAL = re.compile(r"^__\w*?_(\d+)(?:_[0-9a-f]{8}(?:_[0-9a-f]{4}){3}_[0-9a-f]{12})?$")
@@ -265,24 +306,51 @@ def _skip_installed_ids(modules: set[Any]) -> None:
         bytecode_transformation._unique_id_counter = itertools.count(max(now, max(numbers) + 1))
 
 
-def _guard_filter(fn: Any) -> Callable[[Sequence[Any]], list[bool]]:
-    """Keeps the guards an entry can hold: not those on closure contents, nor
-    on |fn|'s free variables (a decorator's wrapped function)."""
-    from torch._dynamo.eval_frame import innermost_fn
+# guard kinds an entry cannot hold (which object, which function, a dict's
+# version): torch's caching precompile drops the same
+_UNSAVED_GUARDS = frozenset(("DICT_VERSION", "NN_MODULE", "ID_MATCH", "FUNCTION_MATCH", "CLASS_MATCH"))
+_UNSAVED_GUARDS |= frozenset(("MODULE_MATCH", "CLOSURE_MATCH", "WEAKREF_ALIVE"))
+_ROOT_NAME = re.compile(r"(?:L\['([^']+)'\]|([A-Za-z_]\w*))")  # L['forward_fn'].x, forward_fn.x
 
-    inner = innermost_fn(fn.forward if isinstance(fn, torch.nn.Module) else fn)
-    code = getattr(inner, "__code__", None)
-    free = set(code.co_freevars) if code is not None else set()
-    root = re.compile(r"[A-Za-z_]\w*")
 
-    def keep(entries: Sequence[Any]) -> list[bool]:
-        kept = []
-        for entry in entries:
-            head = root.match(entry.name)
-            kept.append("__closure__" not in entry.name and not (head and head.group(0) in free))
-        return kept
+def _savable(guard: Any, free: set[str]) -> bool:
+    """Whether an entry keeps |guard|: not a kind above (nor derived from one),
+    not on closure contents, nor on the frame's free variables (a decorator's
+    wrapped function): those are fixed by the function's code, whose source
+    torch hashes into the entry."""
+    kinds = {guard.create_fn_name(), *(guard.guard_types or ())}
+    if kinds & _UNSAVED_GUARDS or "__closure__" in guard.name:
+        return False
+    head = _ROOT_NAME.match(guard.name)
+    return not (head and (head.group(1) or head.group(2)) in free)
 
-    return keep
+
+def _patch_guards() -> None:
+    """Dynamo builds a frame's guards once for the frame and saves those an
+    entry can hold. torch's caching precompile instead filters the guards
+    before building them (a guard filter), which builds them twice, and the
+    live frame then lacks the identity guards too; here the live frame keeps
+    every guard and only the saved copy leaves some out."""
+    from torch._dynamo.guards import CheckFunctionManager
+
+    plain_init = CheckFunctionManager.__init__
+    plain_serialize = CheckFunctionManager.serialize_guards
+
+    def init(self: Any, f_code: Any, *args: Any, **kwargs: Any) -> None:
+        if not _saving:
+            return plain_init(self, f_code, *args, **kwargs)
+        self._tpu_free = set(f_code.co_freevars)
+        with torch._dynamo.config.patch(caching_precompile=False):  # no guard filter
+            return plain_init(self, f_code, *args, **kwargs)
+
+    def serialize_guards(self: Any, builder: Any, sorted_guards: list, output_graph: Any) -> bytes:
+        free = getattr(self, "_tpu_free", None)
+        if free is not None:
+            sorted_guards = [guard for guard in sorted_guards if _savable(guard, free)]
+        return plain_serialize(self, builder, sorted_guards, output_graph)
+
+    CheckFunctionManager.__init__ = init
+    CheckFunctionManager.serialize_guards = serialize_guards
 
 
 _saving = False
@@ -334,12 +402,25 @@ def cached_compile(fn: Any, *, backend: TpuBackend, **torch_compile_kwargs: Any)
     located = _secret()
     if located is None:
         return torch.compile(fn, backend=backend, **torch_compile_kwargs)
-    _patch_install()
+    _patch_torch()
     store = _store_type()(*located)
-    options = dict(torch_compile_kwargs.pop("options", None) or {})
-    options.setdefault("guard_filter_fn", _guard_filter(fn))
-    with _caching(store, backend):
-        compiled = torch.compile(fn, backend=backend, options=options, **torch_compile_kwargs)
+    try:
+        with _caching(store, backend):
+            compiled = torch.compile(fn, backend=backend, **torch_compile_kwargs)
+    except Exception as e:  # an entry torch could not install: traced, and saved anew
+        log.warning("torch_tpu: dynamo's saved frame was not loaded (%s: %s); tracing", type(e).__name__, e)
+        store.unread = True
+        import sys
+
+        from torch._dynamo.eval_frame import innermost_fn
+
+        inner = innermost_fn(fn.forward if isinstance(fn, torch.nn.Module) else fn)
+        names = {getattr(inner, "__module__", None), getattr(inner, "__globals__", {}).get("__name__")}
+        _skip_installed_ids({sys.modules[n] for n in names if n in sys.modules})  # what it installed
+        if hasattr(inner, "__code__"):  # and the frames it installed before it failed
+            torch._C._dynamo.eval_frame._reset_precompile_entries(inner.__code__)
+        with _caching(store, backend):
+            compiled = torch.compile(fn, backend=backend, **torch_compile_kwargs)
 
     def call(inner: Callable[..., Any]) -> Callable[..., Any]:
         def run(*args: Any, **kwargs: Any) -> Any:
