@@ -9,8 +9,10 @@ imported (at once if it already is). :func:`install` does it by hand.
 What it adds, on every pipeline class (the methods live on ``DiffusionPipeline``):
 
 - :func:`enable_tpu_compile`: ``torch.compile(component, backend=TpuBackend(),
-  dynamic=False)`` on the ``nn.Module`` components on "tpu"; an autoencoder's
-  ``encode``/``decode`` (what pipelines call, not ``forward``) are compiled too.
+  dynamic=False)`` on the ``nn.Module`` components on "tpu", through
+  ``cached_compile`` (a later process loads dynamo's frames instead of
+  tracing); an autoencoder's ``encode``/``decode`` (what pipelines call, not
+  ``forward``) are compiled too.
 - :func:`tpu_warmup`: one pipeline call under ``no_grad``, then
   ``torch.tpu.synchronize()``.
 
@@ -262,7 +264,9 @@ def enable_tpu_compile(
     dynamic=False, **compile_kwargs)`` (the caller's keyword arguments win); for
     an autoencoder, ``encode`` and ``decode`` are compiled too, since pipelines
     call those rather than ``forward``. Components that are already compiled are
-    skipped, so calling this twice is harmless. Repeated blocks (FLUX's
+    skipped, so calling this twice is harmless. It compiles through
+    ``torch_tpu.cached_compile``: with a cache directory on disk, a later
+    process loads dynamo's compiled frames instead of tracing. Repeated blocks (FLUX's
     ``transformer_blocks``) are marked first (``mark_repeated_blocks``): dynamo
     traces each distinct block once and it compiles as one program. Shapes are
     static: a new height,
