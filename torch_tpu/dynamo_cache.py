@@ -55,15 +55,6 @@ log = logging.getLogger(__name__)
 _MAC_SIZE = 32  # HMAC-SHA256
 
 
-class _QuietDroppedGuards(logging.Filter):
-    """torch warns once per guard that caching precompile does not save (about
-    50 for FLUX): the behaviour this module documents, not news at each compile."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "is dropped with caching_precompile" not in str(record.msg)
-
-
-logging.getLogger("torch._dynamo.guards").addFilter(_QuietDroppedGuards())
 # the TpuBackend whose graphs an entry installed now runs: the one passed to
 # cached_compile (torch installs an entry inside torch.compile)
 _loading_backend: TpuBackend | None = None
@@ -367,22 +358,27 @@ def _caching(store: Any, backend: TpuBackend) -> Iterator[None]:
     from torch_tpu import compile as tpu_compile
 
     global _saving, _loading_backend
+    config = torch._dynamo.config
+    # set and restored by hand: this runs at every call of a compiled module,
+    # and config.patch costs four times as much
     saved = (package.DynamoCache, precompile_context.DynamoCache, _saving, _loading_backend)
+    was_caching = config.caching_precompile
     package.DynamoCache = precompile_context.DynamoCache = store
     _saving, _loading_backend = True, backend
     tpu_compile._saving_guards = True
+    config.caching_precompile = True
     try:
-        with torch._dynamo.config.patch(caching_precompile=True):
-            yield
-            if PrecompileContext._dynamo_cache_entries:
-                try:
-                    PrecompileContext.save_to_dynamo_cache()
-                except Exception as e:  # a frame that cannot be saved is traced next time
-                    log.warning("torch_tpu: a compiled frame was not saved for later processes: %s", e)
-                # the backends' artifacts stay: a recompile saves the frame's
-                # entry again, with every graph it holds
-                PrecompileContext._dynamo_cache_entries.clear()
+        yield
+        if PrecompileContext._dynamo_cache_entries:
+            try:
+                PrecompileContext.save_to_dynamo_cache()
+            except Exception as e:  # a frame that cannot be saved is traced next time
+                log.warning("torch_tpu: a compiled frame was not saved for later processes: %s", e)
+            # the backends' artifacts stay: a recompile saves the frame's
+            # entry again, with every graph it holds
+            PrecompileContext._dynamo_cache_entries.clear()
     finally:
+        config.caching_precompile = was_caching
         package.DynamoCache, precompile_context.DynamoCache, _saving, _loading_backend = saved
         tpu_compile._saving_guards = _saving
 
