@@ -1,8 +1,11 @@
 /* pool_test.c: the compile pool (base/pool.c). Jobs all run, off the
 ** submitting thread, several at once when the pool has several workers;
 ** a pool of size 0 runs each job at its submit. Counts, never times. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -63,6 +66,35 @@ TEST(Pool_EveryJobRunsOnAWorker) {
   EXPECT(atomic_load(&g_most_running) == 2); /* two workers, each busy 2 ms a job */
 }
 
+static int thread_nice(void) {
+  errno = 0;
+  const int nice = getpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid));
+  return errno == 0 ? nice : -100;
+}
+
+static atomic_int g_worker_nice = -100;
+
+static void record_nice(void* arg) {
+  atomic_store(&g_worker_nice, thread_nice());
+  atomic_fetch_add(&g_done, *(int*)arg);
+  free(arg);
+}
+
+TEST(Pool_WorkersRunBelowTheSubmitter) {
+  /* the submitter (tracing, lowering) goes first where cores are few */
+  ASSERT(!tpurt_pool_runs_inline());
+  const int mine = thread_nice();
+  ASSERT(mine != -100);
+  atomic_store(&g_done, 0);
+  int* one = malloc(sizeof(int));
+  *one = 1;
+  tpurt_pool_submit(record_nice, one);
+  for (int spins = 0; atomic_load(&g_done) < 1 && spins < 20000; ++spins) usleep(500);
+  ASSERT(atomic_load(&g_done) == 1);
+  EXPECT(atomic_load(&g_worker_nice) == (mine + 10 > 19 ? 19 : mine + 10));
+  EXPECT(thread_nice() == mine); /* the submitter's own is untouched */
+}
+
 TEST(Pool_ForkedChildRunsAtSubmit) {
   pid_t pid = fork();
   ASSERT(pid >= 0);
@@ -90,4 +122,5 @@ TEST(Config_CompileThreadsIsChecked) {
 }
 
 TEST_MAIN(TEST_CASE(Pool_SizeZeroRunsAtSubmit), TEST_CASE(Pool_EveryJobRunsOnAWorker),
-          TEST_CASE(Pool_ForkedChildRunsAtSubmit), TEST_CASE(Config_CompileThreadsIsChecked))
+          TEST_CASE(Pool_WorkersRunBelowTheSubmitter), TEST_CASE(Pool_ForkedChildRunsAtSubmit),
+          TEST_CASE(Config_CompileThreadsIsChecked))
