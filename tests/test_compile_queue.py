@@ -134,3 +134,50 @@ def test_a_cold_first_image_compiles_its_programs_side_by_side():
     assert compiles > 50 and queued >= compiles and most >= 2, results["2"]
     assert results["0"][0] == compiles and results["0"][1:] == [0, 1], results["0"]
     assert torch.equal(results["2image"], results["0image"])
+
+
+def test_the_pieces_of_a_split_graph_compile_side_by_side():
+    """A compiled graph split at its marked blocks: each piece is traced at its first call and
+    its program queued; the next piece's trace goes on while it compiles (a trace waits for no
+    queued launch), so pieces compile two at once. The output matches eager CPU."""
+    script = """
+        import torch, torch_tpu
+        from torch.nn import functional as F
+
+        class Block(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a, self.b = torch.nn.Linear(48, 48), torch.nn.Linear(48, 48)
+
+            def forward(self, x):
+                return x + self.b(F.gelu(self.a(F.layer_norm(x, (48,)))))
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pre, self.post = torch.nn.Linear(16, 48), torch.nn.Linear(48, 8)
+                self.blocks = torch.nn.ModuleList([Block() for _ in range(3)])
+
+            def forward(self, x):
+                x = F.silu(self.pre(x)).softmax(-1) * 3
+                for block in self.blocks:
+                    x = block(x)
+                return self.post(F.layer_norm(x, (48,))).sigmoid()
+
+        torch.manual_seed(0)
+        model, x = Net(), torch.randn(4, 16)
+        expected = model(x)
+        torch_tpu.mark_repeated_blocks(model.to("tpu"))
+        compiled = torch.compile(model, backend=torch_tpu.TpuBackend(), dynamic=False)
+        torch.tpu.synchronize()
+        torch_tpu.reset_metrics()
+        with torch.no_grad():
+            out = compiled(x.to("tpu")).cpu()
+        assert torch.allclose(out, expected, atol=1e-5), "wrong value"
+        m = torch_tpu.metrics()
+        counts = m["traced_programs"]
+        print(counts["compiled graph"], counts["block"], m["max_concurrent_compiles"])
+    """
+    pieces, blocks, most = map(int, child(script, TORCH_TPU_COMPILE_THREADS="2").stdout.split())
+    assert (pieces, blocks) == (2, 1)  # before and after the blocks; one block program
+    assert most >= 2  # were a trace to wait for the queue, each piece would compile alone

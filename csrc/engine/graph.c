@@ -139,9 +139,14 @@ tpurt_status_t tpurt_set_eager_mode(tpurt_eager_mode_t mode) {
     return tpurt_status_create(TPURT_INVALID_ARGUMENT, "unknown eager mode %d", (int)mode);
   tpurt_status_t status = NULL;
   tpurt_eager_mode_t old = tpurt_get_eager_mode();
-  /* ops queued in strict eager run before the thread's next mode begins
-  ** (debug eager then blames each error on its own op) */
-  if (old != mode) queue_drain();
+  /* Ops queued in strict eager run before the thread's next mode begins
+  ** (debug eager then blames each error on its own op). A trace (compiled
+  ** mode's first call) is the exception, both ways: it launches nothing, and
+  ** the program it ends in queues its launch behind what is queued; waiting
+  ** there made a split graph's pieces compile one after another, each trace
+  ** waiting for the compile of the piece before it. */
+  const bool tracing = old == TPURT_MODE_INTERNAL_DEFER_ALL || mode == TPURT_MODE_INTERNAL_DEFER_ALL;
+  if (old != mode && !tracing) queue_drain();
   if (old != mode && old == TPURT_MODE_DEFER_AND_FUSE) {
     engine_lock();
     status = graph_flush_locked(GRAPH_FLUSH_MODE_CHANGE);
