@@ -271,6 +271,80 @@ def test_marked_blocks_are_traced_once_and_match(blocks):
     assert type(copy.deepcopy(model).blocks[0]) is Joint
 
 
+class Widen(nn.Module):
+    """A residual block of a given width, holding a list of its own sub-blocks."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.parts = nn.ModuleList([nn.Linear(width, width) for _ in range(2)])
+        self.inner = nn.ModuleList([Gate(width) for _ in range(2)])  # inside a block: never marked
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for part, gate in zip(self.parts, self.inner, strict=True):
+            x = x + gate(part(x))
+        return x
+
+
+class Gate(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.proj = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.silu(self.proj(x))
+
+
+class Stage(nn.Module):
+    """A VAE decoder's up block: its own width, a list of equal blocks, then a resize."""
+
+    def __init__(self, width: int, out: int) -> None:
+        super().__init__()
+        self.resnets = nn.ModuleList([Widen(width) for _ in range(2)])
+        self.resize = nn.Linear(width, out)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.resnets:
+            x = block(x)
+        return self.resize(x)
+
+
+class Decoder(nn.Module):
+    """Stages of different widths: the outer list does not repeat, the lists inside do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up_blocks = nn.ModuleList([Stage(32, 16), Stage(16, 8)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for stage in self.up_blocks:
+            x = stage(x)
+        return x
+
+
+def test_lists_inside_unequal_stages_are_marked():
+    """Where an outer list's children differ (a VAE decoder's up blocks), each child's own list
+    of equal blocks is marked; a list inside a marked block is not. One block program per width,
+    and the output matches the unmarked whole-graph program."""
+    x = torch.randn(4, 32, generator=torch.Generator().manual_seed(1))
+    torch.manual_seed(0)
+    whole = torch.compile(Decoder().to("tpu"), backend=TpuBackend(blocks=False), dynamic=False)
+    with torch.no_grad():
+        counts, expected = traced(lambda: whole(x.to("tpu")).cpu())
+    assert counts == {"compiled graph": 1}
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Decoder().to("tpu")
+    assert torch_tpu.mark_repeated_blocks(model) == ["up_blocks.0.resnets", "up_blocks.1.resnets"]
+    assert type(model.up_blocks[0].resnets[1].inner[0]) is Gate  # inside a marked block
+    compiled = torch.compile(model, backend=TpuBackend(), dynamic=False)
+    with torch.no_grad():
+        counts, out = traced(lambda: compiled(x.to("tpu")).cpu())
+    assert counts["block"] == 2, counts  # one per width, each called twice
+    assert torch_tpu.metrics()["recompiles"] == []  # each width's block is its own function
+    assert_same(out, expected, atol=1e-5, rtol=1e-4)
+
+
 FAKE = Path(__file__).resolve().parent.parent / "build" / "tests" / "fake_pjrt_plugin.so"
 
 

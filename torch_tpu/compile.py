@@ -835,13 +835,16 @@ class TpuBackend:
 _BLOCK_PATH = re.compile(r"^(.*)\.(\d+)$")  # "L['self'].transformer_blocks.3"
 
 
-def _block_of(node: torch.fx.Node) -> tuple[str, str, type] | None:
+def _block_of(node: torch.fx.Node, innermost: bool = False) -> tuple[str, str, type] | None:
     """(container, block path, block class) of the outermost indexed child
-    module (a ModuleList/Sequential entry) that emitted |node|, or None."""
+    module (a ModuleList/Sequential entry) that emitted |node|, or of the
+    innermost (a region's call: its marked block may sit in an up block's
+    list), or None."""
     stack = node.meta.get("nn_module_stack")
     if not stack:
         return None
-    for path, cls in stack.values():  # outermost first
+    entries = list(stack.values())  # outermost first
+    for path, cls in reversed(entries) if innermost else entries:
         match = _BLOCK_PATH.match(str(path))
         if match:
             return match.group(1), str(path), cls
@@ -1253,9 +1256,11 @@ def mark_repeated_blocks(model: torch.nn.Module) -> list[str]:
     ``pipe.enable_tpu_compile()`` calls it for each component.
 
     Repeated blocks are the children of a ``ModuleList`` or ``Sequential`` that
-    is not itself inside such a child (the blocks ``TpuBackend`` splits a graph
-    at): two or more, of one class of the model's own (not a ``torch.nn``
-    layer), with equal parameter shapes; where a diffusers model names its
+    is not inside a block already marked: two or more, of one class of the
+    model's own (not a ``torch.nn`` layer), with equal parameter shapes. Where
+    the outer list's children differ (a VAE decoder's ``up_blocks``, whose
+    widths change), the lists inside them are looked at (each up block's
+    ``resnets``). Where a diffusers model names its
     repeated blocks (``_repeated_blocks``), only those classes. Each block
     object gets a subclass of its class (same behaviour, ``isinstance`` holds,
     the model's repr names the block's class; the subclass itself is named in
@@ -1274,8 +1279,8 @@ def mark_repeated_blocks(model: torch.nn.Module) -> list[str]:
     for path, module in model.named_modules():
         if not isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
             continue
-        if any(part.isdigit() for part in path.split(".")):
-            continue  # inside a block: the outer block is the unit
+        if any(path.startswith(outer + ".") for outer in marked):
+            continue  # inside a marked block: the outer block is the unit
         children = list(module.children())
         if not _repeats(children):
             continue
@@ -1346,7 +1351,7 @@ def _split_at_regions(
         fn = by_identifier.get(identifier)
         if fn is None:
             body = getattr(gm, getter.target)
-            block = _block_of(call)
+            block = _block_of(call, innermost=True)
             cls = getattr(block[2], _MARKED_BASE, block[2]) if block else None
             cls_name = f"{cls.__module__}.{cls.__qualname__}" if cls else "region"
             key = (cls_name, *_computations(body))
