@@ -126,3 +126,26 @@ def test_a_trace_input_requires_grad_as_its_argument_does(no_fallback):
         out = torch.compile(proj.to("tpu"), backend=backend, dynamic=False)(x.to("tpu"))
     assert backend.direct_graphs == 1
     torch.testing.assert_close(out.cpu(), expected, rtol=2e-2, atol=2e-2)
+
+
+def test_the_compile_starts_when_dynamo_hands_over_the_graph(no_fallback):
+    """The backend traces an inference graph and queues its compile from dynamo's example inputs,
+    before dynamo builds the frame's guards and runs it; the first call finds the program."""
+    model = block()
+    x = torch.randn(4, 16)
+    with torch.no_grad():
+        expected = model(x)
+    backend = TpuBackend()
+    at_handover: list[int] = []
+
+    def handover(gm, example_inputs):
+        fn = backend(gm, example_inputs)
+        at_handover.append(backend.compiles)
+        return fn
+
+    compiled = torch.compile(model.to("tpu"), backend=handover, dynamic=False)
+    with torch.no_grad():
+        out = compiled(x.to("tpu"))
+    assert at_handover == [1]  # compiled at the hand-over
+    assert backend.compiles == 1  # and not again at the first call
+    torch.testing.assert_close(out.cpu(), expected, rtol=1e-5, atol=1e-5)
