@@ -337,6 +337,8 @@ def test_lists_inside_unequal_stages_are_marked():
     model = Decoder().to("tpu")
     assert torch_tpu.mark_repeated_blocks(model) == ["up_blocks.0.resnets", "up_blocks.1.resnets"]
     assert type(model.up_blocks[0].resnets[1].inner[0]) is Gate  # inside a marked block
+    # a model that is itself the list: its blocks are the unit, the lists inside them are not marked
+    assert torch_tpu.mark_repeated_blocks(nn.Sequential(Widen(8), Widen(8))) == [""]
     compiled = torch.compile(model, backend=TpuBackend(), dynamic=False)
     with torch.no_grad():
         counts, out = traced(lambda: compiled(x.to("tpu")).cpu())

@@ -1299,8 +1299,8 @@ def mark_repeated_blocks(model: torch.nn.Module) -> list[str]:
     for path, module in model.named_modules():
         if not isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)):
             continue
-        if any(path.startswith(outer + ".") for outer in marked):
-            continue  # inside a marked block: the outer block is the unit
+        if any(outer == "" or path.startswith(outer + ".") for outer in marked):
+            continue  # inside a marked block (the model itself may be the list): the outer block is the unit
         children = list(module.children())
         if not _repeats(children):
             continue
