@@ -1280,8 +1280,8 @@ def mark_repeated_blocks(model: torch.nn.Module) -> list[str]:
     model's own (not a ``torch.nn`` layer), with equal parameter shapes. Where
     the outer list's children differ (a VAE decoder's ``up_blocks``, whose
     widths change), the lists inside them are looked at (each up block's
-    ``resnets``). Where a diffusers model names its
-    repeated blocks (``_repeated_blocks``), only those classes. Each block
+    ``resnets``). Where a diffusers model names its repeated blocks
+    (``_repeated_blocks``), only those classes. Each block
     object gets a subclass of its class (same behaviour, ``isinstance`` holds,
     the model's repr names the block's class; the subclass itself is named in
     ``torch_tpu.compile``, where dynamo's saved guards find it) whose
