@@ -221,3 +221,30 @@ def test_channels_last_of_the_wrong_rank_is_refused():
     for d in ("cpu", "tpu"):
         with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last format"):
             torch.zeros(3, 4, device=d).clone(memory_format=torch.channels_last)
+
+
+def _attention_tail(x, residual):
+    """The end of diffusers' classic attention over an image (the VAE's mid
+    block): tokens back to channels, a residual add, a rescale. The reshape of
+    the transposed tokens is a channels-last view, and so are the results."""
+    h = x.transpose(-1, -2).reshape(residual.shape)
+    return (h + residual) / 1.5
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_channels_last_result_is_written_by_a_transpose_not_a_scatter(
+    no_fallback, tpu_env, tmp_path, batch
+):
+    from torch_tpu import TpuBackend
+
+    tpu_env("TORCH_TPU_DUMP_DIR", str(tmp_path))
+    g = torch.Generator().manual_seed(0)
+    x, residual = torch.randn(batch, 49, 13, generator=g), torch.randn(batch, 13, 7, 7, generator=g)
+    expected = _attention_tail(x, residual)
+    compiled = torch.compile(_attention_tail, backend=TpuBackend(), dynamic=False)
+    got = compiled(x.to("tpu"), residual.to("tpu"))
+    assert got.shape == expected.shape
+    assert_same(got, expected)
+    text = "\n".join(p.read_text() for p in sorted(tmp_path.glob("*.mlir")))
+    assert "stablehlo.transpose" in text
+    assert "stablehlo.scatter" not in text

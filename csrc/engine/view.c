@@ -9,7 +9,9 @@
 **     transposes, column slices, selects and steps;
 **   - a gather with computed indices otherwise (overlapping as_strided).
 ** Writes are the mirror image: a whole write replaces the value, a
-** contiguous range is a dynamic_update_slice, anything else a scatter.
+** contiguous range is a dynamic_update_slice, a view that covers its whole
+** storage in an order of its own (channels-last, a transposed result) is a
+** transpose, anything else a scatter.
 **
 ** The offset can be a runtime value (|offset| != IR_NONE: a 0-d i64
 ** parameter): then the slices are dynamic and nothing in the program depends
@@ -240,6 +242,20 @@ ir_value_t view_read(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v, ir_
   return ir_gather(f, flat, strided_indices(f, v, offset), &g);
 }
 
+/* The storage of a view that covers all |n| of its elements once, in an
+** order of its own (view_memory_order: channels-last, a transposed result):
+** |update| transposed into that order, where a scatter would write each
+** element at its computed index. The VAE's mid-block attention adds its
+** residual in channels-last; its scatter was most of that piece's XLA:CPU
+** compile, and a scatter is slow at every run on a TPU. IR_NONE (no error)
+** if the view is not such a permutation. */
+static ir_value_t write_permuted(ir_func_t* f, const tpurt_tensor_t* v, ir_value_t update, int64_t n) {
+  int64_t order[TPURT_MAX_RANK];
+  if (!view_memory_order(v, order)) return IR_NONE;
+  ir_value_t x = ir_transpose(f, ir_reshape(f, update, v->rank, v->sizes), order);
+  return ir_reshape(f, x, 1, &n);
+}
+
 ir_value_t view_write(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v, ir_value_t update,
                       ir_value_t offset) {
   const ir_type_t* bt0 = ir_value_type(f, base);
@@ -250,6 +266,10 @@ ir_value_t view_write(ir_func_t* f, ir_value_t base, const tpurt_tensor_t* v, ir
   if (numel == 0) return base;
   if (bt.dtype == v->dtype && v->offset == 0 && numel == n && view_is_contiguous(v))
     return ir_reshape(f, update, bt.rank, bt.dims);
+  if (offset == IR_NONE && bt.dtype == v->dtype && v->offset == 0 && numel == n) {
+    ir_value_t whole = write_permuted(f, v, update, n); /* (a contiguous one returned above) */
+    if (whole != IR_NONE) return bt.rank == 1 ? whole : ir_reshape(f, whole, bt.rank, bt.dims);
+  }
   /* work in the view's element type; convert back at the end */
   ir_value_t flat = reinterpret_flat(f, flatten(f, base), v->dtype);
   ir_value_t upd = ir_reshape(f, update, 1, &numel);
