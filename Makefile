@@ -61,7 +61,7 @@ $(VENV)/.stamp: pyproject.toml
 	@$(PYTHON) -m venv $(VENV)
 	@$(PIPQ) install --upgrade pip
 	@$(PIPQ) install "$(TORCH)"
-	@$(PIPQ) install xla-cpu-pjrt pytest expecttest ruff numpy pybind11 setuptools wheel ninja build "clang-format==18.1.8"
+	@$(PIPQ) install xla-cpu-pjrt pytest pytest-xdist expecttest ruff numpy pybind11 setuptools wheel ninja build "clang-format==18.1.8"
 	@$(PIPQ) install "diffusers==0.42.1" "transformers==5.23.0" pillow accelerate parameterized requests-mock
 	@# libtpu compiles for named TPU chips with no TPU attached (compile-only targets);
 	@# the target tests skip with a one-line reason where it cannot load
@@ -144,9 +144,14 @@ ctest-asan: venv $(ASAN_BINS) $(FAKE_PLUGIN) $(FAKE_KV_PLUGIN)
 	  LSAN_OPTIONS=suppressions=csrc/tests/lsan.supp:print_suppressions=0 \
 	  UBSAN_OPTIONS=print_stacktrace=1 $$t; done
 
+# pytest runs one worker per core, up to 4 (PYTEST_WORKERS=0: one process).
+# Most tests are bound by one Python thread, so on this project's 2-core
+# hosts two workers take 15 minutes where one takes 25. A file stays in one
+# worker (--dist loadfile): its module fixtures are built once.
 # --durations: the slowest tests are listed, so the 25-minute budget is seen.
+PYTEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 4 ] && n=4; echo $$n)
 pytest: build
-	$(PY) -m pytest -q --durations=25 tests
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile --durations=25 tests
 
 # diffusers' own model tests (FLUX, AutoencoderKL, UNet2DCondition, SD3) on
 # "tpu", with passed/failed/skipped per file. Slow, so not part of `make test`.

@@ -102,8 +102,10 @@ def mlp() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
 
 
-def test_default_torch_compile_matches_backend_tpu(no_fallback, caplog):
+def test_default_torch_compile_matches_backend_tpu(no_fallback, caplog, monkeypatch):
     torch._dynamo.reset()
+    # the note is given once per process: another test in this process may have had it
+    monkeypatch.setattr(torch_tpu, "_compile_note_given", False)
     x = torch.randn(4, 16)
     with torch.no_grad(), caplog.at_level(logging.WARNING, logger="torch_tpu.compile"):
         default = torch.compile(mlp().to("tpu"))(x.to("tpu"))
