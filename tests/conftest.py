@@ -114,3 +114,10 @@ def pytest_sessionfinish(session, exitstatus):  # noqa: ARG001
     if path:
         with open(path, "w") as f:
             json.dump({"target": report.target, "programs": report.programs}, f, default=str)
+
+
+def pytest_collection_modifyitems(config, items):  # noqa: ARG001
+    """Under xdist (`make pytest`) a file goes whole to one worker, in collection order. The
+    OpInfo suite is a fifth of the run: started last it would finish alone, so it starts first."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        items.sort(key=lambda item: item.path.name != "test_opinfo.py")  # stable: the rest keep their order

@@ -50,6 +50,7 @@ for p in range(PASSES):
     before = torch_tpu.metrics()["compiles"]
     for x in xs:
         assert x.neg().cpu().tolist() == [-v for v in range(x.numel())] or x.numel() == 1
+    torch.tpu.synchronize()  # a compile job publishes its plan after its result is read: let it end
     m = torch_tpu.metrics()
     passes.append({"compiles": m["compiles"] - before, "maps": maps(), "rss_kb": rss_kb(),
                    "plans": m["plans"], "plan_bytes": m["plan_bytes"],
