@@ -8,9 +8,10 @@ at 128x128 with 4 steps, the transformer and the VAE on "tpu".
 - ``compiled``: ``pipe.enable_tpu_compile()`` then ``pipe.tpu_warmup(...)`` (the documented warm-up).
 
 Prints, per flow, the seconds from before the call to its end (pipeline construction and imports
-excluded), the compiles and their summed seconds, the most compiles in flight at once and the
-launches made from the compile queue. ``--compile-threads N`` sets TORCH_TPU_COMPILE_THREADS in the
-children (0: every program compiles on the thread that needs it, as before the launch queue);
+excluded), a digest of the image (made after the timed part in the compiled flow), the compiles
+and their summed seconds, the most compiles in flight at once and the launches made from the
+compile queue. ``--compile-threads N`` sets TORCH_TPU_COMPILE_THREADS in the children (0: every
+program compiles on the thread that needs it, as before the launch queue);
 ``--both`` runs each flow at 0 and at the default and prints the ratio. ``--warm`` runs each flow
 again in a second process over the same cache directory (a warm start: the programs, and for the
 compiled flow dynamo's frames, come from it). ``--against TREE`` compares this
@@ -28,6 +29,7 @@ Asserts nothing.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import statistics
@@ -60,9 +62,12 @@ def child(flow: str) -> None:
         pipe.tpu_warmup(prompt=PROMPT, **CALL)
     seconds = time.perf_counter() - start
     m = torch_tpu.metrics()
+    if flow != "strict":
+        image = pipe(PROMPT, **CALL).images[0]  # after the timed warm-up: the image it prepared for
     keys = ("compiles", "compile_seconds", "max_concurrent_compiles", "queued_launches")
     # .get: an older tree (--against) may not count all of them
-    print(json.dumps({"seconds": seconds, **{k: m.get(k) for k in keys}}))
+    digest = hashlib.sha256(image.tobytes()).hexdigest()[:16]
+    print(json.dumps({"seconds": seconds, "image": digest, **{k: m.get(k) for k in keys}}))
 
 
 def run(flow: str, threads: str | None, warm: bool, tree: str | None = None) -> list[dict]:
@@ -91,16 +96,22 @@ def compare(tree: str, runs: int) -> None:
     print(f"cold start, tiny FLUX 128x128, 4 steps; {os.cpu_count()} CPUs; {tree} against {here}")
     for flow in ("strict", "compiled"):
         seconds: dict[str, list[float]] = {tree: [], here: []}
+        images = set()
         for i in range(runs):
             for where in (tree, here):
                 r = run(flow, None, False, where)[0]
                 seconds[where].append(r["seconds"])
-                print(f"{flow:<9}{i:>3}  {where:<40}{r['seconds']:>7.2f} s  {r['compiles']} compiles")
+                images.add(r["image"])
+                print(
+                    f"{flow:<9}{i:>3}  {where:<40}{r['seconds']:>7.2f} s  {r['compiles']} compiles"
+                    f"  image {r['image']}"
+                )
         old, new = (statistics.median(seconds[w]) for w in (tree, here))
         pairs = sorted(a / b for a, b in zip(seconds[tree], seconds[here]))
         print(
             f"{flow}: median {old:.2f} s there, {new:.2f} s here: {old / new:.2f}x "
-            f"(run by run {pairs[0]:.2f}x to {pairs[-1]:.2f}x)"
+            f"(run by run {pairs[0]:.2f}x to {pairs[-1]:.2f}x); "
+            + ("the same image in every run" if len(images) == 1 else f"{len(images)} different images")
         )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"load average at the end: {load:.1f}")
